@@ -1,0 +1,120 @@
+package abi
+
+import "fmt"
+
+// MaxManifestBytes bounds the hook_v1.manifest custom section.
+const MaxManifestBytes = 64 << 10
+
+// Manifest is the JSON object a module carries in its hook_v1.manifest custom
+// section. Unknown fields are ignored.
+type Manifest struct {
+	Name         string   `json:"name,omitempty"`
+	Version      string   `json:"version,omitempty"`
+	Description  string   `json:"description,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Points lists where the hook may be bound; nil means anywhere.
+	Points []string `json:"points,omitempty"`
+	// SettingsSchema is a JSON Schema for the hook's settings; nil means
+	// any object.
+	SettingsSchema map[string]any `json:"settings_schema,omitempty"`
+}
+
+// AllowsPoint reports whether the hook may be bound at point.
+func (m *Manifest) AllowsPoint(point string) bool {
+	if m == nil || m.Points == nil {
+		return true
+	}
+	for _, p := range m.Points {
+		if p == point {
+			return true
+		}
+	}
+	return false
+}
+
+// Requests reports whether the manifest asks for capability name.
+func (m *Manifest) Requests(name string) bool {
+	if m == nil {
+		return false
+	}
+	for _, c := range m.Capabilities {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ManifestError reports a manifest that refuses the module.
+type ManifestError struct {
+	Field  string
+	Reason string
+	Err    error
+}
+
+func (e *ManifestError) Error() string {
+	msg := "invalid " + ManifestSection
+	if e.Field != "" {
+		msg += fmt.Sprintf(": field %q", e.Field)
+	}
+	msg += ": " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ManifestError) Unwrap() error { return e.Err }
+
+// DecodeManifest parses a manifest strictly: it must be one JSON object of at
+// most MaxManifestBytes; every known field must have the right type.
+func DecodeManifest(data []byte) (*Manifest, error) {
+	v, err := ParseJSON(data, JSONLimits{MaxBytes: MaxManifestBytes, MaxDepth: 32})
+	if err != nil {
+		return nil, &ManifestError{Reason: "not strict JSON", Err: err}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &ManifestError{Reason: "not a JSON object"}
+	}
+	m := &Manifest{}
+	for field, dst := range map[string]*string{"name": &m.Name, "version": &m.Version, "description": &m.Description} {
+		if x, present := obj[field]; present {
+			if *dst, ok = x.(string); !ok {
+				return nil, &ManifestError{Field: field, Reason: "must be a string"}
+			}
+		}
+	}
+	for field, dst := range map[string]*[]string{"capabilities": &m.Capabilities, "points": &m.Points} {
+		x, present := obj[field]
+		if !present {
+			continue
+		}
+		arr, ok := x.([]any)
+		if !ok {
+			return nil, &ManifestError{Field: field, Reason: "must be an array of strings"}
+		}
+		out := make([]string, 0, len(arr))
+		for _, e := range arr {
+			s, ok := e.(string)
+			if !ok || s == "" {
+				return nil, &ManifestError{Field: field, Reason: "must be an array of non-empty strings"}
+			}
+			out = append(out, s)
+		}
+		*dst = out
+	}
+	for _, p := range m.Points {
+		if _, ok := LookupPoint(p); !ok {
+			return nil, &ManifestError{Field: "points", Reason: fmt.Sprintf("unknown point %q", p)}
+		}
+	}
+	if x, present := obj["settings_schema"]; present {
+		s, ok := x.(map[string]any)
+		if !ok {
+			return nil, &ManifestError{Field: "settings_schema", Reason: "must be an object"}
+		}
+		m.SettingsSchema = s
+	}
+	return m, nil
+}
