@@ -46,21 +46,33 @@ const (
 // import: the union of what Go's wasip1 port and wasi-libc's stdio import.
 // The host serves them without files, sockets, environment or arguments.
 //
+// Go's runtime alone imports args_get, args_sizes_get, environ_get,
+// environ_sizes_get, clock_time_get, fd_write, poll_oneoff, proc_exit,
+// random_get and sched_yield. Any Go program that links package os (fmt
+// does, and so does this package) adds fd_close, fd_fdstat_get,
+// fd_fdstat_set_flags, fd_prestat_get and fd_prestat_dir_name, the last two
+// from package syscall's scan for preopened directories at init. wasi-libc's
+// stdio adds fd_seek. ABI.md says how each one is served.
+//
 // The value is the function's signature in WebAssembly text form, which the
 // host checks at load.
 var WASIFunctions = map[string]string{
-	"args_get":          "(i32, i32) -> i32",
-	"args_sizes_get":    "(i32, i32) -> i32",
-	"environ_get":       "(i32, i32) -> i32",
-	"environ_sizes_get": "(i32, i32) -> i32",
-	"clock_time_get":    "(i32, i64, i32) -> i32",
-	"fd_close":          "(i32) -> i32",
-	"fd_seek":           "(i32, i64, i32, i32) -> i32",
-	"fd_write":          "(i32, i32, i32, i32) -> i32",
-	"poll_oneoff":       "(i32, i32, i32, i32) -> i32",
-	"proc_exit":         "(i32) -> ()",
-	"random_get":        "(i32, i32) -> i32",
-	"sched_yield":       "() -> i32",
+	"args_get":            "(i32, i32) -> i32",
+	"args_sizes_get":      "(i32, i32) -> i32",
+	"environ_get":         "(i32, i32) -> i32",
+	"environ_sizes_get":   "(i32, i32) -> i32",
+	"clock_time_get":      "(i32, i64, i32) -> i32",
+	"fd_close":            "(i32) -> i32",
+	"fd_fdstat_get":       "(i32, i32) -> i32",
+	"fd_fdstat_set_flags": "(i32, i32) -> i32",
+	"fd_prestat_get":      "(i32, i32) -> i32",
+	"fd_prestat_dir_name": "(i32, i32, i32) -> i32",
+	"fd_seek":             "(i32, i64, i32, i32) -> i32",
+	"fd_write":            "(i32, i32, i32, i32) -> i32",
+	"poll_oneoff":         "(i32, i32, i32, i32) -> i32",
+	"proc_exit":           "(i32) -> ()",
+	"random_get":          "(i32, i32) -> i32",
+	"sched_yield":         "() -> i32",
 }
 
 // HostCallSignature is the signature of hook_v1.host_call in the same form.
@@ -131,7 +143,7 @@ func Statuses() []Status {
 }
 
 // Known reports whether s is a status defined by this version.
-func (s Status) Known() bool { return int(s) < len(statusNames) }
+func (s Status) Known() bool { return uint64(s) < uint64(len(statusNames)) }
 
 // String returns the upper-case name of the status, as in ABI.md.
 func (s Status) String() string {

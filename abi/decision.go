@@ -129,7 +129,37 @@ func DecodeDecision(data []byte, point Point, lim JSONLimits) (*Decision, error)
 			}
 		}
 	}
+	if d.Shape == ShapeTopLevel {
+		// The canonical form nests each changed field one level deeper,
+		// inside "context". It must still be a document the same limits
+		// accept, or the canonical form would not be a fixed point.
+		maxDepth := lim.withDefaults().MaxDepth
+		for _, k := range sortedKeys(d.Context) {
+			if 2+nesting(d.Context[k]) > maxDepth {
+				return nil, decisionErrorf("modify of %q nests deeper than %d once moved into \"context\"", k, maxDepth)
+			}
+		}
+	}
 	return d, nil
+}
+
+// nesting returns how deeply v nests arrays and objects: 0 for a scalar,
+// 1 for a flat array or object.
+func nesting(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			n = max(n, nesting(e))
+		}
+	case []any:
+		for _, e := range v {
+			n = max(n, nesting(e))
+		}
+	default:
+		return 0
+	}
+	return n + 1
 }
 
 func decodeCommon(d *Decision, m map[string]any) error {
@@ -206,7 +236,7 @@ func decodeCanonical(m map[string]any) (*Decision, error) {
 }
 
 func decodeOutcome(m map[string]any, point Point) (*Decision, error) {
-	for k := range m {
+	for _, k := range sortedKeys(m) {
 		if !outcomeKeys[k] {
 			return nil, decisionErrorf("unexpected field %q in a decision/abort outcome", k)
 		}
@@ -257,7 +287,7 @@ func decodeOutcome(m map[string]any, point Point) (*Decision, error) {
 }
 
 func decodeLegacy(m map[string]any) (*Decision, error) {
-	for k := range m {
+	for _, k := range sortedKeys(m) {
 		if !legacyKeys[k] {
 			return nil, decisionErrorf("unexpected field %q in a legacy abort outcome", k)
 		}

@@ -97,10 +97,13 @@ func DecodeInvocation(data []byte, lim JSONLimits) (*Invocation, error) {
 		if !ok {
 			return nil, &InvocationError{Reason: `"meta" must be an object`}
 		}
-		for key, dst := range map[string]*string{"hook": &inv.Meta.Hook, "invocation": &inv.Meta.Invocation, "tenant": &inv.Meta.Tenant} {
-			if s, present := meta[key]; present {
-				if *dst, ok = s.(string); !ok {
-					return nil, &InvocationError{Reason: fmt.Sprintf(`"meta.%s" must be a string`, key)}
+		for _, f := range []struct {
+			key string
+			dst *string
+		}{{"hook", &inv.Meta.Hook}, {"invocation", &inv.Meta.Invocation}, {"tenant", &inv.Meta.Tenant}} {
+			if s, present := meta[f.key]; present {
+				if *f.dst, ok = s.(string); !ok {
+					return nil, &InvocationError{Reason: fmt.Sprintf(`"meta.%s" must be a string`, f.key)}
 				}
 			}
 		}

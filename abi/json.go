@@ -91,7 +91,11 @@ type parser struct {
 }
 
 func (p *parser) errorf(format string, args ...any) error {
-	return &JSONError{Offset: p.pos, Reason: fmt.Sprintf(format, args...)}
+	return p.errorAt(p.pos, format, args...)
+}
+
+func (p *parser) errorAt(offset int, format string, args ...any) error {
+	return &JSONError{Offset: offset, Reason: fmt.Sprintf(format, args...)}
 }
 
 func (p *parser) skipSpace() {
@@ -265,7 +269,8 @@ func (p *parser) string() (string, error) {
 			p.pos++
 			continue
 		}
-		// escape
+		// An escape. Errors in it are reported at its backslash.
+		esc := p.pos
 		if p.pos+1 >= len(p.data) {
 			return "", p.errorf("unterminated escape")
 		}
@@ -291,10 +296,10 @@ func (p *parser) string() (string, error) {
 			}
 			if utf16.IsSurrogate(r) {
 				if r >= 0xDC00 {
-					return "", p.errorf("lone low surrogate \\u%04X", r)
+					return "", p.errorAt(esc, "lone low surrogate \\u%04X", r)
 				}
 				if p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
-					return "", p.errorf("lone high surrogate \\u%04X", r)
+					return "", p.errorAt(esc, "lone high surrogate \\u%04X", r)
 				}
 				p.pos += 2
 				r2, err := p.hex4()
@@ -302,13 +307,13 @@ func (p *parser) string() (string, error) {
 					return "", err
 				}
 				if r2 < 0xDC00 || r2 > 0xDFFF {
-					return "", p.errorf("high surrogate \\u%04X not followed by a low surrogate", r)
+					return "", p.errorAt(esc, "high surrogate \\u%04X not followed by a low surrogate", r)
 				}
 				r = utf16.DecodeRune(r, r2)
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
-			return "", p.errorf("invalid escape \\%c", e)
+			return "", p.errorAt(esc, "invalid escape %q", p.data[esc:p.pos])
 		}
 	}
 }
@@ -330,7 +335,7 @@ func (p *parser) hex4() (rune, error) {
 		return 0, p.errorf("truncated \\u escape")
 	}
 	var r rune
-	for _, c := range p.data[p.pos : p.pos+4] {
+	for i, c := range p.data[p.pos : p.pos+4] {
 		r <<= 4
 		switch {
 		case c >= '0' && c <= '9':
@@ -340,7 +345,7 @@ func (p *parser) hex4() (rune, error) {
 		case c >= 'A' && c <= 'F':
 			r |= rune(c - 'A' + 10)
 		default:
-			return 0, p.errorf("invalid hex digit %q in \\u escape", c)
+			return 0, p.errorAt(p.pos+i, "invalid hex digit %q in \\u escape", c)
 		}
 	}
 	p.pos += 4

@@ -78,31 +78,45 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		return nil, &ManifestError{Reason: "not a JSON object"}
 	}
 	m := &Manifest{}
-	for field, dst := range map[string]*string{"name": &m.Name, "version": &m.Version, "description": &m.Description} {
-		if x, present := obj[field]; present {
-			if *dst, ok = x.(string); !ok {
-				return nil, &ManifestError{Field: field, Reason: "must be a string"}
+	// Fields are checked in a fixed order, so that a manifest with several
+	// bad fields always gets the same error.
+	for _, f := range []struct {
+		field string
+		dst   *string
+	}{{"name", &m.Name}, {"version", &m.Version}, {"description", &m.Description}} {
+		if x, present := obj[f.field]; present {
+			if *f.dst, ok = x.(string); !ok {
+				return nil, &ManifestError{Field: f.field, Reason: "must be a string"}
 			}
 		}
 	}
-	for field, dst := range map[string]*[]string{"capabilities": &m.Capabilities, "points": &m.Points} {
-		x, present := obj[field]
+	for _, f := range []struct {
+		field string
+		dst   *[]string
+	}{{"capabilities", &m.Capabilities}, {"points", &m.Points}} {
+		x, present := obj[f.field]
 		if !present {
 			continue
 		}
 		arr, ok := x.([]any)
 		if !ok {
-			return nil, &ManifestError{Field: field, Reason: "must be an array of strings"}
+			return nil, &ManifestError{Field: f.field, Reason: "must be an array of strings"}
 		}
 		out := make([]string, 0, len(arr))
 		for _, e := range arr {
 			s, ok := e.(string)
 			if !ok || s == "" {
-				return nil, &ManifestError{Field: field, Reason: "must be an array of non-empty strings"}
+				return nil, &ManifestError{Field: f.field, Reason: "must be an array of non-empty strings"}
 			}
 			out = append(out, s)
 		}
-		*dst = out
+		*f.dst = out
+	}
+	if m.Points != nil && len(m.Points) == 0 {
+		// An empty list would mean "bind nowhere", while an absent one means
+		// "bind anywhere"; the two are one omitempty apart, so the empty
+		// list is refused rather than guessed at.
+		return nil, &ManifestError{Field: "points", Reason: "must list at least one point (omit it to allow every point)"}
 	}
 	for _, p := range m.Points {
 		if _, ok := LookupPoint(p); !ok {

@@ -1,0 +1,404 @@
+package abi
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// abiMDStatuses is the status table of ABI.md, copied by hand: status, name,
+// and the meaning column. The error object's code is the lower-case name.
+var abiMDStatuses = []struct {
+	status  uint32
+	name    string
+	meaning string
+}{
+	{0, "OK", "body is the result"},
+	{1, "UNKNOWN_CAPABILITY", "no capability of that name"},
+	{2, "INVALID_REQUEST", "payload is not strict JSON or fails the capability's schema"},
+	{3, "DENIED", "the hook was not granted this capability, or a gate refused it"},
+	{4, "INSUFFICIENT_CREDIT", "the credit gate refused: not enough balance"},
+	{5, "CAPABILITY_FAILED", "the capability ran and failed"},
+	{6, "RESULT_TOO_LARGE", "the result is over the limit"},
+	{7, "REQUEST_TOO_LARGE", "the payload or name is over the limit"},
+	{8, "BUFFER_TOO_SMALL", "a take whose buffer is still too small"},
+	{9, "NO_PENDING", "a take with nothing parked"},
+	{10, "QUOTA_EXCEEDED", "this invocation's host-call count or byte budget is spent"},
+	{11, "NOT_IN_INVOCATION", "called outside an invocation (from `_initialize`, say)"},
+	{12, "RATE_LIMITED", "a rate gate refused; retrying later may succeed"},
+}
+
+func TestStatusTable(t *testing.T) {
+	if got, want := len(Statuses()), len(abiMDStatuses); got != want {
+		t.Fatalf("Statuses() has %d entries, ABI.md's table %d", got, want)
+	}
+	for i, row := range abiMDStatuses {
+		t.Run(row.name, func(t *testing.T) {
+			s := Status(row.status)
+			if Statuses()[i] != s {
+				t.Errorf("Statuses()[%d] = %d, want %d", i, Statuses()[i], s)
+			}
+			if !s.Known() {
+				t.Errorf("%d.Known() = false", row.status)
+			}
+			if got := s.String(); got != row.name {
+				t.Errorf("String() = %q, want %q", got, row.name)
+			}
+			code := strings.ToLower(row.name)
+			if got := s.Code(); got != code {
+				t.Errorf("Code() = %q, want %q", got, code)
+			}
+			back, ok := StatusFromCode(code)
+			if !ok || back != s {
+				t.Errorf("StatusFromCode(%q) = %d, %t; want %d, true", code, back, ok, s)
+			}
+		})
+	}
+}
+
+func TestStatusConstants(t *testing.T) {
+	// The named constants are the wire values; renumbering one breaks
+	// every hook ever built.
+	consts := []Status{
+		StatusOK, StatusUnknownCapability, StatusInvalidRequest, StatusDenied,
+		StatusInsufficientCredit, StatusCapabilityFailed, StatusResultTooLarge,
+		StatusRequestTooLarge, StatusBufferTooSmall, StatusNoPending,
+		StatusQuotaExceeded, StatusNotInInvocation, StatusRateLimited,
+	}
+	for i, s := range consts {
+		if uint32(s) != abiMDStatuses[i].status || s.String() != abiMDStatuses[i].name {
+			t.Errorf("constant %d is %d %s, ABI.md says %d %s", i, uint32(s), s, abiMDStatuses[i].status, abiMDStatuses[i].name)
+		}
+	}
+}
+
+func TestStatusUnknown(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Status
+	}{
+		{"first unknown", 13},
+		{"2^31", 1 << 31}, // negative as a 32-bit int
+		{"max", math.MaxUint32},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.s.Known() {
+				t.Errorf("Status(%d).Known() = true", uint32(tt.s))
+			}
+			if got, want := tt.s.String(), fmt.Sprintf("STATUS_%d", uint32(tt.s)); got != want {
+				t.Errorf("String() = %q, want %q", got, want)
+			}
+			if got, want := tt.s.Code(), fmt.Sprintf("status_%d", uint32(tt.s)); got != want {
+				t.Errorf("Code() = %q, want %q", got, want)
+			}
+			if s, ok := StatusFromCode(tt.s.Code()); ok {
+				t.Errorf("StatusFromCode(%q) = %d, true; want false", tt.s.Code(), s)
+			}
+		})
+	}
+}
+
+func TestStatusFromCodeRejects(t *testing.T) {
+	for _, code := range []string{"", "OK", "Denied", "denied ", "status_3", "unknown"} {
+		t.Run(fmt.Sprintf("%q", code), func(t *testing.T) {
+			if s, ok := StatusFromCode(code); ok {
+				t.Errorf("StatusFromCode(%q) = %d, true; want false", code, s)
+			}
+		})
+	}
+}
+
+func TestPackResult(t *testing.T) {
+	tests := []struct {
+		name   string
+		s      Status
+		length uint32
+		want   uint64
+	}{
+		{"zero", StatusOK, 0, 0},
+		{"ok with body", StatusOK, 21, 21},
+		{"status only", StatusDenied, 0, 3 << 32},
+		{"buffer too small", StatusBufferTooSmall, 70000, 8<<32 | 70000},
+		{"max length", StatusOK, math.MaxUint32, math.MaxUint32},
+		{"max status", math.MaxUint32, 0, math.MaxUint32 << 32},
+		{"all ones", math.MaxUint32, math.MaxUint32, math.MaxUint64},
+		{"high bit of length does not leak", StatusRateLimited, 1 << 31, 12<<32 | 1<<31},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PackResult(tt.s, tt.length)
+			if got != tt.want {
+				t.Errorf("PackResult(%d, %d) = %#x, want %#x", tt.s, tt.length, got, tt.want)
+			}
+			s, n := UnpackResult(got)
+			if s != tt.s || n != tt.length {
+				t.Errorf("UnpackResult(%#x) = %d, %d; want %d, %d", got, s, n, tt.s, tt.length)
+			}
+			// The i64 a guest sees is the same bits, signed.
+			if s, n := UnpackResult(uint64(int64(got))); s != tt.s || n != tt.length {
+				t.Errorf("UnpackResult via int64 = %d, %d", s, n)
+			}
+		})
+	}
+}
+
+func TestPackPtrLen(t *testing.T) {
+	tests := []struct {
+		name        string
+		ptr, length uint32
+		want        uint64
+	}{
+		{"zero is a failure", 0, 0, 0},
+		{"typical", 1024, 21, 1024<<32 | 21},
+		{"top of a 4 GiB memory", math.MaxUint32, 1, math.MaxUint32<<32 | 1},
+		{"max length", 0, math.MaxUint32, math.MaxUint32},
+		{"all ones", math.MaxUint32, math.MaxUint32, math.MaxUint64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PackPtrLen(tt.ptr, tt.length)
+			if got != tt.want {
+				t.Errorf("PackPtrLen(%d, %d) = %#x, want %#x", tt.ptr, tt.length, got, tt.want)
+			}
+			ptr, n := UnpackPtrLen(got)
+			if ptr != tt.ptr || n != tt.length {
+				t.Errorf("UnpackPtrLen(%#x) = %d, %d; want %d, %d", got, ptr, n, tt.ptr, tt.length)
+			}
+		})
+	}
+}
+
+func TestUnpackRoundTrip(t *testing.T) {
+	// Every 64-bit value splits and packs back to itself.
+	for _, v := range []uint64{0, 1, 1 << 31, 1 << 32, 1<<32 - 1, 1<<63 | 5, math.MaxUint64, 0xdeadbeefcafef00d} {
+		s, n := UnpackResult(v)
+		if PackResult(s, n) != v {
+			t.Errorf("PackResult(UnpackResult(%#x)) = %#x", v, PackResult(s, n))
+		}
+		p, l := UnpackPtrLen(v)
+		if PackPtrLen(p, l) != v {
+			t.Errorf("PackPtrLen(UnpackPtrLen(%#x)) = %#x", v, PackPtrLen(p, l))
+		}
+	}
+}
+
+func TestInRange(t *testing.T) {
+	const page = 65536
+	const max32 = math.MaxUint32
+	tests := []struct {
+		name        string
+		ptr, length uint32
+		size        uint64
+		want        bool
+	}{
+		{"empty at zero in empty memory", 0, 0, 0, true},
+		{"one byte in empty memory", 0, 1, 0, false},
+		{"empty at the end", page, 0, page, true},
+		{"empty one past the end", page + 1, 0, page, false},
+		{"whole memory", 0, page, page, true},
+		{"one past the whole memory", 0, page + 1, page, false},
+		{"last byte", page - 1, 1, page, true},
+		{"last byte plus one", page - 1, 2, page, false},
+		{"exactly at the end", 100, page - 100, page, true},
+		{"one past the end", 101, page - 100, page, false},
+		{"ptr past the end", page, 1, page, false},
+		// 32-bit arithmetic would wrap these to small numbers.
+		{"wraps 2^32 to 0", max32, 1, page, false},
+		{"wraps 2^32 to 9", max32, 10, page, false},
+		{"wraps to exactly size", max32, page + 1, page, false},
+		{"max ptr and max len", max32, max32, page, false},
+		{"2^31 + 2^31", 1 << 31, 1 << 31, page, false},
+		// A 4 GiB memory (65536 pages) has size 2^32, beyond uint32.
+		{"4 GiB: last byte", max32, 1, 1 << 32, true},
+		{"4 GiB: everything", 0, max32, 1 << 32, true},
+		{"4 GiB: one past", max32, 2, 1 << 32, false},
+		{"4 GiB: max ptr and max len", max32, max32, 1 << 32, false},
+		{"huge size", max32, max32, math.MaxUint64, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := InRange(tt.ptr, tt.length, tt.size); got != tt.want {
+				t.Errorf("InRange(%d, %d, %d) = %t, want %t", tt.ptr, tt.length, tt.size, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsTake(t *testing.T) {
+	tests := []struct {
+		name           string
+		nameLen, inLen uint32
+		want           bool
+	}{
+		{"take", 0, 0, true},
+		{"named call without payload", 7, 0, false},
+		{"payload without name", 0, 2, false},
+		{"ordinary call", 7, 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsTake(tt.nameLen, tt.inLen); got != tt.want {
+				t.Errorf("IsTake(%d, %d) = %t, want %t", tt.nameLen, tt.inLen, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	// The wire names of ABI.md; a typo here would refuse every module.
+	tests := []struct{ name, got, want string }{
+		{"ImportModule", ImportModule, "hook_v1"},
+		{"HostCallImport", HostCallImport, "host_call"},
+		{"MemoryExport", MemoryExport, "memory"},
+		{"HandleExport", HandleExport, "hook_v1_handle"},
+		{"InitializeExport", InitializeExport, "_initialize"},
+		{"ManifestSection", ManifestSection, "hook_v1.manifest"},
+		{"WASIModule", WASIModule, "wasi_snapshot_preview1"},
+		{"HostCallSignature", HostCallSignature, "(i32, i32, i32, i32, i32, i32) -> i64"},
+		{"HandleSignature", HandleSignature, "(i32) -> i64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("%s = %q, want %q", tt.name, tt.got, tt.want)
+			}
+		})
+	}
+	if Major != 1 || Minor != 0 {
+		t.Errorf("version %d.%d, this package implements 1.0", Major, Minor)
+	}
+}
+
+func TestWASIFunctions(t *testing.T) {
+	// The fixed set: the union of what Go's wasip1 port (runtime plus
+	// package os) and wasi-libc's stdio import, with the signatures of
+	// WASI preview 1. TestGoWASIImports checks the Go half against a real
+	// build.
+	want := map[string]string{
+		"args_get":            "(i32, i32) -> i32",
+		"args_sizes_get":      "(i32, i32) -> i32",
+		"clock_time_get":      "(i32, i64, i32) -> i32",
+		"environ_get":         "(i32, i32) -> i32",
+		"environ_sizes_get":   "(i32, i32) -> i32",
+		"fd_close":            "(i32) -> i32",
+		"fd_fdstat_get":       "(i32, i32) -> i32",
+		"fd_fdstat_set_flags": "(i32, i32) -> i32",
+		"fd_prestat_dir_name": "(i32, i32, i32) -> i32",
+		"fd_prestat_get":      "(i32, i32) -> i32",
+		"fd_seek":             "(i32, i64, i32, i32) -> i32",
+		"fd_write":            "(i32, i32, i32, i32) -> i32",
+		"poll_oneoff":         "(i32, i32, i32, i32) -> i32",
+		"proc_exit":           "(i32) -> ()",
+		"random_get":          "(i32, i32) -> i32",
+		"sched_yield":         "() -> i32",
+	}
+	if len(WASIFunctions) != len(want) {
+		t.Errorf("WASIFunctions has %d functions, want %d", len(WASIFunctions), len(want))
+	}
+	for name, sig := range want {
+		t.Run(name, func(t *testing.T) {
+			got, ok := WASIFunctions[name]
+			switch {
+			case !ok:
+				t.Errorf("missing")
+			case got != sig:
+				t.Errorf("signature %q, want %q", got, sig)
+			}
+		})
+	}
+	for name := range WASIFunctions {
+		if _, ok := want[name]; !ok {
+			t.Errorf("unexpected WASI function %q: the set is fixed", name)
+		}
+	}
+	// Nothing in the set opens a file, a socket or a path.
+	for name := range WASIFunctions {
+		for _, bad := range []string{"path_", "sock_", "fd_read", "fd_pread", "fd_readdir"} {
+			if strings.HasPrefix(name, bad) {
+				t.Errorf("%s grants an effect and must not be in the set", name)
+			}
+		}
+	}
+}
+
+func TestErrorIs(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", NewError(StatusDenied, "no grant"))
+	if !errors.Is(err, &Error{Status: StatusDenied}) {
+		t.Error("errors.Is does not match an Error of the same status")
+	}
+	if errors.Is(err, &Error{Status: StatusInsufficientCredit}) {
+		t.Error("errors.Is matches an Error of another status")
+	}
+	e, ok := AsError(err)
+	if !ok || e.Status != StatusDenied || e.Code != "denied" || e.Message != "no grant" {
+		t.Errorf("AsError = %+v, %t", e, ok)
+	}
+	if _, ok := AsError(errors.New("plain")); ok {
+		t.Error("AsError found an Error in a plain error")
+	}
+	if got, want := Errorf(StatusQuotaExceeded, "%d calls", 64).Error(), "quota_exceeded: 64 calls"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got, want := NewError(StatusNoPending, "").Error(), "no_pending"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestPoints(t *testing.T) {
+	ps := Points()
+	if len(ps) == 0 {
+		t.Fatal("no points")
+	}
+	for i, p := range ps {
+		t.Run(p.Name, func(t *testing.T) {
+			if i > 0 && ps[i-1].Name >= p.Name {
+				t.Errorf("Points() not sorted: %q before %q", ps[i-1].Name, p.Name)
+			}
+			got, ok := LookupPoint(p.Name)
+			if !ok || got.Name != p.Name {
+				t.Errorf("LookupPoint(%q) = %v, %t", p.Name, got.Name, ok)
+			}
+			if p.Description == "" || len(p.Fields) == 0 || len(p.Changeable) == 0 {
+				t.Errorf("incomplete point: %+v", p)
+			}
+			for _, c := range p.Changeable {
+				if !contains(p.Fields, c) {
+					t.Errorf("changeable field %q is not a context field", c)
+				}
+				if !p.CanChange(c) {
+					t.Errorf("CanChange(%q) = false", c)
+				}
+			}
+			// A transform replaces the primary field, so it must be
+			// changeable, or every transform would be refused.
+			if p.Primary != "" && !p.CanChange(p.Primary) {
+				t.Errorf("primary field %q is not changeable", p.Primary)
+			}
+			if p.CanChange("") || p.CanChange("not-a-field") {
+				t.Error("CanChange accepts a field that is not changeable")
+			}
+			// No context field may collide with a canonical decision
+			// key, or a top-level modify would be ambiguous.
+			for _, f := range p.Fields {
+				if canonicalKeys[f] || outcomeKeys[f] {
+					t.Errorf("context field %q collides with a decision key", f)
+				}
+			}
+		})
+	}
+	if _, ok := LookupPoint("message"); ok {
+		t.Error(`LookupPoint("message") found a point`)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,107 @@
+// Package testutil holds helpers shared by the project's tests: locating the
+// repository, assembling WAT with wabt, and building Go hooks for wasip1.
+package testutil
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// Root returns the repository root (the directory holding go.mod).
+func Root(tb testing.TB) string {
+	tb.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("testutil: cannot locate the source file")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// ReadFile reads a file relative to the repository root.
+func ReadFile(tb testing.TB, rel string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(Root(tb), rel))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// WAT assembles WebAssembly text with wabt's wat2wasm. wabt is installed by
+// `make deps` and by .ci/run; a missing wat2wasm fails the test, it does not
+// skip it.
+func WAT(tb testing.TB, src string) []byte {
+	tb.Helper()
+	path, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		tb.Fatal("testutil: wat2wasm not found; install wabt (make deps)")
+	}
+	dir := tb.TempDir()
+	in := filepath.Join(dir, "m.wat")
+	out := filepath.Join(dir, "m.wasm")
+	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(path, "--enable-all", in, "-o", out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("wat2wasm: %v\n%s\n--- source ---\n%s", err, msg, src)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+var (
+	buildMu    sync.Mutex
+	buildCache = map[string][]byte{}
+)
+
+// BuildHook builds the Go hook in the package directory rel (relative to the
+// repository root) with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared and
+// returns the module. Builds are cached per process.
+func BuildHook(tb testing.TB, rel string) []byte {
+	tb.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if b, ok := buildCache[rel]; ok {
+		return b
+	}
+	root := Root(tb)
+	sum := sha256.Sum256([]byte(rel))
+	out := filepath.Join(os.TempDir(), "wasmhooks-test-"+hex.EncodeToString(sum[:8])+".wasm")
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+filepath.ToSlash(rel))
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building %s for wasip1: %v\n%s", rel, err, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	buildCache[rel] = b
+	return b
+}
+
+// CacheDir returns a directory for wazero's compilation cache shared by the
+// tests of one machine, so Go hooks compile once.
+func CacheDir(tb testing.TB) string {
+	tb.Helper()
+	dir := filepath.Join(os.TempDir(), "wasmhooks-test-cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}

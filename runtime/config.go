@@ -1,0 +1,201 @@
+package runtime
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults for Limits. See SECURITY.md for what each limit defends against.
+const (
+	// DefaultMemoryPages is the default linear-memory limit: 512 pages of
+	// 64 KiB, 32 MiB. A Go hook uses about 2.5 MiB after init.
+	DefaultMemoryPages = 512
+	// DefaultTimeout is the default wall-clock limit of one invocation.
+	DefaultTimeout = 2 * time.Second
+	// DefaultMaxInputBytes bounds the invocation document (1 MiB).
+	DefaultMaxInputBytes = 1 << 20
+	// DefaultMaxOutputBytes bounds the decision document (1 MiB).
+	DefaultMaxOutputBytes = 1 << 20
+	// DefaultMaxHostCalls bounds host calls per invocation, takes excluded.
+	DefaultMaxHostCalls = 64
+	// DefaultMaxHostCallBytes bounds the bytes of all host-call names,
+	// payloads and results of one invocation (8 MiB).
+	DefaultMaxHostCallBytes = 8 << 20
+	// DefaultMaxRequestBytes bounds one host-call payload (1 MiB).
+	DefaultMaxRequestBytes = 1 << 20
+	// DefaultMaxResultBytes bounds one host-call result (1 MiB).
+	DefaultMaxResultBytes = 1 << 20
+	// DefaultMaxLogBytes bounds what one invocation may write to stdout
+	// and stderr together (64 KiB); the rest is dropped and counted.
+	DefaultMaxLogBytes = 64 << 10
+	// MaxNameBytes bounds a capability name in a host call.
+	MaxNameBytes = 128
+
+	// DefaultMaxModuleBytes bounds the size of a module (32 MiB).
+	DefaultMaxModuleBytes = 32 << 20
+	// DefaultMaxMemoryPages is the runtime-wide ceiling of Limits.MemoryPages
+	// (4096 pages, 256 MiB).
+	DefaultMaxMemoryPages = 4096
+	// DefaultMaxInstancesPerPool bounds the instances of one module for one
+	// tenant that run at once.
+	DefaultMaxInstancesPerPool = 16
+	// DefaultMaxIdlePerPool bounds the warm instances kept per pool.
+	DefaultMaxIdlePerPool = 4
+	// DefaultCacheModules bounds the compiled modules kept in memory.
+	DefaultCacheModules = 128
+)
+
+// Limits bounds what one invocation of a hook may use. The zero value of every
+// field means its default; limits are per hook, set by the operator.
+type Limits struct {
+	// MemoryPages limits the hook's linear memory, in 64 KiB pages.
+	// memory.grow past it fails (returns -1). Zero means
+	// DefaultMemoryPages (512, 32 MiB). It may not exceed
+	// Config.MaxMemoryPages.
+	MemoryPages uint32
+	// MemoryHighWaterPages: an instance whose memory has grown past this
+	// many pages after an invocation is discarded rather than reused
+	// (linear memory never shrinks). Zero means 3/4 of MemoryPages.
+	MemoryHighWaterPages uint32
+	// Timeout is the wall-clock limit of one invocation, instance
+	// creation excluded. Zero means DefaultTimeout (2s).
+	Timeout time.Duration
+	// InitTimeout is the wall-clock limit of creating an instance and
+	// running _initialize. Zero means 5s.
+	InitTimeout time.Duration
+	// MaxInputBytes bounds the invocation document. Zero means 1 MiB.
+	MaxInputBytes int
+	// MaxOutputBytes bounds the decision the hook returns. Zero means 1 MiB.
+	MaxOutputBytes int
+	// MaxHostCalls bounds the host calls of one invocation (takes are not
+	// counted). Zero means 64.
+	MaxHostCalls int
+	// MaxHostCallBytes bounds the bytes of all host-call names, payloads
+	// and results of one invocation. Zero means 8 MiB.
+	MaxHostCallBytes int
+	// MaxRequestBytes bounds one host-call payload. Zero means 1 MiB.
+	MaxRequestBytes int
+	// MaxResultBytes bounds one host-call result. Zero means 1 MiB.
+	MaxResultBytes int
+	// MaxLogBytes bounds stdout and stderr of one invocation. Zero means
+	// 64 KiB.
+	MaxLogBytes int
+}
+
+// WithDefaults returns l with every zero field replaced by its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MemoryPages == 0 {
+		l.MemoryPages = DefaultMemoryPages
+	}
+	if l.MemoryHighWaterPages == 0 {
+		l.MemoryHighWaterPages = l.MemoryPages * 3 / 4
+		if l.MemoryHighWaterPages == 0 {
+			l.MemoryHighWaterPages = l.MemoryPages
+		}
+	}
+	if l.Timeout == 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.InitTimeout == 0 {
+		l.InitTimeout = 5 * time.Second
+	}
+	if l.MaxInputBytes == 0 {
+		l.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if l.MaxOutputBytes == 0 {
+		l.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if l.MaxHostCalls == 0 {
+		l.MaxHostCalls = DefaultMaxHostCalls
+	}
+	if l.MaxHostCallBytes == 0 {
+		l.MaxHostCallBytes = DefaultMaxHostCallBytes
+	}
+	if l.MaxRequestBytes == 0 {
+		l.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if l.MaxResultBytes == 0 {
+		l.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if l.MaxLogBytes == 0 {
+		l.MaxLogBytes = DefaultMaxLogBytes
+	}
+	return l
+}
+
+func (l Limits) validate(maxPages uint32) error {
+	switch {
+	case l.MemoryPages > maxPages:
+		return &LimitError{Limit: "memory_pages", Max: uint64(maxPages), Got: uint64(l.MemoryPages)}
+	case l.MemoryHighWaterPages > l.MemoryPages:
+		return fmt.Errorf("runtime: MemoryHighWaterPages %d is over MemoryPages %d", l.MemoryHighWaterPages, l.MemoryPages)
+	case l.Timeout < 0 || l.InitTimeout < 0:
+		return fmt.Errorf("runtime: negative timeout")
+	case l.MaxInputBytes < 0 || l.MaxOutputBytes < 0 || l.MaxHostCalls < 0 || l.MaxHostCallBytes < 0 ||
+		l.MaxRequestBytes < 0 || l.MaxResultBytes < 0 || l.MaxLogBytes < 0:
+		return fmt.Errorf("runtime: negative limit")
+	case l.MaxOutputBytes > 1<<30 || l.MaxInputBytes > 1<<30:
+		return fmt.Errorf("runtime: input and output limits must be at most 1 GiB")
+	}
+	return nil
+}
+
+// Config configures a Runtime. The zero value works.
+type Config struct {
+	// CacheDir, when set, holds wazero's on-disk compilation cache, so a
+	// module compiled by an earlier process loads without recompiling.
+	// Empty means no disk cache.
+	CacheDir string
+	// MaxModuleBytes refuses larger modules at load. Zero means 32 MiB.
+	MaxModuleBytes int
+	// MaxMemoryPages is the ceiling of any hook's Limits.MemoryPages, and
+	// refuses at load a module whose declared minimum is larger. Zero means
+	// DefaultMaxMemoryPages (4096, 256 MiB). At most 65536.
+	MaxMemoryPages uint32
+	// Limits are the default limits of an invocation whose request leaves
+	// them zero. Zero fields mean the package defaults.
+	Limits Limits
+	// MaxInstancesPerPool bounds the instances of one module for one tenant
+	// that run at once; more callers wait. Zero means 16.
+	MaxInstancesPerPool int
+	// MaxIdlePerPool bounds the warm instances kept per pool. Zero means 4;
+	// negative means none are kept.
+	MaxIdlePerPool int
+	// CacheModules bounds the compiled modules kept in memory (LRU, keyed
+	// by sha256). Zero means 128.
+	CacheModules int
+	// HostCaller serves host calls when a Request names none. Nil means
+	// every host call is answered UNKNOWN_CAPABILITY.
+	HostCaller HostCaller
+	// Logger receives operator logs. Nil means slog.Default().
+	Logger *slog.Logger
+	// Interpreter selects wazero's interpreter instead of its compiler;
+	// for platforms without a compiler and for differential tests.
+	Interpreter bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxModuleBytes == 0 {
+		c.MaxModuleBytes = DefaultMaxModuleBytes
+	}
+	if c.MaxMemoryPages == 0 {
+		c.MaxMemoryPages = DefaultMaxMemoryPages
+	}
+	if c.MaxInstancesPerPool == 0 {
+		c.MaxInstancesPerPool = DefaultMaxInstancesPerPool
+	}
+	if c.MaxIdlePerPool == 0 {
+		c.MaxIdlePerPool = DefaultMaxIdlePerPool
+	}
+	if c.MaxIdlePerPool < 0 {
+		c.MaxIdlePerPool = 0
+	}
+	if c.CacheModules == 0 {
+		c.CacheModules = DefaultCacheModules
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

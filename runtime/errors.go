@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors for states of the runtime.
+var (
+	// ErrClosed is returned by a Runtime or Module that was closed.
+	ErrClosed = errors.New("runtime: closed")
+	// ErrPoolExhausted is returned when every instance of a module for a
+	// tenant is busy and the caller's context ended while waiting.
+	ErrPoolExhausted = errors.New("runtime: all instances busy")
+	// ErrInvalidRequest wraps problems with a Request (not with the hook).
+	ErrInvalidRequest = errors.New("runtime: invalid request")
+)
+
+// FailureCode is the stable, lower-case code of a hook failure: something the
+// hook did (or failed to do) that kept it from reaching a decision. Failures
+// are never confused with a deliberate block; the caller's fail policy decides
+// what happens next.
+type FailureCode string
+
+// Hook failure codes.
+const (
+	// FailTrap: the guest trapped (unreachable, out-of-bounds access,
+	// division by zero, stack overflow) or exited (proc_exit, a Go panic).
+	FailTrap FailureCode = "trap"
+	// FailTimeout: the invocation ran past its wall-clock limit.
+	FailTimeout FailureCode = "timeout"
+	// FailMemory: the guest failed after the host refused to grow its
+	// memory past Limits.MemoryPages.
+	FailMemory FailureCode = "memory"
+	// FailInvalidOutput: the hook returned 0, or output that is not a valid
+	// decision for the point.
+	FailInvalidOutput FailureCode = "invalid_output"
+	// FailOutputTooLarge: the decision was over Limits.MaxOutputBytes.
+	FailOutputTooLarge FailureCode = "output_too_large"
+	// FailABIViolation: a host_call pointer or length, or the output
+	// pointer, was outside linear memory.
+	FailABIViolation FailureCode = "abi_violation"
+	// FailInit: creating the instance or running _initialize failed.
+	FailInit FailureCode = "init_failed"
+)
+
+// Failure is a hook failure. Invoke returns it as its error, beside a Result
+// whose Failure field is the same value.
+type Failure struct {
+	Code FailureCode `json:"code"`
+	// Message says what happened, for the hook's author and the operator.
+	// It never carries a host stack trace.
+	Message string `json:"message"`
+}
+
+func (f *Failure) Error() string { return "hook failed: " + string(f.Code) + ": " + f.Message }
+
+// Is makes errors.Is(err, &Failure{Code: c}) match any failure of code c.
+func (f *Failure) Is(target error) bool {
+	t, ok := target.(*Failure)
+	return ok && (t.Code == f.Code || t.Code == "")
+}
+
+// AsFailure returns the *Failure in err's chain.
+func AsFailure(err error) (*Failure, bool) {
+	var f *Failure
+	ok := errors.As(err, &f)
+	return f, ok
+}
+
+// LimitError reports a value over a limit.
+type LimitError struct {
+	// Limit names the limit, as a stable lower-case code.
+	Limit string
+	Max   uint64
+	Got   uint64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("runtime: %s is %d, over the limit of %d", e.Limit, e.Got, e.Max)
+}
+
+// ValidationError reports why a module was refused at load. It names the
+// offending import or export when there is one.
+type ValidationError struct {
+	// Import is "module.name" of the offending import, if any.
+	Import string
+	// Export is the name of the offending export, if any.
+	Export string
+	// Reason says what is wrong.
+	Reason string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *ValidationError) Error() string {
+	msg := "invalid module: "
+	switch {
+	case e.Import != "":
+		msg += "import " + e.Import + ": "
+	case e.Export != "":
+		msg += "export " + e.Export + ": "
+	}
+	msg += e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// Code returns the stable error code of an error from Load or Validate, for
+// the CLI and other trust boundaries.
+func Code(err error) string {
+	var (
+		v *ValidationError
+		l *LimitError
+		f *Failure
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &f):
+		return string(f.Code)
+	case errors.As(err, &l):
+		return "limit_exceeded"
+	case errors.As(err, &v):
+		return "invalid_module"
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	case errors.Is(err, ErrPoolExhausted):
+		return "pool_exhausted"
+	case errors.Is(err, ErrInvalidRequest):
+		return "invalid_request"
+	}
+	return "internal"
+}

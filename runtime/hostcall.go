@@ -1,0 +1,253 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// invocation is the per-invocation state host functions reach through the
+// call's context. One instance serves one invocation at a time, so the parked
+// slot (one per instance, per ABI.md) lives here and ends with the invocation.
+type invocation struct {
+	lim    Limits
+	caller HostCaller
+	who    abi.Caller
+
+	// The fields below are touched only by host functions running on the
+	// invocation's goroutine, and read by Invoke after the guest returned.
+	parked       []byte
+	parkedStatus abi.Status
+	hasParked    bool
+
+	calls     int   // non-take host calls made
+	takes     int   // takes made
+	bytes     int   // host-call bytes used
+	charged   int64 // credit charged by host calls
+	violation *Failure
+
+	log logBuffer
+}
+
+type ctxKey int
+
+const (
+	invocationKey ctxKey = iota
+	initKey
+)
+
+func withInvocation(ctx context.Context, inv *invocation) context.Context {
+	return context.WithValue(ctx, invocationKey, inv)
+}
+
+func invocationFrom(ctx context.Context) *invocation {
+	inv, _ := ctx.Value(invocationKey).(*invocation)
+	return inv
+}
+
+// initState collects what a guest prints while it is being initialised.
+type initState struct {
+	limit int
+	log   logBuffer
+}
+
+func withInitState(ctx context.Context, st *initState) context.Context {
+	return context.WithValue(ctx, initKey, st)
+}
+
+func (st *initState) tail() string {
+	lines := st.log.lines
+	if len(lines) == 0 {
+		return ""
+	}
+	s := lines[len(lines)-1].Text
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// abiViolation records a violation and stops the guest. The panic value is
+// recovered by wazero and surfaces as the error of the export call; the
+// recorded Failure is what Invoke reports.
+func abiViolation(inv *invocation, format string, args ...any) {
+	f := &Failure{Code: FailABIViolation, Message: fmt.Sprintf(format, args...)}
+	if inv != nil && inv.violation == nil {
+		inv.violation = f
+	}
+	panic(f)
+}
+
+// hostCall implements hook_v1.host_call. See ABI.md.
+func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
+	namePtr, nameLen := uint32(stack[0]), uint32(stack[1])
+	inPtr, inLen := uint32(stack[2]), uint32(stack[3])
+	outPtr, outCap := uint32(stack[4]), uint32(stack[5])
+	inv := invocationFrom(ctx)
+	mem := mod.Memory()
+	size := uint64(0)
+	if mem != nil {
+		size = uint64(mem.Size())
+	}
+	// Every pointer/length pair is checked before anything else, takes
+	// included: an out-of-range pair is an ABI violation, never a status.
+	for _, r := range [...]struct {
+		what     string
+		ptr, len uint32
+	}{{"name", namePtr, nameLen}, {"payload", inPtr, inLen}, {"output buffer", outPtr, outCap}} {
+		if !abi.InRange(r.ptr, r.len, size) {
+			abiViolation(inv, "host_call %s [%d, %d+%d) is outside linear memory of %d bytes", r.what, r.ptr, r.ptr, r.len, size)
+		}
+	}
+	if inv == nil {
+		stack[0] = deliver(nil, mem, deliverReply{abi.StatusNotInInvocation,
+			abi.NewError(abi.StatusNotInInvocation, "host_call is not available outside an invocation (from _initialize or init)").Encode()}, outPtr, outCap)
+		return
+	}
+	if abi.IsTake(nameLen, inLen) {
+		inv.takes++
+		if !inv.hasParked {
+			stack[0] = abi.PackResult(abi.StatusNoPending, 0)
+			return
+		}
+		n := uint32(len(inv.parked))
+		if n > outCap {
+			stack[0] = abi.PackResult(abi.StatusBufferTooSmall, n)
+			return
+		}
+		writeGuest(mem, outPtr, inv.parked)
+		stack[0] = abi.PackResult(inv.parkedStatus, n)
+		inv.parked, inv.hasParked = nil, false
+		return
+	}
+	// A new call drops whatever was parked.
+	inv.parked, inv.hasParked = nil, false
+	stack[0] = deliver(inv, mem, inv.call(ctx, mem, namePtr, nameLen, inPtr, inLen), outPtr, outCap)
+}
+
+// deliverReply is what a host call answers before it is written or parked.
+type deliverReply struct {
+	status abi.Status
+	body   []byte
+}
+
+func (inv *invocation) call(ctx context.Context, mem api.Memory, namePtr, nameLen, inPtr, inLen uint32) deliverReply {
+	errReply := func(s abi.Status, format string, args ...any) deliverReply {
+		return deliverReply{s, abi.Errorf(s, format, args...).Encode()}
+	}
+	if inv.calls >= inv.lim.MaxHostCalls {
+		return errReply(abi.StatusQuotaExceeded, "this invocation already made %d host calls, the limit", inv.lim.MaxHostCalls)
+	}
+	inv.calls++
+	if nameLen > MaxNameBytes {
+		return errReply(abi.StatusRequestTooLarge, "capability name is %d bytes, over the limit of %d", nameLen, MaxNameBytes)
+	}
+	if int64(inLen) > int64(inv.lim.MaxRequestBytes) {
+		return errReply(abi.StatusRequestTooLarge, "payload is %d bytes, over the limit of %d", inLen, inv.lim.MaxRequestBytes)
+	}
+	if int64(inv.bytes)+int64(nameLen)+int64(inLen) > int64(inv.lim.MaxHostCallBytes) {
+		return errReply(abi.StatusQuotaExceeded, "this invocation's host-call byte budget of %d is spent", inv.lim.MaxHostCallBytes)
+	}
+	inv.bytes += int(nameLen) + int(inLen)
+	name, _ := readGuestString(mem, namePtr, nameLen)
+	payload, _ := readGuest(mem, inPtr, inLen)
+	if inv.caller == nil {
+		return errReply(abi.StatusUnknownCapability, "no capability named %q", name)
+	}
+	call := &abi.Call{Name: name, Payload: payload, Seq: inv.calls, MaxResultBytes: inv.lim.MaxResultBytes, Caller: inv.who}
+	reply := inv.caller.HostCall(ctx, call)
+	inv.charged += reply.Charged
+	if !reply.Status.Known() {
+		return errReply(abi.StatusCapabilityFailed, "capability %q failed", name)
+	}
+	if len(reply.Body) > inv.lim.MaxResultBytes {
+		return errReply(abi.StatusResultTooLarge, "result is %d bytes, over the limit of %d", len(reply.Body), inv.lim.MaxResultBytes)
+	}
+	inv.bytes += len(reply.Body)
+	return deliverReply{reply.Status, reply.Body}
+}
+
+// deliver writes body into the guest's buffer when it fits, and parks it
+// otherwise. Per ABI.md the body was written iff len <= out_cap.
+func deliver(inv *invocation, mem api.Memory, r deliverReply, outPtr, outCap uint32) uint64 {
+	n := uint32(len(r.body))
+	if n <= outCap {
+		writeGuest(mem, outPtr, r.body)
+	} else if inv != nil {
+		inv.parked, inv.parkedStatus, inv.hasParked = r.body, r.status, true
+	}
+	return abi.PackResult(r.status, n)
+}
+
+// LogLine is one line a hook wrote to stdout or stderr. Text is the raw line,
+// never interpreted; render it escaped.
+type LogLine struct {
+	Stream string `json:"stream"`
+	Text   string `json:"text"`
+}
+
+// logBuffer collects a hook's output, split into lines, up to a limit.
+type logBuffer struct {
+	mu        sync.Mutex // guards all fields; fd_write may race with Result reads only after close, but be safe
+	limit     int
+	used      int
+	dropped   int
+	lines     []LogLine
+	partial   [2]strings.Builder
+	truncated bool
+}
+
+func (b *logBuffer) write(stream int, p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.limit - b.used
+	if room <= 0 {
+		b.dropped += len(p)
+		b.truncated = true
+		return
+	}
+	if len(p) > room {
+		b.dropped += len(p) - room
+		b.truncated = true
+		p = p[:room]
+	}
+	b.used += len(p)
+	name := [2]string{"stdout", "stderr"}[stream]
+	for len(p) > 0 {
+		i := indexByte(p, '\n')
+		if i < 0 {
+			b.partial[stream].Write(p)
+			return
+		}
+		b.partial[stream].Write(p[:i])
+		b.lines = append(b.lines, LogLine{Stream: name, Text: b.partial[stream].String()})
+		b.partial[stream].Reset()
+		p = p[i+1:]
+	}
+}
+
+func (b *logBuffer) flush() []LogLine {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, name := range [2]string{"stdout", "stderr"} {
+		if b.partial[i].Len() > 0 {
+			b.lines = append(b.lines, LogLine{Stream: name, Text: b.partial[i].String()})
+			b.partial[i].Reset()
+		}
+	}
+	return b.lines
+}
+
+func indexByte(p []byte, c byte) int {
+	for i, x := range p {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}

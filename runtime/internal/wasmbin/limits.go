@@ -1,0 +1,169 @@
+package wasmbin
+
+// Limits bounds what Parse accepts. A zero field means its default (the
+// Default* constant of the same name); there is no way to set a limit to zero.
+//
+// The defaults sit well above what the Go (GOOS=wasip1, -buildmode=c-shared),
+// C (wasi-libc), Rust and AssemblyScript toolchains emit for a hook, and at or
+// below the limits that browsers agree on (the WebAssembly JS API's
+// "implementation-defined limits"), so a module that runs in a browser is not
+// refused for its shape, only for its size. For scale: a Go hook that uses
+// encoding/json and fmt is 3.3 MB with 2,121 defined functions, 36,530 data
+// segments, a 2.0 MB code section and a table of 6,217 elements; one that also
+// links net/http, crypto/tls, go/parser, text/template and math/big is 6.7 MB
+// with 3,885 functions and 68,116 data segments.
+type Limits struct {
+	// MaxModuleBytes is the largest module accepted, in bytes.
+	// Default DefaultMaxModuleBytes (16 MiB).
+	MaxModuleBytes uint64
+	// MaxCodeBytes is the largest code section accepted, in bytes: the input
+	// of the compiler, whose time and memory grow with it.
+	// Default DefaultMaxCodeBytes (16 MiB).
+	MaxCodeBytes uint64
+	// MaxFunctionBodyBytes is the largest single function body, in bytes.
+	// Default DefaultMaxFunctionBodyBytes (1 MiB).
+	MaxFunctionBodyBytes uint64
+	// MaxFunctions is the most functions, imported plus defined.
+	// Default DefaultMaxFunctions (100,000).
+	MaxFunctions uint64
+	// MaxLocals is the most locals of one function, parameters included
+	// (the sum of the declarations is computed in 64 bits).
+	// Default DefaultMaxLocals (50,000).
+	MaxLocals uint64
+	// MaxParams is the most parameters of one function type.
+	// Default DefaultMaxParams (1,000).
+	MaxParams uint64
+	// MaxResults is the most results of one function type.
+	// Default DefaultMaxResults (1,000).
+	MaxResults uint64
+	// MaxTypes is the most entries in the type section.
+	// Default DefaultMaxTypes (10,000).
+	MaxTypes uint64
+	// MaxImports is the most imports. Default DefaultMaxImports (1,000).
+	MaxImports uint64
+	// MaxExports is the most exports. Default DefaultMaxExports (10,000).
+	MaxExports uint64
+	// MaxGlobals is the most globals, imported plus defined.
+	// Default DefaultMaxGlobals (10,000).
+	MaxGlobals uint64
+	// MaxTables is the most tables, imported plus defined.
+	// Default DefaultMaxTables (16).
+	MaxTables uint64
+	// MaxTableElements is the most table elements allocated at
+	// instantiation: the sum of the minimum sizes of all tables.
+	// Default DefaultMaxTableElements (262,144).
+	MaxTableElements uint64
+	// MaxMemories is the most memories, imported plus defined. More than
+	// this is refused with a *FeatureError for FeatureMultiMemory.
+	// Default DefaultMaxMemories (1: multi-memory is not supported).
+	MaxMemories uint64
+	// MaxMemoryPages is the largest minimum (initial) memory size, in 64 KiB
+	// pages; the declared maximum is not limited (the runtime caps growth).
+	// Default DefaultMaxMemoryPages (65,536, the most a 32-bit memory has).
+	MaxMemoryPages uint64
+	// MaxDataSegments is the most data segments.
+	// Default DefaultMaxDataSegments (100,000).
+	MaxDataSegments uint64
+	// MaxElementSegments is the most element segments.
+	// Default DefaultMaxElementSegments (10,000).
+	MaxElementSegments uint64
+	// MaxCustomSections is the most custom sections.
+	// Default DefaultMaxCustomSections (1,000).
+	MaxCustomSections uint64
+	// MaxNameBytes is the longest import, export or custom section name,
+	// in bytes. Default DefaultMaxNameBytes (4,096).
+	MaxNameBytes uint64
+	// AllowSIMD accepts the v128 type and v128.const. By default they are
+	// refused with a *FeatureError for FeatureSIMD.
+	AllowSIMD bool
+}
+
+// Default limits. See the Limits fields for what each bounds and why.
+const (
+	// DefaultMaxModuleBytes is 16 MiB: about 5 times a typical Go hook
+	// (3.3 MB) and more than twice one that links net/http (6.7 MB).
+	DefaultMaxModuleBytes = 16 << 20
+	// DefaultMaxCodeBytes is 16 MiB, so that by default only the module size
+	// binds; it stays in force if MaxModuleBytes is raised. Go's code section
+	// is about 60% of the module, Rust's and C's more.
+	DefaultMaxCodeBytes = 16 << 20
+	// DefaultMaxFunctionBodyBytes is 1 MiB. The largest body in the Go
+	// hooks above is under 64 KiB; the JS API allows 7,654,321 bytes.
+	DefaultMaxFunctionBodyBytes = 1 << 20
+	// DefaultMaxFunctions is 100,000: 25 times the 3,885 of a Go hook that
+	// links net/http, and room for a 16 MiB module of small C or Rust
+	// functions (the JS API allows 1,000,000).
+	DefaultMaxFunctions = 100_000
+	// DefaultMaxLocals is 50,000, the JS API and V8 limit (parameters count).
+	DefaultMaxLocals = 50_000
+	// DefaultMaxParams is 1,000, the JS API limit.
+	DefaultMaxParams = 1_000
+	// DefaultMaxResults is 1,000, the JS API limit.
+	DefaultMaxResults = 1_000
+	// DefaultMaxTypes is 10,000. Linkers deduplicate types: Go emits 16,
+	// large C++ and Rust programs hundreds (the JS API allows 1,000,000).
+	DefaultMaxTypes = 10_000
+	// DefaultMaxImports is 1,000. A hook imports host_call and at most the
+	// ABI's fixed WASI set (Go imports 21 entries); everything else is
+	// refused by the loader anyway.
+	DefaultMaxImports = 1_000
+	// DefaultMaxExports is 10,000. A hook exports two or three names;
+	// Rust cdylibs and AssemblyScript export every public symbol.
+	DefaultMaxExports = 10_000
+	// DefaultMaxGlobals is 10,000. Go defines 8 globals, C and Rust a few,
+	// AssemblyScript one per mutable module-level variable. Each costs an
+	// allocation at every instantiation.
+	DefaultMaxGlobals = 10_000
+	// DefaultMaxTables is 16. Toolchains emit at most one table.
+	DefaultMaxTables = 16
+	// DefaultMaxTableElements is 262,144 (2 MiB of references per instance
+	// in wazero). Go's table holds 4,096 plus one entry per function, so it
+	// is about 104,000 at DefaultMaxFunctions.
+	DefaultMaxTableElements = 1 << 18
+	// DefaultMaxMemories is 1: multi-memory is not supported.
+	DefaultMaxMemories = 1
+	// DefaultMaxMemoryPages is 65,536 pages (4 GiB): no limit beyond the
+	// format's; the runtime applies its own memory limit.
+	DefaultMaxMemoryPages = 65_536
+	// DefaultMaxDataSegments is 100,000, the JS API limit, which Go's linker
+	// respects by merging segments (a Go hook has tens of thousands).
+	DefaultMaxDataSegments = 100_000
+	// DefaultMaxElementSegments is 10,000. Toolchains emit one.
+	DefaultMaxElementSegments = 10_000
+	// DefaultMaxCustomSections is 1,000. Toolchains emit a handful (name,
+	// producers, target_features, go:buildid, a dozen .debug_* sections).
+	DefaultMaxCustomSections = 1_000
+	// DefaultMaxNameBytes is 4,096 bytes per name.
+	DefaultMaxNameBytes = 4_096
+)
+
+// DefaultLimits returns the default limits, every field set.
+func DefaultLimits() Limits { return Limits{}.withDefaults() }
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *uint64, d uint64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxModuleBytes, DefaultMaxModuleBytes)
+	def(&l.MaxCodeBytes, DefaultMaxCodeBytes)
+	def(&l.MaxFunctionBodyBytes, DefaultMaxFunctionBodyBytes)
+	def(&l.MaxFunctions, DefaultMaxFunctions)
+	def(&l.MaxLocals, DefaultMaxLocals)
+	def(&l.MaxParams, DefaultMaxParams)
+	def(&l.MaxResults, DefaultMaxResults)
+	def(&l.MaxTypes, DefaultMaxTypes)
+	def(&l.MaxImports, DefaultMaxImports)
+	def(&l.MaxExports, DefaultMaxExports)
+	def(&l.MaxGlobals, DefaultMaxGlobals)
+	def(&l.MaxTables, DefaultMaxTables)
+	def(&l.MaxTableElements, DefaultMaxTableElements)
+	def(&l.MaxMemories, DefaultMaxMemories)
+	def(&l.MaxMemoryPages, DefaultMaxMemoryPages)
+	def(&l.MaxDataSegments, DefaultMaxDataSegments)
+	def(&l.MaxElementSegments, DefaultMaxElementSegments)
+	def(&l.MaxCustomSections, DefaultMaxCustomSections)
+	def(&l.MaxNameBytes, DefaultMaxNameBytes)
+	return l
+}

@@ -1,0 +1,292 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// Request is one invocation of a hook.
+type Request struct {
+	// Tenant owns the invocation. Instances, credit and data are scoped by
+	// it. Required.
+	Tenant string
+	// Hook is the hook's name as bound by the operator. Empty means the
+	// manifest's name, or "hook".
+	Hook string
+	// Point is the hook point. Empty means "message.outbound".
+	Point string
+	// Context is the traffic the hook sees; its shape depends on Point.
+	Context map[string]any
+	// Settings are the hook's settings, already validated by the caller
+	// against the manifest's settings schema.
+	Settings map[string]any
+	// Grants lists the capabilities the operator granted the hook.
+	Grants []string
+	// Limits bound the invocation. Zero fields mean Config.Limits, then
+	// the package defaults.
+	Limits Limits
+	// HostCaller serves the hook's host calls. Nil means
+	// Config.HostCaller.
+	HostCaller HostCaller
+	// InvocationID identifies the invocation. Empty means a random id.
+	InvocationID string
+}
+
+// Result reports one invocation.
+type Result struct {
+	// InvocationID is the invocation's id.
+	InvocationID string `json:"invocation"`
+	// Decision is the hook's decision in canonical form; nil on failure.
+	Decision *abi.Decision `json:"decision"`
+	// Failure says why the hook failed; nil when it reached a decision.
+	Failure *Failure `json:"failure"`
+	// HostCalls counts the host calls made, takes excluded.
+	HostCalls int `json:"host_calls"`
+	// HostCallBytes counts the bytes the host calls moved.
+	HostCallBytes int `json:"host_call_bytes"`
+	// CreditCharged is the credit the host calls were charged.
+	CreditCharged int64 `json:"credit_charged"`
+	// Duration is the wall-clock time of the invocation, waiting for an
+	// instance included.
+	Duration time.Duration `json:"-"`
+	// Logs holds what the hook wrote to stdout and stderr.
+	Logs []LogLine `json:"logs"`
+	// LogBytesDropped counts output bytes over Limits.MaxLogBytes.
+	LogBytesDropped int `json:"log_bytes_dropped,omitempty"`
+	// MemoryPages is the size of the instance's memory afterwards.
+	MemoryPages uint32 `json:"memory_pages"`
+	// Reused reports whether the instance went back to the pool.
+	Reused bool `json:"-"`
+}
+
+// Invoke runs one invocation of m on a warm instance of m for req.Tenant.
+//
+// It returns an error without a Result for problems that are not the hook's
+// (a bad request, a closed runtime, the caller's context ending). When the
+// hook fails, it returns both a Result whose Failure is set and that *Failure
+// as the error; the caller's fail policy decides what follows. An instance
+// that failed in any way is discarded, never reused.
+func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, error) {
+	start := time.Now()
+	lim, point, err := r.prepare(m, &req)
+	if err != nil {
+		return nil, err
+	}
+	inv := &invocation{lim: lim, caller: req.HostCaller, who: abi.Caller{
+		Tenant: req.Tenant, Hook: req.Hook, Module: m.Digest(), Invocation: req.InvocationID, Point: req.Point,
+		Granted: append([]string(nil), req.Grants...),
+	}}
+	if man := m.Manifest(); man != nil {
+		inv.who.HasManifest = true
+		inv.who.Requested = append([]string(nil), man.Capabilities...)
+	}
+	if inv.caller == nil {
+		inv.caller = r.cfg.HostCaller
+	}
+	inv.log.limit = lim.MaxLogBytes
+	doc, err := (&abi.Invocation{
+		ABI: abi.Major, Point: req.Point, Context: req.Context, Settings: req.Settings,
+		Meta: abi.Meta{Hook: req.Hook, Invocation: req.InvocationID, Tenant: req.Tenant},
+	}).Encode()
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding the invocation: %w", ErrInvalidRequest, err)
+	}
+	if len(doc) > lim.MaxInputBytes {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "input_bytes", Max: uint64(lim.MaxInputBytes), Got: uint64(len(doc))})
+	}
+
+	p, err := r.pool(poolKey{digest: m.Digest(), tenant: req.Tenant, memoryPages: lim.MemoryPages}, m.c)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := r.acquire(ctx, p, lim)
+	if err != nil {
+		if f, ok := AsFailure(err); ok {
+			res := &Result{InvocationID: req.InvocationID, Failure: f, Duration: time.Since(start)}
+			return res, f
+		}
+		return nil, err
+	}
+
+	// The input is parked before the call, as ABI.md says.
+	inv.parked, inv.parkedStatus, inv.hasParked = doc, abi.StatusOK, true
+	inst.mem.refused.Store(0)
+	deadline := time.Now().Add(lim.Timeout)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	ret, callErr := inst.handle.Call(withInvocation(cctx, inv), uint64(len(doc)))
+	cancel()
+	inst.invocations++
+
+	res := &Result{
+		InvocationID:  req.InvocationID,
+		HostCalls:     inv.calls,
+		HostCallBytes: inv.bytes,
+		CreditCharged: inv.charged,
+	}
+	var fail *Failure
+	if callErr != nil {
+		if ctx.Err() != nil && inv.violation == nil && time.Now().Before(deadline) {
+			// The caller gave up; that is not the hook's failure.
+			r.release(ctx, p, inst, false)
+			return nil, fmt.Errorf("runtime: invocation abandoned: %w", ctx.Err())
+		}
+		fail = classify(cctx, callErr, inst.mem, inv)
+	} else {
+		res.Decision, fail = r.readDecision(inst, inv, ret[0], point)
+	}
+	res.Logs = inv.log.flush()
+	res.LogBytesDropped = inv.log.dropped
+	res.MemoryPages = inst.mem.pages()
+	res.Failure = fail
+	reuse := fail == nil && res.MemoryPages <= lim.MemoryHighWaterPages
+	res.Reused = reuse
+	r.release(ctx, p, inst, reuse)
+	res.Duration = time.Since(start)
+	if fail != nil {
+		return res, fail
+	}
+	return res, nil
+}
+
+func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {
+	if m == nil || m.rt != r {
+		return Limits{}, abi.Point{}, fmt.Errorf("%w: module was not loaded by this runtime", ErrInvalidRequest)
+	}
+	if req.Tenant == "" {
+		return Limits{}, abi.Point{}, fmt.Errorf("%w: tenant is required", ErrInvalidRequest)
+	}
+	if req.Point == "" {
+		req.Point = "message.outbound"
+	}
+	point, ok := abi.LookupPoint(req.Point)
+	if !ok {
+		return Limits{}, abi.Point{}, fmt.Errorf("%w: unknown hook point %q", ErrInvalidRequest, req.Point)
+	}
+	if man := m.Manifest(); !man.AllowsPoint(req.Point) {
+		return Limits{}, abi.Point{}, fmt.Errorf("%w: the hook's manifest does not allow point %q (it allows %s)", ErrInvalidRequest, req.Point, strings.Join(man.Points, ", "))
+	}
+	if req.Hook == "" {
+		if man := m.Manifest(); man != nil && man.Name != "" {
+			req.Hook = man.Name
+		} else {
+			req.Hook = "hook"
+		}
+	}
+	if req.InvocationID == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		req.InvocationID = hex.EncodeToString(b[:])
+	}
+	lim := mergeLimits(req.Limits, r.cfg.Limits).WithDefaults()
+	if err := lim.validate(r.cfg.MaxMemoryPages); err != nil {
+		return Limits{}, abi.Point{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if min := m.Info().MemoryMinPages; min > lim.MemoryPages {
+		return Limits{}, abi.Point{}, fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "memory_pages (module minimum)", Max: uint64(lim.MemoryPages), Got: uint64(min)})
+	}
+	return lim, point, nil
+}
+
+// mergeLimits fills the zero fields of l from d.
+func mergeLimits(l, d Limits) Limits {
+	if l.MemoryPages == 0 {
+		l.MemoryPages = d.MemoryPages
+	}
+	if l.MemoryHighWaterPages == 0 && l.MemoryPages == d.MemoryPages {
+		l.MemoryHighWaterPages = d.MemoryHighWaterPages
+	}
+	if l.Timeout == 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.InitTimeout == 0 {
+		l.InitTimeout = d.InitTimeout
+	}
+	if l.MaxInputBytes == 0 {
+		l.MaxInputBytes = d.MaxInputBytes
+	}
+	if l.MaxOutputBytes == 0 {
+		l.MaxOutputBytes = d.MaxOutputBytes
+	}
+	if l.MaxHostCalls == 0 {
+		l.MaxHostCalls = d.MaxHostCalls
+	}
+	if l.MaxHostCallBytes == 0 {
+		l.MaxHostCallBytes = d.MaxHostCallBytes
+	}
+	if l.MaxRequestBytes == 0 {
+		l.MaxRequestBytes = d.MaxRequestBytes
+	}
+	if l.MaxResultBytes == 0 {
+		l.MaxResultBytes = d.MaxResultBytes
+	}
+	if l.MaxLogBytes == 0 {
+		l.MaxLogBytes = d.MaxLogBytes
+	}
+	return l
+}
+
+// readDecision bounds-checks, copies and decodes the hook's output.
+func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point) (*abi.Decision, *Failure) {
+	if ret == 0 {
+		return nil, &Failure{Code: FailInvalidOutput, Message: abi.HandleExport + " returned 0 (no decision)"}
+	}
+	ptr, n := abi.UnpackPtrLen(ret)
+	if int64(n) > int64(inv.lim.MaxOutputBytes) {
+		return nil, &Failure{Code: FailOutputTooLarge, Message: fmt.Sprintf("decision is %d bytes, over the limit of %d", n, inv.lim.MaxOutputBytes)}
+	}
+	out, ok := readGuest(inst.mod.Memory(), ptr, n)
+	if !ok {
+		return nil, &Failure{Code: FailABIViolation, Message: fmt.Sprintf("output [%d, %d+%d) is outside linear memory of %d bytes", ptr, ptr, n, inst.mod.Memory().Size())}
+	}
+	d, err := abi.DecodeDecision(out, point, abi.JSONLimits{MaxBytes: inv.lim.MaxOutputBytes})
+	if err != nil {
+		return nil, &Failure{Code: FailInvalidOutput, Message: err.Error()}
+	}
+	return d, nil
+}
+
+// classify turns the error of a guest call into a Failure. The message keeps
+// the first line of wazero's error: the wasm stack trace and any Go stack
+// trace stay out of it.
+func classify(ctx context.Context, err error, mem *limitedMemory, inv *invocation) *Failure {
+	if inv != nil && inv.violation != nil {
+		return inv.violation
+	}
+	if f, ok := AsFailure(err); ok {
+		return f
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+		case sys.ExitCodeContextCanceled:
+			return &Failure{Code: FailTimeout, Message: "the invocation was cancelled"}
+		}
+		if mem != nil && mem.refused.Load() > 0 {
+			return &Failure{Code: FailMemory, Message: fmt.Sprintf("the hook exited with code %d after its memory limit of %d pages was reached", exit.ExitCode(), mem.limit/pageSize)}
+		}
+		return &Failure{Code: FailTrap, Message: fmt.Sprintf("the hook exited with code %d", exit.ExitCode())}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+	}
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimSuffix(msg, " (recovered by wazero)")
+	if mem != nil && mem.refused.Load() > 0 {
+		return &Failure{Code: FailMemory, Message: fmt.Sprintf("%s, after its memory limit of %d pages was reached", msg, mem.limit/pageSize)}
+	}
+	return &Failure{Code: FailTrap, Message: msg}
+}

@@ -1,0 +1,111 @@
+package runtime
+
+import (
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+const pageSize = 65536
+
+// limitedMemory backs one instance's linear memory and refuses to grow it past
+// the hook's own limit, so per-hook memory limits hold although wazero's
+// limit is runtime-wide. It counts refusals so a failure that follows one is
+// reported as a memory failure.
+type limitedMemory struct {
+	limit   uint64 // bytes
+	buf     []byte
+	refused atomic.Int32 // grow attempts refused since the last reset
+}
+
+var _ experimental.MemoryAllocator = (*limitedMemory)(nil)
+
+// Allocate implements experimental.MemoryAllocator. One limitedMemory backs
+// exactly one memory of one instance.
+func (m *limitedMemory) Allocate(capacity, max uint64) experimental.LinearMemory {
+	if capacity > m.limit {
+		capacity = m.limit
+	}
+	m.buf = make([]byte, 0, capacity)
+	return m
+}
+
+// Reallocate implements experimental.LinearMemory. It returns nil, which
+// makes memory.grow return -1, when size is over the limit.
+func (m *limitedMemory) Reallocate(size uint64) []byte {
+	if size > m.limit {
+		m.refused.Add(1)
+		return nil
+	}
+	if size <= uint64(cap(m.buf)) {
+		old := len(m.buf)
+		m.buf = m.buf[:size]
+		clear(m.buf[old:]) // memory.grow must expose zeroed pages
+		return m.buf
+	}
+	newCap := uint64(cap(m.buf)) * 2
+	if newCap < size {
+		newCap = size
+	}
+	if newCap > m.limit {
+		newCap = m.limit
+	}
+	nb := make([]byte, size, newCap)
+	copy(nb, m.buf)
+	m.buf = nb
+	return m.buf
+}
+
+// Free implements experimental.LinearMemory.
+func (m *limitedMemory) Free() { m.buf = nil }
+
+// pages returns the current size of the memory in pages.
+func (m *limitedMemory) pages() uint32 { return uint32(len(m.buf) / pageSize) }
+
+// readGuest copies [ptr, ptr+n) out of guest memory. ok is false when the
+// range is outside memory. The copy is never a view: the guest cannot change
+// what the host acts on.
+func readGuest(mem api.Memory, ptr, n uint32) ([]byte, bool) {
+	if !abi.InRange(ptr, n, uint64(mem.Size())) {
+		return nil, false
+	}
+	if n == 0 {
+		return []byte{}, true
+	}
+	view, ok := mem.Read(ptr, n)
+	if !ok {
+		return nil, false
+	}
+	out := make([]byte, n)
+	copy(out, view)
+	return out, true
+}
+
+// readGuestString is readGuest for a string.
+func readGuestString(mem api.Memory, ptr, n uint32) (string, bool) {
+	if !abi.InRange(ptr, n, uint64(mem.Size())) {
+		return "", false
+	}
+	if n == 0 {
+		return "", true
+	}
+	view, ok := mem.Read(ptr, n)
+	if !ok {
+		return "", false
+	}
+	return string(view), true
+}
+
+// writeGuest copies b into guest memory at ptr.
+func writeGuest(mem api.Memory, ptr uint32, b []byte) bool {
+	if uint64(len(b)) > 1<<32-1 || !abi.InRange(ptr, uint32(len(b)), uint64(mem.Size())) {
+		return false
+	}
+	if len(b) == 0 {
+		return true
+	}
+	return mem.Write(ptr, b)
+}

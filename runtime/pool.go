@@ -1,0 +1,176 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// poolKey identifies a pool. Instances are never shared between tenants,
+// and all instances of a pool were created with the same memory limit.
+// See RATIONALE.md#why-pools-per-tenant.
+type poolKey struct {
+	digest      string
+	tenant      string
+	memoryPages uint32
+}
+
+// pool holds the warm instances of one module for one tenant.
+type pool struct {
+	key  poolKey
+	c    *compiled
+	sem  chan struct{} // one token per instance in use
+	live atomic.Int64  // instances alive (idle or busy), for tests
+
+	mu     sync.Mutex // guards idle and closed
+	idle   []*instance
+	closed bool
+}
+
+// instance is one instantiated module. It serves one invocation at a time.
+type instance struct {
+	mod     api.Module
+	handle  api.Function
+	mem     *limitedMemory
+	invocations int
+}
+
+func (r *Runtime) pool(key poolKey, c *compiled) (*pool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	p, ok := r.pools[key]
+	if !ok {
+		p = &pool{key: key, c: c, sem: make(chan struct{}, r.cfg.MaxInstancesPerPool)}
+		r.pools[key] = p
+	}
+	return p, nil
+}
+
+func (r *Runtime) closePools(ctx context.Context, digest string) {
+	r.mu.Lock()
+	var victims []*pool
+	for k, p := range r.pools {
+		if k.digest == digest {
+			victims = append(victims, p)
+			delete(r.pools, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range victims {
+		p.close(ctx)
+	}
+}
+
+// acquire returns an idle instance or creates one, waiting while every
+// instance of the pool is busy. It honours ctx.
+func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.sem
+		return nil, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		inst := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return inst, nil
+	}
+	p.mu.Unlock()
+	inst, err := r.instantiate(ctx, p, lim)
+	if err != nil {
+		<-p.sem
+		return nil, err
+	}
+	return inst, nil
+}
+
+// release returns inst to the pool, or closes it when it must not be reused.
+func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool) {
+	defer func() { <-p.sem }()
+	if reuse {
+		p.mu.Lock()
+		if !p.closed && len(p.idle) < r.cfg.MaxIdlePerPool {
+			p.idle = append(p.idle, inst)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+	}
+	p.discard(ctx, inst)
+}
+
+func (p *pool) discard(ctx context.Context, inst *instance) {
+	_ = inst.mod.Close(ctx)
+	p.live.Add(-1)
+}
+
+func (p *pool) close(ctx context.Context) {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, inst := range idle {
+		p.discard(ctx, inst)
+	}
+}
+
+// instantiate creates an instance and runs its initialisers under the init
+// timeout. Host calls made from _initialize are answered NOT_IN_INVOCATION.
+func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, lim.InitTimeout)
+	defer cancel()
+	mem := &limitedMemory{limit: uint64(lim.MemoryPages) * pageSize}
+	ictx := experimental.WithMemoryAllocator(ctx, mem)
+	st := &initState{limit: lim.MaxLogBytes, log: logBuffer{limit: lim.MaxLogBytes}}
+	ictx = withInitState(ictx, st)
+	mod, err := r.wr.InstantiateModule(ictx, p.c.code, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		return nil, r.initFailure(ctx, err, mem, st)
+	}
+	p.live.Add(1)
+	inst := &instance{mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport)}
+	if init := mod.ExportedFunction(abi.InitializeExport); init != nil {
+		if _, err := init.Call(ictx); err != nil {
+			p.discard(ctx, inst)
+			return nil, r.initFailure(ctx, err, mem, st)
+		}
+	}
+	if inst.handle == nil { // validation guarantees it; be defensive
+		p.discard(ctx, inst)
+		return nil, &Failure{Code: FailInit, Message: "module does not export " + abi.HandleExport}
+	}
+	return inst, nil
+}
+
+func (r *Runtime) initFailure(ctx context.Context, err error, mem *limitedMemory, st *initState) error {
+	f := classify(ctx, err, mem, nil)
+	if f == nil {
+		return err
+	}
+	out := &Failure{Code: FailInit, Message: string(f.Code) + ": " + f.Message}
+	if f.Code == FailTimeout || f.Code == FailMemory {
+		out.Code = f.Code
+		out.Message = "during initialisation: " + f.Message
+	}
+	if tail := st.tail(); tail != "" {
+		out.Message += " (output: " + tail + ")"
+	}
+	return out
+}

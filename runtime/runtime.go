@@ -1,0 +1,240 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// HostCaller serves the host calls of a hook. The capability runner
+// implements it; the runtime only moves bytes in and out of guest memory and
+// enforces the per-invocation quotas. HostCall must honour ctx and must be
+// safe for concurrent use.
+type HostCaller interface {
+	HostCall(ctx context.Context, call *abi.Call) abi.Reply
+}
+
+// Runtime loads hooks and runs them. It is safe for concurrent use by
+// multiple goroutines.
+type Runtime struct {
+	cfg    Config
+	wr     wazero.Runtime
+	cache  *lru.Cache[string, *compiled] // by sha256 of the module bytes
+	logger *slog.Logger
+
+	mu     sync.Mutex // guards closed, pools
+	closed bool
+	pools  map[poolKey]*pool
+}
+
+// New returns a Runtime configured by cfg. Close it when done.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	cfg = cfg.withDefaults()
+	if cfg.MaxMemoryPages > 65536 {
+		return nil, fmt.Errorf("runtime: MaxMemoryPages %d is over 65536", cfg.MaxMemoryPages)
+	}
+	if err := cfg.Limits.WithDefaults().validate(cfg.MaxMemoryPages); err != nil {
+		return nil, err
+	}
+	var wc wazero.RuntimeConfig
+	if cfg.Interpreter {
+		wc = wazero.NewRuntimeConfigInterpreter()
+	} else {
+		wc = wazero.NewRuntimeConfig()
+	}
+	// See RATIONALE.md#why-close-on-context-done.
+	wc = wc.WithCloseOnContextDone(true).
+		WithMemoryLimitPages(cfg.MaxMemoryPages).
+		WithCoreFeatures(api.CoreFeaturesV2)
+	if cfg.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: compilation cache: %w", err)
+		}
+		wc = wc.WithCompilationCache(cache)
+	}
+	r := &Runtime{
+		cfg:    cfg,
+		wr:     wazero.NewRuntimeWithConfig(ctx, wc),
+		logger: cfg.Logger,
+		pools:  make(map[poolKey]*pool),
+	}
+	cache, err := lru.NewWithEvict(cfg.CacheModules, func(_ string, c *compiled) { c.evict() })
+	if err != nil {
+		return nil, err
+	}
+	r.cache = cache
+	if err := r.instantiateHostModules(ctx); err != nil {
+		_ = r.wr.Close(ctx)
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close closes every pool and compiled module. Invocations in flight fail.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	pools := r.pools
+	r.pools = nil
+	r.mu.Unlock()
+	for _, p := range pools {
+		p.close(ctx)
+	}
+	r.cache.Purge()
+	return r.wr.Close(ctx)
+}
+
+func (r *Runtime) instantiateHostModules(ctx context.Context) error {
+	hb := r.wr.NewHostModuleBuilder(abi.ImportModule)
+	hb.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostCall), []api.ValueType{
+			api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32,
+			api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32,
+		}, []api.ValueType{api.ValueTypeI64}).
+		WithParameterNames("name_ptr", "name_len", "in_ptr", "in_len", "out_ptr", "out_cap").
+		Export(abi.HostCallImport)
+	if _, err := hb.Instantiate(ctx); err != nil {
+		return fmt.Errorf("runtime: instantiating %s: %w", abi.ImportModule, err)
+	}
+	wb := r.wr.NewHostModuleBuilder(abi.WASIModule)
+	defineWASI(wb)
+	if _, err := wb.Instantiate(ctx); err != nil {
+		return fmt.Errorf("runtime: instantiating %s: %w", abi.WASIModule, err)
+	}
+	return nil
+}
+
+// compiled is one compiled module in the cache, shared by every Module
+// loaded from the same bytes (whoever uploaded them).
+type compiled struct {
+	digest string
+	code   wazero.CompiledModule
+	info   *ModuleInfo
+
+	mu      sync.Mutex // guards refs, evicted, closed
+	refs    int
+	evicted bool
+	closed  bool
+}
+
+func (c *compiled) acquire() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.refs++
+	return true
+}
+
+func (c *compiled) release() {
+	c.mu.Lock()
+	c.refs--
+	closeNow := c.refs == 0 && c.evicted && !c.closed
+	if closeNow {
+		c.closed = true
+	}
+	c.mu.Unlock()
+	if closeNow {
+		_ = c.code.Close(context.Background())
+	}
+}
+
+func (c *compiled) evict() {
+	c.mu.Lock()
+	c.evicted = true
+	closeNow := c.refs == 0 && !c.closed
+	if closeNow {
+		c.closed = true
+	}
+	c.mu.Unlock()
+	if closeNow {
+		_ = c.code.Close(context.Background())
+	}
+}
+
+// Module is a validated, compiled hook. It is immutable and safe for
+// concurrent use by multiple goroutines. Close it when it is no longer bound;
+// the compiled code stays cached until evicted.
+type Module struct {
+	rt   *Runtime
+	c    *compiled
+	once sync.Once
+}
+
+// Digest returns the hex sha256 of the module's bytes.
+func (m *Module) Digest() string { return m.c.digest }
+
+// Info returns what validation found in the module.
+func (m *Module) Info() *ModuleInfo { return m.c.info }
+
+// Manifest returns the module's manifest, or nil if it has none.
+func (m *Module) Manifest() *abi.Manifest { return m.c.info.Manifest }
+
+// Close releases the module. Instances of it in pools are closed.
+func (m *Module) Close(ctx context.Context) error {
+	m.once.Do(func() {
+		m.rt.closePools(ctx, m.c.digest)
+		m.c.release()
+	})
+	return nil
+}
+
+// Digest returns the hex sha256 of b, the key modules are cached by.
+func Digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Load validates wasm (see Validate), compiles it, and returns the Module.
+// Identical bytes are compiled once and shared; with Config.CacheDir the
+// compiled code also survives the process.
+func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	digest := Digest(wasm)
+	for {
+		if c, ok := r.cache.Get(digest); ok {
+			if c.acquire() {
+				return &Module{rt: r, c: c}, nil
+			}
+			r.cache.Remove(digest)
+		}
+		info, err := Validate(wasm, ValidateOptions{MaxModuleBytes: r.cfg.MaxModuleBytes, MaxMemoryPages: r.cfg.MaxMemoryPages})
+		if err != nil {
+			return nil, err
+		}
+		code, err := r.wr.CompileModule(ctx, wasm)
+		if err != nil {
+			return nil, &ValidationError{Reason: "compile failed", Err: err}
+		}
+		c := &compiled{digest: digest, code: code, info: info, refs: 1}
+		if prev, ok, _ := r.cache.PeekOrAdd(digest, c); ok {
+			// Another goroutine compiled the same bytes first.
+			_ = code.Close(ctx)
+			if prev.acquire() {
+				return &Module{rt: r, c: prev}, nil
+			}
+			continue
+		}
+		return &Module{rt: r, c: c}, nil
+	}
+}

@@ -1,0 +1,142 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// This file drives testdata/guests/scripted.wat, a hand-written WAT hook that
+// interprets a script carried in its invocation. See that file for the ops.
+
+// Scratch addresses in the scripted guest's memory that its interpreter does
+// not use.
+const (
+	namePtr = 0x1000
+	inPtr   = 0x2000
+	outPtr  = 0x4000
+)
+
+func opCall(p1, p2, p3, p4, p5, p6 uint32) string {
+	return fmt.Sprintf("C%08x%08x%08x%08x%08x%08x", p1, p2, p3, p4, p5, p6)
+}
+
+func opWrite(addr uint32, b []byte) string {
+	return fmt.Sprintf("W%08x%08x%s", addr, len(b), hex.EncodeToString(b))
+}
+
+// opHostCall writes name and payload into scratch memory and calls host_call
+// with an output buffer of outCap bytes.
+func opHostCall(name, payload string, outCap uint32) string {
+	return opWrite(namePtr, []byte(name)) + opWrite(inPtr, []byte(payload)) +
+		opCall(namePtr, uint32(len(name)), inPtr, uint32(len(payload)), outPtr, outCap)
+}
+
+func opTake(outCap uint32) string { return opCall(0, 0, 0, 0, outPtr, outCap) }
+
+// callResult is one logged host_call (or grow) of the scripted guest.
+type callResult struct {
+	status abi.Status
+	length uint32
+	body   string // written body, if any
+}
+
+func parseLog(t *testing.T, reason string) []callResult {
+	t.Helper()
+	var out []callResult
+	for _, e := range strings.Split(strings.TrimSuffix(reason, "."), ".") {
+		if e == "" {
+			continue
+		}
+		if len(e) < 16 {
+			t.Fatalf("bad log entry %q", e)
+		}
+		var v uint64
+		if _, err := fmt.Sscanf(e[:16], "%016x", &v); err != nil {
+			t.Fatalf("bad log entry %q: %v", e, err)
+		}
+		body, err := hex.DecodeString(e[16:])
+		if err != nil {
+			t.Fatalf("bad body in %q: %v", e, err)
+		}
+		s, n := abi.UnpackResult(v)
+		out = append(out, callResult{status: s, length: n, body: string(body)})
+	}
+	return out
+}
+
+// fakeHost is a HostCaller for runtime tests: a map of capability functions.
+type fakeHost struct {
+	mu    sync.Mutex
+	caps  map[string]func(*abi.Call) abi.Reply
+	calls []abi.Call
+}
+
+func (h *fakeHost) HostCall(ctx context.Context, c *abi.Call) abi.Reply {
+	h.mu.Lock()
+	h.calls = append(h.calls, *c)
+	f := h.caps[c.Name]
+	h.mu.Unlock()
+	if f == nil {
+		return abi.ErrorReply(abi.StatusUnknownCapability, "no capability "+c.Name)
+	}
+	return f(c)
+}
+
+func (h *fakeHost) Calls() []abi.Call {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]abi.Call(nil), h.calls...)
+}
+
+func echoHost() *fakeHost {
+	return &fakeHost{caps: map[string]func(*abi.Call) abi.Reply{
+		"echo": func(c *abi.Call) abi.Reply { return abi.Reply{Status: abi.StatusOK, Body: c.Payload} },
+		"big": func(c *abi.Call) abi.Reply {
+			return abi.Reply{Status: abi.StatusOK, Body: []byte(`"` + strings.Repeat("x", 100) + `"`)}
+		},
+		"huge": func(c *abi.Call) abi.Reply {
+			return abi.Reply{Status: abi.StatusOK, Body: []byte(`"` + strings.Repeat("x", 2<<20) + `"`)}
+		},
+		"paid": func(c *abi.Call) abi.Reply { return abi.Reply{Status: abi.StatusOK, Body: []byte(`{}`), Charged: 7} },
+	}}
+}
+
+func newRuntime(t testing.TB, cfg runtime.Config) *runtime.Runtime {
+	t.Helper()
+	r, err := runtime.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func load(t testing.TB, r *runtime.Runtime, wasm []byte) *runtime.Module {
+	t.Helper()
+	m, err := r.Load(context.Background(), wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+func scripted(t testing.TB) []byte { return testutil.ReadFile(t, "testdata/guests/scripted.wasm") }
+
+// runScript runs one invocation of the scripted guest.
+func runScript(t *testing.T, r *runtime.Runtime, m *runtime.Module, host runtime.HostCaller, lim runtime.Limits, script string) (*runtime.Result, error) {
+	t.Helper()
+	return r.Invoke(context.Background(), m, runtime.Request{
+		Tenant: "t1", Point: "message.outbound",
+		Context:    map[string]any{"s": "@@" + script},
+		HostCaller: host, Limits: lim,
+	})
+}

@@ -1,0 +1,252 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// WASI preview 1 errno values used here.
+const (
+	errnoSuccess = 0
+	errnoBadf    = 8
+	errnoFault   = 21
+	errnoInval   = 28
+	errnoNotsup  = 58
+	errnoSpipe   = 69
+)
+
+// maxRandomBytes bounds one random_get call.
+const maxRandomBytes = 1 << 16
+
+// maxPollWait bounds one poll_oneoff sleep when the context has no deadline.
+const maxPollWait = 10 * time.Second
+
+var startTime = time.Now()
+
+// defineWASI defines the fixed WASI set of abi.WASIFunctions as inert
+// plumbing: no files, no sockets, no environment, no arguments. stdout and
+// stderr go to the invocation's capped log. See ABI.md#wasi.
+func defineWASI(b wazero.HostModuleBuilder) {
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	def := func(name string, params, results []api.ValueType, f api.GoModuleFunc) {
+		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+	}
+	// Empty argument and environment lists.
+	empty := func(_ context.Context, mod api.Module, stack []uint64) {
+		stack[0] = errnoSuccess
+	}
+	emptySizes := func(_ context.Context, mod api.Module, stack []uint64) {
+		mem := mod.Memory()
+		if mem == nil || !mem.WriteUint32Le(uint32(stack[0]), 0) || !mem.WriteUint32Le(uint32(stack[1]), 0) {
+			stack[0] = errnoFault
+			return
+		}
+		stack[0] = errnoSuccess
+	}
+	def("args_get", []api.ValueType{i32, i32}, []api.ValueType{i32}, empty)
+	def("args_sizes_get", []api.ValueType{i32, i32}, []api.ValueType{i32}, emptySizes)
+	def("environ_get", []api.ValueType{i32, i32}, []api.ValueType{i32}, empty)
+	def("environ_sizes_get", []api.ValueType{i32, i32}, []api.ValueType{i32}, emptySizes)
+	def("clock_time_get", []api.ValueType{i32, i64, i32}, []api.ValueType{i32}, clockTimeGet)
+	def("fd_close", []api.ValueType{i32}, []api.ValueType{i32}, func(_ context.Context, _ api.Module, stack []uint64) {
+		stack[0] = errnoBadf
+	})
+	def("fd_seek", []api.ValueType{i32, i64, i32, i32}, []api.ValueType{i32}, func(_ context.Context, _ api.Module, stack []uint64) {
+		if fd := uint32(stack[0]); fd <= 2 {
+			stack[0] = errnoSpipe
+			return
+		}
+		stack[0] = errnoBadf
+	})
+	def("fd_write", []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, fdWrite)
+	def("poll_oneoff", []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, pollOneoff)
+	def("proc_exit", []api.ValueType{i32}, nil, func(ctx context.Context, mod api.Module, stack []uint64) {
+		code := uint32(stack[0])
+		_ = mod.CloseWithExitCode(ctx, code)
+		panic(sys.NewExitError(code))
+	})
+	def("random_get", []api.ValueType{i32, i32}, []api.ValueType{i32}, func(_ context.Context, mod api.Module, stack []uint64) {
+		ptr, n := uint32(stack[0]), uint32(stack[1])
+		mem := mod.Memory()
+		if mem == nil || n > maxRandomBytes {
+			stack[0] = errnoInval
+			return
+		}
+		buf, ok := mem.Read(ptr, n)
+		if !ok {
+			stack[0] = errnoFault
+			return
+		}
+		_, _ = rand.Read(buf)
+		stack[0] = errnoSuccess
+	})
+	def("sched_yield", nil, []api.ValueType{i32}, func(_ context.Context, _ api.Module, stack []uint64) {
+		stack[0] = errnoSuccess
+	})
+}
+
+func now(clock uint32) (uint64, bool) {
+	switch clock {
+	case 0: // realtime
+		return uint64(time.Now().UnixNano()), true
+	case 1: // monotonic
+		return uint64(time.Since(startTime).Nanoseconds()) + 1, true
+	}
+	return 0, false
+}
+
+func clockTimeGet(_ context.Context, mod api.Module, stack []uint64) {
+	t, ok := now(uint32(stack[0]))
+	if !ok {
+		stack[0] = errnoInval
+		return
+	}
+	mem := mod.Memory()
+	if mem == nil || !mem.WriteUint64Le(uint32(stack[2]), t) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+// fdWrite sends writes to fds 1 and 2 to the invocation's log.
+func fdWrite(ctx context.Context, mod api.Module, stack []uint64) {
+	fd, iovs, iovsLen, nwrittenPtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
+	if fd != 1 && fd != 2 {
+		stack[0] = errnoBadf
+		return
+	}
+	mem := mod.Memory()
+	if mem == nil || uint64(iovsLen)*8 > uint64(mem.Size()) {
+		stack[0] = errnoFault
+		return
+	}
+	var sink *logBuffer
+	if inv := invocationFrom(ctx); inv != nil {
+		sink = &inv.log
+	} else if st, _ := ctx.Value(initKey).(*initState); st != nil {
+		sink = &st.log
+	}
+	var total uint32
+	for i := uint32(0); i < iovsLen; i++ {
+		iov, ok := mem.Read(iovs+i*8, 8)
+		if !ok {
+			stack[0] = errnoFault
+			return
+		}
+		ptr, n := binary.LittleEndian.Uint32(iov), binary.LittleEndian.Uint32(iov[4:])
+		data, ok := mem.Read(ptr, n)
+		if !ok {
+			stack[0] = errnoFault
+			return
+		}
+		if sink != nil {
+			sink.write(int(fd-1), data)
+		}
+		total += n
+	}
+	if !mem.WriteUint32Le(nwrittenPtr, total) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+// pollOneoff serves clock subscriptions by sleeping (honouring ctx) and
+// answers fd subscriptions at once with EBADF: there are no files.
+func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
+	in, out, nsubs, neventsPtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
+	mem := mod.Memory()
+	if mem == nil || nsubs == 0 {
+		stack[0] = errnoInval
+		return
+	}
+	const subSize, evSize = 48, 32
+	if uint64(nsubs)*subSize > uint64(mem.Size()) || uint64(nsubs)*evSize > uint64(mem.Size()) {
+		stack[0] = errnoFault
+		return
+	}
+	subs, ok := mem.Read(in, nsubs*subSize)
+	if !ok {
+		stack[0] = errnoFault
+		return
+	}
+	subs = append([]byte(nil), subs...) // copy: the guest cannot change it under us
+	type event struct {
+		userdata uint64
+		errno    uint16
+		typ      uint8
+	}
+	var events []event
+	wait := time.Duration(-1)
+	var clockEvent *event
+	for i := uint32(0); i < nsubs; i++ {
+		s := subs[i*subSize:]
+		userdata, tag := binary.LittleEndian.Uint64(s), s[8]
+		switch tag {
+		case 0: // clock
+			id := binary.LittleEndian.Uint32(s[16:])
+			timeout := binary.LittleEndian.Uint64(s[24:])
+			flags := binary.LittleEndian.Uint16(s[40:])
+			d := time.Duration(min(timeout, uint64(maxPollWait)))
+			if flags&1 != 0 { // absolute time
+				t, ok := now(id)
+				if !ok {
+					events = append(events, event{userdata, errnoInval, 0})
+					continue
+				}
+				if timeout <= t {
+					d = 0
+				} else {
+					d = time.Duration(min(timeout-t, uint64(maxPollWait)))
+				}
+			}
+			if wait < 0 || d < wait {
+				wait = d
+				clockEvent = &event{userdata, errnoSuccess, 0}
+			}
+		case 1, 2: // fd_read, fd_write
+			events = append(events, event{userdata, errnoBadf, tag})
+		default:
+			events = append(events, event{userdata, errnoInval, tag})
+		}
+	}
+	if len(events) == 0 && clockEvent != nil {
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		events = append(events, *clockEvent)
+	}
+	if uint64(out)+uint64(len(events))*evSize > uint64(mem.Size()) {
+		stack[0] = errnoFault
+		return
+	}
+	for i, e := range events {
+		var buf [evSize]byte
+		binary.LittleEndian.PutUint64(buf[0:], e.userdata)
+		binary.LittleEndian.PutUint16(buf[8:], e.errno)
+		buf[10] = e.typ
+		if !mem.Write(out+uint32(i)*evSize, buf[:]) {
+			stack[0] = errnoFault
+			return
+		}
+	}
+	if !mem.WriteUint32Le(neventsPtr, uint32(len(events))) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+var _ = errnoNotsup

@@ -1,0 +1,259 @@
+package sdk
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// Invocation is one run of the hook: where it runs, the traffic it sees and
+// the operator's settings for it. The SDK builds it from the host's
+// invocation document; a handler must not keep it after returning.
+//
+// Values in Context and Settings are what strict JSON decodes to:
+// map[string]any, []any, string, bool, nil, and json.Number for numbers. The
+// typed accessors also accept Go numbers (int, float64, ...), so an
+// Invocation built by hand in a test works the same way.
+//
+// An Invocation is not safe for concurrent use: the setting accessors record
+// type errors in it.
+type Invocation struct {
+	// Point is the hook point, such as "message.outbound".
+	Point string
+	// Context is the traffic at the point; its fields depend on Point
+	// ("outgoing" for message.outbound, "result" for tool.after, ...).
+	Context map[string]any
+	// Settings are the operator's settings for this hook, already
+	// validated by the host against the manifest's settings_schema. Never
+	// nil when the SDK builds the Invocation.
+	Settings map[string]any
+	// Meta identifies the invocation.
+	Meta Meta
+
+	settingErrs []error
+}
+
+// Meta identifies an invocation. It is for logs and correlation only; the
+// host scopes credit and data by these values, and a hook cannot change them.
+type Meta struct {
+	// Hook is the hook's name as the operator bound it.
+	Hook string
+	// Invocation is the invocation's unique id.
+	Invocation string
+	// Tenant is the tenant the invocation runs for.
+	Tenant string
+}
+
+// ContextValue returns the context field key and whether it is present.
+func (inv *Invocation) ContextValue(key string) (any, bool) {
+	v, ok := inv.Context[key]
+	return v, ok
+}
+
+// ContextString returns the context field key if it is a string, and ""
+// otherwise.
+func (inv *Invocation) ContextString(key string) string {
+	s, _ := inv.Context[key].(string)
+	return s
+}
+
+// PrimaryField returns the name of the point's primary text field, the one
+// ModifyPrimary changes: "outgoing" for message.outbound, "incoming" for
+// message.inbound, "result" for tool.after, and so on. It is "" for a point
+// without one (context.assemble) or unknown to this SDK.
+func (inv *Invocation) PrimaryField() string {
+	p, _ := abi.LookupPoint(inv.Point)
+	return p.Primary
+}
+
+// PrimaryText returns the point's primary field if it is a string, and ""
+// otherwise. Some points' primary fields may hold JSON values instead
+// (tool.before "arguments"); use ContextValue(inv.PrimaryField()) for those.
+func (inv *Invocation) PrimaryText() string {
+	f := inv.PrimaryField()
+	if f == "" {
+		return ""
+	}
+	return inv.ContextString(f)
+}
+
+// Setting returns the raw setting key and whether it is present and not null.
+func (inv *Invocation) Setting(key string) (any, bool) {
+	v, ok := inv.Settings[key]
+	return v, ok && v != nil
+}
+
+// SettingString returns setting key if it is a string, and def if it is
+// absent or null. Any other type records a *SettingError (see SettingsErr)
+// and returns def.
+func (inv *Invocation) SettingString(key, def string) string {
+	v, ok := inv.Setting(key)
+	if !ok {
+		return def
+	}
+	s, ok := v.(string)
+	if !ok {
+		inv.badSetting(key, "a string", v)
+		return def
+	}
+	return s
+}
+
+// SettingStrings returns setting key if it is an array of strings, and nil
+// if it is absent or null. A present empty array returns an empty, non-nil
+// slice, so `if s == nil` tells "use the default" from "none". Any other type
+// records a *SettingError (see SettingsErr) and returns nil.
+func (inv *Invocation) SettingStrings(key string) []string {
+	v, ok := inv.Setting(key)
+	if !ok {
+		return nil
+	}
+	switch a := v.(type) {
+	case []string:
+		return append([]string{}, a...)
+	case []any:
+		out := make([]string, 0, len(a))
+		for _, e := range a {
+			s, ok := e.(string)
+			if !ok {
+				inv.badSetting(key, "an array of strings", v)
+				return nil
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	inv.badSetting(key, "an array of strings", v)
+	return nil
+}
+
+// SettingFloat returns setting key if it is a number, and def if it is
+// absent or null. Any other type records a *SettingError (see SettingsErr)
+// and returns def.
+func (inv *Invocation) SettingFloat(key string, def float64) float64 {
+	v, ok := inv.Setting(key)
+	if !ok {
+		return def
+	}
+	f, ok := toFloat(v)
+	if !ok {
+		inv.badSetting(key, "a number", v)
+		return def
+	}
+	return f
+}
+
+// SettingInt returns setting key if it is an integral number that fits an
+// int, and def if it is absent or null. Any other value records a
+// *SettingError (see SettingsErr) and returns def.
+func (inv *Invocation) SettingInt(key string, def int) int {
+	v, ok := inv.Setting(key)
+	if !ok {
+		return def
+	}
+	f, ok := toFloat(v)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 || f < math.MinInt || f > math.MaxInt {
+		inv.badSetting(key, "an integer", v)
+		return def
+	}
+	return int(f)
+}
+
+// SettingBool returns setting key if it is a boolean, and def if it is absent
+// or null. Any other type records a *SettingError (see SettingsErr) and
+// returns def.
+func (inv *Invocation) SettingBool(key string, def bool) bool {
+	v, ok := inv.Setting(key)
+	if !ok {
+		return def
+	}
+	b, ok := v.(bool)
+	if !ok {
+		inv.badSetting(key, "a boolean", v)
+		return def
+	}
+	return b
+}
+
+// SettingsErr returns the errors the setting accessors recorded so far,
+// joined, each a *SettingError; nil if there were none. A handler that reads
+// its settings first can return it from a HandleE handler, so that a
+// misconfigured hook fails (and the operator's failure policy decides)
+// instead of running on defaults the operator did not choose:
+//
+//	n := inv.SettingInt("min_chars", 400)
+//	if err := inv.SettingsErr(); err != nil {
+//		return sdk.Decision{}, err
+//	}
+func (inv *Invocation) SettingsErr() error { return errors.Join(inv.settingErrs...) }
+
+func (inv *Invocation) badSetting(key, want string, got any) {
+	inv.settingErrs = append(inv.settingErrs, &SettingError{Key: key, Want: want, Got: got})
+}
+
+// SettingError reports a setting of the wrong type or value.
+type SettingError struct {
+	// Key is the setting's name.
+	Key string
+	// Want describes what the hook expected, such as "a string".
+	Want string
+	// Got is the value the operator gave.
+	Got any
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("setting %q: want %s, got %s", e.Key, e.Want, describe(e.Got))
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case json.Number:
+		return "the number " + v.String()
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("%t", v)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T %v", v, v)
+}
+
+// toFloat converts a JSON number (json.Number) or a Go number to float64.
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int8:
+		return float64(n), true
+	case int16:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	case uint8:
+		return float64(n), true
+	case uint16:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
+}
