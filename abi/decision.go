@@ -209,7 +209,7 @@ func decodeCanonical(m map[string]any) (*Decision, error) {
 	cv, hasContext := m["context"]
 	switch {
 	case len(extra) > 0 && d.Action != ActionModify:
-		return nil, decisionErrorf("unexpected field %q in a %s decision", extra[0], d.Action)
+		return nil, decisionErrorf("unexpected field %q in a decision with action %q", extra[0], d.Action)
 	case len(extra) > 0 && hasContext:
 		return nil, decisionErrorf(`modify sets fields both in "context" and at the top level (%q)`, extra[0])
 	case len(extra) > 0:

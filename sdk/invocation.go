@@ -155,7 +155,7 @@ func (inv *Invocation) SettingInt(key string, def int) int {
 		return def
 	}
 	f, ok := toFloat(v)
-	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 || f < math.MinInt || f > math.MaxInt {
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53-1 || f < math.MinInt || f > math.MaxInt {
 		inv.badSetting(key, "an integer", v)
 		return def
 	}

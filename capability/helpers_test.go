@@ -1,0 +1,191 @@
+package capability
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// newCall returns a call from tenant "acme" whose hook is granted name.
+func newCall(name, payload string) *abi.Call {
+	return &abi.Call{
+		Name:    name,
+		Payload: []byte(payload),
+		Seq:     1,
+		Caller: abi.Caller{
+			Tenant:     "acme",
+			Hook:       "redact",
+			Module:     "abc123",
+			Invocation: "inv-1",
+			Point:      "message.outbound",
+			Granted:    []string{name},
+		},
+	}
+}
+
+// counter counts calls of a capability's Execute.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) inc()       { c.n.Add(1) }
+func (c *counter) get() int64 { return c.n.Load() }
+
+// meteredCap is a capability whose payload says how much credit it used:
+// {"use": n, "size": bytes of result, "fail": bool, "panic": bool}. Its cost
+// is always `cost`.
+func meteredCap(name string, cost int64, execs *counter, gates ...Gate) Capability {
+	return Capability{
+		Name:        name,
+		Description: "uses the credit its payload says",
+		Schema: `{"type": "object", "properties": {
+			"use": {"type": "integer", "minimum": 0},
+			"size": {"type": "integer", "minimum": 0},
+			"fail": {"type": "boolean"},
+			"panic": {"type": "boolean"}}, "additionalProperties": false}`,
+		Gates: gates,
+		Cost:  func(any) int64 { return cost },
+		Execute: func(ctx context.Context, req *Request) (*Result, error) {
+			execs.inc()
+			m := req.Payload.(map[string]any)
+			if m["panic"] == true {
+				panic("metered: secret panic detail /srv/keys")
+			}
+			use := int64(0)
+			if n, ok := m["use"].(json.Number); ok {
+				use, _ = n.Int64()
+			}
+			if m["fail"] == true {
+				return &Result{Usage: Usage{Credit: use}}, errors.New("upstream said 500: token=sk-live-secret")
+			}
+			size := int64(0)
+			if n, ok := m["size"].(json.Number); ok {
+				size, _ = n.Int64()
+			}
+			return &Result{
+				Value: map[string]any{"data": string(bytes.Repeat([]byte("x"), int(size)))},
+				Usage: Usage{Credit: use, Units: map[string]int64{"widgets": use}},
+			}, nil
+		},
+	}
+}
+
+// countingLedger wraps a Ledger and counts how each reservation resolved.
+type countingLedger struct {
+	Ledger
+
+	mu       sync.Mutex     // guards the maps
+	reserved map[string]int // id -> successful Reserve calls returning it
+	resolved map[string]int // id -> successful Settle/Release calls
+	settles  int
+	releases int
+}
+
+func newCountingLedger(l Ledger) *countingLedger {
+	return &countingLedger{Ledger: l, reserved: map[string]int{}, resolved: map[string]int{}}
+}
+
+func (c *countingLedger) Reserve(ctx context.Context, account string, amount int64, key string) (string, error) {
+	id, err := c.Ledger.Reserve(ctx, account, amount, key)
+	if err == nil {
+		c.mu.Lock()
+		c.reserved[id]++
+		c.mu.Unlock()
+	}
+	return id, err
+}
+
+func (c *countingLedger) Settle(ctx context.Context, id string, amount int64) (int64, error) {
+	n, err := c.Ledger.Settle(ctx, id, amount)
+	c.mu.Lock()
+	c.settles++
+	if err == nil {
+		c.resolved[id]++
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *countingLedger) Release(ctx context.Context, id string) error {
+	err := c.Ledger.Release(ctx, id)
+	c.mu.Lock()
+	c.releases++
+	if err == nil {
+		c.resolved[id]++
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// checkResolvedOnce fails t unless every reservation resolved exactly once.
+func (c *countingLedger) checkResolvedOnce(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.reserved {
+		if n := c.resolved[id]; n != 1 {
+			t.Errorf("reservation %s resolved %d times, want exactly 1", id, n)
+		}
+	}
+	for id, n := range c.resolved {
+		if _, ok := c.reserved[id]; !ok {
+			t.Errorf("reservation %s resolved %d times but never reserved", id, n)
+		}
+	}
+}
+
+// checkBalance fails t unless account has exactly want available and
+// nothing pending.
+func checkBalance(t *testing.T, l Ledger, account string, want int64) {
+	t.Helper()
+	avail, pending, err := l.Balance(context.Background(), account)
+	if err != nil {
+		t.Fatalf("Balance: %v", err)
+	}
+	if avail != want || pending != 0 {
+		t.Errorf("balance of %s = %d available, %d pending; want %d, 0", account, avail, pending, want)
+	}
+}
+
+// logBuffer is a slog JSON logger writing into a buffer.
+type logBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func mustRunner(t testing.TB, reg *Registry, opts RunnerOptions) *Runner {
+	t.Helper()
+	r, err := NewRunner(reg, opts)
+	if err != nil {
+		t.Fatalf("NewRunner: %v", err)
+	}
+	return r
+}
+
+func errorMessage(r abi.Reply) string {
+	if r.Status == abi.StatusOK {
+		return ""
+	}
+	return abi.DecodeError(r.Status, r.Body).Message
+}

@@ -1,0 +1,216 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// counter keeps a global that counts the invocations of its instance and
+// reports it as {"action":"block","reason":"N"} (N one decimal digit, mod 10).
+// Settings {"trap": ...} anywhere in the input make it trap after counting;
+// "grow" makes it grow its memory by 8 pages first.
+const counter = `(module
+  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
+  (memory (export "memory") 2)
+  (data (i32.const 0) "{\"action\":\"block\",\"reason\":\"0\"}")
+  (global $n (mut i32) (i32.const 0))
+  (func $has (param $len i32) (param $c i32) (result i32)
+    (local $i i32)
+    (block $no
+      (loop $l
+        (br_if $no (i32.ge_u (local.get $i) (local.get $len)))
+        (if (i32.eq (i32.load8_u (i32.add (i32.const 4096) (local.get $i))) (local.get $c)) (then (return (i32.const 1))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $l)))
+    (i32.const 0))
+  (func (export "hook_v1_handle") (param $len i32) (result i64)
+    (if (i32.gt_u (local.get $len) (i32.const 60000)) (then (return (i64.const 0))))
+    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 4096) (local.get $len)))
+    (global.set $n (i32.add (global.get $n) (i32.const 1)))
+    ;; '!' in the input: trap; '^' in the input: grow by 8 pages
+    (if (call $has (local.get $len) (i32.const 33)) (then unreachable))
+    (if (call $has (local.get $len) (i32.const 94)) (then (drop (memory.grow (i32.const 8)))))
+    (i32.store8 (i32.const 28) (i32.add (i32.const 48) (i32.rem_u (global.get $n) (i32.const 10))))
+    (i64.or (i64.shl (i64.const 0) (i64.const 32)) (i64.const 31))))`
+
+func count(t *testing.T, r *runtime.Runtime, m *runtime.Module, tenant, text string) (int, error) {
+	t.Helper()
+	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: tenant, Context: map[string]any{"outgoing": text}})
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(res.Decision.Reason)
+}
+
+func TestPoolsPerTenantAndDiscard(t *testing.T) {
+	r := newRuntime(t, runtime.Config{})
+	m := load(t, r, testutil.WAT(t, counter))
+	steps := []struct {
+		tenant, text string
+		want         int
+		fail         bool
+	}{
+		{"a", "x", 1, false},
+		{"a", "x", 2, false}, // warm instance reused
+		{"b", "x", 1, false}, // tenant b never gets a's instance
+		{"a", "x", 3, false},
+		{"a", "!", 0, true},  // trap: instance discarded
+		{"a", "x", 1, false}, // fresh instance
+		{"b", "x", 2, false},
+	}
+	for i, s := range steps {
+		got, err := count(t, r, m, s.tenant, s.text)
+		if s.fail {
+			if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTrap {
+				t.Fatalf("step %d: err = %v, want a trap", i, err)
+			}
+			continue
+		}
+		if err != nil || got != s.want {
+			t.Fatalf("step %d (%s): count %d, err %v; want %d", i, s.tenant, got, err, s.want)
+		}
+	}
+}
+
+func TestHighWaterMarkDiscards(t *testing.T) {
+	r := newRuntime(t, runtime.Config{Limits: runtime.Limits{MemoryPages: 16, MemoryHighWaterPages: 8}})
+	m := load(t, r, testutil.WAT(t, counter))
+	if n, err := count(t, r, m, "a", "x"); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "a", Context: map[string]any{"outgoing": "^"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused || res.MemoryPages != 10 {
+		t.Fatalf("after growing to %d pages the instance was reused=%v", res.MemoryPages, res.Reused)
+	}
+	if n, err := count(t, r, m, "a", "x"); err != nil || n != 1 {
+		t.Fatalf("count %d err %v: want a fresh instance", n, err)
+	}
+}
+
+func TestTimedOutInstanceNeverReused(t *testing.T) {
+	r := newRuntime(t, runtime.Config{})
+	m := load(t, r, scripted(t))
+	res, err := runScript(t, r, m, echoHost(), runtime.Limits{Timeout: 50 * time.Millisecond}, "L")
+	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout || res.Reused {
+		t.Fatalf("err %v reused %v", err, res != nil && res.Reused)
+	}
+	// The pool must hand out a working instance afterwards.
+	if _, err := runScript(t, r, m, echoHost(), runtime.Limits{}, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAcquireHonoursContext(t *testing.T) {
+	r := newRuntime(t, runtime.Config{MaxInstancesPerPool: 1})
+	m := load(t, r, scripted(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: time.Second}})
+	}()
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@"}})
+	if !errors.Is(err, runtime.ErrPoolExhausted) {
+		t.Fatalf("err = %v, want ErrPoolExhausted", err)
+	}
+	// Another tenant has its own pool and is not blocked.
+	if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "other", Context: map[string]any{"s": "@@"}}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+}
+
+func TestCallerCancelIsNotAHookFailure(t *testing.T) {
+	r := newRuntime(t, runtime.Config{})
+	m := load(t, r, scripted(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: 5 * time.Second}})
+	if _, isFailure := runtime.AsFailure(err); err == nil || isFailure || res != nil {
+		t.Fatalf("res %v err %v: want a plain error, the caller gave up", res, err)
+	}
+}
+
+func TestConcurrentInvocations(t *testing.T) {
+	r := newRuntime(t, runtime.Config{MaxInstancesPerPool: 4})
+	m := load(t, r, testutil.WAT(t, counter))
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			tenant := fmt.Sprintf("t%d", g%2)
+			for i := 0; i < 25; i++ {
+				text := "x"
+				if i%7 == 3 {
+					text = "!"
+				}
+				_, err := count(t, r, m, tenant, text)
+				if text == "x" && err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	r, err := runtime.New(context.Background(), runtime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Load(context.Background(), scripted(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close(context.Background())
+	if _, err := r.Load(context.Background(), scripted(t)); !errors.Is(err, runtime.ErrClosed) {
+		t.Errorf("Load after Close: %v", err)
+	}
+	if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); !errors.Is(err, runtime.ErrClosed) {
+		t.Errorf("Invoke after Close: %v", err)
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	r := newRuntime(t, runtime.Config{})
+	m := load(t, r, scripted(t))
+	tests := []struct {
+		name string
+		req  runtime.Request
+	}{
+		{"no tenant", runtime.Request{}},
+		{"unknown point", runtime.Request{Tenant: "t", Point: "message.sideways"}},
+		{"memory over the ceiling", runtime.Request{Tenant: "t", Limits: runtime.Limits{MemoryPages: 100000}}},
+		{"memory under the module's minimum", runtime.Request{Tenant: "t", Limits: runtime.Limits{MemoryPages: 2}}},
+		{"input too large", runtime.Request{Tenant: "t", Context: map[string]any{"s": string(make([]byte, 100))}, Limits: runtime.Limits{MaxInputBytes: 50}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := r.Invoke(context.Background(), m, tt.req)
+			if !errors.Is(err, runtime.ErrInvalidRequest) {
+				t.Fatalf("err = %v, want ErrInvalidRequest", err)
+			}
+		})
+	}
+}
