@@ -123,6 +123,11 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	deadline := time.Now().Add(lim.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	ret, callErr := inst.handle.Call(withInvocation(cctx, inv), uint64(len(doc)))
+	if callErr == nil && cctx.Err() != nil {
+		// The guest returned, but only after its deadline (a host function
+		// that waited, say). A decision that late is not accepted.
+		callErr = cctx.Err()
+	}
 	cancel()
 	inst.invocations++
 

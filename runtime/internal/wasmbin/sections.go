@@ -513,9 +513,9 @@ func (p *parser) constExpr(r *reader, want ValueType, maxGlobal uint64) (ConstEx
 	}
 	if end != OpEnd {
 		switch end {
-		case 0x6A, 0x6B, 0x6C, 0x7C, 0x7D, 0x7E: // i32/i64 add, sub, mul
+		case OpI32Const, OpI64Const, OpGlobalGet, 0x6A, 0x6B, 0x6C, 0x7C, 0x7D, 0x7E: // and i32/i64 add, sub, mul
 			return ConstExpr{}, &FeatureError{Feature: FeatureExtendedConst,
-				Reason: fmt.Sprintf("arithmetic in a constant expression (opcode 0x%02x at offset %d)", end, off)}
+				Reason: fmt.Sprintf("constant expression of more than one instruction (opcode 0x%02x at offset %d)", end, off)}
 		}
 		return ConstExpr{}, r.errorf(off, "want end (0x0b) after one constant instruction, got 0x%02x", end)
 	}
