@@ -328,3 +328,40 @@ func TestHandleRegistersOnce(t *testing.T) {
 		}()
 	}
 }
+
+// FuzzHandle feeds arbitrary invocation documents to the entry point: it must
+// never panic, and whatever it returns must be a decision the host accepts
+// for the document's point.
+func FuzzHandle(f *testing.F) {
+	f.Add([]byte(doc))
+	f.Add([]byte(`{"abi":1,"point":"tool.after","context":{"result":{"a":[1,2.5,"\u00e9"]}},"settings":{"k":null}}`))
+	f.Add([]byte(`{"abi":1,"point":"context.assemble","context":{"items":[]}}`))
+	f.Add([]byte(`{"abi":1,"point":"nope","context":{}}`))
+	f.Add([]byte(`[]`))
+	handler := func(inv *Invocation) (Decision, error) {
+		if v, ok := inv.ContextValue(inv.PrimaryField()); ok {
+			return ModifyPrimary(v), nil
+		}
+		return Continue().WithReason(inv.Point), nil
+	}
+	f.Fuzz(func(t *testing.T, d []byte) {
+		out, failure, err := hostcall.Invoke(&scripted{doc: d}, uint32(len(d)), handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if failure != "" {
+			return
+		}
+		inv, err := abi.DecodeInvocation(d, abi.JSONLimits{})
+		if err != nil {
+			t.Fatalf("the SDK accepted a document abi refuses: %v", err)
+		}
+		p, ok := abi.LookupPoint(inv.Point)
+		if !ok {
+			p = abi.Point{Name: inv.Point}
+		}
+		if _, err := abi.DecodeDecision(out, p, abi.JSONLimits{}); err != nil {
+			t.Fatalf("output %s is not a valid decision at %s: %v", out, inv.Point, err)
+		}
+	})
+}

@@ -1,0 +1,90 @@
+// Command wasmhooks runs untrusted WebAssembly hooks: the composition root
+// that wires the runtime (wazero host) to the capability runner.
+//
+//	wasmhooks run --hook FILE.wasm [--point P] [--input FILE|-] [--settings JSON|@FILE]
+//	              [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D]
+//	wasmhooks validate FILE.wasm
+//	wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
+//
+// Output is JSON on stdout. See README.md for the exit codes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+const usage = `usage:
+  wasmhooks run --hook FILE.wasm [--point P] [--input FILE|-] [--settings JSON|@FILE]
+                [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D]
+  wasmhooks validate FILE.wasm
+  wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
+  wasmhooks version
+`
+
+// Exit codes.
+const (
+	exitOK      = 0 // a decision was reached (possibly by the fail policy)
+	exitRefused = 1 // the module (or its settings) could not be loaded
+	exitUsage   = 2 // bad flags or input
+)
+
+// version is set by the linker in release builds.
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], stdin, stdout, stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "manifest":
+		return cmdManifest(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "wasmhooks", version)
+		return exitOK
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "wasmhooks: unknown command %q\n%s", args[0], usage)
+	return exitUsage
+}
+
+// errorDoc is the JSON printed when a command fails.
+type errorDoc struct {
+	Error errorBody `json:"error"`
+	Info  any       `json:"info,omitempty"`
+}
+
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func fail(w io.Writer, exit int, code, format string, args ...any) int {
+	printJSON(w, errorDoc{Error: errorBody{Code: code, Message: fmt.Sprintf(format, args...)}})
+	return exit
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	maxPages := fs.Uint("max-memory-pages", runtime.DefaultMaxMemoryPages, "refuse modules whose minimum memory is larger, in 64 KiB pages")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: wasmhooks validate FILE.wasm")
+		return exitUsage
+	}
+	wasm, err := os.ReadFile(fs.Arg(0))
+	if err != nil {
+		return fail(stdout, exitRefused, "unreadable_module", "%v", err)
+	}
+	info, err := runtime.Validate(wasm, runtime.ValidateOptions{MaxMemoryPages: uint32(*maxPages)})
+	if err != nil {
+		doc := errorDoc{Error: errorBody{Code: runtime.Code(err), Message: err.Error()}}
+		if info != nil {
+			doc.Info = info
+		}
+		printJSON(stdout, doc)
+		return exitRefused
+	}
+	printJSON(stdout, map[string]any{"ok": true, "module": info})
+	return exitOK
+}
+
+func cmdManifest(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "embed" {
+		fmt.Fprintln(stderr, "usage: wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("manifest embed", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	manPath := fs.String("manifest", "", "the manifest JSON file")
+	outPath := fs.String("out", "", "where to write the module with its manifest")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	if *manPath == "" || *outPath == "" || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm")
+		return exitUsage
+	}
+	wasm, err := os.ReadFile(fs.Arg(0))
+	if err != nil {
+		return fail(stdout, exitRefused, "unreadable_module", "%v", err)
+	}
+	man, err := os.ReadFile(*manPath)
+	if err != nil {
+		return fail(stdout, exitRefused, "unreadable_manifest", "%v", err)
+	}
+	out, err := runtime.EmbedManifest(wasm, man)
+	if err != nil {
+		return fail(stdout, exitRefused, "invalid_manifest", "%v", err)
+	}
+	if _, err := runtime.Validate(out, runtime.ValidateOptions{}); err != nil {
+		return fail(stdout, exitRefused, runtime.Code(err), "%v", err)
+	}
+	if err := os.WriteFile(*outPath, out, 0o644); err != nil {
+		return fail(stdout, exitRefused, "write_failed", "%v", err)
+	}
+	return exitOK
+}
