@@ -48,8 +48,8 @@ test: deps
 check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./sdk/...
-	GOOS=wasip1 GOARCH=wasm $(GO) build ./abi/... ./sdk/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./sdk
+	GOOS=wasip1 GOARCH=wasm $(GO) build ./abi/... ./sdk
 	@for h in $(HOOKS); do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o /dev/null ./hooks-examples/$$h || exit 1; done
 	@cp go.mod /tmp/wasmhooks-go.mod.bak; cp go.sum /tmp/wasmhooks-go.sum.bak; \
 	  $(GO) mod tidy; \

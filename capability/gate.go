@@ -81,7 +81,7 @@ func (g *CreditGate) Admit(ctx context.Context, req *Request, cost int64) (Hold,
 		return &creditHold{ledger: g.Ledger, id: id}, nil
 	case errors.Is(err, ErrInsufficientCredit):
 		return nil, &DeniedError{Gate: g.Name(), Status: abi.StatusInsufficientCredit,
-			Reason: fmt.Sprintf("not enough credit for %s (needs up to %d)", req.Capability, cost), Err: err}
+			Reason: fmt.Sprintf("not enough credit for %s", req.Capability), Err: err}
 	case errors.Is(err, ErrReservationResolved), errors.Is(err, ErrIdempotencyConflict):
 		return nil, &DeniedError{Gate: g.Name(), Status: abi.StatusDenied,
 			Reason: "this host call was already billed", Err: err}

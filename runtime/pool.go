@@ -36,9 +36,9 @@ type pool struct {
 
 // instance is one instantiated module. It serves one invocation at a time.
 type instance struct {
-	mod     api.Module
-	handle  api.Function
-	mem     *limitedMemory
+	mod         api.Module
+	handle      api.Function
+	mem         *limitedMemory
 	invocations int
 }
 

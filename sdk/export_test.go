@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 package sdk
 
 // ResetScratch drops the reusable reply buffer, so that a test sees the SDK

@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 // Package sdktest runs a hook natively, under `go test`, against a fake host
 // with the semantics of hook ABI v1: the invocation document is parked and
 // taken, capability replies that do not fit the SDK's buffer are parked and
@@ -134,6 +136,8 @@ func NewHost() *Host {
 		caps:  map[string]Capability{},
 		costs: map[string]int64{},
 		kv:    map[string]any{},
+
+		lastCallIndex: -1,
 	}
 	h.caps["log.write"] = h.logWrite
 	h.caps["kv.get"] = h.kvGet

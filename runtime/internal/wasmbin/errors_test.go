@@ -44,12 +44,12 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate type section", mod(typeVoid, typeVoid), Limits{}, wantErr{format: "duplicate section"}},
 		{"duplicate start section", mod(typeVoid, oneFunc, sec(SectionStart, u32(0)), sec(SectionStart, u32(0)), oneBody), Limits{}, wantErr{format: "duplicate section"}},
 		{"import after function", mod(typeVoid, oneFunc, sec(SectionImport, u32(0)), oneBody), Limits{}, wantErr{format: "out of order"}},
-		{"code before function", mod(typeVoid, oneBody, oneFunc), Limits{}, wantErr{format: "out of order"}},
+		{"code before function", mod(typeVoid, sec(SectionCode, u32(0)), oneFunc), Limits{}, wantErr{format: "out of order"}},
 		{"datacount after code", mod(typeVoid, oneFunc, oneBody, sec(SectionDataCount, u32(0))), Limits{}, wantErr{format: "out of order"}},
 		{"data before code", mod(oneMemory, sec(SectionData, u32(0)), sec(SectionCode, u32(0))), Limits{}, wantErr{format: "out of order"}},
 		{"global before memory", mod(sec(SectionGlobal, u32(0)), oneMemory), Limits{}, wantErr{format: "out of order"}},
 		{"bytes left over in section", mod(sec(SectionType, u32(0), raw(0x00))), Limits{}, wantErr{format: "1 bytes left over"}},
-		{"section content short", mod(sec(SectionType, u32(1), raw(0x60, 0x00))), Limits{}, wantErr{format: "unexpected end"}},
+		{"section content short", mod(sec(SectionType, u32(1), raw(0x60, 0x01, byte(I32)))), Limits{}, wantErr{format: "unexpected end of section reading result count"}},
 
 		// Type section.
 		{"type count lies", mod(sec(SectionType, u32(big))), Limits{}, wantErr{format: "type count 4294967295 cannot fit"}},
@@ -128,7 +128,7 @@ func TestParseErrors(t *testing.T) {
 		{"global count lies", mod(sec(SectionGlobal, u32(big))), Limits{}, wantErr{format: "global count 4294967295 cannot fit"}},
 		{"global init type mismatch", mod(sec(SectionGlobal, u32(1), raw(byte(I32), 0x00), I64Const(1), raw(OpEnd))), Limits{}, wantErr{format: "has type i64, want i32"}},
 		{"global init missing end", mod(sec(SectionGlobal, u32(1), raw(byte(I32), 0x00), I32Const(1))), Limits{}, wantErr{format: "unexpected end"}},
-		{"global init empty", mod(sec(SectionGlobal, u32(1), raw(byte(I32), 0x00, OpEnd))), Limits{}, wantErr{format: "empty constant expression"}},
+		{"global init empty", mod(sec(SectionGlobal, u32(1), raw(byte(I32), 0x00, OpEnd, 0x00))), Limits{}, wantErr{format: "empty constant expression"}},
 		{"global init not constant", mod(sec(SectionGlobal, u32(1), raw(byte(I32), 0x00, 0x20, 0x00, OpEnd))), Limits{}, wantErr{format: "opcode 0x20 is not a constant instruction"}},
 		{"global init garbage after", mod(sec(SectionGlobal, u32(1), raw(byte(I32), 0x00), I32Const(1), raw(0x1A, OpEnd))), Limits{}, wantErr{format: "want end (0x0b)"}},
 		{"global init extended const", mod(sec(SectionGlobal, u32(1), raw(byte(I32), 0x00), I32Const(1), I32Const(2), raw(0x6A, OpEnd))), Limits{}, wantErr{feature: FeatureExtendedConst}},
@@ -203,7 +203,7 @@ func TestParseErrors(t *testing.T) {
 		{"local decl count lies", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(6), u32(big), raw(OpEnd))), Limits{}, wantErr{format: "local declaration count 4294967295 cannot fit"}},
 		{"locals 2^31 + 2^31", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(13), u32(2), u32(1<<31), raw(byte(I32)), u32(1<<31), raw(byte(I64)), raw(OpEnd))), Limits{}, wantErr{limit: "MaxLocals"}},
 		{"locals 2^32-1 twice with huge limit", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(13), u32(2), u32(big), raw(byte(I32)), u32(big), raw(byte(I64)), raw(OpEnd))), Limits{MaxLocals: 1 << 32}, wantErr{limit: "MaxLocals"}},
-		{"locals over MaxLocals", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(7), u32(2), u32(30), raw(byte(I32)), u32(30), raw(byte(I32)), raw(OpEnd))), Limits{MaxLocals: 59}, wantErr{limit: "MaxLocals"}},
+		{"locals over MaxLocals", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(6), u32(2), u32(30), raw(byte(I32)), u32(30), raw(byte(I32)), raw(OpEnd))), Limits{MaxLocals: 59}, wantErr{limit: "MaxLocals"}},
 		{"params count toward MaxLocals", mod(typeVoidI32, sec(SectionFunction, u32(1), u32(1)), sec(SectionCode, u32(1), u32(4), u32(1), u32(10), raw(byte(I32)), raw(OpEnd))), Limits{MaxLocals: 10}, wantErr{limit: "MaxLocals"}},
 		{"params alone over MaxLocals", mod(sec(SectionType, u32(1), functype([]ValueType{I32, I32}, nil)), oneFunc, oneBody), Limits{MaxLocals: 1}, wantErr{limit: "MaxLocals"}},
 		{"v128 local", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(4), u32(1), u32(1), raw(byte(V128)), raw(OpEnd))), Limits{}, wantErr{feature: FeatureSIMD}},
@@ -258,7 +258,7 @@ func TestErrorMessages(t *testing.T) {
 	if fe.Section != "code" || fe.Offset != 8+len(typeVoid)+len(oneFunc)+3 {
 		t.Errorf("got section %q offset %d", fe.Section, fe.Offset)
 	}
-	for _, want := range []string{"code section", "offset 23 (0x17)", "function 0 (body 0)", "body size 9"} {
+	for _, want := range []string{"code section", "offset 21 (0x15)", "function 0 (body 0)", "body size 9"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not contain %q", err, want)
 		}
