@@ -172,7 +172,7 @@ func Run(t *testing.T, c capability.Capability, cases ...Case) {
 		g := newGen(c.Name, valid)
 		for i := range RandomPayloads {
 			payload := g.payload()
-			r := h.call(t, payload)
+			h.call(t, payload)
 			if t.Failed() {
 				t.Logf("random payload %d: %s", i, excerpt(string(payload)))
 				return

@@ -11,8 +11,11 @@ type FormatError struct {
 
 // Error returns a message naming the section and the offset.
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("wasm: malformed module: %s section at offset %d (0x%x): %s",
-		e.Section, e.Offset, e.Offset, e.Reason)
+	where := e.Section
+	if where != "header" && where != "module" {
+		where += " section"
+	}
+	return fmt.Sprintf("wasm: malformed module: %s at offset %d (0x%x): %s", where, e.Offset, e.Offset, e.Reason)
 }
 
 // LimitError reports a module that exceeds one of the Limits.
@@ -20,10 +23,14 @@ type LimitError struct {
 	Limit string // the Limits field name, e.g. "MaxFunctions"
 	Max   uint64 // the limit in force
 	Got   uint64 // the module's value (or the first value found over the limit)
+	Where string // the item over the limit, e.g. "function 12", or empty for the module
 }
 
 // Error returns a message naming the limit, the limit's value and the module's.
 func (e *LimitError) Error() string {
+	if e.Where != "" {
+		return fmt.Sprintf("wasm: module exceeds limit %s in %s: %d > %d", e.Limit, e.Where, e.Got, e.Max)
+	}
 	return fmt.Sprintf("wasm: module exceeds limit %s: %d > %d", e.Limit, e.Got, e.Max)
 }
 

@@ -258,7 +258,7 @@ func TestErrorMessages(t *testing.T) {
 	if fe.Section != "code" || fe.Offset != 8+len(typeVoid)+len(oneFunc)+3 {
 		t.Errorf("got section %q offset %d", fe.Section, fe.Offset)
 	}
-	for _, want := range []string{"code section", "offset 21 (0x15)", "function 0 (body 0)", "body size 9"} {
+	for _, want := range []string{"code section", "offset 21 (0x15)", "function 0: body size 9", "body size 9"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not contain %q", err, want)
 		}

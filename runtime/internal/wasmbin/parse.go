@@ -116,15 +116,22 @@ func checkHeader(b []byte) error {
 	return hdr(4, "unsupported binary version % x (want 01 00 00 00)", v)
 }
 
-// within prefixes the reason of a *FormatError or *FeatureError with the item
-// it was found in ("data segment 3: ..."). Formatting happens only on error,
-// keeping the hot loops free of allocations.
+// within adds the item an error was found in ("data segment 3") to the
+// reason of a *FormatError or *FeatureError, or to the Where of a
+// *LimitError. Formatting happens only on error, keeping the hot loops free
+// of allocations.
 func within(err error, format string, args ...any) error {
 	switch e := err.(type) {
 	case *FormatError:
 		e.Reason = fmt.Sprintf(format, args...) + ": " + e.Reason
 	case *FeatureError:
 		e.Reason = fmt.Sprintf(format, args...) + ": " + e.Reason
+	case *LimitError:
+		if e.Where == "" {
+			e.Where = fmt.Sprintf(format, args...)
+		} else {
+			e.Where = fmt.Sprintf(format, args...) + " " + e.Where
+		}
 	}
 	return err
 }

@@ -550,7 +550,7 @@ func TestModuleHelpers(t *testing.T) {
 	for _, s := range []struct{ got, want string }{
 		{I32.String(), "i32"}, {ValueType(0x01).String(), "0x01"},
 		{KindFunc.String(), "func"}, {KindTable.String(), "table"}, {KindMemory.String(), "memory"}, {KindGlobal.String(), "global"}, {ExternKind(9).String(), "kind(9)"},
-		{SectionDataCount.String(), "datacount"}, {SectionTag.String(), "tag"}, {SectionID(20).String(), "section(20)"},
+		{SectionDataCount.String(), "datacount"}, {SectionTag.String(), "tag"}, {SectionID(20).String(), "unknown(20)"},
 		{SegmentDeclarative.String(), "declarative"}, {SegmentMode(5).String(), "mode(5)"},
 	} {
 		if s.got != s.want {

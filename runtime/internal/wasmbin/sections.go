@@ -725,7 +725,7 @@ func (p *parser) codeSection(r *reader) error {
 	for i := range code {
 		fidx := p.importedFuncs + uint64(i)
 		if err := p.body(r, &code[i], p.m.Types[p.m.Functions[i]]); err != nil {
-			return within(err, "function %d (body %d)", fidx, i)
+			return within(err, "function %d", fidx)
 		}
 	}
 	p.m.Code = code

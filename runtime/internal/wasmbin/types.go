@@ -162,12 +162,12 @@ var sectionNames = [...]string{
 }
 
 // String returns the section's name as used in error messages ("type",
-// "code", "datacount", ...), or "section(N)" for an unknown id.
+// "code", "datacount", ...), or "unknown(N)" for an unknown id.
 func (id SectionID) String() string {
 	if int(id) < len(sectionNames) {
 		return sectionNames[id]
 	}
-	return fmt.Sprintf("section(%d)", byte(id))
+	return fmt.Sprintf("unknown(%d)", byte(id))
 }
 
 // MemoryType is the type of a linear memory, in 64 KiB pages.

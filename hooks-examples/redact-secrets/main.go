@@ -1,0 +1,181 @@
+// Command redact-secrets is a wasmhooks hook that replaces secrets (API keys,
+// tokens, private keys, email addresses) in the text at its hook point with
+// a placeholder. It calls no capability. See README.md.
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/wasmhooks/wasmhooks/sdk"
+)
+
+func init() { sdk.HandleE(handle) }
+
+// main is never run: a -buildmode=c-shared reactor runs init, not main.
+func main() {}
+
+// DefaultReplacement is what a secret is replaced with unless the
+// "replacement" setting says otherwise.
+const DefaultReplacement = "[REDACTED]"
+
+// DefaultPatterns are the patterns used unless the "patterns" setting
+// replaces them. A pattern with a group named "secret" has only that group
+// replaced, so "Bearer abc..." becomes "Bearer [REDACTED]".
+var DefaultPatterns = []string{
+	// PEM private key blocks, whole.
+	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`,
+	// AWS access key IDs: long-term (AKIA) and temporary (ASIA).
+	`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`,
+	// OpenAI- and Anthropic-style secret keys: sk-..., sk-proj-..., sk-ant-...
+	`\bsk-[A-Za-z0-9_-]{20,}`,
+	// GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained.
+	`\bgh[pousr]_[A-Za-z0-9]{36,}\b`,
+	`\bgithub_pat_[A-Za-z0-9_]{22,}`,
+	// Slack tokens.
+	`\bxox[abposr]-[A-Za-z0-9-]{10,}`,
+	// Google API keys.
+	`\bAIza[0-9A-Za-z_-]{35}`,
+	// JSON Web Tokens.
+	`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+`,
+	// Bearer tokens, as in an Authorization header: the token only.
+	`(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)`,
+	// Email addresses.
+	`\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`,
+}
+
+// handle redacts the point's primary field: a string, or every string inside
+// a JSON value (tool arguments and results). Invalid settings are an error,
+// which fails the hook so that the operator's failure policy decides; a
+// redactor that silently ran with the wrong patterns would leak.
+func handle(inv *sdk.Invocation) (sdk.Decision, error) {
+	patterns := inv.SettingStrings("patterns")
+	if patterns == nil {
+		patterns = DefaultPatterns
+	}
+	patterns = append(slices.Clip(patterns), inv.SettingStrings("extra_patterns")...)
+	replacement := inv.SettingString("replacement", DefaultReplacement)
+	if err := inv.SettingsErr(); err != nil {
+		return sdk.Decision{}, err
+	}
+	res, err := compile(patterns)
+	if err != nil {
+		return sdk.Decision{}, err
+	}
+
+	value, ok := inv.ContextValue(inv.PrimaryField())
+	if !ok || inv.PrimaryField() == "" {
+		return sdk.Continue(), nil
+	}
+	r := redactor{res: res, replacement: replacement}
+	redacted := r.value(value)
+	if r.count == 0 {
+		return sdk.Continue(), nil
+	}
+	return sdk.ModifyPrimary(redacted).WithReason(fmt.Sprintf("redacted %d %s", r.count, plural(r.count, "secret", "secrets"))), nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// cache holds the last compiled pattern list. An instance serves one hook
+// with one set of settings, so this almost always hits.
+var cache struct {
+	sync.Mutex // guards the fields below
+	key        string
+	res        []*regexp.Regexp
+}
+
+// compile compiles patterns, reusing the last result for the same list.
+func compile(patterns []string) ([]*regexp.Regexp, error) {
+	key := strings.Join(patterns, "\x00")
+	cache.Lock()
+	defer cache.Unlock()
+	if cache.res != nil && cache.key == key {
+		return cache.res, nil
+	}
+	res := make([]*regexp.Regexp, 0, len(patterns))
+	for i, p := range patterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("setting patterns: pattern %d (%q) is not a valid Go regular expression: %w", i, p, err)
+		}
+		res = append(res, re)
+	}
+	cache.key, cache.res = key, res
+	return res, nil
+}
+
+type redactor struct {
+	res         []*regexp.Regexp
+	replacement string
+	count       int
+}
+
+// value redacts every string in v, a JSON value, and returns the result;
+// object keys are left alone.
+func (r *redactor) value(v any) any {
+	switch v := v.(type) {
+	case string:
+		return r.text(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = r.value(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = r.value(e)
+		}
+		return out
+	}
+	return v
+}
+
+type span struct{ start, end int }
+
+// text replaces every span any pattern matches in s. Spans are found in the
+// original text and merged where they overlap, so each secret counts once
+// whatever the order of the patterns and whatever the replacement.
+func (r *redactor) text(s string) string {
+	var spans []span
+	for _, re := range r.res {
+		g := re.SubexpIndex("secret")
+		for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+			sp := span{m[0], m[1]}
+			if g > 0 && m[2*g] >= 0 {
+				sp = span{m[2*g], m[2*g+1]}
+			}
+			if sp.end > sp.start {
+				spans = append(spans, sp)
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(spans); {
+		cur := spans[i]
+		for i++; i < len(spans) && spans[i].start < cur.end; i++ {
+			cur.end = max(cur.end, spans[i].end)
+		}
+		b.WriteString(s[last:cur.start])
+		b.WriteString(r.replacement)
+		last = cur.end
+		r.count++
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
