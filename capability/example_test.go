@@ -40,7 +40,7 @@ func Example() {
 	// Output:
 	// OK {"text":"HELLO"}
 	// INVALID_REQUEST {"code":"invalid_request","message":"payload does not match the schema of text.upper at /text: expected string, but got number"}
-	// INVALID_REQUEST {"code":"invalid_request","message":"payload is not strict JSON: duplicate key \"text\" (at byte 15)"}
+	// INVALID_REQUEST {"code":"invalid_request","message":"payload is not strict JSON: duplicate key \"text\" (at byte 14)"}
 	// UNKNOWN_CAPABILITY {"code":"unknown_capability","message":"no capability named \"fs.read\""}
 }
 
@@ -74,8 +74,8 @@ func ExampleCreditGate() {
 		avail, pending, _ := ledger.Balance(context.Background(), "acme")
 		fmt.Printf("%s %s charged=%d available=%d pending=%d\n", reply.Status, reply.Body, reply.Charged, avail, pending)
 	}
-	call(1, "three short words")                                                                              // reserves 17, charges 3
-	call(2, "this text is longer than the eighty-seven credits left in the account, so it is refused at once") // reserves 96
+	call(1, "three short words")                                                                                            // reserves 17, charges 3
+	call(2, "a long request reserves one credit per byte, which is more than the ninety-seven credits left in the account") // reserves 108
 	for _, r := range usage.Records() {
 		fmt.Printf("%s seq=%d reserved=%d charged=%d\n", r.Status, r.Seq, r.Reserved, r.Charged)
 	}

@@ -1,7 +1,10 @@
 package runtime_test
 
 import (
+	"fmt"
+
 	"context"
+	"github.com/wasmhooks/wasmhooks/abi"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +110,29 @@ func TestPollOneoffSleepsAndHonoursDeadline(t *testing.T) {
 	_, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: 50 * time.Millisecond}})
 	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout {
 		t.Fatalf("err = %v, want a timeout", err)
+	}
+}
+
+// TestEveryWASIFunctionIsServed imports the whole fixed WASI set, with the
+// signatures abi.WASIFunctions gives, and instantiates the module: the host
+// must serve each one with exactly that signature.
+func TestEveryWASIFunctionIsServed(t *testing.T) {
+	var imports strings.Builder
+	for name, sig := range abi.WASIFunctions {
+		params, results, _ := strings.Cut(sig, " -> ")
+		wat := func(list string) string {
+			list = strings.Trim(list, "()")
+			return strings.ReplaceAll(list, ",", "")
+		}
+		fmt.Fprintf(&imports, "(import %q %q (func (param %s) (result %s)))\n", abi.WASIModule, name, wat(params), wat(results))
+	}
+	src := `(module ` + imports.String() + `
+	  (memory (export "memory") 1)
+	  (data (i32.const 0) "{\"action\":\"continue\"}")
+	  (func (export "hook_v1_handle") (param i32) (result i64) (i64.const 21)))`
+	r := newRuntime(t, runtime.Config{})
+	m := load(t, r, testutil.WAT(t, src))
+	if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil {
+		t.Fatal(err)
 	}
 }

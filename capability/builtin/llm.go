@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"math"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/capability"
@@ -145,12 +145,8 @@ func LLM(cfg LLMConfig) capability.Capability {
 		}
 		maxTokens = defMax
 		if n, present := m["max_tokens"]; present {
-			num, ok := n.(json.Number)
-			if !ok {
-				return "", 0, false
-			}
-			v, err := num.Int64()
-			if err != nil || v < 1 || v > MaxTokensLimit {
+			v, ok := wholeNumber(n)
+			if !ok || v < 1 || v > MaxTokensLimit {
 				return "", 0, false
 			}
 			maxTokens = int(v)
@@ -203,14 +199,33 @@ func LLM(cfg LLMConfig) capability.Capability {
 }
 
 // EstimateInputTokens is the input-token count llm.run reserves for a prompt:
-// half its length in bytes, plus 8 for the chat framing, and never less than
-// its whitespace-separated words. Byte-level tokenizers produce at most one
-// token per byte and about one per four bytes of English, so this
-// over-reserves English by about 2x (released at settlement) while covering
-// scripts without spaces. A provider that counts more than this is charged
-// only the reservation; see capability's NOTES.md.
+// half its length in bytes, rounded up, plus 8 for the chat framing.
+// Byte-level tokenizers produce at most one token per byte and about one per
+// four bytes of English, so this over-reserves English about 2x (released at
+// settlement) while still covering scripts without spaces, and it is never
+// below the prompt's whitespace-separated word count (each word takes at least
+// two bytes with its separator). A provider that counts more than the
+// reservation is charged only the reservation; see capability's NOTES.md.
 func EstimateInputTokens(prompt string) int64 {
-	return max(int64(len(prompt)+1)/2+8, int64(len(strings.Fields(prompt))))
+	return int64(len(prompt)+1)/2 + 8
+}
+
+// wholeNumber returns v as an integer if it is a json.Number with no
+// fractional part. JSON Schema's "integer" accepts 100.0 and 1e2, so this
+// must too.
+func wholeNumber(v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	if i, err := n.Int64(); err == nil {
+		return i, true
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // errNoChoices is returned for a provider response without a completion.

@@ -17,8 +17,9 @@ import (
 // breaks), scores each sentence by how frequent its words are in the whole
 // prompt (common English stop words ignored, normalised by the square root of
 // the sentence's length), and returns the best sentences, in their original
-// order, that fit in MaxTokens words. If even the best sentence does not fit
-// it is cut to MaxTokens words. The output is deterministic.
+// order, that fit in MaxTokens words; sentences scoring below the average are
+// never picked. If even the best sentence does not fit it is cut to MaxTokens
+// words. The output is deterministic.
 //
 // Tokens are approximated as whitespace-separated words, for both the input
 // (the whole prompt) and the output; a real tokenizer counts more. The result
@@ -120,9 +121,20 @@ func Summarize(text string, maxWords int) string {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return ss[order[a]].score > ss[order[b]].score })
 
+	// Only sentences scoring at least the average are summary material;
+	// the rest are filler however much budget is left.
+	var mean float64
+	for _, s := range ss {
+		mean += s.score
+	}
+	mean /= float64(len(ss))
+
 	picked := make([]bool, len(ss))
 	used, found := 0, false
 	for _, i := range order {
+		if ss[i].score < mean {
+			break
+		}
 		if used+ss[i].words <= maxWords {
 			picked[i] = true
 			used += ss[i].words

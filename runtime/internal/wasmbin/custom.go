@@ -32,7 +32,8 @@ func AppendCustomSection(module []byte, name string, payload []byte) []byte {
 // RemoveCustomSections returns a copy of module without the custom sections
 // named name (all of them). It checks the header and
 // the section framing (ids, sizes, custom section names) but not the
-// sections' contents; the error is a *FormatError. module is not modified.
+// sections' contents; the error is a *FormatError, or a *FeatureError for a
+// component-model binary. module is not modified.
 func RemoveCustomSections(module []byte, name string) ([]byte, error) {
 	out, _, err := removeCustom(module, name)
 	return out, err

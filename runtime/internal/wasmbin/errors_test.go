@@ -49,7 +49,7 @@ func TestParseErrors(t *testing.T) {
 		{"data before code", mod(oneMemory, sec(SectionData, u32(0)), sec(SectionCode, u32(0))), Limits{}, wantErr{format: "out of order"}},
 		{"global before memory", mod(sec(SectionGlobal, u32(0)), oneMemory), Limits{}, wantErr{format: "out of order"}},
 		{"bytes left over in section", mod(sec(SectionType, u32(0), raw(0x00))), Limits{}, wantErr{format: "1 bytes left over"}},
-		{"section content short", mod(sec(SectionType, u32(1), raw(0x60, 0x01, byte(I32)))), Limits{}, wantErr{format: "unexpected end of section reading result count"}},
+		{"section content short", mod(sec(SectionType, u32(1), raw(0x60, 0x01, byte(I32)))), Limits{}, wantErr{format: "result: unexpected end of section reading count"}},
 
 		// Type section.
 		{"type count lies", mod(sec(SectionType, u32(big))), Limits{}, wantErr{format: "type count 4294967295 cannot fit"}},

@@ -142,9 +142,9 @@ func (r *reader) s64(what string) (int64, error) {
 // allocation. It returns the count and a safe capacity hint.
 func (r *reader) count(what string, minElemBytes int) (uint32, error) {
 	start := r.pos
-	n, err := r.u32(what + " count")
+	n, err := r.u32("count")
 	if err != nil {
-		return 0, err
+		return 0, within(err, "%s", what)
 	}
 	if uint64(n)*uint64(minElemBytes) > uint64(r.remaining()) {
 		return 0, r.errorf(start, "%s count %d cannot fit in the %d bytes left", what, n, r.remaining())
@@ -155,9 +155,9 @@ func (r *reader) count(what string, minElemBytes int) (uint32, error) {
 // name reads a length-prefixed UTF-8 name.
 func (r *reader) name(what string, maxBytes uint64) (string, error) {
 	start := r.pos
-	n, err := r.u32(what + " length")
+	n, err := r.u32("length")
 	if err != nil {
-		return "", err
+		return "", within(err, "%s", what)
 	}
 	if uint64(n) > maxBytes {
 		return "", &LimitError{Limit: "MaxNameBytes", Max: maxBytes, Got: uint64(n)}

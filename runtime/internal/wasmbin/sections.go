@@ -722,17 +722,31 @@ func (p *parser) codeSection(r *reader) error {
 		return r.errorf(off, "%d function bodies but the function section declares %d functions", n, len(p.m.Functions))
 	}
 	code := make([]Code, n)
+	// The local declarations of all bodies share one array: ends[i] is
+	// where body i's end in it.
+	var locals []LocalDecl
+	ends := make([]int, n)
 	for i := range code {
 		fidx := p.importedFuncs + uint64(i)
-		if err := p.body(r, &code[i], p.m.Types[p.m.Functions[i]]); err != nil {
+		if err := p.body(r, &code[i], p.m.Types[p.m.Functions[i]], &locals); err != nil {
 			return within(err, "function %d", fidx)
 		}
+		ends[i] = len(locals)
+	}
+	start := 0
+	for i := range code {
+		if ends[i] > start {
+			code[i].Locals = locals[start:ends[i]:ends[i]]
+		}
+		start = ends[i]
 	}
 	p.m.Code = code
 	return nil
 }
 
-func (p *parser) body(r *reader, c *Code, ft FuncType) error {
+// body reads one function body into c, appending its local declarations to
+// *locals.
+func (p *parser) body(r *reader, c *Code, ft FuncType, locals *[]LocalDecl) error {
 	sOff := r.pos
 	size, err := r.u32("body size")
 	if err != nil {
@@ -756,10 +770,7 @@ func (p *parser) body(r *reader, c *Code, ft FuncType) error {
 	if params > p.lim.MaxLocals {
 		return &LimitError{Limit: "MaxLocals", Max: p.lim.MaxLocals, Got: params}
 	}
-	if nd > 0 {
-		c.Locals = make([]LocalDecl, nd)
-	}
-	for j := range c.Locals {
+	for j := uint32(0); j < nd; j++ {
 		cnt, err := br.u32("local count")
 		if err != nil {
 			return err
@@ -768,7 +779,7 @@ func (p *parser) body(r *reader, c *Code, ft FuncType) error {
 		if err != nil {
 			return err
 		}
-		c.Locals[j] = LocalDecl{Count: cnt, Type: t}
+		*locals = append(*locals, LocalDecl{Count: cnt, Type: t})
 		// Checked after every declaration, so the sum stays below
 		// MaxLocals + 2^32 and cannot wrap.
 		c.NumLocals += uint64(cnt)

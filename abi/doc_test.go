@@ -1,0 +1,162 @@
+//go:build !wasip1
+
+package abi
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestABIDoc checks that the repository's ABI.md says what this package
+// does: the status table, the WASI set, the hook points and their example
+// contexts, the limits, the seed-003 normalisation examples, and that the
+// WAT hook of the walkthrough is a valid hook_v1 module.
+func TestABIDoc(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "ABI.md"))
+	if err != nil {
+		t.Skipf("no ABI.md: %v", err)
+	}
+	doc := string(raw)
+	section := func(heading string) string {
+		i := strings.Index(doc, "\n"+heading+"\n")
+		if i < 0 {
+			t.Fatalf("ABI.md has no heading %q", heading)
+		}
+		rest := doc[i+len(heading)+2:]
+		if j := strings.Index(rest, "\n## "); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	versions := section("## Versions")
+
+	t.Run("statuses", func(t *testing.T) {
+		for _, s := range Statuses() {
+			row := fmt.Sprintf("| %d | %s | `%s` | %s |", uint32(s), s, s.Code(), abiMDStatuses[s].meaning)
+			if !strings.Contains(doc, row) {
+				t.Errorf("ABI.md has no row %q", row)
+			}
+		}
+	})
+	t.Run("WASI", func(t *testing.T) {
+		wasi := section("## WASI")
+		for name, sig := range WASIFunctions {
+			if row := fmt.Sprintf("| `%s` | `%s` |", name, sig); !strings.Contains(wasi, row) {
+				t.Errorf("the WASI table has no row starting %q", row)
+			}
+			if !strings.Contains(versions, "`"+name+"`") {
+				t.Errorf("the version table does not list %s", name)
+			}
+		}
+		if n := strings.Count(wasi, "\n| `"); n != len(WASIFunctions) {
+			t.Errorf("the WASI table has %d rows, WASIFunctions %d functions", n, len(WASIFunctions))
+		}
+	})
+	t.Run("points", func(t *testing.T) {
+		points := section("## Hook points")
+		quote := func(fields []string) string {
+			q := make([]string, len(fields))
+			for i, f := range fields {
+				q[i] = "`" + f + "`"
+			}
+			return strings.Join(q, ", ")
+		}
+		for _, p := range Points() {
+			primary := "none"
+			if p.Primary != "" {
+				primary = "`" + p.Primary + "`"
+			}
+			row := fmt.Sprintf("| `%s` | %s | %s | %s | %s |", p.Name, p.Description, quote(p.Fields), quote(p.Changeable), primary)
+			if !strings.Contains(points, row) {
+				t.Errorf("the points table has no row %q", row)
+			}
+			example := fmt.Sprintf("### `%s`\n\n```json\n%s\n```", p.Name, pointExamples[p.Name])
+			if !strings.Contains(points, example) {
+				t.Errorf("ABI.md does not show the example context of %s:\n%s", p.Name, example)
+			}
+			if !strings.Contains(versions, "`"+p.Name+"`") {
+				t.Errorf("the version table does not list %s", p.Name)
+			}
+		}
+	})
+	t.Run("limits", func(t *testing.T) {
+		for _, want := range []string{
+			"| document size | 1,048,576 bytes (1 MiB) |",
+			fmt.Sprintf("| nesting depth (arrays and objects) | %d |", DefaultMaxJSONDepth),
+			fmt.Sprintf("| length of one number literal | %d bytes |", maxNumberBytes),
+			fmt.Sprintf("2^53 − 1 = %d", int64(maxSafeInteger)),
+			"| manifest size and depth | 65,536 bytes, 32 |",
+			abiMDManifest,
+		} {
+			if !strings.Contains(doc, want) {
+				t.Errorf("ABI.md does not contain %q", want)
+			}
+		}
+		if DefaultMaxJSONBytes != 1048576 || MaxManifestBytes != 65536 {
+			t.Error("a limit changed: update ABI.md and this test")
+		}
+	})
+	t.Run("seed 003 examples", func(t *testing.T) {
+		inbound, _ := LookupPoint("message.inbound")
+		rows := regexp.MustCompile("(?m)^\\| `(\\{\"abort\"[^`]*)` \\| `([^`]*)` \\|$").FindAllStringSubmatch(doc, -1)
+		if len(rows) != 4 {
+			t.Fatalf("found %d seed-003 example rows, want 4", len(rows))
+		}
+		for _, row := range rows {
+			d, err := DecodeDecision([]byte(row[1]), inbound, JSONLimits{})
+			if err != nil {
+				t.Errorf("%s: %v", row[1], err)
+				continue
+			}
+			if enc, _ := d.Encode(); string(enc) != row[2] {
+				t.Errorf("%s normalises to %s, ABI.md says %s", row[1], enc, row[2])
+			}
+		}
+	})
+	t.Run("WAT hook", func(t *testing.T) {
+		m := regexp.MustCompile("(?s)```wat\n(\\(module\n.*?)```").FindStringSubmatch(doc)
+		if m == nil {
+			t.Fatal("ABI.md has no complete WAT module")
+		}
+		wat2wasm, err := exec.LookPath("wat2wasm")
+		if err != nil {
+			t.Skip("wat2wasm is not installed")
+		}
+		dir := t.TempDir()
+		src, bin := filepath.Join(dir, "hook.wat"), filepath.Join(dir, "hook.wasm")
+		if err := os.WriteFile(src, []byte(m[1]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(wat2wasm, src, "-o", bin).CombinedOutput(); err != nil {
+			t.Fatalf("wat2wasm: %v\n%s", err, out)
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod, err := parseWasm(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mod.imports) != 1 || mod.imports[0] != (wasmImport{ImportModule, HostCallImport, 0, HostCallSignature}) {
+			t.Errorf("imports %+v, want only %s.%s %s", mod.imports, ImportModule, HostCallImport, HostCallSignature)
+		}
+		var memory, handle bool
+		for _, e := range mod.exports {
+			switch {
+			case e.name == MemoryExport && e.kind == 2:
+				memory = true
+			case e.name == HandleExport && e.kind == 0 && e.sig == HandleSignature:
+				handle = true
+			}
+		}
+		if !memory || !handle {
+			t.Errorf("exports %+v, want memory and %s %s", mod.exports, HandleExport, HandleSignature)
+		}
+	})
+}

@@ -1,0 +1,164 @@
+package wasmbin
+
+import (
+	"bytes"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	bigOnce   sync.Once
+	bigModule []byte
+)
+
+// largeModule returns a generated module of about 4 MB shaped like a Go
+// hook: 20,000 functions of 120-byte bodies with locals, a table holding all
+// of them, 50,000 small data segments and a 256 KiB name section.
+func largeModule() []byte {
+	bigOnce.Do(func() {
+		var b Builder
+		hc := b.ImportFunc("hook_v1", "host_call", hostCallType)
+		mem := b.Memory(MemoryType{Min: 64})
+		b.Table(TableType{Elem: FuncRef, Min: 20_001})
+		b.Global(GlobalType{Type: I32, Mutable: true}, I32Const(1<<20))
+		// local.get 0; i32.const 1; i32.add; local.set 0 -- 16 times
+		body := bytes.Repeat([]byte{0x20, 0x00, 0x41, 0x01, 0x6A, 0x21, 0x00}, 16)
+		body = append(body, 0x20, 0x00, 0xAD) // local.get 0; i64.extend_i32_u
+		locals := []LocalDecl{{Count: 2, Type: I32}, {Count: 1, Type: I64}}
+		funcs := make([]uint32, 0, 20_000)
+		for i := 0; i < 20_000; i++ {
+			funcs = append(funcs, b.Func(handleType, locals, body))
+		}
+		b.Export("memory", KindMemory, mem)
+		b.Export("hook_v1_handle", KindFunc, funcs[0])
+		b.Elem(1, append([]uint32{hc}, funcs...)...)
+		seg := bytes.Repeat([]byte("data"), 6)
+		for i := 0; i < 50_000; i++ {
+			b.Data(int32(i*32), seg)
+		}
+		b.Custom("name", bytes.Repeat([]byte{'n'}, 256<<10))
+		bigModule = b.Bytes()
+	})
+	return bigModule
+}
+
+// BenchmarkParse parses the generated ~4 MB module. Parsing must stay in the
+// low milliseconds: it runs on every upload, before compilation.
+func BenchmarkParse(b *testing.B) {
+	mod := largeModule()
+	b.SetBytes(int64(len(mod)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Parse(mod, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendCustomSection embeds a manifest in the generated module.
+func BenchmarkAppendCustomSection(b *testing.B) {
+	mod := largeModule()
+	b.SetBytes(int64(len(mod)))
+	for i := 0; i < b.N; i++ {
+		out, err := SetCustomSection(mod, ManifestSection, manifest)
+		if err != nil || len(out) < len(mod) {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestLargeModule parses the generated module and bounds the time and the
+// memory it takes, generously enough for a loaded CI machine.
+func TestLargeModule(t *testing.T) {
+	mod := largeModule()
+	if len(mod) < 3<<20 {
+		t.Fatalf("generated module is only %d bytes", len(mod))
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	m, err := Parse(mod, Limits{})
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, mod, m)
+	if len(m.Code) != 20_000 || len(m.Data) != 50_000 || m.Elements[0].Count != 20_001 {
+		t.Errorf("shape: %d bodies, %d data segments", len(m.Code), len(m.Data))
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes parsed in %v, %d bytes allocated", len(mod), elapsed, alloc)
+	if elapsed > 2*time.Second {
+		t.Errorf("parse took %v", elapsed)
+	}
+	if alloc > uint64(4*len(mod)) {
+		t.Errorf("parse allocated %d bytes for a %d-byte module", alloc, len(mod))
+	}
+}
+
+// TestShapeLimits builds modules at and one over the default count limits.
+func TestShapeLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds modules of 100,000 items")
+	}
+	t.Run("functions", func(t *testing.T) {
+		build := func(n int) []byte {
+			var b Builder
+			ti := b.Type(voidType)
+			for i := 0; i < n; i++ {
+				b.FuncRaw(ti, []byte{0x00, OpEnd})
+			}
+			return b.Bytes()
+		}
+		mustParse(t, build(DefaultMaxFunctions), Limits{})
+		_, err := Parse(build(DefaultMaxFunctions+1), Limits{})
+		checkErr(t, err, wantErr{limit: "MaxFunctions"})
+	})
+	t.Run("data segments", func(t *testing.T) {
+		build := func(n int) []byte {
+			var b Builder
+			b.Memory(MemoryType{Min: 1})
+			for i := 0; i < n; i++ {
+				b.PassiveData(nil)
+			}
+			return b.Bytes()
+		}
+		mustParse(t, build(DefaultMaxDataSegments), Limits{})
+		_, err := Parse(build(DefaultMaxDataSegments+1), Limits{})
+		checkErr(t, err, wantErr{limit: "MaxDataSegments"})
+	})
+	t.Run("function body", func(t *testing.T) {
+		build := func(size int) []byte {
+			var b Builder
+			body := append([]byte{0x00}, bytes.Repeat([]byte{0x01}, size-2)...) // nop...
+			b.FuncRaw(b.Type(voidType), append(body, OpEnd))
+			return b.Bytes()
+		}
+		mustParse(t, build(DefaultMaxFunctionBodyBytes), Limits{})
+		_, err := Parse(build(DefaultMaxFunctionBodyBytes+1), Limits{})
+		checkErr(t, err, wantErr{limit: "MaxFunctionBodyBytes"})
+	})
+	t.Run("module size", func(t *testing.T) {
+		b := AppendCustomSection([]byte(Magic+Version), "pad", make([]byte, DefaultMaxModuleBytes-20))
+		b = append(b, make([]byte, DefaultMaxModuleBytes-len(b))...) // pad the section's tail into the module
+		_, err := Parse(b, Limits{})
+		if _, ok := err.(*LimitError); ok {
+			t.Fatalf("a module of exactly MaxModuleBytes hit the limit: %v", err)
+		}
+		_, err = Parse(append(b, 0), Limits{})
+		checkErr(t, err, wantErr{limit: "MaxModuleBytes"})
+	})
+	t.Run("locals", func(t *testing.T) {
+		var b Builder
+		b.Func(handleType, []LocalDecl{{Count: DefaultMaxLocals - 1, Type: I32}}, nil)
+		mustParse(t, b.Bytes(), Limits{})
+		var c Builder
+		c.Func(handleType, []LocalDecl{{Count: DefaultMaxLocals - 1, Type: I32}, {Count: 1, Type: F64}}, nil)
+		_, err := Parse(c.Bytes(), Limits{})
+		checkErr(t, err, wantErr{limit: "MaxLocals"})
+	})
+}

@@ -1,0 +1,184 @@
+package wasmbin
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+// tightLimits are small enough for fuzzed inputs to reach every limit.
+var tightLimits = Limits{
+	MaxModuleBytes: 300, MaxCodeBytes: 64, MaxFunctionBodyBytes: 16, MaxFunctions: 4, MaxLocals: 8,
+	MaxParams: 3, MaxResults: 2, MaxTypes: 3, MaxImports: 2, MaxExports: 2, MaxGlobals: 2, MaxTables: 1,
+	MaxTableElements: 8, MaxMemories: 1, MaxMemoryPages: 2, MaxDataSegments: 2, MaxElementSegments: 1,
+	MaxCustomSections: 2, MaxNameBytes: 16,
+}
+
+// fuzzSeeds are valid modules of various shapes.
+func fuzzSeeds(tb testing.TB) [][]byte {
+	simd := mod(sec(SectionType, u32(1), functype([]ValueType{V128}, nil)))
+	return [][]byte{
+		hookModule(),
+		readFixture(tb),
+		mod(),
+		voidModule,
+		mod(custom("a", []byte{1}), typeVoid, oneFunc, oneTable, oneMemory, sec(SectionStart, u32(0)), oneBody),
+		mod(oneMemory, sec(SectionDataCount, u32(1)), sec(SectionData, u32(1), raw(0x01, 0x02, 'h', 'i'))),
+		simd,
+	}
+}
+
+// checkParseResult checks the contract of parse on any input: a module that
+// satisfies the invariants, or one of the three error types and no module.
+func checkParseResult(t *testing.T, data []byte, m *Module, err error) {
+	t.Helper()
+	if err != nil {
+		var fe *FormatError
+		var le *LimitError
+		var xe *FeatureError
+		if !errors.As(err, &fe) && !errors.As(err, &le) && !errors.As(err, &xe) {
+			t.Fatalf("untyped error %T: %v", err, err)
+		}
+		if m != nil {
+			t.Fatal("module returned with an error")
+		}
+		if fe != nil && (fe.Offset < 0 || fe.Offset > len(data)) {
+			t.Fatalf("error offset %d outside the %d-byte input: %v", fe.Offset, len(data), err)
+		}
+		return
+	}
+	checkInvariants(t, data, m)
+}
+
+// FuzzParse feeds arbitrary bytes to the parser (without the recover in
+// Parse, so a panic fails) under the default and under tight limits.
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+	}
+	f.Add([]byte("\x00asm\x01\x00\x00\x00\x01\xff\xff\xff\xff\x0f"))
+	f.Add([]byte("(module)"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := parse(data, Limits{})
+		checkParseResult(t, data, m, err)
+		m, err = parse(data, tightLimits)
+		checkParseResult(t, data, m, err)
+		// Only the framing matters to RemoveCustomSections: it must agree
+		// with Parse on every module Parse accepts.
+		if err == nil {
+			if _, rerr := RemoveCustomSections(data, "x"); rerr != nil {
+				t.Fatalf("Parse accepted what RemoveCustomSections refused: %v", rerr)
+			}
+		} else if out, rerr := RemoveCustomSections(data, "x"); rerr != nil {
+			checkParseResult(t, data, nil, rerr)
+		} else if len(out) > len(data) {
+			t.Fatal("RemoveCustomSections grew the module")
+		}
+	})
+}
+
+// mutate applies edit operations to a copy of base. Each operation is four
+// bytes: kind, position (16 bits, modulo the length) and a value.
+func mutate(base, ops []byte) []byte {
+	b := bytes.Clone(base)
+	for len(ops) >= 4 && len(b) > 0 {
+		kind, pos, val := ops[0]%7, int(binary.LittleEndian.Uint16(ops[1:3]))%len(b), ops[3]
+		ops = ops[4:]
+		switch kind {
+		case 0: // flip bits
+			b[pos] ^= val
+		case 1: // set a byte
+			b[pos] = val
+		case 2: // insert a byte
+			b = append(b[:pos], append([]byte{val}, b[pos:]...)...)
+		case 3: // delete a byte
+			b = append(b[:pos], b[pos+1:]...)
+		case 4: // truncate
+			b = b[:pos]
+		case 5: // duplicate a run of bytes (a section, a vector entry)
+			end := min(pos+int(val), len(b))
+			b = append(b[:end], append(bytes.Clone(b[pos:end]), b[end:]...)...)
+		case 6: // overwrite with a 5-byte LEB128 (a lying count or size)
+			v := uint32(val) << (val % 25)
+			leb := []byte{byte(v) | 0x80, byte(v>>7) | 0x80, byte(v>>14) | 0x80, byte(v>>21) | 0x80, byte(v >> 28)}
+			b = append(b[:pos], append(leb, b[min(pos+1, len(b)):]...)...)
+		}
+	}
+	return b
+}
+
+// FuzzParseMutated mutates valid modules. Whatever the mutation, parse does
+// not panic; when the result parses, appending a custom section keeps it
+// valid and keeps every section where it was, removing the section again
+// gives back the same bytes, and setting a manifest works.
+func FuzzParseMutated(f *testing.F) {
+	seeds := fuzzSeeds(f)
+	for i := range seeds {
+		f.Add(uint8(i), []byte{})
+		f.Add(uint8(i), []byte{0, 10, 0, 0xFF})
+		f.Add(uint8(i), []byte{6, 12, 0, 31, 4, 40, 0, 0})
+		f.Add(uint8(i), []byte{5, 20, 0, 9, 2, 9, 0, 0x0B, 3, 30, 0, 0})
+	}
+	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		b := mutate(seeds[int(which)%len(seeds)], ops)
+		m, err := parse(b, Limits{})
+		checkParseResult(t, b, m, err)
+		if err != nil {
+			return
+		}
+		const extra = "fuzz.extra"
+		out := AppendCustomSection(b, extra, ops)
+		m2, err := parse(out, Limits{})
+		if err != nil {
+			t.Fatalf("Parse accepted the module but not with a custom section appended: %v", err)
+		}
+		if len(m2.Sections) != len(m.Sections)+1 {
+			t.Fatalf("%d sections after append, want %d", len(m2.Sections), len(m.Sections)+1)
+		}
+		for i, s := range m.Sections {
+			g := m2.Sections[i]
+			if g.ID != s.ID || g.Offset != s.Offset || g.Size != s.Size || g.Name != s.Name {
+				t.Fatalf("section %d changed: %+v -> %+v", i, s, g)
+			}
+		}
+		last := m2.Customs[len(m2.Customs)-1]
+		if last.Name != extra || !bytes.Equal(last.Data, ops) || last.Offset != len(b) {
+			t.Fatalf("appended section = %+v", last)
+		}
+		if _, had := m.CustomSection(extra); !had {
+			back, err := RemoveCustomSections(out, extra)
+			if err != nil || !bytes.Equal(back, b) {
+				t.Fatalf("Remove(Append(m)) != m: %v", err)
+			}
+		}
+		withManifest, err := SetCustomSection(b, ManifestSection, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m3, err := parse(withManifest, Limits{})
+		if err != nil {
+			t.Fatalf("SetCustomSection broke the module: %v", err)
+		}
+		if got, ok := m3.CustomSection(ManifestSection); !ok || !bytes.Equal(got, ops) {
+			t.Fatal("manifest not read back")
+		}
+	})
+}
+
+func TestMutate(t *testing.T) {
+	// The mutator itself must not panic on any operation at any position.
+	base := hookModule()
+	for kind := 0; kind < 7; kind++ {
+		for pos := 0; pos < len(base)+3; pos++ {
+			for _, val := range []byte{0, 1, 0x7F, 0xFF} {
+				b := mutate(base, []byte{byte(kind), byte(pos), byte(pos >> 8), val})
+				m, err := parse(b, Limits{})
+				checkParseResult(t, b, m, err)
+			}
+		}
+	}
+}
