@@ -291,4 +291,3 @@ func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	stack[0] = errnoSuccess
 }
-
