@@ -87,7 +87,9 @@ var (
 
 // RegistrationError reports why Registry.Register refused a capability. Err
 // is one of ErrInvalidName, ErrDuplicateCapability, ErrInvalidSchema or
-// ErrIncomplete, possibly wrapping the schema compiler's error.
+// ErrIncomplete, possibly wrapping the schema compiler's error. Like every
+// error type here it is not modified after it is returned, so it is safe to
+// read from multiple goroutines.
 type RegistrationError struct {
 	// Name is the capability's name as given.
 	Name string
@@ -97,6 +99,7 @@ type RegistrationError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *RegistrationError) Error() string {
 	return fmt.Sprintf("capability: cannot register %q: %s", e.Name, e.Reason)
 }
@@ -108,7 +111,8 @@ func (e *RegistrationError) Unwrap() error { return e.Err }
 // status the hook receives: StatusDenied, StatusInsufficientCredit,
 // StatusRateLimited or StatusQuotaExceeded. Reason is shown to the hook, so
 // it must not carry host details. errors.Is(err, &abi.Error{Status: s})
-// matches a DeniedError of status s.
+// matches a DeniedError of status s. It is not modified after it is
+// returned, except that the runner fills an empty Gate before it returns it.
 type DeniedError struct {
 	// Gate names what refused: "grant", "spend-cap" or a Gate's Name.
 	Gate string
@@ -120,6 +124,7 @@ type DeniedError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *DeniedError) Error() string {
 	msg := fmt.Sprintf("capability: %s gate refused the call (%s): %s", e.Gate, e.Status.Code(), e.Reason)
 	if e.Err != nil {
@@ -141,7 +146,8 @@ func (e *DeniedError) Is(target error) bool {
 // InvalidRequestError reports a payload that is not strict JSON or fails the
 // capability's schema. Path is the JSON pointer of the failing value ("" is
 // the whole payload); Reason is what is wrong, without the payload's content.
-// It wraps ErrInvalidRequest and the parser's or validator's error.
+// It wraps ErrInvalidRequest and the parser's or validator's error. It is not
+// modified after it is returned.
 type InvalidRequestError struct {
 	// Capability is the capability's name.
 	Capability string
@@ -153,6 +159,7 @@ type InvalidRequestError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *InvalidRequestError) Error() string {
 	return fmt.Sprintf("capability: invalid request for %s at %q: %s", e.Capability, e.Path, e.Reason)
 }
@@ -163,7 +170,8 @@ func (e *InvalidRequestError) Unwrap() []error { return []error{ErrInvalidReques
 // ExecuteError reports a capability whose Execute (or Cost, or a gate) failed
 // or panicked. It is for the operator: Err may carry a provider's error text
 // and Stack a goroutine stack, none of which ever reaches the hook, which
-// sees only "capability X failed". It wraps ErrCapabilityFailed.
+// sees only "capability X failed". It wraps ErrCapabilityFailed. It is not
+// modified after it is returned.
 type ExecuteError struct {
 	// Capability is the capability's name.
 	Capability string
@@ -178,6 +186,7 @@ type ExecuteError struct {
 	Stack []byte
 }
 
+// Error implements error.
 func (e *ExecuteError) Error() string {
 	if e.Panic != nil {
 		return fmt.Sprintf("capability: %s panicked in %s: %v", e.Capability, e.Stage, e.Panic)

@@ -34,6 +34,8 @@ const maxMessageBytes = 512
 
 // RunnerOptions configures a Runner. The zero value is valid: no logging, no
 // usage records, 1 MiB payloads nested at most 64 deep, no spend cap.
+// NewRunner copies what it needs, so the options may be reused; the Logger
+// and Usage sink must be safe for concurrent use.
 type RunnerOptions struct {
 	// Logger receives the operator's view of failures: provider errors,
 	// panics with their stacks, ledger errors. Nil discards.

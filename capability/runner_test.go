@@ -860,3 +860,65 @@ func TestClip(t *testing.T) {
 		}
 	}
 }
+
+func TestSpendCapConcurrentAndPrune(t *testing.T) {
+	ledger := NewMemoryLedger()
+	if err := ledger.Credit("acme", 1000); err != nil {
+		t.Fatal(err)
+	}
+	reg := NewRegistry()
+	reg.MustRegister(meteredCap("llm.run", 10, &counter{}, &CreditGate{Ledger: ledger}))
+	r := mustRunner(t, reg, RunnerOptions{MaxCreditPerInvocation: 25})
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex // guards ok
+		ok int
+	)
+	for i := range 20 {
+		wg.Go(func() {
+			c := newCall("llm.run", `{"use": 10}`)
+			c.Seq = i + 1
+			if r.HostCall(context.Background(), c).Status == abi.StatusOK {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if ok != 2 {
+		t.Errorf("%d calls admitted under a cap of 25 at 10 each, want 2", ok)
+	}
+	checkBalance(t, ledger, "acme", 980)
+
+	s := newSpendCap(100)
+	old := time.Now().Add(-time.Hour)
+	for i := range spendPruneAt {
+		s.byInv[fmt.Sprint(i)] = &spendEntry{charged: 1, last: old}
+	}
+	s.byInv["busy"] = &spendEntry{held: 5, last: old}
+	if _, err := s.Admit(context.Background(), &Request{Caller: abi.Caller{Tenant: "t", Invocation: "new"}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.byInv); n != 2 { // "busy" holds credit, "new" is fresh
+		t.Errorf("%d entries after pruning, want 2", n)
+	}
+}
+
+// failingSink loses every record.
+type failingSink struct{}
+
+func (failingSink) Record(context.Context, UsageRecord) error { return errors.New("sink full") }
+
+func TestRunnerUsageSinkFailureIsLogged(t *testing.T) {
+	logs := &logBuffer{}
+	reg := NewRegistry()
+	reg.MustRegister(meteredCap("x", 0, &counter{}))
+	r := mustRunner(t, reg, RunnerOptions{Logger: logs.logger(), Usage: failingSink{}})
+	if reply := r.HostCall(context.Background(), newCall("x", `{}`)); reply.Status != abi.StatusOK {
+		t.Fatalf("status %v", reply.Status)
+	}
+	if !strings.Contains(logs.String(), "usage record lost") {
+		t.Errorf("log: %s", logs.String())
+	}
+}

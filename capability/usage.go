@@ -2,6 +2,7 @@ package capability
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 
 // UsageRecord describes one host call after the runner answered it, whatever
 // the outcome. It is a plain value; a record handed to a UsageSink is the
-// sink's to keep.
+// sink's to keep (its Units map is not shared with the runner). It is not
+// safe for concurrent mutation.
 type UsageRecord struct {
 	// Time is when the call started.
 	Time time.Time
@@ -64,7 +66,7 @@ type MemoryUsageSink struct {
 
 // Record implements UsageSink.
 func (s *MemoryUsageSink) Record(_ context.Context, r UsageRecord) error {
-	r.Units = cloneUnits(r.Units)
+	r.Units = maps.Clone(r.Units)
 	s.mu.Lock()
 	s.records = append(s.records, r)
 	s.mu.Unlock()
@@ -77,7 +79,7 @@ func (s *MemoryUsageSink) Records() []UsageRecord {
 	defer s.mu.Unlock()
 	out := make([]UsageRecord, len(s.records))
 	for i, r := range s.records {
-		r.Units = cloneUnits(r.Units)
+		r.Units = maps.Clone(r.Units)
 		out[i] = r
 	}
 	return out
@@ -88,15 +90,4 @@ func (s *MemoryUsageSink) Reset() {
 	s.mu.Lock()
 	s.records = nil
 	s.mu.Unlock()
-}
-
-func cloneUnits(m map[string]int64) map[string]int64 {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

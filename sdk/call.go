@@ -26,6 +26,7 @@ type Error struct {
 	Message string
 }
 
+// Error returns "sdk: CAPABILITY: CODE: MESSAGE".
 func (e *Error) Error() string {
 	s := "sdk: "
 	if e.Capability != "" {
@@ -122,7 +123,9 @@ var (
 // A failure status returns an *Error (compare with ErrDenied and the other
 // sentinels). Called outside a handler, such as from init, Call returns
 // ErrNotInInvocation without calling the host. Call is safe for use by
-// multiple goroutines of a handler; calls are serialised.
+// multiple goroutines of a handler; calls are serialised. A goroutine must
+// not outlive the handler that started it: in a wasm instance it would run
+// during a later invocation, and its calls would count against that one.
 func Call(name string, payload, result any) error {
 	if !running.Load() {
 		return newError(name, abi.StatusNotInInvocation, ErrNotInInvocation.Message)

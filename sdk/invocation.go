@@ -204,6 +204,7 @@ type SettingError struct {
 	Got any
 }
 
+// Error returns `setting "KEY": want WANT, got VALUE`.
 func (e *SettingError) Error() string {
 	return fmt.Sprintf("setting %q: want %s, got %s", e.Key, e.Want, describe(e.Got))
 }

@@ -13,7 +13,9 @@ import (
 
 // Config configures every built-in capability for Register. The zero value
 // works: the offline provider, default pricing, llm.run free (no ledger), an
-// in-memory key-value store and hook lines written to slog.Default().
+// in-memory key-value store and hook lines written to slog.Default(). The
+// values it refers to (Provider, Ledger, KV, Logs) must be safe for concurrent
+// use, because the capabilities built from it are.
 type Config struct {
 	// Provider completes prompts for llm.run. Nil means OfflineProvider.
 	Provider Provider

@@ -35,6 +35,7 @@ var ErrKVFull = errors.New("builtin: key-value scope is full")
 
 // KVScope is what key-value data is scoped by: tenants and hooks never see
 // each other's data. It comes from the call's Caller, never from the payload.
+// It is a comparable value, safe to copy and share.
 type KVScope struct {
 	Tenant string
 	Hook   string
@@ -106,7 +107,8 @@ func (s *MemoryKV) Set(ctx context.Context, scope KVScope, key string, value []b
 }
 
 // KVConfig configures kv.get and kv.set. The zero value works: a fresh
-// MemoryKV and the default limits. Both capabilities are free.
+// MemoryKV and the default limits. Both capabilities are free. It is read
+// once by KV, KVGet or KVSet; the Store must be safe for concurrent use.
 type KVConfig struct {
 	// Store holds the data. Nil means a new MemoryKV (shared by the two
 	// capabilities built from this config).

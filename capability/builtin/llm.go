@@ -32,7 +32,8 @@ const (
 	DefaultOutputTokenPrice = 2
 )
 
-// CompletionRequest is what llm.run asks a Provider for.
+// CompletionRequest is what llm.run asks a Provider for. It is a plain value,
+// safe to copy.
 type CompletionRequest struct {
 	// Prompt is the user message, as the hook sent it.
 	Prompt string
@@ -40,7 +41,7 @@ type CompletionRequest struct {
 	MaxTokens int
 }
 
-// Completion is a Provider's answer.
+// Completion is a Provider's answer. It is a plain value, safe to copy.
 type Completion struct {
 	// Text is the completion.
 	Text string
@@ -63,7 +64,8 @@ type Provider interface {
 }
 
 // Pricing is what llm.run costs, in credit per token. The zero value uses the
-// defaults. To make llm.run free, give it no CreditGate.
+// defaults. To make llm.run free, give it no CreditGate. It is a plain value,
+// safe to copy.
 type Pricing struct {
 	// InputToken is the credit per input token. Zero means 1.
 	InputToken int64
@@ -82,7 +84,8 @@ func (p Pricing) withDefaults() Pricing {
 }
 
 // LLMConfig configures llm.run. The zero value works: the offline provider,
-// default pricing, no gates (free).
+// default pricing, no gates (free). It is read once by LLM; the Provider and
+// Gates must be safe for concurrent use.
 type LLMConfig struct {
 	// Provider completes prompts. Nil means OfflineProvider.
 	Provider Provider
@@ -164,7 +167,7 @@ func LLM(cfg LLMConfig) capability.Capability {
 			if !ok {
 				return 0
 			}
-			return price.InputToken*EstimateInputTokens(prompt) + price.OutputToken*int64(maxTokens)
+			return credit(price, EstimateInputTokens(prompt), int64(maxTokens))
 		},
 		Execute: func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
 			if err := ctx.Err(); err != nil {
@@ -190,7 +193,7 @@ func LLM(cfg LLMConfig) capability.Capability {
 					"usage":    map[string]any{"input_tokens": in, "output_tokens": out},
 				},
 				Usage: capability.Usage{
-					Credit: price.InputToken*in + price.OutputToken*out,
+					Credit: credit(price, in, out),
 					Units:  map[string]int64{"input_tokens": in, "output_tokens": out},
 				},
 			}, nil
@@ -208,6 +211,28 @@ func LLM(cfg LLMConfig) capability.Capability {
 // reservation is charged only the reservation; see capability's NOTES.md.
 func EstimateInputTokens(prompt string) int64 {
 	return int64(len(prompt)+1)/2 + 8
+}
+
+// credit prices in input and out output tokens, saturating at the largest
+// int64 instead of overflowing into a negative (free) amount.
+func credit(p Pricing, in, out int64) int64 {
+	a, okA := mul(p.InputToken, in)
+	b, okB := mul(p.OutputToken, out)
+	if !okA || !okB || a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// mul returns a*b for non-negative a and b, and whether it did not overflow.
+func mul(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	if a > math.MaxInt64/b {
+		return 0, false
+	}
+	return a * b, true
 }
 
 // wholeNumber returns v as an integer if it is a json.Number with no

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -268,3 +269,22 @@ func TestRegisterBuiltins(t *testing.T) {
 }
 
 func jsonNumber(s string) json.Number { return json.Number(s) }
+
+func TestCreditSaturates(t *testing.T) {
+	p := Pricing{InputToken: 1, OutputToken: 2}
+	tests := []struct {
+		in, out, want int64
+	}{
+		{0, 0, 0},
+		{5, 7, 19},
+		{math.MaxInt64, 0, math.MaxInt64},
+		{0, math.MaxInt64 / 2, math.MaxInt64 - 1},
+		{0, math.MaxInt64/2 + 1, math.MaxInt64},
+		{math.MaxInt64 - 1, 1, math.MaxInt64},
+	}
+	for _, tc := range tests {
+		if got := credit(p, tc.in, tc.out); got != tc.want {
+			t.Errorf("credit(%d, %d) = %d, want %d", tc.in, tc.out, got, tc.want)
+		}
+	}
+}

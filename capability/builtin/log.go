@@ -29,7 +29,8 @@ const (
 var ErrLogFull = errors.New("builtin: log is full for this invocation")
 
 // LogEntry is one line a hook wrote with log.write. Tenant, Hook and
-// Invocation come from the call's Caller, never from the payload.
+// Invocation come from the call's Caller, never from the payload. It is a
+// plain value, safe to copy.
 type LogEntry struct {
 	Time       time.Time
 	Tenant     string
@@ -122,7 +123,8 @@ func (s *MemoryLogSink) Take(invocation string) []LogEntry {
 	return e
 }
 
-// LogConfig configures log.write. The zero value writes to slog.Default().
+// LogConfig configures log.write. The zero value writes to slog.Default(). It
+// is read once by LogWrite; the Sink must be safe for concurrent use.
 type LogConfig struct {
 	// Sink receives the lines. Nil means SlogSink{Logger: slog.Default()}.
 	Sink LogSink

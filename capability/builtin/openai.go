@@ -55,7 +55,8 @@ type OpenAIProvider struct {
 	MaxResponseBytes int64
 }
 
-// ProviderError reports a failed provider request, for the operator.
+// ProviderError reports a failed provider request, for the operator. It is not
+// modified after it is returned.
 type ProviderError struct {
 	// Provider names the provider.
 	Provider string
@@ -67,6 +68,7 @@ type ProviderError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *ProviderError) Error() string {
 	msg := e.Provider + ": " + e.Reason
 	if e.StatusCode != 0 {

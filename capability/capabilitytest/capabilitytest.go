@@ -23,7 +23,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/capability"
 )
 
-// Case is one example payload for Run.
+// Case is one example payload for Run. It is a plain value, safe to copy.
 type Case struct {
 	// Name names the subtest.
 	Name string

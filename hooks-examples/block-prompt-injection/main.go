@@ -33,7 +33,9 @@ const (
 
 // Phrase is a phrase to look for and what it adds to the score.
 type Phrase struct {
-	Text   string
+	// Text is the phrase, matched word by word after normalisation.
+	Text string
+	// Weight is what the phrase adds to the score when found.
 	Weight float64
 }
 

@@ -16,7 +16,9 @@ var long = strings.Repeat("The quarterly numbers are in and they look good. ", 1
 
 func TestSummarize(t *testing.T) {
 	ok := func(text string) sdktest.Capability {
-		return func(map[string]any) (any, error) { return map[string]any{"text": text, "usage": map[string]any{"output_tokens": 9}}, nil }
+		return func(map[string]any) (any, error) {
+			return map[string]any{"text": text, "usage": map[string]any{"output_tokens": 9}}, nil
+		}
 	}
 	fail := func(s abi.Status) sdktest.Capability {
 		return func(map[string]any) (any, error) { return nil, abi.NewError(s, "from the test") }

@@ -77,7 +77,9 @@ type Call struct {
 
 // LogEntry is one line written through the log.write capability.
 type LogEntry struct {
-	Level   string
+	// Level is the payload's "level", "" if it had none.
+	Level string
+	// Message is the payload's "message".
 	Message string
 }
 
@@ -364,6 +366,7 @@ func (h *Host) invoke(doc []byte, handler any) ([]byte, error) {
 // adapter implements hostcall.Host without adding HostCall to Host's API.
 type adapter struct{ h *Host }
 
+// HostCall is hook_v1.host_call; see Host.hostCall.
 func (a adapter) HostCall(name string, payload, out []byte) (abi.Status, uint32) {
 	return a.h.hostCall(name, payload, out)
 }

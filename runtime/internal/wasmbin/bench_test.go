@@ -3,6 +3,7 @@ package wasmbin
 import (
 	"bytes"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -161,4 +162,48 @@ func TestShapeLimits(t *testing.T) {
 		_, err := Parse(c.Bytes(), Limits{})
 		checkErr(t, err, wantErr{limit: "MaxLocals"})
 	})
+}
+
+// TestAllocationBound parses the inputs that allocate the most per input
+// byte (the largest Go structs per smallest encoding), at the default
+// limits, and checks the 32 MiB bound documented on Parse.
+func TestAllocationBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds large modules")
+	}
+	var worst Builder
+	ti := worst.Type(voidType)
+	for i := 0; i < DefaultMaxFunctions; i++ {
+		worst.FuncRaw(ti, []byte{0x00, OpEnd})
+	}
+	worst.Memory(MemoryType{Min: 1})
+	for i := 0; i < DefaultMaxDataSegments; i++ {
+		worst.PassiveData(nil)
+	}
+	for i := 0; i < DefaultMaxElementSegments; i++ {
+		worst.ElemRaw([]byte{0x01, 0x00, 0x00})
+	}
+	for i := 0; i < DefaultMaxExports; i++ {
+		worst.Export(strconv.Itoa(i), KindFunc, 0)
+	}
+	// Locals: millions of declarations (each a 2-byte entry), kept encoded.
+	locals := bytes.Repeat([]byte{0x00, byte(I32)}, 4<<20)
+	body := append(AppendULEB128(nil, 4<<20), locals...)
+	worst.FuncRaw(ti, append(body, OpEnd))
+	mod := worst.Bytes()
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m, err := Parse(mod, Limits{MaxFunctions: DefaultMaxFunctions + 1, MaxExports: DefaultMaxExports, MaxFunctionBodyBytes: 16 << 20, MaxModuleBytes: 32 << 20, MaxCodeBytes: 32 << 20})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d-byte module: %d functions, %d data segments, %d element segments, %d exports; %d bytes allocated",
+		len(mod), len(m.Functions), len(m.Data), len(m.Elements), len(m.Exports), alloc)
+	if alloc > 32<<20 {
+		t.Errorf("parse allocated %d bytes", alloc)
+	}
 }

@@ -20,7 +20,8 @@
 //   - *FeatureError: the module uses a WebAssembly feature the runtime does not
 //     support (threads, memory64, multi-memory, SIMD, exception handling, ...).
 //
-// Parse never panics and never allocates more than a small multiple of the
-// input size, whatever the input. The package imports only the standard
-// library.
+// Parse never panics, whatever the input; its time is linear in the input
+// size and its memory follows what the module really contains, capped by the
+// Limits (a count is never trusted before the bytes left can hold it). The
+// package imports only the standard library.
 package wasmbin

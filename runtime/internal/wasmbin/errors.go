@@ -5,7 +5,7 @@ import "fmt"
 // FormatError reports bytes that are not a well-formed module.
 type FormatError struct {
 	Offset  int    // byte offset in the module where the problem was found
-	Section string // section name ("header", "type", "code", "custom", ...)
+	Section string // "header", a section name ("type", "code", "custom", ...; see SectionID.String) or "module"
 	Reason  string // what is wrong
 }
 
@@ -42,7 +42,7 @@ const (
 	FeatureSIMD              = "simd"               // the v128 type or v128.const
 	FeatureExceptionHandling = "exception-handling" // tag section, tag imports/exports, exnref
 	FeatureGC                = "gc"                 // GC / typed function reference types
-	FeatureExtendedConst     = "extended-const"     // arithmetic in constant expressions
+	FeatureExtendedConst     = "extended-const"     // constant expressions of several instructions
 	FeatureCustomPageSizes   = "custom-page-sizes"  // limits flag 0x08
 	FeatureComponentModel    = "component-model"    // a component, not a core module
 )

@@ -19,7 +19,7 @@ func TestExternalModules(t *testing.T) {
 		t.Skip("WASMBIN_MODULES not set")
 	}
 	for _, path := range filepath.SplitList(env) {
-		t.Run(filepath.Base(path), func(t *testing.T) {
+		t.Run(path, func(t *testing.T) {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -65,10 +65,25 @@ func TestExternalModules(t *testing.T) {
 			t.Logf("data section %d bytes in %d segments, element segments %d, table elements %d, memory %+v",
 				data, len(m.Data), len(m.Elements), tableMin, m.Memories)
 			t.Logf("custom sections: %s", strings.Join(customs, ", "))
+			checkInvariants(t, b, m)
+			with, err := SetCustomSection(b, ManifestSection, manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m2, err := Parse(with, Limits{})
+			if err != nil {
+				t.Fatalf("Parse after embedding a manifest: %v", err)
+			}
+			if got, ok := m2.CustomSection(ManifestSection); !ok || string(got) != string(manifest) || len(m2.Sections) != len(m.Sections)+1 {
+				t.Errorf("embedded manifest not read back")
+			}
 			for _, name := range []string{"memory", "hook_v1_handle", "_initialize"} {
 				if e, ok := m.Export(name); ok {
-					ft, _ := m.FuncType(e.Index)
-					t.Logf("export %q: %s %d %s", name, e.Kind, e.Index, ft)
+					if ft, ok := m.ExportedFunc(name); ok {
+						t.Logf("export %q: func %d %s", name, e.Index, ft)
+					} else {
+						t.Logf("export %q: %s %d", name, e.Kind, e.Index)
+					}
 				}
 			}
 		})

@@ -177,6 +177,16 @@ func checkInvariants(t testing.TB, b []byte, m *Module) {
 		if !bytes.Equal(b[c.BodyOffset:c.BodyOffset+len(c.Body)], c.Body) {
 			t.Fatalf("body %d does not alias the module", i)
 		}
+		if c.Offset+len(c.Locals) != c.BodyOffset || !bytes.Equal(b[c.Offset:c.BodyOffset], c.Locals) {
+			t.Fatalf("body %d locals wrong", i)
+		}
+		var n uint64
+		for _, d := range c.LocalDecls() {
+			n += uint64(d.Count)
+		}
+		if n != c.NumLocals {
+			t.Fatalf("body %d: LocalDecls sum to %d, NumLocals %d", i, n, c.NumLocals)
+		}
 	}
 	for i, d := range m.Data {
 		if !bytes.Equal(b[d.InitOffset:d.InitOffset+len(d.Init)], d.Init) {

@@ -108,10 +108,11 @@ func TestParseHook(t *testing.T) {
 		t.Fatalf("Code = %+v", m.Code)
 	}
 	h := m.Code[1]
-	if h.NumLocals != 3 || !reflect.DeepEqual(h.Locals, []LocalDecl{{2, I32}, {1, I64}}) || h.Body[0] != OpI32Const || h.BodyOffset != h.Offset+5 {
+	if h.NumLocals != 3 || !reflect.DeepEqual(h.LocalDecls(), []LocalDecl{{2, I32}, {1, I64}}) || h.Body[0] != OpI32Const || h.BodyOffset != h.Offset+5 ||
+		!bytes.Equal(h.Locals, []byte{2, 2, byte(I32), 1, byte(I64)}) {
 		t.Errorf("handle body = %+v", h)
 	}
-	if m.Code[0].NumLocals != 0 || !bytes.Equal(m.Code[0].Body, []byte{OpEnd}) || m.Code[0].Locals != nil {
+	if m.Code[0].NumLocals != 0 || !bytes.Equal(m.Code[0].Body, []byte{OpEnd}) || m.Code[0].LocalDecls() != nil || !bytes.Equal(m.Code[0].Locals, []byte{0}) {
 		t.Errorf("init body = %+v", m.Code[0])
 	}
 	if got, ok := m.CustomSection(ManifestSection); !ok || !bytes.Equal(got, manifest) {
@@ -205,8 +206,8 @@ func TestFixture(t *testing.T) {
 		m.Data[2].Offset.Op != OpGlobalGet || !bytes.Equal(m.Data[2].Init, []byte{0, 1, 2}) {
 		t.Errorf("Data = %+v", m.Data)
 	}
-	if c := m.Code[1]; c.NumLocals != 4 || len(c.Locals) != 3 || c.Locals[2] != (LocalDecl{1, F64}) {
-		t.Errorf("handle locals = %+v", c.Locals)
+	if c := m.Code[1]; c.NumLocals != 4 || len(c.LocalDecls()) != 3 || c.LocalDecls()[2] != (LocalDecl{1, F64}) {
+		t.Errorf("handle locals = %+v", c.LocalDecls())
 	}
 
 	// A manifest appended to wat2wasm output reads back.

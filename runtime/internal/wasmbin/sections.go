@@ -722,31 +722,18 @@ func (p *parser) codeSection(r *reader) error {
 		return r.errorf(off, "%d function bodies but the function section declares %d functions", n, len(p.m.Functions))
 	}
 	code := make([]Code, n)
-	// The local declarations of all bodies share one array: ends[i] is
-	// where body i's end in it.
-	var locals []LocalDecl
-	ends := make([]int, n)
 	for i := range code {
 		fidx := p.importedFuncs + uint64(i)
-		if err := p.body(r, &code[i], p.m.Types[p.m.Functions[i]], &locals); err != nil {
+		if err := p.body(r, &code[i], p.m.Types[p.m.Functions[i]]); err != nil {
 			return within(err, "function %d", fidx)
 		}
-		ends[i] = len(locals)
-	}
-	start := 0
-	for i := range code {
-		if ends[i] > start {
-			code[i].Locals = locals[start:ends[i]:ends[i]]
-		}
-		start = ends[i]
 	}
 	p.m.Code = code
 	return nil
 }
 
-// body reads one function body into c, appending its local declarations to
-// *locals.
-func (p *parser) body(r *reader, c *Code, ft FuncType, locals *[]LocalDecl) error {
+// body reads one function body into c.
+func (p *parser) body(r *reader, c *Code, ft FuncType) error {
 	sOff := r.pos
 	size, err := r.u32("body size")
 	if err != nil {
@@ -775,11 +762,9 @@ func (p *parser) body(r *reader, c *Code, ft FuncType, locals *[]LocalDecl) erro
 		if err != nil {
 			return err
 		}
-		t, err := p.valueType(br, "local")
-		if err != nil {
+		if _, err := p.valueType(br, "local"); err != nil {
 			return err
 		}
-		*locals = append(*locals, LocalDecl{Count: cnt, Type: t})
 		// Checked after every declaration, so the sum stays below
 		// MaxLocals + 2^32 and cannot wrap.
 		c.NumLocals += uint64(cnt)
@@ -793,6 +778,7 @@ func (p *parser) body(r *reader, c *Code, ft FuncType, locals *[]LocalDecl) erro
 	if br.b[br.end-1] != OpEnd {
 		return br.errorf(br.end-1, "body does not end with the end opcode (0x0b)")
 	}
+	c.Locals = br.b[c.Offset:br.pos:br.pos]
 	c.BodyOffset = br.pos
 	c.Body = br.b[br.pos:br.end:br.end]
 	return nil

@@ -321,14 +321,40 @@ type LocalDecl struct {
 	Type  ValueType // their type
 }
 
-// Code is one function body of the code section.
+// Code is one function body of the code section. The local declarations are
+// kept encoded (a body may hold millions of them, and decoding them all
+// would multiply the memory a parse takes); LocalDecls decodes them.
 type Code struct {
-	Offset     int         // offset of the body (its locals vector), after the size field
-	Size       int         // body size in bytes, as declared by the size field
-	Locals     []LocalDecl // local declarations, in order
-	NumLocals  uint64      // total declared locals, excluding parameters
-	Body       []byte      // the instructions, ending with the end opcode
-	BodyOffset int         // offset of Body[0] in the module
+	Offset     int    // offset of the body (its locals vector), after the size field
+	Size       int    // body size in bytes, as declared by the size field
+	Locals     []byte // the encoded locals vector (count, then count and type per run), checked
+	NumLocals  uint64 // total declared locals, excluding parameters
+	Body       []byte // the instructions, ending with the end opcode
+	BodyOffset int    // offset of Body[0] in the module
+}
+
+// LocalDecls decodes the local declarations, in order. For a Code that Parse
+// returned it cannot fail; on bytes it did not check it returns the
+// declarations decoded before the first malformed one.
+func (c *Code) LocalDecls() []LocalDecl {
+	r := &reader{b: c.Locals, end: len(c.Locals)}
+	n, err := r.count("local declaration", 2)
+	if err != nil || n == 0 {
+		return nil
+	}
+	decls := make([]LocalDecl, 0, n)
+	for i := uint32(0); i < n; i++ {
+		cnt, err := r.u32("local count")
+		if err != nil {
+			break
+		}
+		t, err := r.readByte("local type")
+		if err != nil {
+			break
+		}
+		decls = append(decls, LocalDecl{Count: cnt, Type: ValueType(t)})
+	}
+	return decls
 }
 
 // CustomSection is a custom section.
