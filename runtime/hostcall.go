@@ -172,6 +172,8 @@ func (inv *invocation) call(ctx context.Context, mem api.Memory, namePtr, nameLe
 	return deliverReply{reply.Status, reply.Body}
 }
 
+// See RATIONALE.md#why-park-and-take-never-re-run.
+//
 // deliver writes body into the guest's buffer when it fits, and parks it
 // otherwise. Per ABI.md the body was written iff len <= out_cap.
 func deliver(inv *invocation, mem api.Memory, r deliverReply, outPtr, outCap uint32) uint64 {

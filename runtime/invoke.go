@@ -124,6 +124,7 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	ret, callErr := inst.handle.Call(withInvocation(cctx, inv), uint64(len(doc)))
 	if callErr == nil && cctx.Err() != nil {
+		// See RATIONALE.md#why-is-a-decision-returned-after-the-deadline-a-timeout.
 		// The guest returned, but only after its deadline (a host function
 		// that waited, say). A decision that late is not accepted.
 		callErr = cctx.Err()

@@ -15,7 +15,7 @@ import (
 
 // poolKey identifies a pool. Instances are never shared between tenants,
 // and all instances of a pool were created with the same memory limit.
-// See RATIONALE.md#why-pools-per-tenant.
+// See RATIONALE.md#why-pools-per-module-tenant.
 type poolKey struct {
 	digest      string
 	tenant      string

@@ -64,6 +64,8 @@ type ValidateOptions struct {
 var hookModuleRE = regexp.MustCompile(`^hook_v([0-9]+)$`)
 var handleExportRE = regexp.MustCompile(`^hook_v([0-9]+)_handle$`)
 
+// See RATIONALE.md#why-validate-with-our-own-binary-reader-before-compiling.
+//
 // Validate checks a module against ABI v1 without running or compiling it:
 // its size; its structure (a bounded binary reader, so garbage and hostile
 // shapes are refused in bounded time); its imports (only hook_v1.host_call

@@ -29,6 +29,8 @@ const maxPollWait = 10 * time.Second
 
 var startTime = time.Now()
 
+// See RATIONALE.md#why-our-own-wasi-and-why-this-set.
+//
 // defineWASI defines the fixed WASI set of abi.WASIFunctions as inert
 // plumbing: no files, no sockets, no environment, no arguments. stdout and
 // stderr go to the invocation's capped log. See ABI.md#wasi.
