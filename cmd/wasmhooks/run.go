@@ -104,7 +104,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	cfg := builtin.Config{Provider: llmProvider(), Logs: &builtin.MemoryLogSink{}, Logger: logger}
 	if *credit >= 0 {
 		ledger = capability.NewMemoryLedger()
-		if err := ledger.Credit(*tenant, *credit); err != nil {
+		if *credit == 0 {
+			// An account with nothing on it: every billable call is refused.
+		} else if err := ledger.Credit(*tenant, *credit); err != nil {
 			return fail(stdout, exitUsage, "usage", "--credit: %v", err)
 		}
 		cfg.Ledger = ledger
