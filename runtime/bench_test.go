@@ -1,0 +1,96 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// empty takes its input and continues: the floor of one invocation.
+const empty = `(module
+  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
+  (memory (export "memory") 2)
+  (data (i32.const 0) "{\"action\":\"continue\"}")
+  (func (export "hook_v1_handle") (param $n i32) (result i64)
+    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
+    (i64.const 21)))`
+
+func BenchmarkInvokeEmptyWAT(b *testing.B) {
+	r := newRuntime(b, runtime.Config{})
+	m := load(b, r, testutil.WAT(b, empty))
+	ctx := context.Background()
+	req := runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "hello"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Invoke(ctx, m, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type noopHost struct{}
+
+func (noopHost) HostCall(context.Context, *abi.Call) abi.Reply {
+	return abi.Reply{Status: abi.StatusOK, Body: []byte("{}")}
+}
+
+// BenchmarkHostCallRoundTrip makes 10 host calls to a no-op capability per
+// invocation; compare with BenchmarkInvokeEmptyWAT to get the cost of one.
+func BenchmarkHostCallRoundTrip10(b *testing.B) {
+	r := newRuntime(b, runtime.Config{})
+	m := load(b, r, scripted(b))
+	script := ""
+	for i := 0; i < 10; i++ {
+		script += opHostCall("noop", "{}", 64)
+	}
+	ctx := context.Background()
+	req := runtime.Request{Tenant: "t", HostCaller: noopHost{}, Context: map[string]any{"s": "@@" + script}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Invoke(ctx, m, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkInvokeScriptedNoCalls(b *testing.B) {
+	r := newRuntime(b, runtime.Config{})
+	m := load(b, r, scripted(b))
+	script := ""
+	for i := 0; i < 10; i++ {
+		script += opWrite(namePtr, []byte("noop")) + opWrite(inPtr, []byte("{}"))
+	}
+	ctx := context.Background()
+	req := runtime.Request{Tenant: "t", HostCaller: noopHost{}, Context: map[string]any{"s": "@@" + script}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Invoke(ctx, m, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLoadCached(b *testing.B) {
+	r := newRuntime(b, runtime.Config{})
+	wasm := scripted(b)
+	ctx := context.Background()
+	for b.Loop() {
+		m, err := r.Load(ctx, wasm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.Close(ctx)
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	wasm := scripted(b)
+	for b.Loop() {
+		if _, err := runtime.Validate(wasm, runtime.ValidateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
