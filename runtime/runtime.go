@@ -141,10 +141,12 @@ func (c *compiled) acquire() bool {
 	return true
 }
 
-func (c *compiled) release() {
+// release drops one reference and reports whether it was the last.
+func (c *compiled) release() (last bool) {
 	c.mu.Lock()
 	c.refs--
-	closeNow := c.refs == 0 && c.evicted && !c.closed
+	last = c.refs == 0
+	closeNow := last && c.evicted && !c.closed
 	if closeNow {
 		c.closed = true
 	}
@@ -152,6 +154,7 @@ func (c *compiled) release() {
 	if closeNow {
 		_ = c.code.Close(context.Background())
 	}
+	return last
 }
 
 func (c *compiled) evict() {
@@ -185,11 +188,14 @@ func (m *Module) Info() *ModuleInfo { return m.c.info }
 // Manifest returns the module's manifest, or nil if it has none.
 func (m *Module) Manifest() *abi.Manifest { return m.c.info.Manifest }
 
-// Close releases the module. Instances of it in pools are closed.
+// Close releases the module. When no other Module loaded from the same bytes
+// is open, the warm instances of it are closed too; the compiled code stays
+// cached until evicted. Invoking a closed Module is a programming error.
 func (m *Module) Close(ctx context.Context) error {
 	m.once.Do(func() {
-		m.rt.closePools(ctx, m.c.digest)
-		m.c.release()
+		if m.c.release() {
+			m.rt.closePools(ctx, m.c.digest)
+		}
 	})
 	return nil
 }
