@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # The demo: the example hooks, built from source, run by the wasmhooks CLI over
-# sample agent traffic. Usage: demo/run.sh CLI HOOKS_DIR
+# sample agent traffic; first one hook at a time, then as a chain
+# (demo/chain.json): an injection guard, secret redaction, a summariser paid
+# for in credit, and a guard that holds shell commands for a human's approval.
+# Usage: demo/run.sh CLI HOOKS_DIR
 set -euo pipefail
 cli=${1:?usage: demo/run.sh CLI HOOKS_DIR}
 hooks=${2:?usage: demo/run.sh CLI HOOKS_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 step() {
   echo
   echo "== $1"
   shift
-  echo "\$ wasmhooks $*" | sed "s|$hooks/||g; s|$here/||g"
+  echo "\$ wasmhooks $*" | sed "s|$hooks/||g; s|$here/||g; s|$work/||g"
   "$cli" "$@"
 }
+
+echo "# Part 1: one hook at a time (wasmhooks run)"
 
 step "1. redact-secrets on an outbound reply that leaks credentials (expect: modify)" \
   run --hook "$hooks/redact-secrets.wasm" --point message.outbound \
@@ -37,3 +44,40 @@ step "5. summarize with no credit left: the credit gate refuses llm.run and the 
 step "6. summarize without the grant: the runner denies llm.run (expect: continue, nothing charged)" \
   run --hook "$hooks/summarize.wasm" --point message.outbound --credit 1000 \
   --input "$here/traffic/03-outbound-long.json"
+
+echo
+echo "# Part 2: the chain (wasmhooks chain --config demo/chain.json)"
+# The approval guard is a small WAT hook (testdata/guests/policy.wat) whose
+# settings choose its decision; it sits beside the example hooks.
+cp "$here/../testdata/guests/policy.wasm" "$hooks/policy.wasm"
+chain=(--config "$here/chain.json" --module-dir "$hooks" --audit "$work/audit.jsonl" --approvals "$work/approvals" --brief)
+
+step "7. an injection attempt: the observer logs it, redaction finds nothing, the injection guard blocks (expect: block by injection-guard)" \
+  chain "${chain[@]}" --point message.inbound --input "$here/traffic/02-inbound-injection.json"
+
+step "8. a user pastes a token: the transformer redacts it and the guard sees the redacted text (expect: allow, modified)" \
+  chain "${chain[@]}" --point message.inbound --input "$here/traffic/05-inbound-with-secret.json"
+
+step "9. a long reply that mentions a key: redacted, then summarised by llm.run, credit charged (expect: allow, modified twice, credit charged)" \
+  chain "${chain[@]}" --point message.outbound --credit 1000 --input "$here/traffic/06-outbound-long-with-secret.json"
+
+step "10. the agent wants to run a shell command: the guard asks, the run pauses (expect: pending, an approval stored on disk)" \
+  chain "${chain[@]}" --point tool.before --input "$here/traffic/07-tool-shell.json" | tee "$work/pending.json"
+id=$(grep -o '"id": "[0-9a-f]*"' "$work/pending.json" | head -1 | sed 's/.*"\([0-9a-f]*\)"$/\1/')
+
+step "11. an operator approves with an edit that drops the rm -rf; a new process resumes the run at the next guard (expect: allow, modified)" \
+  chain resolve "${chain[@]}" --id "$id" --decision edit --actor ops-oncall \
+  --edit '{"arguments": {"command": "systemctl restart app"}}'
+
+step "12. the audit log holds one hash-chained record per verdict (expect: verified)" \
+  chain verify "$work/audit.jsonl"
+
+echo
+echo "== 13. someone rewrites the ask in the audit log into a continue (expect: audit_broken, exit 1)"
+line=$(grep -n '"decision":"ask"' "$work/audit.jsonl" | head -1 | cut -d: -f1)
+sed -i "${line}s/\"decision\":\"ask\"/\"decision\":\"continue\"/" "$work/audit.jsonl"
+echo "\$ wasmhooks chain verify audit.jsonl"
+if "$cli" chain verify "$work/audit.jsonl"; then
+  echo "tampering went unnoticed" >&2
+  exit 1
+fi

@@ -31,6 +31,23 @@ const (
 	DefaultMaxLogBytes = 64 << 10
 	// MaxNameBytes bounds a capability name in a host call.
 	MaxNameBytes = 128
+	// DefaultFuel is the default fuel of one invocation: 100 million
+	// units, about one per WebAssembly instruction executed. The example Go
+	// hooks use 0.3 to 1.5 million; Shopify Functions allow 11 million
+	// instructions. See RATIONALE.md#why-fuel-and-how-much.
+	DefaultFuel = 100_000_000
+	// DefaultInitFuel is the default fuel of creating an instance: the
+	// start function and _initialize together (a Go hook's runtime and
+	// package initialisation use about 3 to 4 million).
+	DefaultInitFuel = 1_000_000_000
+	// DefaultMaxStackBytes is the default stack budget: 512 KiB of frames
+	// as the instrumentation counts them (see MaxStackBytes), Shopify's
+	// limit. The example Go hooks need under 16 KiB.
+	DefaultMaxStackBytes = 512 << 10
+	// MaxFuel is the largest fuel budget (2^62).
+	MaxFuel = 1 << 62
+	// MaxStackBytesLimit is the largest stack budget (1 GiB).
+	MaxStackBytesLimit = 1 << 30
 
 	// DefaultMaxModuleBytes bounds the size of a module (32 MiB).
 	DefaultMaxModuleBytes = 32 << 20
@@ -81,6 +98,23 @@ type Limits struct {
 	// MaxLogBytes bounds stdout and stderr of one invocation. Zero means
 	// 64 KiB.
 	MaxLogBytes int
+	// Fuel is the deterministic work budget of one invocation, in units of
+	// about one WebAssembly instruction (bulk memory and table operations
+	// also cost one unit per 64 bytes or 8 elements). Running out fails
+	// the invocation with fuel_exhausted, whatever the clock says. Zero
+	// means DefaultFuel (100 million); at most MaxFuel.
+	Fuel uint64
+	// InitFuel is the fuel of creating an instance: the module's start
+	// function and _initialize together. Zero means DefaultInitFuel
+	// (1 billion); at most MaxFuel.
+	InitFuel uint64
+	// MaxStackBytes bounds the guest's call stack, in bytes as the
+	// instrumentation counts them: every function that makes calls costs
+	// 32 + 8 × (parameters + locals + its maximum operand-stack height)
+	// while it runs. Going past it fails the invocation with
+	// stack_exhausted. Zero means DefaultMaxStackBytes (512 KiB); at most
+	// MaxStackBytesLimit.
+	MaxStackBytes int
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
@@ -121,6 +155,15 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxLogBytes == 0 {
 		l.MaxLogBytes = DefaultMaxLogBytes
 	}
+	if l.Fuel == 0 {
+		l.Fuel = DefaultFuel
+	}
+	if l.InitFuel == 0 {
+		l.InitFuel = DefaultInitFuel
+	}
+	if l.MaxStackBytes == 0 {
+		l.MaxStackBytes = DefaultMaxStackBytes
+	}
 	return l
 }
 
@@ -137,6 +180,10 @@ func (l Limits) validate(maxPages uint32) error {
 		return fmt.Errorf("runtime: negative limit")
 	case l.MaxOutputBytes > 1<<30 || l.MaxInputBytes > 1<<30:
 		return fmt.Errorf("runtime: input and output limits must be at most 1 GiB")
+	case l.Fuel > MaxFuel || l.InitFuel > MaxFuel:
+		return &LimitError{Limit: "fuel", Max: MaxFuel, Got: max(l.Fuel, l.InitFuel)}
+	case l.MaxStackBytes < 0 || l.MaxStackBytes > MaxStackBytesLimit:
+		return fmt.Errorf("runtime: MaxStackBytes %d is not in [0, %d]", l.MaxStackBytes, MaxStackBytesLimit)
 	}
 	return nil
 }
@@ -173,6 +220,17 @@ type Config struct {
 	// Interpreter selects wazero's interpreter instead of its compiler;
 	// for platforms without a compiler and for differential tests.
 	Interpreter bool
+	// DisableMetering loads modules as they are, without the fuel and
+	// stack instrumentation: Limits.Fuel, InitFuel and MaxStackBytes are
+	// then not enforced, Result.FuelUsed is 0, and only the wall-clock
+	// Timeout stops guest code (a loop-free call tree is not stopped at
+	// all, and deep recursion grows the host's heap). It is for benchmarks
+	// and for modules the operator trusts. See SECURITY.md.
+	DisableMetering bool
+
+	// noCloseOnDone turns wazero's close-on-context-done off; for the
+	// benchmarks that measure what it costs (fuel_bench_test.go) only.
+	noCloseOnDone bool
 }
 
 func (c Config) withDefaults() Config {

@@ -42,6 +42,15 @@ const (
 	FailABIViolation FailureCode = "abi_violation"
 	// FailInit: creating the instance or running _initialize failed.
 	FailInit FailureCode = "init_failed"
+	// FailFuelExhausted: the hook used more than its fuel budget
+	// (Limits.Fuel, or Limits.InitFuel while the instance was being
+	// created). Deterministic: the same module and input run out at the
+	// same instruction on every run and every machine.
+	FailFuelExhausted FailureCode = "fuel_exhausted"
+	// FailStackExhausted: the hook's call stack went past
+	// Limits.MaxStackBytes (or the engine's own ceiling, which the
+	// interpreter reaches at 2000 frames).
+	FailStackExhausted FailureCode = "stack_exhausted"
 )
 
 // Failure is a hook failure. Invoke returns it as its error, beside a Result

@@ -31,6 +31,9 @@ type invocation struct {
 	charged   int64 // credit charged by host calls
 	violation *Failure
 
+	// fuel is the instance's fuel global; nil when not metered.
+	fuel api.Global
+
 	log logBuffer
 }
 
@@ -108,6 +111,10 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = deliver(nil, mem, deliverReply{abi.StatusNotInInvocation,
 			abi.NewError(abi.StatusNotInInvocation, "host_call is not available outside an invocation (from _initialize or init)").Encode()}, outPtr, outCap)
 		return
+	}
+	if inv.fuel != nil && int64(inv.fuel.Get()) < 0 {
+		// The fuel ran out between two checks: nothing more runs.
+		panic(&Failure{Code: FailFuelExhausted, Message: "the hook used up its fuel budget"})
 	}
 	if abi.IsTake(nameLen, inLen) {
 		inv.takes++

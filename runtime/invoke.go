@@ -62,6 +62,12 @@ type Result struct {
 	Logs []LogLine `json:"logs"`
 	// LogBytesDropped counts output bytes over Limits.MaxLogBytes.
 	LogBytesDropped int `json:"log_bytes_dropped,omitempty"`
+	// FuelUsed is the fuel the invocation used (see Limits.Fuel): the
+	// same for the same module and input on every run and every machine
+	// (for a hook whose WASI inputs, the clock and random_get, do not
+	// change its path). It is the whole budget when the fuel ran out, and
+	// 0 with Config.DisableMetering.
+	FuelUsed uint64 `json:"fuel_used"`
 	// MemoryPages is the size of the instance's memory afterwards.
 	MemoryPages uint32 `json:"memory_pages"`
 	// Reused reports whether the instance went back to the pool.
@@ -120,6 +126,8 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	// The input is parked before the call, as ABI.md says.
 	inv.parked, inv.parkedStatus, inv.hasParked = doc, abi.StatusOK, true
 	inst.mem.refused.Store(0)
+	inst.setBudgets(lim.Fuel, lim.MaxStackBytes)
+	inv.fuel = inst.fuel
 	deadline := time.Now().Add(lim.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	ret, callErr := inst.handle.Call(withInvocation(cctx, inv), uint64(len(doc)))
@@ -137,16 +145,23 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 		HostCalls:     inv.calls,
 		HostCallBytes: inv.bytes,
 		CreditCharged: inv.charged,
+		FuelUsed:      inst.fuelUsed(lim.Fuel),
 	}
 	var fail *Failure
-	if callErr != nil {
-		if ctx.Err() != nil && inv.violation == nil && time.Now().Before(deadline) {
-			// The caller gave up; that is not the hook's failure.
-			r.release(ctx, p, inst, false)
-			return nil, fmt.Errorf("runtime: invocation abandoned: %w", ctx.Err())
-		}
+	if callErr != nil && ctx.Err() != nil && inv.violation == nil && time.Now().Before(deadline) {
+		// The caller gave up; that is not the hook's failure.
+		r.release(ctx, p, inst, false)
+		return nil, fmt.Errorf("runtime: invocation abandoned: %w", ctx.Err())
+	}
+	switch {
+	case inv.violation != nil:
+		fail = inv.violation
+	case inst.exhausted(lim, lim.Fuel, callErr) != nil:
+		// Out of fuel or stack, whether it trapped or returned.
+		fail = inst.exhausted(lim, lim.Fuel, callErr)
+	case callErr != nil:
 		fail = classify(cctx, callErr, inst.mem, inv)
-	} else {
+	default:
 		res.Decision, fail = r.readDecision(inst, inv, ret[0], point)
 	}
 	res.Logs = inv.log.flush()
@@ -236,6 +251,15 @@ func mergeLimits(l, d Limits) Limits {
 	}
 	if l.MaxLogBytes == 0 {
 		l.MaxLogBytes = d.MaxLogBytes
+	}
+	if l.Fuel == 0 {
+		l.Fuel = d.Fuel
+	}
+	if l.InitFuel == 0 {
+		l.InitFuel = d.InitFuel
+	}
+	if l.MaxStackBytes == 0 {
+		l.MaxStackBytes = d.MaxStackBytes
 	}
 	return l
 }

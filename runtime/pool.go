@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/runtime/internal/meter"
 )
 
 // poolKey identifies a pool. Instances are never shared between tenants,
@@ -40,6 +42,71 @@ type instance struct {
 	handle      api.Function
 	mem         *limitedMemory
 	invocations int
+
+	// fuel and stack are the budgets the instrumentation injected (see
+	// runtime/internal/meter); nil when the runtime does not meter.
+	fuel, stack api.MutableGlobal
+}
+
+// metered reports whether the instance was instrumented.
+func (inst *instance) metered() bool { return inst.fuel != nil }
+
+// setBudgets sets the fuel and stack budgets before guest code runs.
+func (inst *instance) setBudgets(fuel uint64, stack int) {
+	if inst.metered() {
+		inst.fuel.Set(fuel)
+		inst.stack.Set(uint64(uint32(stack)))
+	}
+}
+
+// fuelUsed returns the fuel used since setBudgets(budget, ...): the whole
+// budget when it ran out.
+func (inst *instance) fuelUsed(budget uint64) uint64 {
+	if !inst.metered() {
+		return 0
+	}
+	left := int64(inst.fuel.Get())
+	if left < 0 {
+		return budget
+	}
+	return budget - min(uint64(left), budget)
+}
+
+// exhausted returns the failure of guest code that ran out of fuel or of
+// stack, or nil. A trap, or a return, with fuel below zero is fuel
+// exhaustion (the instrumentation checks the fuel at loop headers and
+// function entries, so it may end a little below zero without a trap); a
+// trap with the stack budget below zero is a stack overflow, as is the
+// engine's own stack overflow. See RATIONALE.md#why-fuel-and-how-much.
+func (inst *instance) exhausted(lim Limits, fuel uint64, err error) *Failure {
+	if inst.metered() {
+		if int32(uint32(inst.stack.Get())) < 0 {
+			return stackFailure(lim)
+		}
+		if int64(inst.fuel.Get()) < 0 {
+			return &Failure{Code: FailFuelExhausted, Message: fmt.Sprintf("the hook used up its fuel budget of %d", fuel)}
+		}
+	}
+	if err != nil && isStackOverflow(err) {
+		return stackFailure(lim)
+	}
+	return nil
+}
+
+func stackFailure(lim Limits) *Failure {
+	return &Failure{Code: FailStackExhausted, Message: fmt.Sprintf("the hook's call stack went past its limit of %d bytes", lim.MaxStackBytes)}
+}
+
+// isStackOverflow reports whether err is the engine's own stack overflow
+// (wazero's compiler or interpreter), which the instrumentation's limit
+// normally preempts.
+func isStackOverflow(err error) bool {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimSuffix(msg, " (recovered by wazero)")
+	return msg == "stack overflow" || msg == "wasm error: stack overflow"
 }
 
 func (r *Runtime) pool(key poolKey, c *compiled) (*pool, error) {
@@ -146,8 +213,30 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	}
 	p.live.Add(1)
 	inst := &instance{mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport)}
-	if init := mod.ExportedFunction(abi.InitializeExport); init != nil {
-		if _, err := init.Call(ictx); err != nil {
+	if !r.cfg.DisableMetering {
+		fuel, ok1 := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+		stack, ok2 := mod.ExportedGlobal(meter.StackExport).(api.MutableGlobal)
+		if !ok1 || !ok2 { // the instrumentation guarantees them; be defensive
+			p.discard(ctx, inst)
+			return nil, &Failure{Code: FailInit, Message: "the instrumented module lacks its fuel and stack globals"}
+		}
+		inst.fuel, inst.stack = fuel, stack
+		// One budget for all initialisation: the start function (which
+		// the instrumentation exports rather than letting wazero run it
+		// unmetered at instantiation) and _initialize.
+		inst.setBudgets(lim.InitFuel, lim.MaxStackBytes)
+	}
+	for _, name := range [...]string{meter.StartExport, abi.InitializeExport} {
+		fn := mod.ExportedFunction(name)
+		if fn == nil {
+			continue
+		}
+		_, err := fn.Call(ictx)
+		if f := inst.exhausted(lim, lim.InitFuel, err); f != nil {
+			p.discard(ctx, inst)
+			return nil, initFailure(&Failure{Code: f.Code, Message: "during initialisation: " + f.Message}, st)
+		}
+		if err != nil {
 			p.discard(ctx, inst)
 			return nil, r.initFailure(ctx, err, mem, st)
 		}
@@ -169,8 +258,13 @@ func (r *Runtime) initFailure(ctx context.Context, err error, mem *limitedMemory
 		out.Code = f.Code
 		out.Message = "during initialisation: " + f.Message
 	}
+	return initFailure(out, st)
+}
+
+// initFailure adds the tail of what the guest printed to f.
+func initFailure(f *Failure, st *initState) *Failure {
 	if tail := st.tail(); tail != "" {
-		out.Message += " (output: " + tail + ")"
+		f.Message += " (output: " + tail + ")"
 	}
-	return out
+	return f
 }

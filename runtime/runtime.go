@@ -52,7 +52,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		wc = wazero.NewRuntimeConfig()
 	}
 	// See RATIONALE.md#why-close-on-context-done.
-	wc = wc.WithCloseOnContextDone(true).
+	wc = wc.WithCloseOnContextDone(!cfg.noCloseOnDone).
 		WithMemoryLimitPages(cfg.MaxMemoryPages).
 		WithCoreFeatures(api.CoreFeaturesV2)
 	if cfg.CacheDir != "" {
@@ -206,9 +206,10 @@ func Digest(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Load validates wasm (see Validate), compiles it, and returns the Module.
-// Identical bytes are compiled once and shared; with Config.CacheDir the
-// compiled code also survives the process.
+// Load validates wasm (see Validate), instruments it with fuel and a stack
+// limiter (unless Config.DisableMetering), compiles it, and returns the
+// Module. Identical bytes are instrumented and compiled once and shared; with
+// Config.CacheDir the compiled code also survives the process.
 func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -224,11 +225,21 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
 			}
 			r.cache.Remove(digest)
 		}
-		info, err := Validate(wasm, ValidateOptions{MaxModuleBytes: r.cfg.MaxModuleBytes, MaxMemoryPages: r.cfg.MaxMemoryPages})
+		info, parsed, err := validate(wasm, ValidateOptions{MaxModuleBytes: r.cfg.MaxModuleBytes, MaxMemoryPages: r.cfg.MaxMemoryPages})
 		if err != nil {
 			return nil, err
 		}
-		code, err := r.wr.CompileModule(ctx, wasm)
+		bin := wasm
+		if !r.cfg.DisableMetering {
+			// See RATIONALE.md#why-fuel-and-how-much. The instrumented
+			// bytes are compiled and cached under the original's digest,
+			// so a module is rewritten once per process; wazero's disk
+			// cache keys on the instrumented bytes.
+			if bin, _, err = instrument(wasm, parsed); err != nil {
+				return nil, err
+			}
+		}
+		code, err := r.wr.CompileModule(ctx, bin)
 		if err != nil {
 			return nil, &ValidationError{Reason: "compile failed", Err: err}
 		}

@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/runtime/internal/meter"
 	"github.com/wasmhooks/wasmhooks/runtime/internal/wasmbin"
 )
 
@@ -74,7 +76,35 @@ var handleExportRE = regexp.MustCompile(`^hook_v([0-9]+)_handle$`)
 // optional); its memory (one, not shared, not 64-bit, minimum within the
 // limit); its start function; and its manifest. Every error names the
 // offending import or export.
+//
+// Validate also decodes every instruction, as Load does when it instruments
+// the module (see RATIONALE.md#why-fuel-and-how-much): an unknown opcode or
+// an instruction of an unsupported proposal (SIMD, threads, tail calls,
+// exceptions) refuses the module, as does an export whose name starts with
+// the reserved prefix "__wasmhooks".
 func Validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, error) {
+	info, m, err := validate(wasm, opts)
+	if err != nil {
+		return info, err
+	}
+	if _, _, err := instrument(wasm, m); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// instrument injects fuel and the stack limiter into a validated module.
+func instrument(wasm []byte, m *wasmbin.Module) ([]byte, meter.Stats, error) {
+	out, st, err := meter.Instrument(wasm, m)
+	if err != nil {
+		return nil, st, &ValidationError{Reason: "the code cannot be instrumented", Err: err}
+	}
+	return out, st, nil
+}
+
+// validate is Validate without the instruction pass; it also returns the
+// parsed module.
+func validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, *wasmbin.Module, error) {
 	if opts.MaxModuleBytes == 0 {
 		opts.MaxModuleBytes = DefaultMaxModuleBytes
 	}
@@ -82,15 +112,15 @@ func Validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, error) {
 		opts.MaxMemoryPages = DefaultMaxMemoryPages
 	}
 	if len(wasm) > opts.MaxModuleBytes {
-		return nil, &LimitError{Limit: "module_bytes", Max: uint64(opts.MaxModuleBytes), Got: uint64(len(wasm))}
+		return nil, nil, &LimitError{Limit: "module_bytes", Max: uint64(opts.MaxModuleBytes), Got: uint64(len(wasm))}
 	}
 	m, err := wasmbin.Parse(wasm, wasmbin.Limits{MaxModuleBytes: uint64(opts.MaxModuleBytes)})
 	if err != nil {
 		var le *wasmbin.LimitError
 		if errors.As(err, &le) {
-			return nil, &LimitError{Limit: le.Limit, Max: le.Max, Got: le.Got}
+			return nil, nil, &LimitError{Limit: le.Limit, Max: le.Max, Got: le.Got}
 		}
-		return nil, &ValidationError{Reason: "not a valid WebAssembly module", Err: err}
+		return nil, nil, &ValidationError{Reason: "not a valid WebAssembly module", Err: err}
 	}
 	info := &ModuleInfo{Digest: Digest(wasm), Size: len(wasm), ABIVersion: strconv.Itoa(abi.Major), Functions: len(m.Functions)}
 
@@ -105,30 +135,30 @@ func Validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, error) {
 	for _, ii := range info.Imports {
 		name := ii.Module + "." + ii.Name
 		if mm := hookModuleRE.FindStringSubmatch(ii.Module); mm != nil && ii.Module != abi.ImportModule {
-			return info, &ValidationError{Import: name, Reason: fmt.Sprintf("the module targets hook ABI v%s; this host speaks v%d", mm[1], abi.Major)}
+			return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("the module targets hook ABI v%s; this host speaks v%d", mm[1], abi.Major)}
 		}
 		if ii.Kind != "func" {
-			return info, &ValidationError{Import: name, Reason: fmt.Sprintf("imports a %s; a hook may import only functions (it must define and export its own memory)", ii.Kind)}
+			return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("imports a %s; a hook may import only functions (it must define and export its own memory)", ii.Kind)}
 		}
 		switch ii.Module {
 		case abi.ImportModule:
 			if ii.Name != abi.HostCallImport {
-				return info, &ValidationError{Import: name, Reason: fmt.Sprintf("%s has no function %q; the only import is %s.%s", abi.ImportModule, ii.Name, abi.ImportModule, abi.HostCallImport)}
+				return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("%s has no function %q; the only import is %s.%s", abi.ImportModule, ii.Name, abi.ImportModule, abi.HostCallImport)}
 			}
 			if ii.Signature != abi.HostCallSignature {
-				return info, &ValidationError{Import: name, Reason: fmt.Sprintf("signature is %s, want %s", ii.Signature, abi.HostCallSignature)}
+				return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("signature is %s, want %s", ii.Signature, abi.HostCallSignature)}
 			}
 		case abi.WASIModule:
 			want, ok := abi.WASIFunctions[ii.Name]
 			if !ok {
-				return info, &ValidationError{Import: name, Reason: "not in the fixed WASI set a hook may import (see ABI.md#wasi)"}
+				return info, nil, &ValidationError{Import: name, Reason: "not in the fixed WASI set a hook may import (see ABI.md#wasi)"}
 			}
 			if ii.Signature != want {
-				return info, &ValidationError{Import: name, Reason: fmt.Sprintf("signature is %s, want %s", ii.Signature, want)}
+				return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("signature is %s, want %s", ii.Signature, want)}
 			}
 			info.UsesWASI = true
 		default:
-			return info, &ValidationError{Import: name, Reason: fmt.Sprintf("a hook may import only %s.%s and the fixed WASI set", abi.ImportModule, abi.HostCallImport)}
+			return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("a hook may import only %s.%s and the fixed WASI set", abi.ImportModule, abi.HostCallImport)}
 		}
 	}
 
@@ -148,38 +178,40 @@ func Validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, error) {
 		switch {
 		case ei.Name == abi.HandleExport:
 			if ei.Kind != "func" {
-				return info, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("is a %s, want a function %s", ei.Kind, abi.HandleSignature)}
+				return info, nil, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("is a %s, want a function %s", ei.Kind, abi.HandleSignature)}
 			}
 			if ei.Signature != abi.HandleSignature {
-				return info, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("signature is %s, want %s", ei.Signature, abi.HandleSignature)}
+				return info, nil, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("signature is %s, want %s", ei.Signature, abi.HandleSignature)}
 			}
 			haveHandle = true
 		case ei.Name == abi.InitializeExport:
 			if ei.Kind != "func" || ei.Signature != "() -> ()" {
-				return info, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("must be a function () -> (), is a %s %s", ei.Kind, ei.Signature)}
+				return info, nil, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("must be a function () -> (), is a %s %s", ei.Kind, ei.Signature)}
 			}
 			info.HasInitialize = true
 		case ei.Name == abi.MemoryExport:
 			if ei.Kind != "memory" {
-				return info, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("is a %s, want a memory", ei.Kind)}
+				return info, nil, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("is a %s, want a memory", ei.Kind)}
 			}
 			haveMemory = true
+		case strings.HasPrefix(ei.Name, meter.ReservedPrefix):
+			return info, nil, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("names starting with %q are reserved for the runtime's instrumentation", meter.ReservedPrefix)}
 		default:
 			if mm := handleExportRE.FindStringSubmatch(ei.Name); mm != nil {
-				return info, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("the module targets hook ABI v%s; this host speaks v%d and needs %s", mm[1], abi.Major, abi.HandleExport)}
+				return info, nil, &ValidationError{Export: ei.Name, Reason: fmt.Sprintf("the module targets hook ABI v%s; this host speaks v%d and needs %s", mm[1], abi.Major, abi.HandleExport)}
 			}
 		}
 	}
 	if !haveHandle {
-		return info, &ValidationError{Export: abi.HandleExport, Reason: "missing; a hook must export " + abi.HandleExport + " " + abi.HandleSignature}
+		return info, nil, &ValidationError{Export: abi.HandleExport, Reason: "missing; a hook must export " + abi.HandleExport + " " + abi.HandleSignature}
 	}
 	if !haveMemory {
-		return info, &ValidationError{Export: abi.MemoryExport, Reason: "missing; a hook must export its linear memory as \"memory\""}
+		return info, nil, &ValidationError{Export: abi.MemoryExport, Reason: "missing; a hook must export its linear memory as \"memory\""}
 	}
 
 	// Memory.
 	if len(m.Memories) != 1 {
-		return info, &ValidationError{Export: abi.MemoryExport, Reason: fmt.Sprintf("the module defines %d memories, want exactly 1", len(m.Memories))}
+		return info, nil, &ValidationError{Export: abi.MemoryExport, Reason: fmt.Sprintf("the module defines %d memories, want exactly 1", len(m.Memories))}
 	}
 	mem := m.Memories[0]
 	info.MemoryMinPages = mem.Min
@@ -188,21 +220,21 @@ func Validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, error) {
 		info.MemoryMaxPages = &mx
 	}
 	if mem.Min > opts.MaxMemoryPages {
-		return info, &LimitError{Limit: "memory_min_pages", Max: uint64(opts.MaxMemoryPages), Got: uint64(mem.Min)}
+		return info, nil, &LimitError{Limit: "memory_min_pages", Max: uint64(opts.MaxMemoryPages), Got: uint64(mem.Min)}
 	}
 
 	// Start function.
 	if m.StartIsImport() {
-		return info, &ValidationError{Reason: "the start function is an import; a start function must be defined in the module"}
+		return info, nil, &ValidationError{Reason: "the start function is an import; a start function must be defined in the module"}
 	}
 
 	// Manifest.
 	if data, ok := m.CustomSection(abi.ManifestSection); ok {
 		man, err := abi.DecodeManifest(data)
 		if err != nil {
-			return info, &ValidationError{Reason: "manifest refused", Err: err}
+			return info, nil, &ValidationError{Reason: "manifest refused", Err: err}
 		}
 		info.Manifest = man
 	}
-	return info, nil
+	return info, m, nil
 }

@@ -54,11 +54,10 @@ var (
 	// running is true while handle runs: it makes Call fail fast with
 	// ErrNotInInvocation outside an invocation and refuses re-entry.
 	running atomic.Bool
-	// inBuf is the reusable buffer the invocation document is taken into,
-	// and outBuf holds the last decision document so that it stays alive
-	// until the host has copied it. Both are touched only by handle, which
-	// never runs twice at once (running guards it).
-	inBuf  []byte
+	// outBuf holds the last decision document so that it stays alive
+	// until the host has copied it; the next invocation reuses it (ABI.md:
+	// the host copies the output before anything else runs). It is touched
+	// only by handle, which never runs twice at once (running guards it).
 	outBuf []byte
 )
 
@@ -93,32 +92,33 @@ func handle(inLen uint32, override any) (out []byte, failure string) {
 		return nil, "no handler registered: call sdk.Handle or sdk.HandleE from an init function"
 	}
 
-	if uint32(cap(inBuf)) < inLen {
-		inBuf = make([]byte, inLen)
-	}
-	doc := inBuf[:inLen]
+	// A fresh buffer each time: the decoded strings are views of it, so
+	// it must never be written again. One allocation replaces one per
+	// string.
+	doc := make([]byte, inLen)
 	status, n := hostcall.Take(doc)
 	if status != abi.StatusOK || n != inLen {
 		return nil, fmt.Sprintf("taking the invocation document returned %s with %d bytes, want OK with %d", status, n, inLen)
 	}
-	ai, err := abi.DecodeInvocation(doc, decodeLimits(len(doc)))
+	inv, err := decodeInvocation(doc)
 	if err != nil {
 		return nil, err.Error()
-	}
-	inv := &Invocation{
-		Point:    ai.Point,
-		Context:  ai.Context,
-		Settings: ai.Settings,
-		Meta:     Meta{Hook: ai.Meta.Hook, Invocation: ai.Meta.Invocation, Tenant: ai.Meta.Tenant},
 	}
 
 	dec, err := runHandler(h, inv)
 	if err != nil {
 		return nil, err.Error()
 	}
-	out, err = dec.encode(inv.Point)
+	out, ok, err := appendDecision(outBuf[:0], dec, inv.Point)
 	if err != nil {
 		return nil, err.Error()
+	}
+	if !ok {
+		// A context value of a type the fast encoder does not know:
+		// encoding/json encodes it (or says why it cannot).
+		if out, err = dec.encode(inv.Point); err != nil {
+			return nil, err.Error()
+		}
 	}
 	outBuf = out
 	return out, ""

@@ -5,6 +5,9 @@
 //	              [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D]
 //	wasmhooks validate FILE.wasm
 //	wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
+//	wasmhooks chain --config chain.json --point P [--input FILE|-] ...
+//	wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision D
+//	wasmhooks chain verify FILE.jsonl
 //
 // Output is JSON on stdout. See README.md for the exit codes.
 package main
@@ -23,6 +26,11 @@ const usage = `usage:
                 [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D]
   wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
+  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
+                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values]
+  wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
+                  [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
+  wasmhooks chain verify FILE.jsonl
   wasmhooks version
 `
 
@@ -55,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdValidate(args[1:], stdout, stderr)
 	case "manifest":
 		return cmdManifest(args[1:], stdout, stderr)
+	case "chain":
+		return cmdChain(ctx, args[1:], stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "wasmhooks", version)
 		return exitOK

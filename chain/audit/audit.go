@@ -1,0 +1,279 @@
+// Package audit holds the chain's audit records, the hash chain that links
+// them, and the sinks that store them: one record per verdict of a binding
+// (allow included) and one per resolution of an approval.
+//
+// Every record carries the hash of the record before it (Prev) and its own
+// (Hash): the sha256 of its canonical encoding without the hash. Verify and
+// VerifyFile recompute both, so a record that was modified, inserted or
+// deleted is found, and the first broken index is reported. Deleting the
+// newest records leaves a valid but shorter chain: compare Head with a copy
+// kept elsewhere (a log shipper, a periodic signature) to catch truncation.
+// See RATIONALE.md#why-a-hash-chained-audit-log.
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// Record is one audit record. Its JSON encoding is its stored form.
+type Record struct {
+	// Seq numbers the records of one chain from 0.
+	Seq uint64 `json:"seq"`
+	// Time is when the verdict was reached, in UTC.
+	Time time.Time `json:"time"`
+	// Run identifies the chain run; an approval's resolution carries the
+	// run it resumes.
+	Run string `json:"run"`
+	// Tenant, Point: what the run was for.
+	Tenant string `json:"tenant"`
+	Point  string `json:"point"`
+	// Config is the digest of the chain configuration the verdict was
+	// reached under.
+	Config string `json:"config"`
+	// Binding, Phase, Module: who decided. Module is the hex sha256 of the
+	// hook's module.
+	Binding string `json:"binding"`
+	Phase   string `json:"phase"`
+	Module  string `json:"module"`
+	// Decision is the verdict applied to the traffic: continue, modify,
+	// block or ask.
+	Decision string `json:"decision"`
+	// By says who reached it: "hook", "fail_policy" (after a failure) or
+	// "approval" (a human or an approval's expiry).
+	By string `json:"by"`
+	// HookAction is what the hook itself returned, when it returned a
+	// decision.
+	HookAction string `json:"hook_action,omitempty"`
+	// Resolution is an approval's resolution: approved, denied, edited or
+	// expired.
+	Resolution string `json:"resolution,omitempty"`
+	// Approval is the id of the approval an ask created or a resolution
+	// resolved.
+	Approval string `json:"approval,omitempty"`
+	// Actor is who resolved an approval, as the platform named them.
+	Actor string `json:"actor,omitempty"`
+	// Reason is the decision's reason (the hook's, the policy's or the
+	// approver's).
+	Reason string `json:"reason,omitempty"`
+	// Failure is the hook failure the fail policy answered.
+	Failure *Failure `json:"failure,omitempty"`
+	// Ignored says which part of the hook's decision its phase did not
+	// allow.
+	Ignored string `json:"ignored,omitempty"`
+	// Input and Output are Digest of the context before and after.
+	Input  string `json:"input"`
+	Output string `json:"output"`
+	// Diff lists the fields a modify changed.
+	Diff []Change `json:"diff,omitempty"`
+	// LatencyUS is how long the hook took, in microseconds.
+	LatencyUS int64 `json:"latency_us"`
+	// HostCalls lists the host calls the hook made.
+	HostCalls []HostCall `json:"host_calls,omitempty"`
+	// CreditCharged is the credit those calls were charged.
+	CreditCharged int64 `json:"credit_charged"`
+	// Prev is the Hash of the record before, "" for the first.
+	Prev string `json:"prev"`
+	// Hash is the sha256 of the record's canonical encoding without Hash.
+	Hash string `json:"hash"`
+}
+
+// Failure is a hook failure: a stable code and a message.
+type Failure struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Change is one field a modify changed. Before and After are Digest of the
+// field's values ("" when absent). BeforeValue and AfterValue hold the values
+// themselves only when the chain was configured to record them: a modify
+// often exists to remove a secret, and the audit log must not keep it.
+type Change struct {
+	Field       string `json:"field"`
+	Before      string `json:"before"`
+	After       string `json:"after"`
+	BeforeValue any    `json:"before_value,omitempty"`
+	AfterValue  any    `json:"after_value,omitempty"`
+}
+
+// HostCall is one host call a hook made.
+type HostCall struct {
+	Capability string `json:"capability"`
+	Status     string `json:"status"`
+	Charged    int64  `json:"charged,omitempty"`
+	LatencyUS  int64  `json:"latency_us"`
+}
+
+// Digest returns "sha256:" and the hex sha256 of v's canonical JSON
+// (abi.Marshal: compact, object keys sorted). A nil map digests as {}.
+func Digest(v any) string {
+	if m, ok := v.(map[string]any); ok && m == nil {
+		v = map[string]any{}
+	}
+	b, err := abi.Marshal(v)
+	if err != nil {
+		b = []byte(fmt.Sprintf("unencodable %T", v))
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// maxRecordDepth bounds the nesting of a record when it is parsed for
+// hashing: contexts nest up to abi.DefaultMaxJSONDepth inside a record.
+const maxRecordDepth = 2*abi.DefaultMaxJSONDepth + 8
+
+// Hash returns the hash a record must carry: the hex sha256 of its canonical
+// encoding (its JSON with "hash" removed, compact, object keys sorted).
+func Hash(r *Record) (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	return hashLine(b)
+}
+
+// hashLine hashes one stored record: every field but "hash", canonically
+// encoded. Unknown fields count, so a field added to a stored line breaks it.
+func hashLine(line []byte) (string, error) {
+	v, err := abi.ParseJSON(line, abi.JSONLimits{MaxBytes: len(line) + 1, MaxDepth: maxRecordDepth})
+	if err != nil {
+		return "", err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("audit: a record must be a JSON object")
+	}
+	delete(m, "hash")
+	canon, err := abi.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Sink stores audit records. Append links r into the sink's chain (it sets
+// Seq, Prev and Hash) and stores it; records are stored in Seq order.
+// Implementations must be safe for concurrent use.
+type Sink interface {
+	Append(ctx context.Context, r *Record) error
+}
+
+// linker assigns Seq, Prev and Hash. The caller holds the sink's lock.
+type linker struct {
+	next uint64
+	head string
+}
+
+func (l *linker) link(r *Record) error {
+	r.Seq, r.Prev, r.Hash = l.next, l.head, ""
+	h, err := Hash(r)
+	if err != nil {
+		return fmt.Errorf("audit: hashing record: %w", err)
+	}
+	r.Hash = h
+	return nil
+}
+
+func (l *linker) commit(r *Record) {
+	l.next, l.head = r.Seq+1, r.Hash
+}
+
+// MemorySink keeps records in memory: for tests, the CLI and embedders that
+// ship records elsewhere. It is safe for concurrent use.
+type MemorySink struct {
+	mu      sync.Mutex // guards l, records
+	l       linker
+	records []Record
+}
+
+// NewMemorySink returns an empty MemorySink.
+func NewMemorySink() *MemorySink { return &MemorySink{} }
+
+// Append links and keeps r.
+func (s *MemorySink) Append(_ context.Context, r *Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.l.link(r); err != nil {
+		return err
+	}
+	s.l.commit(r)
+	s.records = append(s.records, *r)
+	return nil
+}
+
+// Records returns a copy of the records kept so far.
+func (s *MemorySink) Records() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Record(nil), s.records...)
+}
+
+// Head returns the hash of the newest record ("" when empty) and the Seq the
+// next record will get.
+func (s *MemorySink) Head() (hash string, next uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.head, s.l.next
+}
+
+// VerifyError reports the first record that breaks the chain.
+type VerifyError struct {
+	// Index is the record's position in what was verified (the line
+	// number minus one, for a file).
+	Index int
+	// Seq is the Seq the record claims.
+	Seq uint64
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *VerifyError) Error() string {
+	return fmt.Sprintf("audit: record %d (seq %d): %s", e.Index, e.Seq, e.Reason)
+}
+
+// Verify checks that records form one unbroken chain: each record's hash is
+// the hash of its content, each Prev is the hash of the record before, and Seq
+// counts up by one. The first record must have Seq 0 and an empty Prev,
+// unless records is a suffix of a chain: use VerifyFrom. It returns nil or a
+// *VerifyError naming the first broken record.
+func Verify(records []Record) error {
+	return VerifyFrom("", 0, records)
+}
+
+// VerifyFrom is Verify for records that continue a chain whose head hash and
+// next Seq are prev and seq.
+func VerifyFrom(prev string, seq uint64, records []Record) error {
+	for i := range records {
+		r := &records[i]
+		if err := check(i, prev, seq, r.Seq, r.Prev, r.Hash, func() (string, error) { return Hash(r) }); err != nil {
+			return err
+		}
+		prev, seq = r.Hash, r.Seq+1
+	}
+	return nil
+}
+
+func check(i int, prev string, seq, gotSeq uint64, gotPrev, gotHash string, hash func() (string, error)) error {
+	switch {
+	case gotSeq != seq:
+		return &VerifyError{Index: i, Seq: gotSeq, Reason: fmt.Sprintf("seq is %d, want %d (a record was deleted or inserted)", gotSeq, seq)}
+	case gotPrev != prev:
+		return &VerifyError{Index: i, Seq: gotSeq, Reason: "prev does not match the hash of the record before (a record was deleted, inserted or modified)"}
+	}
+	h, err := hash()
+	if err != nil {
+		return &VerifyError{Index: i, Seq: gotSeq, Reason: err.Error()}
+	}
+	if h != gotHash {
+		return &VerifyError{Index: i, Seq: gotSeq, Reason: "hash does not match the record's content (the record was modified)"}
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package chain
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// TestBreaker walks a breaker through closed -> open -> half-open (trial
+// fails) -> open with a doubled backoff -> half-open (trial succeeds) ->
+// closed, and checks that a skipped binding is not run and that another
+// tenant is not affected.
+func TestBreaker(t *testing.T) {
+	// The hook fails (an invalid decision word) when the context says
+	// "boom", and continues otherwise.
+	cfg := policyConfig(t, Binding{Name: "flaky", Point: outbound, Phase: Guard, Fail: FailOpen,
+		Settings: when("boom", `{"action":"explode"}`)})
+	cfg.Breaker = BreakerConfig{Failures: 3, Backoff: 10 * time.Second, MaxBackoff: 15 * time.Second}
+	e := newEnv(t, cfg)
+	invocations := 0
+	e.c.invoke = func(ctx context.Context, m *runtime.Module, req runtime.Request) (*runtime.Result, error) {
+		invocations++
+		return testRuntime(t).Invoke(ctx, m, req)
+	}
+	boom := map[string]any{"outgoing": "boom"}
+	calm := map[string]any{"outgoing": "calm"}
+	type want struct {
+		code       runtime.FailureCode // "" for none
+		breaker    string
+		breakerNow string
+		ran        bool
+	}
+	steps := []struct {
+		name    string
+		advance time.Duration
+		tenant  string
+		ctx     map[string]any
+		want    want
+	}{
+		{"failure 1", 0, "acme", boom, want{runtime.FailInvalidOutput, "", "", true}},
+		{"failure 2", 0, "acme", boom, want{runtime.FailInvalidOutput, "", "", true}},
+		{"failure 3 opens", 0, "acme", boom, want{runtime.FailInvalidOutput, "", BreakerOpen, true}},
+		{"open: skipped", 0, "acme", calm, want{FailCircuitOpen, BreakerOpen, "", false}},
+		{"other tenant unaffected", 0, "globex", calm, want{"", "", "", true}},
+		{"still open", 9 * time.Second, "acme", calm, want{FailCircuitOpen, BreakerOpen, "", false}},
+		{"half-open trial fails", time.Second, "acme", boom, want{runtime.FailInvalidOutput, BreakerHalfOpen, BreakerOpen, true}},
+		{"open for a doubled backoff, capped at 15s", 14 * time.Second, "acme", calm, want{FailCircuitOpen, BreakerOpen, "", false}},
+		{"half-open trial succeeds", time.Second, "acme", calm, want{"", BreakerHalfOpen, BreakerClosed, true}},
+		{"closed again", 0, "acme", boom, want{runtime.FailInvalidOutput, "", "", true}},
+		{"failures counted afresh", 0, "acme", calm, want{"", "", "", true}},
+	}
+	for _, s := range steps {
+		e.clock.Advance(s.advance)
+		before := invocations
+		out, err := e.c.Run(context.Background(), Input{Tenant: s.tenant, Point: outbound, Context: s.ctx})
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		st := out.Trace[0]
+		var code runtime.FailureCode
+		if st.Failure != nil {
+			code = st.Failure.Code
+		}
+		got := want{code, st.Breaker, st.BreakerNow, invocations > before}
+		if got != s.want {
+			t.Errorf("%s: got %+v, want %+v", s.name, got, s.want)
+		}
+		// Fail open: the breaker never turns into a block.
+		if out.Verdict != Allow {
+			t.Errorf("%s: verdict %s", s.name, out.Verdict)
+		}
+	}
+}
+
+func TestBreakerFailClosedBlocksWhileOpen(t *testing.T) {
+	cfg := policyConfig(t, Binding{Name: "g", Module: "scripted", Point: outbound, Phase: Guard, Settings: script("U")})
+	cfg.Breaker = BreakerConfig{Failures: 1}
+	e := newEnv(t, cfg)
+	e.run(t, outbound, nil)
+	out := e.run(t, outbound, nil)
+	if out.Verdict != Block || out.By != ByFailPolicy || out.Failure.Code != FailCircuitOpen {
+		t.Errorf("outcome %+v", out)
+	}
+}
+
+func TestBreakerDisabled(t *testing.T) {
+	cfg := policyConfig(t, Binding{Name: "g", Module: "scripted", Point: outbound, Phase: Guard, Fail: FailOpen, Settings: script("U")})
+	cfg.Breaker = BreakerConfig{Failures: -1}
+	e := newEnv(t, cfg)
+	for i := 0; i < 10; i++ {
+		if out := e.run(t, outbound, nil); out.Trace[0].Failure.Code != runtime.FailTrap {
+			t.Fatalf("run %d: %+v", i, out.Trace[0].Failure)
+		}
+	}
+}
+
+func TestBreakerSurvivesAReloadThatKeepsTheBinding(t *testing.T) {
+	b := Binding{Name: "g", Module: "scripted", Point: outbound, Phase: Guard, Fail: FailOpen, Settings: script("U")}
+	cfg := policyConfig(t, b)
+	cfg.Breaker = BreakerConfig{Failures: 2}
+	e := newEnv(t, cfg)
+	e.run(t, outbound, nil)
+	e.run(t, outbound, nil)
+	// Same binding, another unrelated binding added: the breaker stays open.
+	cfg2 := policyConfig(t, b, Binding{Name: "other", Point: outbound, Phase: Observer})
+	cfg2.Breaker = cfg.Breaker
+	if err := e.c.Reload(context.Background(), cfg2); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.run(t, outbound, nil); out.Trace[1].Failure.Code != FailCircuitOpen {
+		t.Errorf("after reload: %+v", out.Trace[1])
+	}
+	// Another module under the same name is a new binding: a new breaker.
+	b.Module = "policy"
+	cfg3 := policyConfig(t, b)
+	if err := e.c.Reload(context.Background(), cfg3); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.run(t, outbound, nil); out.Trace[0].Failure != nil {
+		t.Errorf("after the module changed: %+v", out.Trace[0])
+	}
+}

@@ -1,0 +1,391 @@
+package chain
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned by a Chain that was closed.
+	ErrClosed = errors.New("chain: closed")
+	// ErrInvalidInput wraps problems with an Input (not with a hook).
+	ErrInvalidInput = errors.New("chain: invalid input")
+	// ErrUnknownApproval is returned for an approval id that is not
+	// pending (never created, already resolved, or expired and applied).
+	ErrUnknownApproval = errors.New("chain: no such pending approval")
+	// ErrInvalidResolution wraps problems with a Resolution; the approval
+	// stays pending.
+	ErrInvalidResolution = errors.New("chain: invalid resolution")
+	// ErrAudit wraps a failure to store an audit record. The run stops
+	// without a verdict: a verdict that cannot be audited is not given.
+	ErrAudit = errors.New("chain: audit record not stored")
+)
+
+// Options configures a Chain. Runtime is required; every other zero value
+// works.
+type Options struct {
+	// Runtime loads and runs the hooks. Required. The Chain does not close
+	// it.
+	Runtime *runtime.Runtime
+	// HostCaller serves the hooks' host calls (a *capability.Runner,
+	// typically), shared by every binding; each binding's Grants and
+	// Limits travel with its requests. Nil answers every host call
+	// UNKNOWN_CAPABILITY.
+	HostCaller runtime.HostCaller
+	// Audit receives one record per verdict. Nil means a new
+	// audit.MemorySink (which grows without bound: for tests and the CLI).
+	Audit audit.Sink
+	// AuditValues puts the before and after values of modified fields in
+	// audit records. False records only their digests, so the audit log
+	// never keeps what a redaction removed.
+	AuditValues bool
+	// Approvals keeps pending approvals. Nil means a new MemoryApprovals.
+	Approvals ApprovalStore
+	// TracerProvider makes the chain's OpenTelemetry spans. Nil means
+	// otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// Logger receives structured logs, hook output among them. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock (breakers, approvals, audit times). Nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Chain runs the bindings of a configuration over agent traffic. Its
+// configuration can be swapped with Reload while runs are in flight. It is
+// safe for concurrent use by multiple goroutines.
+type Chain struct {
+	rt        *runtime.Runtime
+	caller    runtime.HostCaller
+	sink      audit.Sink
+	values    bool
+	approvals ApprovalStore
+	tracer    trace.Tracer
+	log       *slog.Logger
+	now       func() time.Time
+	breakers  breakers
+	// invoke is c.rt.Invoke; tests replace it to produce failures the
+	// runtime does not (yet) produce.
+	invoke func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error)
+
+	cur      atomic.Pointer[snapshot] // the configuration in force; nil once closed
+	reloadMu sync.Mutex               // serialises Reload and Close; guards version, closed
+	version  uint64
+	closed   bool
+}
+
+// New builds a Chain with the configuration cfg. It returns a *ConfigError
+// if cfg is refused.
+func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
+	if opts.Runtime == nil {
+		return nil, errors.New("chain: Options.Runtime is required")
+	}
+	c := &Chain{
+		rt: opts.Runtime, caller: opts.HostCaller, sink: opts.Audit, values: opts.AuditValues,
+		approvals: opts.Approvals, log: opts.Logger, now: opts.Now,
+	}
+	c.invoke = c.rt.Invoke
+	if c.sink == nil {
+		c.sink = audit.NewMemorySink()
+	}
+	if c.approvals == nil {
+		c.approvals = NewMemoryApprovals()
+	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	c.tracer = tp.Tracer("github.com/wasmhooks/wasmhooks/chain")
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if err := c.Reload(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reload builds a new configuration from cfg (loading its modules and
+// compiling its settings schemas) and swaps it in atomically. Runs in flight
+// finish on the configuration they started with; modules no longer bound are
+// closed when the last of those runs ends. If cfg is refused, Reload returns a
+// *ConfigError saying why and the configuration in force stays.
+func (c *Chain) Reload(ctx context.Context, cfg Config) error {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	s, err := c.build(ctx, cfg)
+	if err != nil {
+		c.log.Warn("chain: configuration refused; the one in force stays", "error", err)
+		return err
+	}
+	c.version++
+	s.version = c.version
+	live := map[string]bool{}
+	for _, b := range s.byName {
+		live[b.key] = true
+	}
+	c.breakers.keep(live)
+	old := c.cur.Swap(s)
+	c.log.Info("chain: configuration in force", "version", s.version, "config", s.digest, "bindings", len(s.byName))
+	if old != nil {
+		old.release(ctx)
+	}
+	return nil
+}
+
+// Close stops the chain: later calls return ErrClosed. Runs in flight finish;
+// the modules are closed when the last one ends. Close does not close the
+// Runtime, the audit sink or the approval store.
+func (c *Chain) Close(ctx context.Context) error {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if old := c.cur.Swap(nil); old != nil {
+		old.release(ctx)
+	}
+	return nil
+}
+
+// acquire returns the configuration in force with a reference held, or nil
+// once the chain is closed.
+func (c *Chain) acquire() *snapshot {
+	for {
+		s := c.cur.Load()
+		if s == nil {
+			return nil
+		}
+		if s.tryAcquire() {
+			return s
+		}
+		// s was swapped out and released between Load and tryAcquire;
+		// the next Load sees its successor.
+	}
+}
+
+// BindingInfo describes a binding as configured, for inspection.
+type BindingInfo struct {
+	Name     string     `json:"name"`
+	Module   string     `json:"module"`
+	Digest   string     `json:"digest"`
+	Point    string     `json:"point"`
+	Phase    Phase      `json:"phase"`
+	Priority int        `json:"priority"`
+	Fail     FailPolicy `json:"fail"`
+}
+
+// ConfigInfo describes the configuration in force.
+type ConfigInfo struct {
+	// Version counts the configurations this Chain has had, from 1.
+	Version uint64 `json:"version"`
+	// Digest identifies the configuration's content.
+	Digest string `json:"digest"`
+	// Points maps each point that has bindings to them, in run order.
+	Points map[string][]BindingInfo `json:"points"`
+}
+
+// Info describes the configuration in force; ok is false once closed.
+func (c *Chain) Info() (info ConfigInfo, ok bool) {
+	s := c.acquire()
+	if s == nil {
+		return ConfigInfo{}, false
+	}
+	defer s.release(context.Background())
+	info = ConfigInfo{Version: s.version, Digest: s.digest, Points: map[string][]BindingInfo{}}
+	for p, list := range s.points {
+		for _, b := range list {
+			info.Points[p] = append(info.Points[p], BindingInfo{
+				Name: b.Name, Module: b.Module, Digest: b.digest, Point: b.Point, Phase: b.Phase, Priority: b.Priority, Fail: b.fail,
+			})
+		}
+	}
+	return info, true
+}
+
+// Input is the traffic a chain run sees.
+type Input struct {
+	// Tenant owns the traffic. Required.
+	Tenant string
+	// Point is the hook point. Required.
+	Point string
+	// Context is the traffic at the point (ABI.md documents each point's
+	// fields). Nil means {}. It is not modified.
+	Context map[string]any
+	// Run identifies the run in the trace, logs and audit. Empty means a
+	// random id.
+	Run string
+}
+
+// Verdict is the outcome of a chain run.
+type Verdict string
+
+// Verdicts.
+const (
+	// Allow lets the traffic through, with Outcome.Context (changed when
+	// Outcome.Modified).
+	Allow Verdict = "allow"
+	// Block stops the traffic.
+	Block Verdict = "block"
+	// Pending holds the traffic until Outcome.Approval is resolved.
+	Pending Verdict = "pending"
+)
+
+// Who decided what a step applied.
+const (
+	ByHook       = "hook"
+	ByFailPolicy = "fail_policy"
+	ByApproval   = "approval"
+)
+
+// FailCircuitOpen is the failure code of a binding the circuit breaker
+// skipped; its fail policy applied without running it.
+const FailCircuitOpen runtime.FailureCode = "circuit_open"
+
+// Outcome is the result of a chain run (or of resuming one).
+type Outcome struct {
+	// Run identifies the run.
+	Run    string `json:"run"`
+	Tenant string `json:"tenant"`
+	Point  string `json:"point"`
+	// Config is the digest of the configuration the run ended on.
+	Config string `json:"config"`
+	// Verdict is allow, block or pending.
+	Verdict Verdict `json:"verdict"`
+	// Modified reports whether Context differs from the input.
+	Modified bool `json:"modified"`
+	// Binding names the binding that blocked or asked.
+	Binding string `json:"binding,omitempty"`
+	// By says who blocked: "hook", "fail_policy" or "approval".
+	By string `json:"by,omitempty"`
+	// Reason is for the agent: why the traffic was blocked or held.
+	Reason string `json:"reason,omitempty"`
+	// UserMessage is for the end user.
+	UserMessage string `json:"user_message,omitempty"`
+	// DoNotReplyAgain asks the platform to stop automatic replies in the
+	// conversation; set if any applied decision asked for it.
+	DoNotReplyAgain bool `json:"do_not_reply_again,omitempty"`
+	// Failure is the hook failure a fail-closed policy blocked on.
+	Failure *runtime.Failure `json:"failure,omitempty"`
+	// Context is the traffic after the run: as the transformers left it,
+	// or as it was when a guard blocked or asked.
+	Context map[string]any `json:"context"`
+	// Approval is the pending approval when Verdict is pending.
+	Approval *Approval `json:"approval,omitempty"`
+	// Trace lists every step of the run, resumed runs included.
+	Trace []Step `json:"trace"`
+	// Audit holds the audit records this call appended.
+	Audit []audit.Record `json:"audit"`
+}
+
+// Step is one binding's part in a run (or one approval's resolution).
+type Step struct {
+	Binding  string `json:"binding"`
+	Module   string `json:"module"`
+	Phase    Phase  `json:"phase"`
+	Priority int    `json:"priority"`
+	// Invocation is the invocation id the hook ran with.
+	Invocation string `json:"invocation,omitempty"`
+	// Decision is the hook's own decision; nil when it failed, was
+	// skipped, or the step is a resolution.
+	Decision *abi.Decision `json:"decision"`
+	// Failure says why the hook reached no decision.
+	Failure *runtime.Failure `json:"failure,omitempty"`
+	// FailPolicy is the policy that decided after a failure.
+	FailPolicy FailPolicy `json:"fail_policy,omitempty"`
+	// Breaker is the breaker's state when it was not closed: "open" (the
+	// hook was skipped) or "half_open" (this run was the trial). After
+	// the run, BreakerNow says where it moved.
+	Breaker    string `json:"breaker,omitempty"`
+	BreakerNow string `json:"breaker_now,omitempty"`
+	// Applied is what the step did to the traffic: continue, modify, block
+	// or ask.
+	Applied abi.Action `json:"applied"`
+	// By says who decided it: hook, fail_policy or approval.
+	By string `json:"by"`
+	// Ignored says what part of the hook's decision its phase does not
+	// allow, or why an ask did not pause.
+	Ignored string `json:"ignored,omitempty"`
+	// Changed lists the fields a modify changed.
+	Changed []string `json:"changed,omitempty"`
+	// Approval is the approval an ask created or a resolution resolved.
+	Approval string `json:"approval,omitempty"`
+	// Resolution is approved, denied, edited or expired, for a resolution;
+	// Actor and Reason are who resolved it and their note.
+	Resolution string `json:"resolution,omitempty"`
+	Actor      string `json:"actor,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	// HostCalls lists the hook's host calls.
+	HostCalls []audit.HostCall `json:"host_calls"`
+	// CreditCharged is the credit they were charged.
+	CreditCharged int64 `json:"credit_charged"`
+	// LatencyUS is how long the step took, in microseconds.
+	LatencyUS int64 `json:"latency_us"`
+	// Logs holds what the hook wrote to stdout and stderr, never
+	// interpreted.
+	Logs []runtime.LogLine `json:"logs,omitempty"`
+	// LogBytesDropped counts output over the hook's log limit.
+	LogBytesDropped int `json:"log_bytes_dropped,omitempty"`
+	// Audit is the hash of the step's audit record.
+	Audit string `json:"audit"`
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run runs the bindings at in.Point over in.Context, in order, and returns
+// the outcome: allow (with the context as the transformers left it), block,
+// or pending (an approval to resolve with Resolve). A hook failure is never
+// an error here: its binding's fail policy decides and the trace says so.
+// Run returns an error, and no outcome, for a bad input, a closed chain, the
+// caller's context ending, or an audit record that could not be stored.
+func (c *Chain) Run(ctx context.Context, in Input) (*Outcome, error) {
+	if in.Tenant == "" {
+		return nil, fmt.Errorf("%w: tenant is required", ErrInvalidInput)
+	}
+	if _, ok := abi.LookupPoint(in.Point); !ok {
+		return nil, fmt.Errorf("%w: unknown hook point %q", ErrInvalidInput, in.Point)
+	}
+	if in.Context == nil {
+		in.Context = map[string]any{}
+	}
+	if in.Run == "" {
+		in.Run = newID()
+	}
+	s := c.acquire()
+	if s == nil {
+		return nil, ErrClosed
+	}
+	defer s.release(ctx)
+	st := &RunState{
+		Run: in.Run, Tenant: in.Tenant, Point: in.Point, Config: s.digest,
+		Context: in.Context, Input: audit.Digest(in.Context), Started: c.now().UTC(),
+	}
+	return c.execute(ctx, s, st, "chain.run")
+}

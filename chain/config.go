@@ -1,0 +1,497 @@
+package chain
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// Phase is where a binding runs in the chain and what it may do.
+// See RATIONALE.md#why-three-phases.
+type Phase string
+
+// The three phases, in the order they run.
+const (
+	// Observer bindings run first and always; they see the traffic as it
+	// arrived and cannot change anything: a modify, block or ask from an
+	// observer is ignored and reported, and a failure never blocks.
+	Observer Phase = "observer"
+	// Transformer bindings run second; they may continue or modify (only
+	// the point's changeable fields). A block or ask is ignored and
+	// reported.
+	Transformer Phase = "transformer"
+	// Guard bindings run last, on the traffic as the transformers left it;
+	// they may continue, block or ask. A modify is ignored and reported.
+	Guard Phase = "guard"
+)
+
+func (p Phase) rank() int {
+	switch p {
+	case Observer:
+		return 0
+	case Transformer:
+		return 1
+	case Guard:
+		return 2
+	}
+	return -1
+}
+
+// FailPolicy is what a binding's failure decides.
+type FailPolicy string
+
+// Fail policies.
+const (
+	// FailOpen continues as if the hook had answered continue, and records
+	// the failure.
+	FailOpen FailPolicy = "open"
+	// FailClosed blocks, with a reason that names the failure (never the
+	// hook's own words, so it cannot be confused with a deliberate block).
+	FailClosed FailPolicy = "closed"
+)
+
+// transformerFail is the default fail policy of a transformer at each point:
+// closed where the traffic leaves the agent's trust boundary (to the user, to
+// a tool, to a model provider, into durable memory), open where it stays
+// inside the agent. See RATIONALE.md#why-these-default-fail-policies.
+var transformerFail = map[string]FailPolicy{
+	"message.inbound":  FailOpen,
+	"message.outbound": FailClosed,
+	"tool.before":      FailClosed,
+	"tool.after":       FailOpen,
+	"llm.before":       FailClosed,
+	"llm.after":        FailOpen,
+	"context.assemble": FailOpen,
+	"compaction":       FailOpen,
+	"memory.read":      FailOpen,
+	"memory.write":     FailClosed,
+}
+
+// DefaultFailPolicy returns the fail policy of a binding at point in phase
+// that does not set one: open for observers (they cannot block), closed for
+// guards, and for transformers closed where the traffic leaves the agent
+// (message.outbound, tool.before, llm.before, memory.write) and open
+// elsewhere.
+func DefaultFailPolicy(point string, phase Phase) FailPolicy {
+	switch phase {
+	case Observer:
+		return FailOpen
+	case Guard:
+		return FailClosed
+	}
+	if p, ok := transformerFail[point]; ok {
+		return p
+	}
+	return FailClosed
+}
+
+// ExpiryPolicy is what an approval that nobody resolved in time decides.
+type ExpiryPolicy string
+
+// Expiry policies.
+const (
+	ExpireDeny    ExpiryPolicy = "deny"
+	ExpireApprove ExpiryPolicy = "approve"
+)
+
+// DefaultApprovalTimeout is how long an approval waits when the binding does
+// not say.
+const DefaultApprovalTimeout = 15 * time.Minute
+
+// ApprovalPolicy configures the approvals a guard's ask creates.
+type ApprovalPolicy struct {
+	// Timeout is how long an approval waits for a resolution. Zero means
+	// DefaultApprovalTimeout (15 minutes).
+	Timeout time.Duration
+	// OnExpiry decides an approval nobody resolved in time. Empty means
+	// ExpireDeny.
+	OnExpiry ExpiryPolicy
+}
+
+// Binding binds a hook module at a point of the chain.
+type Binding struct {
+	// Name identifies the binding; unique in a Config. It is the hook's
+	// name in its invocations (meta.hook), in the trace, the audit log and
+	// the key-value scope. Letters, digits, '.', '_' and '-', at most 64.
+	Name string
+	// Module names the module in Config.Modules.
+	Module string
+	// Point is the hook point, such as "message.outbound".
+	Point string
+	// Phase is observer, transformer or guard.
+	Phase Phase
+	// Priority orders bindings within a phase: lower runs first; equal
+	// priorities run in the order of Config.Bindings.
+	Priority int
+	// Settings are the hook's settings, validated against its manifest's
+	// settings_schema when the configuration is built. Nil means {}.
+	Settings map[string]any
+	// Grants lists the capabilities granted to the hook. A host call also
+	// needs the hook's manifest to ask for the capability.
+	Grants []string
+	// Fail is the binding's fail policy. Empty means
+	// DefaultFailPolicy(Point, Phase). An observer cannot fail closed.
+	Fail FailPolicy
+	// Limits bound each invocation; zero fields mean the runtime's
+	// defaults.
+	Limits runtime.Limits
+	// Approval configures the approvals the binding's asks create (guards
+	// only).
+	Approval ApprovalPolicy
+}
+
+// BreakerConfig configures the circuit breakers: one per binding and tenant.
+// See RATIONALE.md#why-a-circuit-breaker.
+type BreakerConfig struct {
+	// Failures is how many failures in a row open a breaker. Zero means 5;
+	// negative disables the breakers.
+	Failures int
+	// Backoff is how long a breaker stays open the first time. Zero means
+	// 30 s. Each failed trial doubles it, up to MaxBackoff.
+	Backoff time.Duration
+	// MaxBackoff bounds the backoff. Zero means 5 minutes.
+	MaxBackoff time.Duration
+}
+
+func (b BreakerConfig) withDefaults() BreakerConfig {
+	if b.Failures == 0 {
+		b.Failures = 5
+	}
+	if b.Backoff == 0 {
+		b.Backoff = 30 * time.Second
+	}
+	if b.MaxBackoff == 0 {
+		b.MaxBackoff = 5 * time.Minute
+	}
+	if b.MaxBackoff < b.Backoff {
+		b.MaxBackoff = b.Backoff
+	}
+	return b
+}
+
+// Config is a chain configuration: the modules and how they are bound. Chain
+// copies what it needs, so a Config may be reused or changed afterwards.
+type Config struct {
+	// Modules maps a module name to the module's bytes.
+	Modules map[string][]byte
+	// Bindings lists the bindings; their order breaks priority ties.
+	Bindings []Binding
+	// Breaker configures the circuit breakers.
+	Breaker BreakerConfig
+}
+
+// ConfigError reports why a configuration was refused. A refused Reload
+// leaves the configuration in force unchanged.
+type ConfigError struct {
+	// Problems lists every problem found, each naming its binding or
+	// module.
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return "chain: configuration refused: " + strings.Join(e.Problems, "; ")
+}
+
+// bound is a binding ready to run: its module loaded, its settings
+// validated, its defaults applied. It is immutable.
+type bound struct {
+	Binding
+	index    int // position in Config.Bindings
+	module   *runtime.Module
+	digest   string
+	point    abi.Point
+	fail     FailPolicy
+	key      string // name@digest: what a breaker is kept for
+	timeout  time.Duration
+	onExpiry ExpiryPolicy
+}
+
+// snapshot is one immutable configuration. Runs hold a reference while they
+// use it; its modules are closed when the last reference goes.
+type snapshot struct {
+	version uint64
+	digest  string
+	breaker BreakerConfig
+	points  map[string][]*bound
+	byName  map[string]*bound
+	modules []*runtime.Module
+	refs    atomic.Int64 // the chain's reference plus one per run in flight
+}
+
+func (s *snapshot) tryAcquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *snapshot) release(ctx context.Context) {
+	if s.refs.Add(-1) == 0 {
+		ctx = context.WithoutCancel(ctx)
+		for _, m := range s.modules {
+			_ = m.Close(ctx)
+		}
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// build validates cfg, loads its modules and returns the snapshot. On any
+// problem it closes what it loaded and returns a *ConfigError listing them
+// all.
+func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	br := cfg.Breaker
+	if br.Backoff < 0 || br.MaxBackoff < 0 {
+		bad("breaker: negative backoff")
+	}
+	br = br.withDefaults()
+
+	// Load each module that a binding names, once.
+	type loaded struct {
+		mod    *runtime.Module
+		schema *settingsSchema
+		err    bool
+	}
+	mods := map[string]*loaded{}
+	var modules []*runtime.Module
+	closeAll := func() {
+		for _, m := range modules {
+			_ = m.Close(context.WithoutCancel(ctx))
+		}
+	}
+	names := make([]string, 0, len(cfg.Modules))
+	for name := range cfg.Modules {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	used := map[string]bool{}
+	for _, b := range cfg.Bindings {
+		used[b.Module] = true
+	}
+	for _, name := range names {
+		if !used[name] {
+			c.log.Warn("chain: module not bound by any binding; not loaded", "module", name)
+			continue
+		}
+		l := &loaded{}
+		mods[name] = l
+		m, err := c.rt.Load(ctx, cfg.Modules[name])
+		if err != nil {
+			bad("module %q: %v", name, err)
+			l.err = true
+			continue
+		}
+		modules = append(modules, m)
+		l.mod = m
+		if l.schema, err = compileSettingsSchema(m.Manifest()); err != nil {
+			bad("module %q: %v", name, err)
+			l.err = true
+		}
+	}
+
+	s := &snapshot{breaker: br, points: map[string][]*bound{}, byName: map[string]*bound{}}
+	for i, b := range cfg.Bindings {
+		what := fmt.Sprintf("binding %d (%q)", i, b.Name)
+		if !nameRE.MatchString(b.Name) {
+			bad("%s: the name must be 1-64 letters, digits, '.', '_' or '-'", what)
+			continue
+		}
+		if _, dup := s.byName[b.Name]; dup {
+			bad("%s: duplicate binding name", what)
+			continue
+		}
+		point, ok := abi.LookupPoint(b.Point)
+		if !ok {
+			bad("%s: unknown hook point %q", what, b.Point)
+			continue
+		}
+		if b.Phase.rank() < 0 {
+			bad("%s: unknown phase %q (want observer, transformer or guard)", what, b.Phase)
+			continue
+		}
+		l, ok := mods[b.Module]
+		if !ok {
+			bad("%s: unknown module %q", what, b.Module)
+			continue
+		}
+		fail := b.Fail
+		switch fail {
+		case "":
+			fail = DefaultFailPolicy(b.Point, b.Phase)
+		case FailOpen, FailClosed:
+		default:
+			bad("%s: unknown fail policy %q (want open or closed)", what, b.Fail)
+			continue
+		}
+		if b.Phase == Observer && fail == FailClosed {
+			bad("%s: an observer cannot fail closed (observers cannot block)", what)
+			continue
+		}
+		if b.Approval.Timeout < 0 {
+			bad("%s: negative approval timeout", what)
+			continue
+		}
+		onExpiry := b.Approval.OnExpiry
+		switch onExpiry {
+		case "":
+			onExpiry = ExpireDeny
+		case ExpireDeny, ExpireApprove:
+		default:
+			bad("%s: unknown approval expiry policy %q (want deny or approve)", what, onExpiry)
+			continue
+		}
+		if err := checkLimits(b.Limits); err != nil {
+			bad("%s: %v", what, err)
+			continue
+		}
+		settings, err := normalise(b.Settings)
+		if err != nil {
+			bad("%s: settings: %v", what, err)
+			continue
+		}
+		nb := &bound{Binding: b, index: i, point: point, fail: fail, onExpiry: onExpiry, timeout: b.Approval.Timeout}
+		if nb.timeout == 0 {
+			nb.timeout = DefaultApprovalTimeout
+		}
+		nb.Settings = settings
+		nb.Grants = append([]string(nil), b.Grants...)
+		s.byName[b.Name] = nb
+		if l.err {
+			continue // the module's problem is already reported
+		}
+		if man := l.mod.Manifest(); !man.AllowsPoint(b.Point) {
+			bad("%s: module %q's manifest does not allow point %s (it allows %s)", what, b.Module, b.Point, strings.Join(man.Points, ", "))
+			continue
+		}
+		if err := l.schema.validate(settings); err != nil {
+			bad("%s: %v", what, err)
+			continue
+		}
+		if man := l.mod.Manifest(); man != nil {
+			for _, g := range nb.Grants {
+				if !man.Requests(g) {
+					c.log.Warn("chain: grant the hook's manifest does not ask for; host calls to it will be denied",
+						"binding", b.Name, "capability", g)
+				}
+			}
+		}
+		nb.module, nb.digest = l.mod, l.mod.Digest()
+		nb.key = b.Name + "@" + nb.digest
+		s.points[b.Point] = append(s.points[b.Point], nb)
+	}
+	if len(problems) > 0 {
+		closeAll()
+		return nil, &ConfigError{Problems: problems}
+	}
+	for _, list := range s.points {
+		order(list)
+	}
+	s.modules = modules
+	s.digest = configDigest(cfg, s)
+	s.refs.Store(1)
+	return s, nil
+}
+
+// order sorts the bindings of one point into the order they run. This is the
+// one place the order is defined: by phase (observers, then transformers,
+// then guards), then by priority ascending, then by position in
+// Config.Bindings (a stable sort keeps insertion order for equal
+// priorities).
+func order(list []*bound) {
+	sort.SliceStable(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if a.Phase.rank() != b.Phase.rank() {
+			return a.Phase.rank() < b.Phase.rank()
+		}
+		if a.Priority != b.Priority {
+			return a.Priority < b.Priority
+		}
+		return a.index < b.index
+	})
+}
+
+func checkLimits(l runtime.Limits) error {
+	if l.Timeout < 0 || l.InitTimeout < 0 || l.MaxInputBytes < 0 || l.MaxOutputBytes < 0 || l.MaxHostCalls < 0 ||
+		l.MaxHostCallBytes < 0 || l.MaxRequestBytes < 0 || l.MaxResultBytes < 0 || l.MaxLogBytes < 0 {
+		return fmt.Errorf("limits: negative limit")
+	}
+	if l.MemoryHighWaterPages > 0 && l.MemoryPages > 0 && l.MemoryHighWaterPages > l.MemoryPages {
+		return fmt.Errorf("limits: memory_high_water_pages %d is over memory_pages %d", l.MemoryHighWaterPages, l.MemoryPages)
+	}
+	return nil
+}
+
+// normalise returns a deep copy of v in the form abi.ParseJSON produces
+// (json.Number numbers), refusing what strict JSON refuses. The snapshot then
+// owns its settings, whatever the caller does with its map.
+func normalise(v map[string]any) (map[string]any, error) {
+	if v == nil {
+		return map[string]any{}, nil
+	}
+	b, err := abi.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out, err := abi.ParseJSON(b, abi.JSONLimits{})
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]any), nil
+}
+
+// configDigest identifies a configuration: the bindings as bound (with
+// their modules' digests and resolved defaults) and the breaker settings. A
+// pending approval records it to tell whether it resumes on the same
+// configuration.
+func configDigest(cfg Config, s *snapshot) string {
+	type limits struct {
+		MemoryPages, MemoryHighWaterPages                      uint32
+		Timeout, InitTimeout                                   time.Duration
+		MaxInputBytes, MaxOutputBytes, MaxHostCalls            int
+		MaxHostCallBytes, MaxRequestBytes, MaxResultBytes, Log int
+	}
+	type entry struct {
+		Name, Module, Point, Phase string
+		Priority                   int
+		Settings                   map[string]any
+		Grants                     []string
+		Fail                       string
+		Limits                     limits
+		Timeout                    time.Duration
+		OnExpiry                   string
+	}
+	doc := struct {
+		Bindings []entry
+		Breaker  BreakerConfig
+	}{Breaker: s.breaker}
+	for _, b := range cfg.Bindings {
+		nb := s.byName[b.Name]
+		l := nb.Limits
+		doc.Bindings = append(doc.Bindings, entry{
+			Name: nb.Name, Module: nb.digest, Point: nb.Point, Phase: string(nb.Phase), Priority: nb.Priority,
+			Settings: nb.Settings, Grants: nb.Grants, Fail: string(nb.fail), Timeout: nb.timeout, OnExpiry: string(nb.onExpiry),
+			Limits: limits{l.MemoryPages, l.MemoryHighWaterPages, l.Timeout, l.InitTimeout, l.MaxInputBytes, l.MaxOutputBytes,
+				l.MaxHostCalls, l.MaxHostCallBytes, l.MaxRequestBytes, l.MaxResultBytes, l.MaxLogBytes},
+		})
+	}
+	b, _ := abi.Marshal(doc)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,63 @@
+// Package chain runs hooks as a middleware chain between the user and the
+// agent: the bindings at a hook point, in order, over one piece of traffic.
+//
+// A Binding puts a hook module at a point, in a phase, with a priority,
+// settings (validated against the module's settings_schema when the
+// configuration is built), grants, a fail policy and limits.
+//
+// # Order
+//
+// The bindings of a point run in this order, and this is the only place it is
+// defined: by phase (observers, then transformers, then guards), then by
+// priority, lower first, then by position in Config.Bindings. Two bindings
+// with the same name are refused when the configuration is built.
+//
+// # Phases
+//
+//   - Observers always run (nothing runs before them that could stop the
+//     chain) and cannot change anything: a modify, block or ask from an
+//     observer is ignored, reported in the trace and the audit record, and
+//     logged. An observer's failure never blocks.
+//   - Transformers may continue or modify; each sees the context as the
+//     transformers before it left it, and a modify may set only the point's
+//     changeable fields (anything else is an invalid output, a failure). A
+//     block or ask from a transformer is ignored and reported.
+//   - Guards see the context as the transformers left it and may continue,
+//     block or ask. A block ends the run; an ask pauses it (see Approvals). A
+//     modify from a guard is ignored and reported.
+//
+// # Failures
+//
+// A hook that reaches no decision (runtime.Failure codes: trap, timeout,
+// memory, invalid_output, output_too_large, abi_violation, init_failed and
+// any later ones such as fuel_exhausted; runtime.Code of the error when the
+// runtime refuses the invocation, such as limit_exceeded for a context that
+// grew past the input limit; circuit_open when the breaker skipped it) is
+// answered by its binding's fail policy: open continues, closed blocks with a
+// reason that names the failure and By = "fail_policy", so it is never
+// mistaken for a hook's block. DefaultFailPolicy gives the defaults. A
+// binding that fails BreakerConfig.Failures times in a row for a tenant is
+// not run for a backoff; its fail policy applies meanwhile, then one trial
+// run decides whether it closes again.
+//
+// # Approvals
+//
+// A guard's ask pauses the run: Run returns a Pending outcome with an
+// Approval that carries the paused run's state. Resolve (approve, deny or
+// edit) resumes it from the next binding, on this process or another one that
+// reads the approval from a durable ApprovalStore. ExpirePending applies the
+// expiry policy to approvals nobody resolved in time.
+//
+// # Audit and observability
+//
+// Every step writes one hash-chained audit record (package audit), allow
+// included; every run, hook and host call gets an OpenTelemetry span; logs
+// go to log/slog, with a hook's output attributed to its binding and never
+// interpreted.
+//
+// # Hot reload
+//
+// Reload swaps the configuration atomically. A run holds the configuration
+// it started with until it ends; modules no longer bound are closed when the
+// last such run ends. A refused configuration leaves the one in force.
+package chain

@@ -1,0 +1,150 @@
+package chain
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// The JSON form of a configuration, as `wasmhooks chain --config` reads it:
+//
+//	{"modules": {"redact": "redact-secrets.wasm"},
+//	 "breaker": {"failures": 5, "backoff": "30s", "max_backoff": "5m"},
+//	 "bindings": [
+//	   {"name": "redact-outbound", "module": "redact", "point": "message.outbound",
+//	    "phase": "transformer", "priority": 10, "settings": {}, "grants": [],
+//	    "fail": "closed", "limits": {"timeout": "2s", "memory_pages": 512},
+//	    "approval": {"timeout": "15m", "on_expiry": "deny"}}]}
+//
+// Durations are Go durations ("250ms", "2s"). Unknown fields, duplicate keys
+// and anything strict JSON refuses are errors.
+type fileConfig struct {
+	Modules  map[string]string `json:"modules"`
+	Breaker  *fileBreaker      `json:"breaker"`
+	Bindings []fileBinding     `json:"bindings"`
+}
+
+type fileBreaker struct {
+	Failures   int      `json:"failures"`
+	Backoff    duration `json:"backoff"`
+	MaxBackoff duration `json:"max_backoff"`
+}
+
+type fileBinding struct {
+	Name     string         `json:"name"`
+	Module   string         `json:"module"`
+	Point    string         `json:"point"`
+	Phase    Phase          `json:"phase"`
+	Priority int            `json:"priority"`
+	Settings map[string]any `json:"settings"`
+	Grants   []string       `json:"grants"`
+	Fail     FailPolicy     `json:"fail"`
+	Limits   *fileLimits    `json:"limits"`
+	Approval *fileApproval  `json:"approval"`
+}
+
+type fileLimits struct {
+	MemoryPages          uint32   `json:"memory_pages"`
+	MemoryHighWaterPages uint32   `json:"memory_high_water_pages"`
+	Timeout              duration `json:"timeout"`
+	InitTimeout          duration `json:"init_timeout"`
+	MaxInputBytes        int      `json:"max_input_bytes"`
+	MaxOutputBytes       int      `json:"max_output_bytes"`
+	MaxHostCalls         int      `json:"max_host_calls"`
+	MaxHostCallBytes     int      `json:"max_host_call_bytes"`
+	MaxRequestBytes      int      `json:"max_request_bytes"`
+	MaxResultBytes       int      `json:"max_result_bytes"`
+	MaxLogBytes          int      `json:"max_log_bytes"`
+}
+
+type fileApproval struct {
+	Timeout  duration     `json:"timeout"`
+	OnExpiry ExpiryPolicy `json:"on_expiry"`
+}
+
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"2s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+// ParseConfig decodes the JSON form of a configuration. Module paths are
+// resolved by readModule (LoadConfigFile reads them relative to a
+// directory).
+func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Config, error) {
+	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: 16 << 20}); err != nil {
+		return Config{}, fmt.Errorf("chain config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	var fc fileConfig
+	if err := dec.Decode(&fc); err != nil {
+		return Config{}, fmt.Errorf("chain config: %w", err)
+	}
+	cfg := Config{Modules: map[string][]byte{}}
+	for name, path := range fc.Modules {
+		b, err := readModule(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("chain config: module %q: %w", name, err)
+		}
+		cfg.Modules[name] = b
+	}
+	if fc.Breaker != nil {
+		cfg.Breaker = BreakerConfig{Failures: fc.Breaker.Failures, Backoff: time.Duration(fc.Breaker.Backoff), MaxBackoff: time.Duration(fc.Breaker.MaxBackoff)}
+	}
+	for _, fb := range fc.Bindings {
+		b := Binding{
+			Name: fb.Name, Module: fb.Module, Point: fb.Point, Phase: fb.Phase, Priority: fb.Priority,
+			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail,
+		}
+		if l := fb.Limits; l != nil {
+			b.Limits = runtime.Limits{
+				MemoryPages: l.MemoryPages, MemoryHighWaterPages: l.MemoryHighWaterPages,
+				Timeout: time.Duration(l.Timeout), InitTimeout: time.Duration(l.InitTimeout),
+				MaxInputBytes: l.MaxInputBytes, MaxOutputBytes: l.MaxOutputBytes, MaxHostCalls: l.MaxHostCalls,
+				MaxHostCallBytes: l.MaxHostCallBytes, MaxRequestBytes: l.MaxRequestBytes, MaxResultBytes: l.MaxResultBytes,
+				MaxLogBytes: l.MaxLogBytes,
+			}
+		}
+		if a := fb.Approval; a != nil {
+			b.Approval = ApprovalPolicy{Timeout: time.Duration(a.Timeout), OnExpiry: a.OnExpiry}
+		}
+		cfg.Bindings = append(cfg.Bindings, b)
+	}
+	return cfg, nil
+}
+
+// LoadConfigFile reads the JSON configuration at path. Relative module paths
+// are resolved against moduleDir, or against the file's directory when
+// moduleDir is empty.
+func LoadConfigFile(path, moduleDir string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	if moduleDir == "" {
+		moduleDir = filepath.Dir(path)
+	}
+	return ParseConfig(data, func(p string) ([]byte, error) {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(moduleDir, p)
+		}
+		return os.ReadFile(p)
+	})
+}

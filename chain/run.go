@@ -1,0 +1,361 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// RunState is where a run is: everything needed to continue it, on this
+// process or on another one after a restart. It travels inside a pending
+// Approval and encodes to JSON.
+type RunState struct {
+	Run    string `json:"run"`
+	Tenant string `json:"tenant"`
+	Point  string `json:"point"`
+	// Config is the digest of the configuration the run was on.
+	Config string `json:"config"`
+	// Next is the position, in the point's run order, of the next binding
+	// to run.
+	Next int `json:"next"`
+	// Context is the traffic as it stands.
+	Context map[string]any `json:"context"`
+	// Input is the digest of the traffic as the run received it.
+	Input string `json:"input"`
+	// Modified and DoNotReplyAgain accumulate over the run.
+	Modified        bool `json:"modified,omitempty"`
+	DoNotReplyAgain bool `json:"do_not_reply_again,omitempty"`
+	// Approved lists bindings whose ask a human already approved in this
+	// run; used when a run restarts on a changed configuration.
+	Approved []string `json:"approved,omitempty"`
+	// Trace is the run's trace so far.
+	Trace []Step `json:"trace"`
+	// Started is when the run started.
+	Started time.Time `json:"started"`
+}
+
+// execute runs st's remaining bindings on s and returns the outcome.
+func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName string) (*Outcome, error) {
+	ctx, span := c.tracer.Start(ctx, spanName, trace.WithAttributes(
+		attribute.String("wasmhooks.run", st.Run),
+		attribute.String("wasmhooks.tenant", st.Tenant),
+		attribute.String("wasmhooks.point", st.Point),
+		attribute.String("wasmhooks.config", s.digest),
+	))
+	defer span.End()
+	out, err := c.steps(ctx, s, st)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
+	span.SetAttributes(attribute.String("wasmhooks.verdict", string(out.Verdict)))
+	if out.Binding != "" {
+		span.SetAttributes(attribute.String("wasmhooks.decided_by", out.Binding))
+	}
+	c.log.Debug("chain: verdict", "run", st.Run, "tenant", st.Tenant, "point", st.Point, "verdict", out.Verdict, "binding", out.Binding, "by", out.By)
+	return out, nil
+}
+
+func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState) (*Outcome, error) {
+	var records []audit.Record
+	list := s.points[st.Point]
+	for st.Next < len(list) {
+		b := list[st.Next]
+		st.Next++
+		step, dec, next, err := c.step(ctx, s, b, st)
+		if err != nil {
+			return nil, err
+		}
+		var ap *Approval
+		if step.Applied == abi.ActionAsk {
+			ap = c.newApproval(b, st, dec)
+			step.Approval = ap.ID
+		}
+		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, st.Context, next)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, rec)
+		st.Trace = append(st.Trace, step)
+		switch step.Applied {
+		case abi.ActionModify:
+			st.Context, st.Modified = next, true
+		case abi.ActionBlock:
+			return c.blocked(s, st, b.Name, &step, dec, records), nil
+		case abi.ActionAsk:
+			ap.State = *st
+			if err := c.approvals.Put(ctx, ap); err != nil {
+				return nil, fmt.Errorf("chain: storing approval: %w", err)
+			}
+			out := c.outcome(s, st, Pending, records)
+			out.Binding, out.By, out.Approval = b.Name, ByHook, ap
+			if dec != nil {
+				out.Reason, out.UserMessage = dec.Reason, dec.UserMessage
+			}
+			return out, nil
+		}
+		if dec != nil && dec.DoNotReplyAgain && step.Ignored == "" {
+			st.DoNotReplyAgain = true
+		}
+	}
+	return c.outcome(s, st, Allow, records), nil
+}
+
+func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Record) *Outcome {
+	if records == nil {
+		records = []audit.Record{}
+	}
+	trace := st.Trace
+	if trace == nil {
+		trace = []Step{}
+	}
+	return &Outcome{
+		Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: s.digest, Verdict: v,
+		Modified: st.Modified, DoNotReplyAgain: st.DoNotReplyAgain, Context: st.Context,
+		Trace: trace, Audit: records,
+	}
+}
+
+func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, dec *abi.Decision, records []audit.Record) *Outcome {
+	out := c.outcome(s, st, Block, records)
+	out.Binding, out.By = binding, step.By
+	switch {
+	case step.By == ByFailPolicy:
+		out.Failure = step.Failure
+		out.Reason = policyReason(binding, step.Failure, FailClosed)
+	case dec != nil:
+		out.Reason, out.UserMessage = dec.Reason, dec.UserMessage
+		out.DoNotReplyAgain = out.DoNotReplyAgain || dec.DoNotReplyAgain
+	}
+	return out
+}
+
+// policyReason is the reason a fail policy gives. It names the failure so it
+// can never be read as the hook's own words.
+func policyReason(binding string, f *runtime.Failure, p FailPolicy) string {
+	code := "unknown"
+	if f != nil {
+		code = string(f.Code)
+	}
+	if p == FailClosed {
+		return fmt.Sprintf("binding %s failed (%s); fail-closed policy blocks", binding, code)
+	}
+	return fmt.Sprintf("binding %s failed (%s); fail-open policy continues", binding, code)
+}
+
+// step runs one binding and decides what it applies. It returns the step,
+// the hook's decision (nil on failure), and the context after the step.
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (Step, *abi.Decision, map[string]any, error) {
+	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
+	ctx, span := c.tracer.Start(ctx, "chain.hook", trace.WithAttributes(
+		attribute.String("wasmhooks.binding", b.Name),
+		attribute.String("wasmhooks.phase", string(b.Phase)),
+		attribute.Int("wasmhooks.priority", b.Priority),
+		attribute.String("wasmhooks.module", b.digest),
+	))
+	defer span.End()
+	start := time.Now()
+	log := c.log.With("run", st.Run, "tenant", st.Tenant, "point", st.Point, "binding", b.Name)
+
+	br := c.breakers.get(b.key, st.Tenant)
+	p := br.allow(c.now(), s.breaker)
+	var (
+		res  *runtime.Result
+		fail *runtime.Failure
+	)
+	if !p.run {
+		step.Breaker = BreakerOpen
+		fail = &runtime.Failure{Code: FailCircuitOpen, Message: fmt.Sprintf(
+			"not run: the binding failed %d times in a row for this tenant; the breaker lets a trial through after %s",
+			p.fails, p.until.UTC().Format(time.RFC3339))}
+	} else {
+		if p.trial {
+			step.Breaker = BreakerHalfOpen
+		}
+		step.Invocation = fmt.Sprintf("%s.%d", st.Run, len(st.Trace))
+		hc := &tracedCaller{next: c.caller, tracer: c.tracer}
+		var err error
+		res, err = c.invoke(ctx, b.module, runtime.Request{
+			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
+			Grants: b.Grants, Limits: b.Limits, HostCaller: hc, InvocationID: step.Invocation,
+		})
+		step.HostCalls = hc.take()
+		switch {
+		case res != nil:
+			fail = res.Failure
+		case ctx.Err() != nil || errors.Is(err, runtime.ErrClosed):
+			// Not the hook's failure, and no verdict: the caller gave
+			// up, or the runtime is gone.
+			br.abort(p)
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			return step, nil, nil, err
+		default:
+			// The runtime refused the request (the context grew past
+			// the input limit, say): the binding reached no decision.
+			fail = &runtime.Failure{Code: runtime.FailureCode(runtime.Code(err)), Message: err.Error()}
+		}
+		if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
+			step.BreakerNow = moved
+			if moved == BreakerOpen {
+				log.Warn("chain: breaker opened; the binding's fail policy applies without running it until the backoff ends", "fail_policy", b.fail)
+			} else {
+				log.Info("chain: breaker closed")
+			}
+		}
+	}
+	if res != nil {
+		step.CreditCharged = res.CreditCharged
+		step.Logs = res.Logs
+		step.LogBytesDropped = res.LogBytesDropped
+		for _, l := range res.Logs {
+			// Attributed to the binding and escaped by the handler;
+			// never parsed. See SECURITY.md.
+			log.Info("chain: hook output", "module", b.digest, "stream", l.Stream, "text", l.Text)
+		}
+	}
+
+	next := st.Context
+	var dec *abi.Decision
+	if fail != nil {
+		step.Failure, step.FailPolicy, step.By = fail, b.fail, ByFailPolicy
+		step.Applied = abi.ActionContinue
+		if b.fail == FailClosed {
+			step.Applied = abi.ActionBlock
+		}
+		log.Warn("chain: hook failed", "code", fail.Code, "message", fail.Message, "fail_policy", b.fail)
+		span.SetStatus(codes.Error, string(fail.Code))
+		span.SetAttributes(attribute.String("wasmhooks.failure", string(fail.Code)))
+	} else {
+		dec = res.Decision
+		step.Decision, step.By = dec, ByHook
+		step.Applied, step.Ignored = permitted(b.Phase, dec.Action)
+		if step.Applied == abi.ActionAsk && contains(st.Approved, b.Name) {
+			step.Applied, step.By = abi.ActionContinue, ByApproval
+			step.Ignored = "ask already approved earlier in this run"
+		}
+		if step.Ignored != "" && step.By == ByHook {
+			log.Warn("chain: decision ignored", "phase", b.Phase, "action", dec.Action, "ignored", step.Ignored)
+		}
+		if step.Applied == abi.ActionModify {
+			next, step.Changed = merge(st.Context, dec.Context)
+			if len(step.Changed) == 0 {
+				// Every field was set to the value it had.
+				step.Applied = abi.ActionContinue
+				next = st.Context
+			}
+		}
+	}
+	step.LatencyUS = time.Since(start).Microseconds()
+	span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
+	return step, dec, next, nil
+}
+
+// permitted applies the phase's permissions to an action: what the step
+// applies, and what was ignored. See RATIONALE.md#why-three-phases.
+func permitted(phase Phase, a abi.Action) (abi.Action, string) {
+	if a == abi.ActionContinue {
+		return a, ""
+	}
+	switch phase {
+	case Transformer:
+		if a == abi.ActionModify {
+			return a, ""
+		}
+		return abi.ActionContinue, fmt.Sprintf("a transformer cannot %s; only continue and modify apply", a)
+	case Guard:
+		if a == abi.ActionBlock || a == abi.ActionAsk {
+			return a, ""
+		}
+		return abi.ActionContinue, fmt.Sprintf("a guard cannot %s; only continue, block and ask apply", a)
+	}
+	return abi.ActionContinue, fmt.Sprintf("an observer cannot %s; observers cannot change anything", a)
+}
+
+// merge returns ctx with the fields of changes set, and the fields whose
+// value changed, sorted. ctx itself is not modified.
+func merge(ctx, changes map[string]any) (map[string]any, []string) {
+	out := make(map[string]any, len(ctx)+len(changes))
+	for k, v := range ctx {
+		out[k] = v
+	}
+	var changed []string
+	for k, v := range changes {
+		if old, ok := ctx[k]; !ok || !reflect.DeepEqual(old, v) {
+			changed = append(changed, k)
+		}
+		out[k] = v
+	}
+	sort.Strings(changed)
+	return out, changed
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// record appends the audit record of a step and stores its hash in the step.
+func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after map[string]any) (audit.Record, error) {
+	r := audit.Record{
+		Time: c.now().UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
+		Binding: binding, Phase: string(phase), Module: module,
+		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
+		Approval: step.Approval, Resolution: step.Resolution,
+		Input: audit.Digest(before), Output: audit.Digest(after),
+		LatencyUS: step.LatencyUS, HostCalls: step.HostCalls, CreditCharged: step.CreditCharged,
+	}
+	if len(r.HostCalls) == 0 {
+		r.HostCalls = nil
+	}
+	if step.Decision != nil {
+		r.HookAction = string(step.Decision.Action)
+		r.Reason = step.Decision.Reason
+	}
+	if step.Reason != "" {
+		r.Reason = step.Reason
+	}
+	r.Actor = step.Actor
+	if step.Failure != nil {
+		r.Failure = &audit.Failure{Code: string(step.Failure.Code), Message: step.Failure.Message}
+		r.Reason = policyReason(binding, step.Failure, step.FailPolicy)
+	}
+	for _, f := range step.Changed {
+		ch := audit.Change{Field: f}
+		if v, ok := before[f]; ok {
+			ch.Before = audit.Digest(v)
+			if c.values {
+				ch.BeforeValue = v
+			}
+		}
+		if v, ok := after[f]; ok {
+			ch.After = audit.Digest(v)
+			if c.values {
+				ch.AfterValue = v
+			}
+		}
+		r.Diff = append(r.Diff, ch)
+	}
+	if err := c.sink.Append(ctx, &r); err != nil {
+		c.log.Error("chain: audit record not stored; the run stops without a verdict", "run", st.Run, "binding", binding, "error", err)
+		return r, fmt.Errorf("%w: %w", ErrAudit, err)
+	}
+	step.Audit = r.Hash
+	return r, nil
+}

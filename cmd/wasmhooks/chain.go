@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/capability"
+	"github.com/wasmhooks/wasmhooks/capability/builtin"
+	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+const chainUsage = `usage:
+  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
+                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
+  wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
+                  [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
+  wasmhooks chain verify FILE.jsonl
+`
+
+// chainFlags are the flags that build a chain, shared by run and resolve.
+type chainFlags struct {
+	config, moduleDir, tenant, auditPath, approvals, cacheDir string
+	credit                                                    int64
+	auditValues, brief                                        bool
+}
+
+func (f *chainFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "the chain configuration (JSON); required")
+	fs.StringVar(&f.moduleDir, "module-dir", "", "where relative module paths are found (default: the configuration's directory)")
+	fs.StringVar(&f.tenant, "tenant", "local", "the tenant the traffic belongs to")
+	fs.Int64Var(&f.credit, "credit", -1, "the tenant's credit balance; when set, llm.run is billed against it")
+	fs.StringVar(&f.auditPath, "audit", "", "append audit records to this JSON-lines file (default: kept in memory)")
+	fs.StringVar(&f.approvals, "approvals", "", "keep pending approvals in this directory, so `chain resolve` can resume them (default: in memory)")
+	fs.BoolVar(&f.auditValues, "audit-values", false, "record the before and after values of modified fields in audit records")
+	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
+	fs.BoolVar(&f.brief, "brief", false, "print a summary: the outcome, one line per step, and each audit record's seq, decision and hash")
+}
+
+// chainEnv is a chain wired to a runtime and the built-in capabilities.
+type chainEnv struct {
+	c     *chain.Chain
+	logs  *builtin.MemoryLogSink
+	close func()
+}
+
+// openChain builds the chain the flags describe. On failure it has printed
+// the error and returns the exit code.
+func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*chainEnv, int) {
+	cfg, err := chain.LoadConfigFile(f.config, f.moduleDir)
+	if err != nil {
+		return nil, fail(stdout, exitRefused, "invalid_config", "%v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rt, err := runtime.New(ctx, runtime.Config{CacheDir: f.cacheDir, Logger: logger})
+	if err != nil {
+		return nil, fail(stdout, exitRefused, "internal", "%v", err)
+	}
+	closers := []func(){func() { rt.Close(context.Background()) }}
+	cleanup := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	logs := &builtin.MemoryLogSink{}
+	bcfg := builtin.Config{Provider: llmProvider(), Logs: logs, Logger: logger}
+	if f.credit >= 0 {
+		ledger := capability.NewMemoryLedger()
+		if f.credit > 0 {
+			if err := ledger.Credit(f.tenant, f.credit); err != nil {
+				cleanup()
+				return nil, fail(stdout, exitUsage, "usage", "--credit: %v", err)
+			}
+		}
+		bcfg.Ledger = ledger
+	}
+	reg := capability.NewRegistry()
+	if err := builtin.Register(reg, bcfg); err != nil {
+		cleanup()
+		return nil, fail(stdout, exitRefused, "internal", "%v", err)
+	}
+	runner, err := capability.NewRunner(reg, capability.RunnerOptions{Logger: logger})
+	if err != nil {
+		cleanup()
+		return nil, fail(stdout, exitRefused, "internal", "%v", err)
+	}
+	opts := chain.Options{Runtime: rt, HostCaller: runner, Logger: logger, AuditValues: f.auditValues}
+	if f.auditPath != "" {
+		sink, err := audit.OpenFile(f.auditPath, audit.FileOptions{})
+		if err != nil {
+			cleanup()
+			return nil, fail(stdout, exitRefused, "audit", "%v", err)
+		}
+		closers = append(closers, func() { sink.Close() })
+		opts.Audit = sink
+	}
+	if f.approvals != "" {
+		store, err := chain.NewDirApprovals(f.approvals)
+		if err != nil {
+			cleanup()
+			return nil, fail(stdout, exitRefused, "approvals", "%v", err)
+		}
+		opts.Approvals = store
+	}
+	c, err := chain.New(ctx, cfg, opts)
+	if err != nil {
+		cleanup()
+		return nil, fail(stdout, exitRefused, "invalid_config", "%v", err)
+	}
+	closers = append(closers, func() { c.Close(context.Background()) })
+	return &chainEnv{c: c, logs: logs, close: cleanup}, exitOK
+}
+
+// attachLogWrites adds each step's log.write lines to its logs.
+func (e *chainEnv) attachLogWrites(out *chain.Outcome) {
+	for i := range out.Trace {
+		st := &out.Trace[i]
+		if st.Invocation == "" {
+			continue
+		}
+		for _, l := range e.logs.Take(st.Invocation) {
+			st.Logs = append(st.Logs, runtime.LogLine{Stream: "log.write:" + l.Level.String(), Text: l.Message})
+		}
+	}
+}
+
+func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "resolve":
+			return cmdChainResolve(ctx, args[1:], stdout, stderr)
+		case "verify":
+			return cmdChainVerify(args[1:], stdout, stderr)
+		}
+	}
+	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
+	var f chainFlags
+	f.register(fs)
+	point := fs.String("point", "", "the hook point; required")
+	inputPath := fs.String("input", "", "the traffic at the point (its context object), a JSON file or - for stdin (default {})")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if f.config == "" || *point == "" || fs.NArg() != 0 {
+		fmt.Fprint(stderr, "wasmhooks chain: --config and --point are required and no positional arguments are taken\n"+chainUsage)
+		return exitUsage
+	}
+	if _, ok := abi.LookupPoint(*point); !ok {
+		return fail(stdout, exitUsage, "usage", "unknown hook point %q", *point)
+	}
+	input, err := readContext(*inputPath, stdin)
+	if err != nil {
+		return fail(stdout, exitUsage, "invalid_input", "%v", err)
+	}
+	env, code := openChain(ctx, &f, stdout, stderr)
+	if env == nil {
+		return code
+	}
+	defer env.close()
+	out, err := env.c.Run(ctx, chain.Input{Tenant: f.tenant, Point: *point, Context: input})
+	if err != nil {
+		return fail(stdout, exitUsage, chainCode(err), "%v", err)
+	}
+	env.attachLogWrites(out)
+	printOutcome(stdout, out, f.brief)
+	return exitOK
+}
+
+func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chain resolve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
+	var f chainFlags
+	f.register(fs)
+	id := fs.String("id", "", "the pending approval's id; required")
+	decision := fs.String("decision", "", "approve, deny or edit; required")
+	edit := fs.String("edit", "", "for edit: the changed fields, a JSON object (or @FILE)")
+	actor := fs.String("actor", "", "who resolves it, for the audit log")
+	reason := fs.String("reason", "", "the approver's note (a deny's reason)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if f.config == "" || f.approvals == "" || *id == "" || *decision == "" || fs.NArg() != 0 {
+		fmt.Fprint(stderr, "wasmhooks chain resolve: --config, --approvals, --id and --decision are required\n"+chainUsage)
+		return exitUsage
+	}
+	r := chain.Resolution{Decision: chain.ResolutionDecision(*decision), Actor: *actor, Reason: *reason}
+	if *edit != "" {
+		m, err := readSettings(*edit)
+		if err != nil {
+			return fail(stdout, exitUsage, "invalid_input", "--edit: %v", err)
+		}
+		r.Edit = m
+	}
+	env, code := openChain(ctx, &f, stdout, stderr)
+	if env == nil {
+		return code
+	}
+	defer env.close()
+	out, err := env.c.Resolve(ctx, *id, r)
+	if err != nil {
+		return fail(stdout, exitUsage, chainCode(err), "%v", err)
+	}
+	env.attachLogWrites(out)
+	printOutcome(stdout, out, f.brief)
+	return exitOK
+}
+
+func cmdChainVerify(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprint(stderr, "wasmhooks chain verify: one audit file is required\n"+chainUsage)
+		return exitUsage
+	}
+	n, err := audit.VerifyFile(args[0])
+	var ve *audit.VerifyError
+	switch {
+	case errors.As(err, &ve):
+		printJSON(stdout, map[string]any{"error": errorBody{Code: "audit_broken", Message: ve.Error()}, "line": ve.Index + 1})
+		return exitRefused
+	case err != nil:
+		return fail(stdout, exitRefused, "unreadable_audit", "%v", err)
+	}
+	printJSON(stdout, map[string]any{"records": n, "verified": true})
+	return exitOK
+}
+
+// chainCode is the stable code of an error from Run or Resolve.
+func chainCode(err error) string {
+	switch {
+	case errors.Is(err, chain.ErrUnknownApproval):
+		return "unknown_approval"
+	case errors.Is(err, chain.ErrInvalidResolution):
+		return "invalid_resolution"
+	case errors.Is(err, chain.ErrInvalidInput):
+		return "invalid_input"
+	case errors.Is(err, chain.ErrAudit):
+		return "audit"
+	case errors.Is(err, chain.ErrClosed):
+		return "closed"
+	}
+	return runtime.Code(err)
+}
+
+func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
+	if !brief {
+		printJSON(w, out)
+		return
+	}
+	type step struct {
+		Binding  string            `json:"binding"`
+		Phase    chain.Phase       `json:"phase"`
+		Hook     string            `json:"hook,omitempty"`
+		Failure  string            `json:"failure,omitempty"`
+		Applied  string            `json:"applied"`
+		By       string            `json:"by"`
+		Ignored  string            `json:"ignored,omitempty"`
+		Changed  []string          `json:"changed,omitempty"`
+		Resolved string            `json:"resolution,omitempty"`
+		Credit   int64             `json:"credit_charged,omitempty"`
+		Calls    []string          `json:"host_calls,omitempty"`
+		Logs     []runtime.LogLine `json:"logs,omitempty"`
+	}
+	type approval struct {
+		ID       string         `json:"id"`
+		Binding  string         `json:"binding"`
+		Reason   string         `json:"reason,omitempty"`
+		Proposed map[string]any `json:"proposed"`
+		Editable []string       `json:"editable"`
+		Expires  string         `json:"expires"`
+	}
+	type record struct {
+		Seq      uint64 `json:"seq"`
+		Binding  string `json:"binding"`
+		Decision string `json:"decision"`
+		By       string `json:"by"`
+		Hash     string `json:"hash"`
+	}
+	doc := struct {
+		Verdict     chain.Verdict    `json:"verdict"`
+		Modified    bool             `json:"modified"`
+		Binding     string           `json:"binding,omitempty"`
+		By          string           `json:"by,omitempty"`
+		Reason      string           `json:"reason,omitempty"`
+		UserMessage string           `json:"user_message,omitempty"`
+		Failure     *runtime.Failure `json:"failure,omitempty"`
+		Context     map[string]any   `json:"context"`
+		Approval    *approval        `json:"approval,omitempty"`
+		Trace       []step           `json:"trace"`
+		Audit       []record         `json:"audit"`
+	}{Verdict: out.Verdict, Modified: out.Modified, Binding: out.Binding, By: out.By, Reason: out.Reason,
+		UserMessage: out.UserMessage, Failure: out.Failure, Context: out.Context, Trace: []step{}, Audit: []record{}}
+	if a := out.Approval; a != nil {
+		doc.Approval = &approval{ID: a.ID, Binding: a.Binding, Reason: a.Reason, Proposed: a.Proposed, Editable: a.Editable, Expires: a.Expires.Format(time.RFC3339)}
+	}
+	for _, s := range out.Trace {
+		st := step{Binding: s.Binding, Phase: s.Phase, Applied: string(s.Applied), By: s.By, Ignored: s.Ignored,
+			Changed: s.Changed, Resolved: s.Resolution, Credit: s.CreditCharged, Logs: s.Logs}
+		if s.Decision != nil {
+			st.Hook = string(s.Decision.Action)
+		}
+		if s.Failure != nil {
+			st.Failure = string(s.Failure.Code)
+		}
+		for _, c := range s.HostCalls {
+			st.Calls = append(st.Calls, c.Capability+": "+c.Status)
+		}
+		doc.Trace = append(doc.Trace, st)
+	}
+	for _, r := range out.Audit {
+		doc.Audit = append(doc.Audit, record{Seq: r.Seq, Binding: r.Binding, Decision: r.Decision, By: r.By, Hash: r.Hash[:16]})
+	}
+	printJSON(w, doc)
+}

@@ -1,0 +1,364 @@
+// Package meter rewrites a WebAssembly module so that its execution is
+// metered deterministically: it injects a fuel counter and a stack-height
+// limiter. The runtime instruments every hook at load, after validating the
+// original, and compiles the result.
+//
+// # Fuel
+//
+// The instrumented module has a mutable i64 global, the fuel left. The body
+// of every function is cut into segments of straight-line code at its entry
+// and at every point where control can arrive from elsewhere: a loop header,
+// the start of each arm of an if, the code after the end of an if or of a
+// block that a branch targets, and the code after a br_if. Each segment
+// starts by subtracting its pre-summed cost, so that the fuel used is exactly
+// the cost of the instructions executed: one unit per instruction, nothing
+// for the structure markers (block, loop, else, end, nop), and no charge for
+// code that cannot run (after br, br_table, return or unreachable).
+//
+// The fuel is checked (fuel < 0 traps with unreachable) at every loop header
+// and at the entry of every function that makes calls, which are the only
+// ways code can run again without a check: between two checks only
+// straight-line code of one function and calls of loop-free leaf functions
+// run, a bounded amount. The fuel can therefore end an invocation slightly
+// below zero without a trap; the host treats fuel < 0 after an invocation,
+// trapped or not, as fuel exhausted, and refuses host calls once it is
+// negative.
+//
+// The bulk operations are charged by their length before they run, then
+// checked: memory.copy, memory.fill and memory.init one unit per 64 bytes,
+// table.copy, table.fill, table.init and table.grow one unit per 8 elements.
+//
+// # Stack
+//
+// A mutable i32 global holds the stack budget left, in bytes. Every
+// function that makes calls subtracts its frame cost at entry (trapping
+// when the budget goes below zero) and adds it back on every exit: its body
+// is wrapped in a block whose end is the only exit (return becomes a branch
+// to it). The frame cost models what an engine keeps per frame:
+// FrameOverhead + SlotBytes × (parameters + locals + the function's maximum
+// operand-stack height). Functions that make no calls are not charged: they
+// cannot deepen the stack past their own frame.
+//
+// # Names and recognisable traps
+//
+// The globals are exported as FuelExport and StackExport so that the host can
+// set the budgets before an invocation and read them after; the guest cannot
+// name its own exports, and the runtime refuses modules that use names with
+// ReservedPrefix. A start function is not run at instantiation: it is
+// exported as StartExport for the host to call under a fuel budget. A trap
+// with fuel < 0 is fuel exhaustion, one with stack < 0 a stack overflow.
+package meter
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/wasmhooks/wasmhooks/runtime/internal/wasmbin"
+)
+
+// Reserved names of the instrumented module's exports.
+const (
+	// ReservedPrefix starts every name the instrumentation adds; a module
+	// that exports such a name is refused.
+	ReservedPrefix = "__wasmhooks"
+	// FuelExport is the mutable i64 global holding the fuel left.
+	FuelExport = "__wasmhooks_fuel"
+	// StackExport is the mutable i32 global holding the stack budget left,
+	// in bytes.
+	StackExport = "__wasmhooks_stack"
+	// StartExport is the module's start function, if it had one.
+	StartExport = "__wasmhooks_start"
+)
+
+// The cost model. See the package documentation.
+const (
+	// MemoryBytesPerUnit: bulk memory operations cost one unit per this
+	// many bytes, on top of their one unit as an instruction.
+	MemoryBytesPerUnit = 64
+	// TableElemsPerUnit: bulk table operations cost one unit per this many
+	// elements.
+	TableElemsPerUnit = 8
+	// FrameOverhead is the fixed part of a frame's cost, in bytes.
+	FrameOverhead = 32
+	// SlotBytes is the cost of each parameter, local and operand-stack
+	// slot of a frame, in bytes.
+	SlotBytes = 8
+	// MaxFrameCost caps the cost of one frame; a function whose frame
+	// would cost more is refused.
+	MaxFrameCost = 1 << 30
+)
+
+const (
+	memoryShift = 6 // log2(MemoryBytesPerUnit)
+	tableShift  = 3 // log2(TableElemsPerUnit)
+)
+
+// Stats describes an instrumentation.
+type Stats struct {
+	// Functions counts the function bodies rewritten.
+	Functions int
+	// Segments counts the metered segments (charge points).
+	Segments int
+	// Checks counts the fuel checks inserted (loop headers, function
+	// entries, bulk operations).
+	Checks int
+	// StackFunctions counts the functions charged a frame cost.
+	StackFunctions int
+	// MaxFrameCost is the largest frame cost, in bytes.
+	MaxFrameCost int64
+	// InBytes and OutBytes are the sizes of the module before and after.
+	InBytes, OutBytes int
+}
+
+// Instrument returns wasm rewritten as described in the package
+// documentation. m must be the result of wasmbin.Parse on wasm. The error
+// is a *wasmbin.FormatError or *wasmbin.FeatureError for code that cannot
+// be decoded (an unknown opcode, an unsupported proposal), or an *Error.
+// It never panics.
+func Instrument(wasm []byte, m *wasmbin.Module) (out []byte, st Stats, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, &Error{Reason: fmt.Sprintf("internal error: %v", p)}
+		}
+	}()
+	return instrument(wasm, m)
+}
+
+// Error reports a module the instrumentation refuses.
+type Error struct {
+	Reason string
+}
+
+func (e *Error) Error() string { return "meter: " + e.Reason }
+
+func instrument(wasm []byte, m *wasmbin.Module) ([]byte, Stats, error) {
+	st := Stats{InBytes: len(wasm)}
+	for _, e := range m.Exports {
+		if strings.HasPrefix(e.Name, ReservedPrefix) {
+			return nil, st, &Error{Reason: fmt.Sprintf("export %q uses the reserved prefix %q", e.Name, ReservedPrefix)}
+		}
+	}
+	for _, imp := range m.Imports {
+		if strings.HasPrefix(imp.Module, ReservedPrefix) || strings.HasPrefix(imp.Name, ReservedPrefix) {
+			return nil, st, &Error{Reason: fmt.Sprintf("import %q.%q uses the reserved prefix %q", imp.Module, imp.Name, ReservedPrefix)}
+		}
+	}
+	mc := &modCtx{m: m, fuel: uint32(m.NumGlobals()), stack: uint32(m.NumGlobals()) + 1}
+	for i := range m.Imports {
+		if m.Imports[i].Kind == wasmbin.KindFunc {
+			mc.funcTypes = append(mc.funcTypes, m.Imports[i].Func)
+		}
+	}
+	for _, t := range m.Functions {
+		mc.funcTypes = append(mc.funcTypes, m.Types[t])
+	}
+
+	// The code section: every body rewritten.
+	code := wasmbin.AppendULEB128(nil, uint64(len(m.Code)))
+	var body []byte
+	for i := range m.Code {
+		c := &m.Code[i]
+		fidx := m.NumImportedFuncs() + i
+		f := &funcCtx{mod: mc, typ: mc.funcTypes[fidx], code: c}
+		var err error
+		body, err = f.rewrite(body[:0], &st)
+		if err != nil {
+			return nil, st, withFunc(err, fidx)
+		}
+		if expIdentity {
+			body = append(append(body[:0], c.Locals...), c.Body...)
+		}
+		code = wasmbin.AppendULEB128(code, uint64(len(body)))
+		code = append(code, body...)
+	}
+	st.Functions = len(m.Code)
+
+	out, err := mc.assemble(wasm, code)
+	if err != nil {
+		return nil, st, err
+	}
+	st.OutBytes = len(out)
+	return out, st, nil
+}
+
+func withFunc(err error, fidx int) error {
+	switch e := err.(type) {
+	case *wasmbin.FormatError:
+		e.Reason = fmt.Sprintf("function %d: %s", fidx, e.Reason)
+	case *wasmbin.FeatureError:
+		e.Reason = fmt.Sprintf("function %d: %s", fidx, e.Reason)
+	case *Error:
+		e.Reason = fmt.Sprintf("function %d: %s", fidx, e.Reason)
+	}
+	return err
+}
+
+// modCtx is what the rewriting of bodies needs from the module.
+type modCtx struct {
+	m           *wasmbin.Module
+	funcTypes   []wasmbin.FuncType // imports first
+	fuel, stack uint32             // indices of the injected globals
+	extraTypes  []wasmbin.FuncType // types appended to the type section
+}
+
+// resultsType returns the index of a type () -> results, appending one to
+// the type section if the module has none.
+func (mc *modCtx) resultsType(results []wasmbin.ValueType) uint32 {
+	want := wasmbin.FuncType{Results: results}
+	for i, t := range mc.m.Types {
+		if t.Equal(want) {
+			return uint32(i)
+		}
+	}
+	for i, t := range mc.extraTypes {
+		if t.Equal(want) {
+			return uint32(len(mc.m.Types) + i)
+		}
+	}
+	mc.extraTypes = append(mc.extraTypes, wasmbin.FuncType{Results: append([]wasmbin.ValueType(nil), results...)})
+	return uint32(len(mc.m.Types) + len(mc.extraTypes) - 1)
+}
+
+// rank orders the non-custom sections as the binary format requires.
+var rank = map[wasmbin.SectionID]int{
+	wasmbin.SectionType: 1, wasmbin.SectionImport: 2, wasmbin.SectionFunction: 3,
+	wasmbin.SectionTable: 4, wasmbin.SectionMemory: 5, wasmbin.SectionTag: 6,
+	wasmbin.SectionGlobal: 7, wasmbin.SectionExport: 8, wasmbin.SectionStart: 9,
+	wasmbin.SectionElement: 10, wasmbin.SectionDataCount: 11, wasmbin.SectionCode: 12,
+	wasmbin.SectionData: 13,
+}
+
+// assemble writes the instrumented module: the original sections in order,
+// with types, globals and exports appended to, the start section removed,
+// the code section replaced and DWARF sections (whose offsets the rewrite
+// invalidates) dropped.
+func (mc *modCtx) assemble(wasm []byte, code []byte) ([]byte, error) {
+	m := mc.m
+	out := make([]byte, 0, len(wasm)+len(code)-sectionSize(m, wasmbin.SectionCode)+64)
+	out = append(out, wasm[:wasmbin.HeaderSize]...)
+
+	var globals []byte // the two injected globals, encoded
+	globals = append(globals, byte(wasmbin.I64), 0x01)
+	globals = append(globals, wasmbin.I64Const(0)...)
+	globals = append(globals, wasmbin.OpEnd)
+	globals = append(globals, byte(wasmbin.I32), 0x01)
+	globals = append(globals, wasmbin.I32Const(0)...)
+	globals = append(globals, wasmbin.OpEnd)
+
+	var exports []byte
+	nExports := 2
+	exports = appendName(exports, FuelExport)
+	exports = append(exports, byte(wasmbin.KindGlobal))
+	exports = wasmbin.AppendULEB128(exports, uint64(mc.fuel))
+	exports = appendName(exports, StackExport)
+	exports = append(exports, byte(wasmbin.KindGlobal))
+	exports = wasmbin.AppendULEB128(exports, uint64(mc.stack))
+	if m.Start != nil {
+		exports = appendName(exports, StartExport)
+		exports = append(exports, byte(wasmbin.KindFunc))
+		exports = wasmbin.AppendULEB128(exports, uint64(*m.Start))
+		nExports++
+	}
+	var types []byte
+	for _, t := range mc.extraTypes {
+		types = append(types, 0x60)
+		types = appendTypes(types, t.Params)
+		types = appendTypes(types, t.Results)
+	}
+
+	pending := []struct {
+		id    wasmbin.SectionID
+		n     int
+		items []byte
+		done  bool
+	}{
+		{wasmbin.SectionType, len(mc.extraTypes), types, len(mc.extraTypes) == 0},
+		{wasmbin.SectionGlobal, 2, globals, false},
+		{wasmbin.SectionExport, nExports, exports, false},
+	}
+	// flush writes the pending sections that must come before a section of
+	// rank r and were not written with their original.
+	flush := func(r int) {
+		for i := range pending {
+			p := &pending[i]
+			if !p.done && rank[p.id] < r {
+				out = wasmbin.AppendSection(out, p.id, append(wasmbin.AppendULEB128(nil, uint64(p.n)), p.items...))
+				p.done = true
+			}
+		}
+	}
+	for _, s := range m.Sections {
+		raw := wasm[s.Offset:s.End()]
+		if s.ID == wasmbin.SectionCustom {
+			if strings.HasPrefix(s.Name, ".debug_") {
+				continue
+			}
+			out = append(out, raw...)
+			continue
+		}
+		flush(rank[s.ID])
+		switch s.ID {
+		case wasmbin.SectionType, wasmbin.SectionGlobal, wasmbin.SectionExport:
+			for i := range pending {
+				p := &pending[i]
+				if p.id != s.ID || p.done {
+					continue
+				}
+				n, rest, err := splitCount(s.Content)
+				if err != nil {
+					return nil, err
+				}
+				content := wasmbin.AppendULEB128(nil, n+uint64(p.n))
+				content = append(content, rest...)
+				content = append(content, p.items...)
+				out = wasmbin.AppendSection(out, s.ID, content)
+				p.done = true
+			}
+			if s.ID == wasmbin.SectionType && len(mc.extraTypes) == 0 {
+				out = append(out, raw...)
+			}
+		case wasmbin.SectionStart:
+			// Exported as StartExport instead; the host runs it.
+		case wasmbin.SectionCode:
+			out = wasmbin.AppendSection(out, s.ID, code)
+		default:
+			out = append(out, raw...)
+		}
+	}
+	flush(1 << 30)
+	return out, nil
+}
+
+func sectionSize(m *wasmbin.Module, id wasmbin.SectionID) int {
+	for _, s := range m.Sections {
+		if s.ID == id {
+			return s.End() - s.Offset
+		}
+	}
+	return 0
+}
+
+// splitCount splits a vector section's content into its count and the rest.
+func splitCount(b []byte) (uint64, []byte, error) {
+	var v uint64
+	for i := 0; i < len(b) && i < 5; i++ {
+		v |= uint64(b[i]&0x7F) << (7 * i)
+		if b[i]&0x80 == 0 {
+			return v, b[i+1:], nil
+		}
+	}
+	return 0, nil, &Error{Reason: "malformed section count"}
+}
+
+func appendName(b []byte, s string) []byte {
+	b = wasmbin.AppendULEB128(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendTypes(b []byte, ts []wasmbin.ValueType) []byte {
+	b = wasmbin.AppendULEB128(b, uint64(len(ts)))
+	for _, t := range ts {
+		b = append(b, byte(t))
+	}
+	return b
+}
