@@ -6,8 +6,10 @@ HOOK_WASM := $(addprefix $(BUILD)/hooks/,$(addsuffix .wasm,$(HOOKS)))
 WAT_SRC  := $(wildcard testdata/guests/*.wat)
 CLI      := $(BUILD)/wasmhooks
 FUZZTIME ?= 10s
+FUZZ     ?= .
+FUZZPKGS ?= ./...
 
-.PHONY: all demo test check bench fuzz deps hooks cli testdata clean
+.PHONY: all demo test check bench bench-packages bench-check fuzz deps hooks cli testdata clean
 
 all: cli hooks
 
@@ -56,15 +58,28 @@ check:
 	  if ! cmp -s go.mod /tmp/wasmhooks-go.mod.bak || ! cmp -s go.sum /tmp/wasmhooks-go.sum.bak; then \
 	    echo "go mod tidy changed go.mod/go.sum"; cp /tmp/wasmhooks-go.mod.bak go.mod; cp /tmp/wasmhooks-go.sum.bak go.sum; exit 1; fi
 
-## bench: the benchmarks.
-bench:
+## bench: wasmhooks side by side with native Go and Extism, as one table
+## with the issue-6 targets (BENCHMARKS.md). The bench module (bench/) has its
+## own go.mod, so Extism never becomes a dependency of the library.
+bench: deps
+	cd bench && $(GO) run ./cmd/benchtable
+
+## bench-packages: the Go benchmarks of the library's own packages.
+bench-packages:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## fuzz: run every fuzz target for FUZZTIME each.
-fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+## bench-check: build and vet the bench module, run its tests and every
+## benchmark once, so that none can rot (CI runs it).
+bench-check: deps
+	cd bench && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -count=1 ./... && \
+	  $(GO) test -run '^$$' -bench . -benchtime=1x ./...
+
+## fuzz: run every fuzz target for FUZZTIME each; FUZZ (a regexp) picks targets,
+## FUZZPKGS packages: make fuzz FUZZ=FuzzValidate FUZZPKGS=./runtime FUZZTIME=1m
+fuzz: deps
+	@for pkg in $$($(GO) list $(FUZZPKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' | grep -E -- '$(FUZZ)'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -timeout 30m $$pkg || exit 1; \
 	  done; done
 
 clean:

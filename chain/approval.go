@@ -23,7 +23,7 @@ import (
 
 // Approval is a run paused by a guard's ask, waiting for a human. It holds
 // everything needed to resume the run, here or in another process after a
-// restart, and encodes to JSON. See RATIONALE.md#why-approvals-pause-the-run.
+// restart, and encodes to JSON. See RATIONALE.md#why-do-approvals-pause-the-run.
 type Approval struct {
 	// ID identifies the approval (lower-case hex).
 	ID     string `json:"id"`
@@ -238,8 +238,18 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	}
 	step.Resolution = word
 	step.LatencyUS = time.Since(start).Microseconds()
-	rec, err := c.record(ctx, s.digest, &st, ap.Binding, Guard, ap.Module, &step, before, after)
+	beforeDigest := audit.Digest(before)
+	afterDigest := beforeDigest
+	if step.Applied == abi.ActionModify {
+		afterDigest = audit.Digest(after)
+	}
+	rec, err := c.record(ctx, s.digest, &st, ap.Binding, Guard, ap.Module, &step, before, after, beforeDigest, afterDigest)
 	if err != nil {
+		// Nothing was decided: the approval goes back, still pending.
+		if perr := c.approvals.Put(context.WithoutCancel(ctx), ap); perr != nil {
+			c.log.Error("chain: approval lost: its resolution could not be audited nor the approval put back",
+				"approval", ap.ID, "run", st.Run, "error", perr)
+		}
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}

@@ -226,3 +226,34 @@ func TestDirApprovalsRefusesPathsAsIDs(t *testing.T) {
 		}
 	}
 }
+
+// switchSink fails while fail is set.
+type switchSink struct {
+	audit.MemorySink
+	fail bool
+}
+
+func (s *switchSink) Append(ctx context.Context, r *audit.Record) error {
+	if s.fail {
+		return errors.New("disk full")
+	}
+	return s.MemorySink.Append(ctx, r)
+}
+
+func TestResolutionThatCannotBeAuditedLeavesTheApprovalPending(t *testing.T) {
+	sink := &switchSink{}
+	e := newEnv(t, approvalConfig(t, ""), func(o *Options) { o.Audit = sink })
+	ap := e.run(t, toolBefore, shellCall("ls")).Approval
+	sink.fail = true
+	if _, err := e.c.Resolve(context.Background(), ap.ID, Resolution{Decision: Approve}); !errors.Is(err, ErrAudit) {
+		t.Fatalf("Resolve = %v, want ErrAudit", err)
+	}
+	sink.fail = false
+	out, err := e.c.Resolve(context.Background(), ap.ID, Resolution{Decision: Approve})
+	if err != nil || out.Verdict != Allow {
+		t.Fatalf("second Resolve = %+v, %v", out, err)
+	}
+	if err := audit.Verify(sink.Records()); err != nil {
+		t.Error(err)
+	}
+}

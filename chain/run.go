@@ -71,6 +71,10 @@ func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName
 func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState) (*Outcome, error) {
 	var records []audit.Record
 	list := s.points[st.Point]
+	cur := "" // the digest of st.Context, computed once per context
+	if st.Next < len(list) {
+		cur = audit.Digest(st.Context)
+	}
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
@@ -83,10 +87,15 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState) (*Outcome,
 			ap = c.newApproval(b, st, dec)
 			step.Approval = ap.ID
 		}
-		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, st.Context, next)
+		nextDigest := cur
+		if step.Applied == abi.ActionModify {
+			nextDigest = audit.Digest(next)
+		}
+		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, st.Context, next, cur, nextDigest)
 		if err != nil {
 			return nil, err
 		}
+		cur = nextDigest
 		records = append(records, rec)
 		st.Trace = append(st.Trace, step)
 		switch step.Applied {
@@ -312,13 +321,13 @@ func contains(list []string, s string) bool {
 }
 
 // record appends the audit record of a step and stores its hash in the step.
-func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after map[string]any) (audit.Record, error) {
+func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after map[string]any, beforeDigest, afterDigest string) (audit.Record, error) {
 	r := audit.Record{
 		Time: c.now().UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
 		Binding: binding, Phase: string(phase), Module: module,
 		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
 		Approval: step.Approval, Resolution: step.Resolution,
-		Input: audit.Digest(before), Output: audit.Digest(after),
+		Input: beforeDigest, Output: afterDigest,
 		LatencyUS: step.LatencyUS, HostCalls: step.HostCalls, CreditCharged: step.CreditCharged,
 	}
 	if len(r.HostCalls) == 0 {

@@ -3,7 +3,7 @@
 // (allow included) and one per resolution of an approval.
 //
 // Every record carries the hash of the record before it (Prev) and its own
-// (Hash): the sha256 of its canonical encoding without the hash. Verify and
+// (Hash): the sha256 of its stored JSON without the hash field. Verify and
 // VerifyFile recompute both, so a record that was modified, inserted or
 // deleted is found, and the first broken index is reported. Deleting the
 // newest records leaves a valid but shorter chain: compare Head with a copy
@@ -12,6 +12,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,7 +24,8 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 )
 
-// Record is one audit record. Its JSON encoding is its stored form.
+// Record is one audit record. Its JSON encoding, compact and in field order,
+// is its stored form.
 type Record struct {
 	// Seq numbers the records of one chain from 0.
 	Seq uint64 `json:"seq"`
@@ -81,8 +83,9 @@ type Record struct {
 	CreditCharged int64 `json:"credit_charged"`
 	// Prev is the Hash of the record before, "" for the first.
 	Prev string `json:"prev"`
-	// Hash is the sha256 of the record's canonical encoding without Hash.
-	Hash string `json:"hash"`
+	// Hash is the hex sha256 of the record's JSON encoding without Hash
+	// (see Hash). It is always the last field of the stored form.
+	Hash string `json:"hash,omitempty"`
 }
 
 // Failure is a hook failure: a stable code and a message.
@@ -125,38 +128,46 @@ func Digest(v any) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// maxRecordDepth bounds the nesting of a record when it is parsed for
-// hashing: contexts nest up to abi.DefaultMaxJSONDepth inside a record.
-const maxRecordDepth = 2*abi.DefaultMaxJSONDepth + 8
-
-// Hash returns the hash a record must carry: the hex sha256 of its canonical
-// encoding (its JSON with "hash" removed, compact, object keys sorted).
+// Hash returns the hash a record must carry: the hex sha256 of the record's
+// JSON encoding without its hash field. The stored form of a record is that
+// encoding with `,"hash":"<hash>"` added before the closing brace, so anyone
+// can check a stored line by removing that suffix and hashing the rest; any
+// change to the line, a field added included, changes the hash.
 func Hash(r *Record) (string, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return "", err
-	}
-	return hashLine(b)
+	_, h, err := encode(r)
+	return h, err
 }
 
-// hashLine hashes one stored record: every field but "hash", canonically
-// encoded. Unknown fields count, so a field added to a stored line breaks it.
-func hashLine(line []byte) (string, error) {
-	v, err := abi.ParseJSON(line, abi.JSONLimits{MaxBytes: len(line) + 1, MaxDepth: maxRecordDepth})
+// encode returns r's stored line (without a newline) and its hash. r.Hash is
+// ignored.
+func encode(r *Record) ([]byte, string, error) {
+	c := *r
+	c.Hash = ""
+	body, err := json.Marshal(&c)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return "", fmt.Errorf("audit: a record must be a JSON object")
+	sum := sha256.Sum256(body)
+	h := hex.EncodeToString(sum[:])
+	line := make([]byte, 0, len(body)+len(h)+10)
+	line = append(line, body[:len(body)-1]...)
+	line = append(line, `,"hash":"`...)
+	line = append(line, h...)
+	line = append(line, `"}`...)
+	return line, h, nil
+}
+
+// lineHash checks the shape of a stored line and returns the hash its content
+// has and the hash it claims.
+func lineHash(line []byte) (got, claimed string, err error) {
+	const suffix = len(`,"hash":"`) + 64 + len(`"}`)
+	if len(line) < suffix+2 || !bytes.HasPrefix(line[len(line)-suffix:], []byte(`,"hash":"`)) || !bytes.HasSuffix(line, []byte(`"}`)) {
+		return "", "", fmt.Errorf(`the line does not end with ,"hash":"<64 hex digits>"}`)
 	}
-	delete(m, "hash")
-	canon, err := abi.Marshal(m)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	claimed = string(line[len(line)-suffix+len(`,"hash":"`) : len(line)-2])
+	body := append(append([]byte(nil), line[:len(line)-suffix]...), '}')
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:]), claimed, nil
 }
 
 // Sink stores audit records. Append links r into the sink's chain (it sets
@@ -172,14 +183,14 @@ type linker struct {
 	head string
 }
 
-func (l *linker) link(r *Record) error {
-	r.Seq, r.Prev, r.Hash = l.next, l.head, ""
-	h, err := Hash(r)
+func (l *linker) link(r *Record) ([]byte, error) {
+	r.Seq, r.Prev = l.next, l.head
+	line, h, err := encode(r)
 	if err != nil {
-		return fmt.Errorf("audit: hashing record: %w", err)
+		return nil, fmt.Errorf("audit: encoding record: %w", err)
 	}
 	r.Hash = h
-	return nil
+	return line, nil
 }
 
 func (l *linker) commit(r *Record) {
@@ -201,7 +212,7 @@ func NewMemorySink() *MemorySink { return &MemorySink{} }
 func (s *MemorySink) Append(_ context.Context, r *Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.l.link(r); err != nil {
+	if _, err := s.l.link(r); err != nil {
 		return err
 	}
 	s.l.commit(r)

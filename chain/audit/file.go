@@ -86,14 +86,11 @@ func (s *FileSink) Append(_ context.Context, r *Record) error {
 	if s.f == nil {
 		return errors.New("audit: file sink closed")
 	}
-	if err := s.l.link(r); err != nil {
-		return err
-	}
-	b, err := json.Marshal(r)
+	line, err := s.l.link(r)
 	if err != nil {
 		return err
 	}
-	if _, err := s.f.Write(append(b, '\n')); err != nil {
+	if _, err := s.f.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("audit: writing record %d: %w", r.Seq, err)
 	}
 	if s.sync {
@@ -156,7 +153,11 @@ func VerifyFile(path string) (int, error) {
 		if err := json.Unmarshal(line, &head); err != nil {
 			return &VerifyError{Index: i, Reason: "not an audit record: " + err.Error()}
 		}
-		if err := check(i, prev, seq, head.Seq, head.Prev, head.Hash, func() (string, error) { return hashLine(line) }); err != nil {
+		got, claimed, err := lineHash(line)
+		if err != nil {
+			return &VerifyError{Index: i, Seq: head.Seq, Reason: err.Error()}
+		}
+		if err := check(i, prev, seq, head.Seq, head.Prev, claimed, func() (string, error) { return got, nil }); err != nil {
 			return err
 		}
 		prev, seq = head.Hash, head.Seq+1

@@ -8,7 +8,10 @@
 // check, so all four variants agree byte for byte.
 package redact
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Replacement replaces each secret.
 const Replacement = "[REDACTED]"
@@ -37,10 +40,19 @@ func Redact(s string) (string, int) {
 
 // find returns the index of the first secret in s at or after from, or -1.
 func find(s string, from int) int {
-	for i := from; i+secretLen <= len(s); i++ {
-		if s[i] == 'A' && s[i+1] == 'K' && s[i+2] == 'I' && s[i+3] == 'A' && tail(s[i+4:i+secretLen]) {
+	for from+secretLen <= len(s) {
+		i := strings.Index(s[from:], "AKIA")
+		if i < 0 {
+			return -1
+		}
+		i += from
+		if i+secretLen > len(s) {
+			return -1
+		}
+		if tail(s[i+4 : i+secretLen]) {
 			return i
 		}
+		from = i + 1
 	}
 	return -1
 }

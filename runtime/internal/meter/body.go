@@ -30,6 +30,8 @@ type analysis struct {
 	segs      []int64 // the cost of each segment, in the order they start
 	maxHeight int     // the maximum operand-stack height
 	calls     bool    // the body calls a function
+	loops     bool    // the body has a loop
+	loopFirst bool    // the first leader is a loop header, before any call
 	bulk      bool    // the body has a bulk operation charged by length
 }
 
@@ -52,12 +54,24 @@ type walker struct {
 	in     wasmbin.Instr
 }
 
-func (f *funcCtx) rewrite(out []byte, st *Stats) ([]byte, error) {
+// analyze is the first pass over the body.
+func (f *funcCtx) analyze() (*analysis, error) {
 	a := &analysis{segs: make([]int64, 1, 16)}
 	w := &walker{f: f, a: a}
 	if err := w.walk(); err != nil {
 		return nil, err
 	}
+	return a, nil
+}
+
+// mayCheck reports whether the function can check the fuel (and so must
+// see the fuel its callers used): it has loops, bulk operations or calls.
+func (a *analysis) mayCheck() bool { return a.calls || a.loops || a.bulk }
+
+// rewrite is the second pass: it appends the instrumented body (locals
+// and code) to out.
+func (f *funcCtx) rewrite(out []byte, a *analysis, st *Stats) ([]byte, error) {
+	w := &walker{f: f, a: a}
 	nLocals := uint64(len(f.typ.Params)) + f.code.NumLocals
 	if a.calls {
 		cost := int64(FrameOverhead) + int64(SlotBytes)*(int64(nLocals)+int64(a.maxHeight))
@@ -151,7 +165,7 @@ func (w *walker) label(l uint32) (*frame, error) {
 }
 
 // leader starts a new segment. In the second pass it adds the segment's
-// cost to the accumulator, and flushes and checks it when check is set.
+// cost to the accumulator, and checks the fuel when check is set.
 func (w *walker) leader(check bool) {
 	if !w.emit {
 		w.a.segs = append(w.a.segs, 0)
@@ -160,63 +174,66 @@ func (w *walker) leader(check bool) {
 	}
 	w.seg++
 	w.accumulate(w.a.segs[w.seg])
-	if check && !expNoLoop {
-		w.flush(true)
+	if check && !xNoLoop {
+		w.check()
 	}
 }
 
 // accumulate writes acc += cost.
 func (w *walker) accumulate(cost int64) {
-	if cost == 0 || expNoAcc {
+	if cost == 0 || xNoAcc {
 		return
 	}
-	w.out = append(w.out, wasmbin.OpLocalGet)
-	w.out = wasmbin.AppendULEB128(w.out, uint64(w.acc))
+	w.local(wasmbin.OpLocalGet, w.acc)
 	w.out = append(w.out, wasmbin.OpI64Const)
 	w.out = wasmbin.AppendSLEB128(w.out, cost)
-	w.out = append(w.out, 0x7C, wasmbin.OpLocalSet) // i64.add
-	w.out = wasmbin.AppendULEB128(w.out, uint64(w.acc))
+	w.out = append(w.out, 0x7C) // i64.add
+	w.local(wasmbin.OpLocalSet, w.acc)
 }
 
-// flush writes fuel -= acc; acc = 0, then, when check is set,
-// if fuel < 0 { unreachable }.
-func (w *walker) flush(check bool) {
-	fuel := uint64(w.f.mod.fuel)
-	w.out = append(w.out, wasmbin.OpGlobalGet)
-	w.out = wasmbin.AppendULEB128(w.out, fuel)
-	w.out = append(w.out, wasmbin.OpLocalGet)
-	w.out = wasmbin.AppendULEB128(w.out, uint64(w.acc))
-	w.out = append(w.out, 0x7D, wasmbin.OpGlobalSet) // i64.sub
-	w.out = wasmbin.AppendULEB128(w.out, fuel)
-	if check {
-		w.out = append(w.out, wasmbin.OpI64Const, 0x00, wasmbin.OpLocalSet)
-		w.out = wasmbin.AppendULEB128(w.out, uint64(w.acc))
-		w.check()
+// flush writes fuel -= acc, and acc = 0 when reset is set.
+func (w *walker) flush(reset bool) {
+	w.global(wasmbin.OpGlobalGet, w.f.mod.fuel)
+	w.local(wasmbin.OpLocalGet, w.acc)
+	w.out = append(w.out, 0x7D) // i64.sub
+	w.global(wasmbin.OpGlobalSet, w.f.mod.fuel)
+	if reset {
+		w.out = append(w.out, wasmbin.OpI64Const, 0x00)
+		w.local(wasmbin.OpLocalSet, w.acc)
 	}
 }
 
-// check writes if fuel < 0 { unreachable }.
+// check writes: if fuel < acc { fuel -= acc; unreachable }. The fuel left
+// is fuel - acc; flushing before the trap leaves it below zero, which is
+// how the host recognises the trap.
 func (w *walker) check() {
-	fuel := uint64(w.f.mod.fuel)
-	w.out = append(w.out, wasmbin.OpGlobalGet)
-	w.out = wasmbin.AppendULEB128(w.out, fuel)
-	// i64.const 0; i64.lt_s; if; unreachable; end
-	w.out = append(w.out, wasmbin.OpI64Const, 0x00, 0x53, wasmbin.OpIf, 0x40, wasmbin.OpUnreachable, wasmbin.OpEnd)
+	w.global(wasmbin.OpGlobalGet, w.f.mod.fuel)
+	w.local(wasmbin.OpLocalGet, w.acc)
+	w.out = append(w.out, 0x53, wasmbin.OpIf, 0x40) // i64.lt_s; if
+	w.flush(false)
+	w.out = append(w.out, wasmbin.OpUnreachable, wasmbin.OpEnd)
 	w.checks++
 }
 
 // chargeLength writes the charge of a bulk operation whose length (an i32)
-// is on top of the stack: acc += length >> shift; then a flush and check.
+// is on top of the stack: acc += length >> shift; then a check.
 func (w *walker) chargeLength(shift int64) {
-	w.out = append(w.out, wasmbin.OpLocalTee)
-	w.out = wasmbin.AppendULEB128(w.out, uint64(w.tmp))
-	w.out = append(w.out, wasmbin.OpLocalGet)
-	w.out = wasmbin.AppendULEB128(w.out, uint64(w.acc))
-	w.out = append(w.out, wasmbin.OpLocalGet)
-	w.out = wasmbin.AppendULEB128(w.out, uint64(w.tmp))
-	w.out = append(w.out, 0xAD, wasmbin.OpI64Const, byte(shift), 0x88, 0x7C, wasmbin.OpLocalSet) // i64.extend_i32_u; i64.const; i64.shr_u; i64.add
-	w.out = wasmbin.AppendULEB128(w.out, uint64(w.acc))
-	w.flush(true)
+	w.local(wasmbin.OpLocalTee, w.tmp)
+	w.local(wasmbin.OpLocalGet, w.acc)
+	w.local(wasmbin.OpLocalGet, w.tmp)
+	w.out = append(w.out, 0xAD, wasmbin.OpI64Const, byte(shift), 0x88, 0x7C) // i64.extend_i32_u; i64.const; i64.shr_u; i64.add
+	w.local(wasmbin.OpLocalSet, w.acc)
+	w.check()
+}
+
+func (w *walker) local(op byte, idx uint32) {
+	w.out = append(w.out, op)
+	w.out = wasmbin.AppendULEB128(w.out, uint64(idx))
+}
+
+func (w *walker) global(op byte, idx uint32) {
+	w.out = append(w.out, op)
+	w.out = wasmbin.AppendULEB128(w.out, uint64(idx))
 }
 
 // stackAdjust writes: stack += delta (a negative delta also checks
@@ -267,32 +284,28 @@ func (w *walker) walk() error {
 	w.ctrl = append(w.ctrl[:0], frame{results: len(f.typ.Results)})
 	// Every function is wrapped in a block whose end is its only exit,
 	// where the accumulator is flushed and the frame cost given back.
-	wrapped := w.emit && !expNoWrap
 	if w.emit {
 		if c := w.a.segs[0]; c > 0 {
 			w.out = append(w.out, wasmbin.OpI64Const)
 			w.out = wasmbin.AppendSLEB128(w.out, c)
-			w.out = append(w.out, wasmbin.OpLocalSet)
-			w.out = wasmbin.AppendULEB128(w.out, uint64(w.acc))
+			w.local(wasmbin.OpLocalSet, w.acc)
 		}
 		if w.a.calls {
-			if !expNoEntryCheck {
+			if !w.a.loopFirst {
 				w.check()
 			}
-			if !expNoStack {
+			if !xNoStack {
 				w.stackAdjust(-w.frame)
 			}
 		}
-		if wrapped {
-			w.out = append(w.out, wasmbin.OpBlock)
-			switch len(f.typ.Results) {
-			case 0:
-				w.out = append(w.out, 0x40)
-			case 1:
-				w.out = append(w.out, byte(f.typ.Results[0]))
-			default:
-				w.out = wasmbin.AppendSLEB128(w.out, int64(f.mod.resultsType(f.typ.Results)))
-			}
+		w.out = append(w.out, wasmbin.OpBlock)
+		switch len(f.typ.Results) {
+		case 0:
+			w.out = append(w.out, 0x40)
+		case 1:
+			w.out = append(w.out, byte(f.typ.Results[0]))
+		default:
+			w.out = wasmbin.AppendSLEB128(w.out, int64(f.mod.resultsType(f.typ.Results)))
 		}
 	}
 	in := &w.in
@@ -323,6 +336,12 @@ func (w *walker) walk() error {
 			w.copyInstr()
 			switch op {
 			case wasmbin.OpLoop:
+				if !w.emit && w.seg == 0 && !w.a.calls {
+					// The first leader is a loop header reached before any
+					// call: its check makes an entry check redundant.
+					w.a.loopFirst = true
+				}
+				w.a.loops = true
 				w.leader(true)
 			case wasmbin.OpIf:
 				w.leader(false)
@@ -341,16 +360,12 @@ func (w *walker) walk() error {
 				if d.Pos() != len(body) {
 					return w.errorf("instructions after the end of the function")
 				}
-				if wrapped {
-					w.out = append(w.out, wasmbin.OpEnd)
-					if !expNoExitFlush {
-						w.flush(false)
-					}
-					if w.a.calls && !expNoStack {
+				if w.emit {
+					w.out = append(w.out, wasmbin.OpEnd) // the wrapping block
+					w.flush(false)
+					if w.a.calls && !xNoStack {
 						w.stackAdjust(w.frame)
 					}
-				}
-				if w.emit {
 					w.out = append(w.out, wasmbin.OpEnd)
 				}
 				return nil
@@ -392,39 +407,49 @@ func (w *walker) walk() error {
 			w.copyInstr()
 			w.setUnreachable()
 		case wasmbin.OpReturn:
-			if wrapped {
+			if w.emit {
 				// A branch to the wrapping block, whose end is the only exit.
 				w.out = append(w.out, wasmbin.OpBr)
 				w.out = wasmbin.AppendULEB128(w.out, uint64(len(w.ctrl)-1))
-			} else {
-				w.copyInstr()
 			}
 			w.setUnreachable()
 		case wasmbin.OpUnreachable:
 			w.copyInstr()
 			w.setUnreachable()
-		case wasmbin.OpCall:
-			if uint64(in.Index) >= uint64(len(f.mod.funcTypes)) {
-				return w.errorf("call of function %d, out of range (%d functions)", in.Index, len(f.mod.funcTypes))
+		case wasmbin.OpCall, wasmbin.OpCallIndirect:
+			var t wasmbin.FuncType
+			pops := 0
+			if op == wasmbin.OpCall {
+				if uint64(in.Index) >= uint64(len(f.mod.funcTypes)) {
+					return w.errorf("call of function %d, out of range (%d functions)", in.Index, len(f.mod.funcTypes))
+				}
+				t = f.mod.funcTypes[in.Index]
+			} else {
+				types := f.mod.m.Types
+				if uint64(in.Index) >= uint64(len(types)) {
+					return w.errorf("call_indirect of type %d, out of range (%d types)", in.Index, len(types))
+				}
+				t = types[in.Index]
+				pops = 1
 			}
-			t := f.mod.funcTypes[in.Index]
 			w.a.calls = true
-			if w.emit && int(in.Index) < f.mod.m.NumImportedFuncs() {
-				// The host sees the fuel exactly, and refuses to run a
-				// host call once it is below zero.
-				w.flush(true)
+			if w.emit {
+				imported := op == wasmbin.OpCall && int(in.Index) < f.mod.m.NumImportedFuncs()
+				switch {
+				case imported:
+					// The host sees the fuel exactly, and never runs a
+					// host function once it is below zero.
+					w.flush(true)
+					w.check()
+				case xNoCallFlush:
+				case op == wasmbin.OpCallIndirect || f.mod.mayCheck(in.Index):
+					// The callee's checks see the fuel this frame used. A
+					// callee that never checks (a leaf without loops)
+					// needs no flush: it flushes its own use on return.
+					w.flush(true)
+				}
 			}
-			w.pop(len(t.Params))
-			w.push(len(t.Results))
-			w.copyInstr()
-		case wasmbin.OpCallIndirect:
-			types := f.mod.m.Types
-			if uint64(in.Index) >= uint64(len(types)) {
-				return w.errorf("call_indirect of type %d, out of range (%d types)", in.Index, len(types))
-			}
-			t := types[in.Index]
-			w.a.calls = true
-			w.pop(1 + len(t.Params))
+			w.pop(pops + len(t.Params))
 			w.push(len(t.Results))
 			w.copyInstr()
 		default:
@@ -454,11 +479,8 @@ func (w *walker) walk() error {
 }
 
 var (
-	expNoStack      = os.Getenv("EXP_NOSTACK") != ""
-	expNoEntryCheck = os.Getenv("EXP_NOENTRY") != ""
-	expNoAcc        = os.Getenv("EXP_NOACC") != ""
-	expNoWrap       = os.Getenv("EXP_NOWRAP") != ""
-	expNoLoop       = os.Getenv("EXP_NOLOOP") != ""
-	expIdentity     = os.Getenv("EXP_IDENTITY") != ""
-	expNoExitFlush  = os.Getenv("EXP_NOEXITFLUSH") != ""
+	xNoAcc       = os.Getenv("X_NOACC") != ""
+	xNoLoop      = os.Getenv("X_NOLOOP") != ""
+	xNoStack     = os.Getenv("X_NOSTACK") != ""
+	xNoCallFlush = os.Getenv("X_NOCALLFLUSH") != ""
 )

@@ -154,19 +154,28 @@ func instrument(wasm []byte, m *wasmbin.Module) ([]byte, Stats, error) {
 	}
 
 	// The code section: every body rewritten.
-	code := wasmbin.AppendULEB128(nil, uint64(len(m.Code)))
+	// First pass: every body analysed, so that a call site knows whether
+	// its callee can check the fuel.
+	nImported := m.NumImportedFuncs()
+	mc.analyses = make([]*analysis, len(m.Code))
+	for i := range m.Code {
+		f := &funcCtx{mod: mc, typ: mc.funcTypes[nImported+i], code: &m.Code[i]}
+		a, err := f.analyze()
+		if err != nil {
+			return nil, st, withFunc(err, nImported+i)
+		}
+		mc.analyses[i] = a
+	}
+	// Second pass: the code section, every body rewritten.
+	code := make([]byte, 0, len(wasm)+len(wasm)/4)
+	code = wasmbin.AppendULEB128(code, uint64(len(m.Code)))
 	var body []byte
 	for i := range m.Code {
-		c := &m.Code[i]
-		fidx := m.NumImportedFuncs() + i
-		f := &funcCtx{mod: mc, typ: mc.funcTypes[fidx], code: c}
+		f := &funcCtx{mod: mc, typ: mc.funcTypes[nImported+i], code: &m.Code[i]}
 		var err error
-		body, err = f.rewrite(body[:0], &st)
+		body, err = f.rewrite(body[:0], mc.analyses[i], &st)
 		if err != nil {
-			return nil, st, withFunc(err, fidx)
-		}
-		if expIdentity {
-			body = append(append(body[:0], c.Locals...), c.Body...)
+			return nil, st, withFunc(err, nImported+i)
 		}
 		code = wasmbin.AppendULEB128(code, uint64(len(body)))
 		code = append(code, body...)
@@ -199,6 +208,14 @@ type modCtx struct {
 	funcTypes   []wasmbin.FuncType // imports first
 	fuel, stack uint32             // indices of the injected globals
 	extraTypes  []wasmbin.FuncType // types appended to the type section
+	analyses    []*analysis        // first pass of each defined function
+}
+
+// mayCheck reports whether the function at fidx can check the fuel;
+// imported functions are handled by the caller.
+func (mc *modCtx) mayCheck(fidx uint32) bool {
+	i := int(fidx) - mc.m.NumImportedFuncs()
+	return i < 0 || i >= len(mc.analyses) || mc.analyses[i].mayCheck()
 }
 
 // resultsType returns the index of a type () -> results, appending one to
@@ -245,6 +262,7 @@ func (mc *modCtx) assemble(wasm []byte, code []byte) ([]byte, error) {
 	globals = append(globals, wasmbin.I32Const(0)...)
 	globals = append(globals, wasmbin.OpEnd)
 
+	nGlobals := 2
 	var exports []byte
 	nExports := 2
 	exports = appendName(exports, FuelExport)
@@ -273,7 +291,7 @@ func (mc *modCtx) assemble(wasm []byte, code []byte) ([]byte, error) {
 		done  bool
 	}{
 		{wasmbin.SectionType, len(mc.extraTypes), types, len(mc.extraTypes) == 0},
-		{wasmbin.SectionGlobal, 2, globals, false},
+		{wasmbin.SectionGlobal, nGlobals, globals, false},
 		{wasmbin.SectionExport, nExports, exports, false},
 	}
 	// flush writes the pending sections that must come before a section of
