@@ -16,8 +16,9 @@ const (
 	// Major is the ABI major version: the suffix of ImportModule and
 	// HandleExport, and the "abi" field of the invocation document.
 	Major = 1
-	// Minor is the ABI minor version. Minor versions only add.
-	Minor = 0
+	// Minor is the ABI minor version. Minor versions only add. 1.1 added
+	// metering (ABI.md#metering).
+	Minor = 1
 )
 
 // Names of the import, the exports and the custom section defined by ABI v1.

@@ -7,12 +7,16 @@
 // The flow of one invocation (see ABI.md):
 //
 //  1. Load validates the module (size, imports, exports, memory, manifest)
-//     without running it, then compiles it; compiled code is cached by the
-//     sha256 of the bytes, in memory and optionally on disk.
+//     without running it, rewrites it to meter its execution (a fuel
+//     counter and a stack limiter, runtime/internal/meter), then compiles
+//     it; compiled code is cached by the sha256 of the original bytes, in
+//     memory and optionally on disk.
 //  2. Invoke takes a warm instance from the pool of (module, tenant) or
-//     creates one (running _initialize, where host calls are answered
-//     NOT_IN_INVOCATION), parks the invocation document, and calls
-//     hook_v1_handle(len).
+//     creates one (running the start function and _initialize under
+//     Limits.InitFuel, where host calls are answered NOT_IN_INVOCATION),
+//     parks the invocation document, sets the fuel and stack budgets, and
+//     calls hook_v1_handle(len). Running out of either fails the
+//     invocation (fuel_exhausted, stack_exhausted), deterministically.
 //  3. Each host_call is bounds-checked (an out-of-range pointer is an ABI
 //     violation that ends the invocation), quota-checked (count, bytes,
 //     sizes), and passed to the HostCaller; the reply is written into the

@@ -51,8 +51,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	} else {
 		wc = wazero.NewRuntimeConfig()
 	}
-	// See RATIONALE.md#why-close-on-context-done.
-	wc = wc.WithCloseOnContextDone(!cfg.noCloseOnDone).
+	// See RATIONALE.md#why-close-on-context-done and
+	// RATIONALE.md#why-keep-close-on-context-done.
+	wc = wc.WithCloseOnContextDone(!cfg.NoDeadlineInterrupt).
 		WithMemoryLimitPages(cfg.MaxMemoryPages).
 		WithCoreFeatures(api.CoreFeaturesV2)
 	if cfg.CacheDir != "" {

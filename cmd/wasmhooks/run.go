@@ -26,6 +26,7 @@ type runReport struct {
 	HostCalls     int              `json:"host_calls"`
 	CreditCharged int64            `json:"credit_charged"`
 	CreditLeft    *int64           `json:"credit_left,omitempty"`
+	FuelUsed      uint64           `json:"fuel_used"`
 	DurationMS    float64          `json:"duration_ms"`
 	Failure       *runtime.Failure `json:"failure"`
 	FailPolicy    string           `json:"fail_policy,omitempty"`
@@ -54,6 +55,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		failPolicy = fs.String("fail", "closed", "what a hook failure decides: closed (block) or open (continue)")
 		timeout    = fs.Duration("timeout", 0, "wall-clock limit of the invocation (default 2s)")
 		memPages   = fs.Uint("memory-pages", 0, "linear-memory limit in 64 KiB pages (default 512)")
+		fuel       = fs.Uint64("fuel", 0, "fuel budget of the invocation, about one unit per WebAssembly instruction (default 400000000)")
 		tenant     = fs.String("tenant", "local", "the tenant the invocation runs for")
 		hookName   = fs.String("name", "", "the hook's name (default: the manifest's name)")
 		cacheDir   = fs.String("cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
@@ -123,7 +125,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	req := runtime.Request{
 		Tenant: *tenant, Hook: *hookName, Point: *point, Context: input, Settings: settings,
 		Grants: splitList(*grants), HostCaller: runner,
-		Limits: runtime.Limits{Timeout: *timeout, MemoryPages: uint32(*memPages)},
+		Limits: runtime.Limits{Timeout: *timeout, MemoryPages: uint32(*memPages), Fuel: *fuel},
 	}
 	start := time.Now()
 	res, err := rt.Invoke(ctx, mod, req)
@@ -134,7 +136,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	out.Decision = res.Decision
 	out.Report = runReport{
-		HostCalls: res.HostCalls, CreditCharged: res.CreditCharged,
+		HostCalls: res.HostCalls, CreditCharged: res.CreditCharged, FuelUsed: res.FuelUsed,
 		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		Failure:    res.Failure,
 	}

@@ -3,7 +3,6 @@ package meter
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/wasmhooks/wasmhooks/runtime/internal/wasmbin"
 )
@@ -174,14 +173,14 @@ func (w *walker) leader(check bool) {
 	}
 	w.seg++
 	w.accumulate(w.a.segs[w.seg])
-	if check && !xNoLoop {
+	if check {
 		w.check()
 	}
 }
 
 // accumulate writes acc += cost.
 func (w *walker) accumulate(cost int64) {
-	if cost == 0 || xNoAcc {
+	if cost == 0 {
 		return
 	}
 	w.local(wasmbin.OpLocalGet, w.acc)
@@ -294,9 +293,7 @@ func (w *walker) walk() error {
 			if !w.a.loopFirst {
 				w.check()
 			}
-			if !xNoStack {
-				w.stackAdjust(-w.frame)
-			}
+			w.stackAdjust(-w.frame)
 		}
 		w.out = append(w.out, wasmbin.OpBlock)
 		switch len(f.typ.Results) {
@@ -363,7 +360,7 @@ func (w *walker) walk() error {
 				if w.emit {
 					w.out = append(w.out, wasmbin.OpEnd) // the wrapping block
 					w.flush(false)
-					if w.a.calls && !xNoStack {
+					if w.a.calls {
 						w.stackAdjust(w.frame)
 					}
 					w.out = append(w.out, wasmbin.OpEnd)
@@ -441,7 +438,6 @@ func (w *walker) walk() error {
 					// host function once it is below zero.
 					w.flush(true)
 					w.check()
-				case xNoCallFlush:
 				case op == wasmbin.OpCallIndirect || f.mod.mayCheck(in.Index):
 					// The callee's checks see the fuel this frame used. A
 					// callee that never checks (a leaf without loops)
@@ -477,10 +473,3 @@ func (w *walker) walk() error {
 		}
 	}
 }
-
-var (
-	xNoAcc       = os.Getenv("X_NOACC") != ""
-	xNoLoop      = os.Getenv("X_NOLOOP") != ""
-	xNoStack     = os.Getenv("X_NOSTACK") != ""
-	xNoCallFlush = os.Getenv("X_NOCALLFLUSH") != ""
-)

@@ -1,7 +1,7 @@
 // Package meter rewrites a WebAssembly module so that its execution is
 // metered deterministically: it injects a fuel counter and a stack-height
 // limiter. The runtime instruments every hook at load, after validating the
-// original, and compiles the result.
+// original, and compiles the result. See RATIONALE.md#why-fuel-and-how-much.
 //
 // # Fuel
 //
@@ -9,20 +9,24 @@
 // of every function is cut into segments of straight-line code at its entry
 // and at every point where control can arrive from elsewhere: a loop header,
 // the start of each arm of an if, the code after the end of an if or of a
-// block that a branch targets, and the code after a br_if. Each segment
-// starts by subtracting its pre-summed cost, so that the fuel used is exactly
-// the cost of the instructions executed: one unit per instruction, nothing
-// for the structure markers (block, loop, else, end, nop), and no charge for
+// block that a branch targets, and the code after a br_if. Each segment adds
+// its pre-summed cost to an i64 local, the accumulator, which is flushed
+// into the global (fuel -= acc) at the function's only exit and before a
+// call to a function that can check, so that the fuel used is exactly the
+// cost of the instructions executed: one unit per instruction, nothing for
+// the structure markers (block, loop, else, end, nop), and no charge for
 // code that cannot run (after br, br_table, return or unreachable).
 //
-// The fuel is checked (fuel < 0 traps with unreachable) at every loop header
-// and at the entry of every function that makes calls, which are the only
-// ways code can run again without a check: between two checks only
-// straight-line code of one function and calls of loop-free leaf functions
-// run, a bounded amount. The fuel can therefore end an invocation slightly
-// below zero without a trap; the host treats fuel < 0 after an invocation,
-// trapped or not, as fuel exhausted, and refuses host calls once it is
-// negative.
+// The fuel is checked (fuel - acc < 0 flushes and traps with unreachable)
+// at every loop header and at the entry of every function that makes calls
+// (unless its first segment runs into a loop header before any call), which
+// are the only ways code can run again without a check: between two checks
+// only straight-line code of one function and calls of loop-free leaf
+// functions run, a bounded amount. The fuel can therefore end an invocation
+// slightly below zero without a trap; the host treats fuel < 0 after an
+// invocation, trapped or not, as fuel exhausted. Calls of imported
+// functions are preceded by a flush and a check, and the host refuses host
+// calls once the fuel is negative (a call through the table has no check).
 //
 // The bulk operations are charged by their length before they run, then
 // checked: memory.copy, memory.fill and memory.init one unit per 64 bytes,
@@ -32,9 +36,9 @@
 //
 // A mutable i32 global holds the stack budget left, in bytes. Every
 // function that makes calls subtracts its frame cost at entry (trapping
-// when the budget goes below zero) and adds it back on every exit: its body
-// is wrapped in a block whose end is the only exit (return becomes a branch
-// to it). The frame cost models what an engine keeps per frame:
+// when the budget goes below zero) and adds it back on every exit: every
+// body is wrapped in a block whose end is the only exit (return becomes a
+// branch to it). The frame cost models what an engine keeps per frame:
 // FrameOverhead + SlotBytes × (parameters + locals + the function's maximum
 // operand-stack height). Functions that make no calls are not charged: they
 // cannot deepen the stack past their own frame.
@@ -47,6 +51,7 @@
 // ReservedPrefix. A start function is not run at instantiation: it is
 // exported as StartExport for the host to call under a fuel budget. A trap
 // with fuel < 0 is fuel exhaustion, one with stack < 0 a stack overflow.
+// After a trap of another kind the fuel global holds what was flushed last.
 package meter
 
 import (

@@ -10,7 +10,8 @@
 // except the instructions inside function bodies (which wazero validates when
 // it compiles the module), checks every index it decodes against its index
 // space, and keeps the position and raw bytes of every section and function
-// body so that a later rewriting pass can work from them.
+// body so that a later rewriting pass can work from them. InstrReader decodes
+// the instructions of a body, for that pass (runtime/internal/meter).
 //
 // Three error types cover every refusal:
 //

@@ -7,6 +7,7 @@ import (
 
 // This file decodes the instructions of function bodies: the code a later
 // pass (runtime/internal/meter) rewrites. Parse itself never decodes them.
+// See RATIONALE.md#why-our-own-instruction-decoder-and-encoder.
 
 // More names a FeatureError can report, for instructions.
 const (

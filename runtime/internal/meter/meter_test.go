@@ -1,0 +1,445 @@
+package meter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime/internal/wasmbin"
+)
+
+// huge is a fuel or stack budget that generated code never reaches.
+const (
+	hugeFuel  = int64(1) << 60
+	hugeStack = int32(1) << 30
+)
+
+func mustInstrument(t testing.TB, wasm []byte) []byte {
+	t.Helper()
+	m, err := wasmbin.Parse(wasm, wasmbin.Limits{})
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	out, _, err := Instrument(wasm, m)
+	if err != nil {
+		t.Fatalf("instrument: %v", err)
+	}
+	if _, err := wasmbin.Parse(out, wasmbin.Limits{MaxModuleBytes: 64 << 20, MaxFunctionBodyBytes: 16 << 20}); err != nil {
+		t.Fatalf("the instrumented module does not parse: %v", err)
+	}
+	return out
+}
+
+// engines holds one wazero runtime per engine, shared by a test.
+type engines struct {
+	compiler, interpreter wazero.Runtime
+}
+
+func newEngines(t testing.TB) *engines {
+	ctx := context.Background()
+	e := &engines{
+		compiler:    wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true).WithCoreFeatures(api.CoreFeaturesV2)),
+		interpreter: wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCloseOnContextDone(true).WithCoreFeatures(api.CoreFeaturesV2)),
+	}
+	t.Cleanup(func() {
+		_ = e.compiler.Close(ctx)
+		_ = e.interpreter.Close(ctx)
+	})
+	return e
+}
+
+// outcome is what one call of an exported function did.
+type outcome struct {
+	results []uint64
+	err     string // first line of the error, if any
+	mem     []byte
+	global  uint64
+	fuel    int64 // left, instrumented modules only
+	stack   int32 // left, instrumented modules only
+}
+
+// call instantiates code afresh and calls name with args; with metered
+// set it first gives the instance the budgets (and runs the start function
+// the instrumentation exported).
+func call(t testing.TB, rt wazero.Runtime, code wazero.CompiledModule, name string, args []uint64, metered bool, fuel int64, stack int32) outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mod, err := rt.InstantiateModule(ctx, code, wazero.NewModuleConfig().WithName(""))
+	if err != nil {
+		t.Fatalf("instantiate: %v", err)
+	}
+	defer mod.Close(ctx)
+	var fg, sg api.MutableGlobal
+	if metered {
+		fg = mod.ExportedGlobal(FuelExport).(api.MutableGlobal)
+		sg = mod.ExportedGlobal(StackExport).(api.MutableGlobal)
+		fg.Set(uint64(fuel))
+		sg.Set(uint64(uint32(stack)))
+		if start := mod.ExportedFunction(StartExport); start != nil {
+			if _, err := start.Call(ctx); err != nil {
+				t.Fatalf("start: %v", err)
+			}
+		}
+	}
+	var o outcome
+	o.results, err = mod.ExportedFunction(name).Call(ctx, args...)
+	if err != nil {
+		o.err = strings.SplitN(err.Error(), "\n", 2)[0]
+		if ctx.Err() != nil {
+			t.Skipf("%s ran for 20 s", name)
+		}
+	}
+	mem, _ := mod.Memory().Read(0, mod.Memory().Size())
+	o.mem = bytes.Clone(mem)
+	o.global = mod.ExportedGlobal("g").Get()
+	if metered {
+		o.fuel = int64(fg.Get())
+		o.stack = int32(uint32(sg.Get()))
+	}
+	return o
+}
+
+func argsFor(ft wasmbin.FuncType) [][]uint64 {
+	switch ft.String() {
+	case typeA.String():
+		return [][]uint64{{3, 77}, {2, 0xFFFFFFFE}}
+	case typeB.String():
+		return [][]uint64{{123}}
+	}
+	return [][]uint64{nil}
+}
+
+func compile(t testing.TB, rt wazero.Runtime, wasm []byte) wazero.CompiledModule {
+	t.Helper()
+	code, err := rt.CompileModule(context.Background(), wasm)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	t.Cleanup(func() { _ = code.Close(context.Background()) })
+	return code
+}
+
+// differential generates the module of seed, instruments it and checks,
+// for every exported function and on the given engines, that the
+// instrumented module behaves exactly like the original (results, traps,
+// memory, globals), that its stack budget is given back in full, that both
+// engines count the same fuel, and that the fuel is exact: a budget of
+// exactly the fuel used suffices and one unit less runs out.
+func differential(t *testing.T, e *engines, seed int64, bothEngines bool) {
+	wasm := genModule(seed)
+	inst := mustInstrument(t, wasm)
+	m, err := wasmbin.Parse(wasm, wasmbin.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rts := []wazero.Runtime{e.interpreter}
+	if bothEngines {
+		rts = append(rts, e.compiler)
+	}
+	var used []int64 // per function and args, from the first engine
+	for ri, rt := range rts {
+		orig := compile(t, rt, wasm)
+		metered := compile(t, rt, inst)
+		k := 0
+		for _, ex := range m.Exports {
+			if ex.Kind != wasmbin.KindFunc {
+				continue
+			}
+			ft, _ := m.FuncType(ex.Index)
+			for _, args := range argsFor(ft) {
+				want := call(t, rt, orig, ex.Name, args, false, 0, 0)
+				got := call(t, rt, metered, ex.Name, args, true, hugeFuel, hugeStack)
+				where := fmt.Sprintf("seed %d, engine %d, %s%v", seed, ri, ex.Name, args)
+				if got.err != want.err {
+					t.Fatalf("%s: error %q, want %q", where, got.err, want.err)
+				}
+				if fmt.Sprint(got.results) != fmt.Sprint(want.results) {
+					t.Fatalf("%s: results %v, want %v", where, got.results, want.results)
+				}
+				if !bytes.Equal(got.mem, want.mem) {
+					t.Fatalf("%s: memory differs", where)
+				}
+				if got.global != want.global {
+					t.Fatalf("%s: global %d, want %d", where, got.global, want.global)
+				}
+				u := hugeFuel - got.fuel
+				if ri == 0 {
+					used = append(used, u)
+				} else if used[k] != u {
+					t.Fatalf("%s: the compiler counts %d fuel, the interpreter %d", where, u, used[k])
+				}
+				k++
+				if want.err != "" {
+					continue
+				}
+				if got.stack != hugeStack {
+					t.Fatalf("%s: stack budget %d after return, want %d back", where, got.stack, hugeStack)
+				}
+				if ri > 0 {
+					continue
+				}
+				exact := call(t, rt, metered, ex.Name, args, true, u, hugeStack)
+				if exact.err != "" || exact.fuel != 0 {
+					t.Fatalf("%s: with a budget of exactly %d: error %q, fuel left %d", where, u, exact.err, exact.fuel)
+				}
+				short := call(t, rt, metered, ex.Name, args, true, u-1, hugeStack)
+				if short.fuel >= 0 {
+					t.Fatalf("%s: with a budget of %d, one under what it uses, fuel left %d (error %q)", where, u-1, short.fuel, short.err)
+				}
+			}
+		}
+	}
+}
+
+func TestDifferentialGenerated(t *testing.T) {
+	e := newEngines(t)
+	n := 120
+	if testing.Short() {
+		n = 20
+	}
+	for seed := int64(1); seed <= int64(n); seed++ {
+		differential(t, e, seed, seed%8 == 0)
+	}
+}
+
+// FuzzDifferential runs the differential test on generated modules:
+// go test -fuzz FuzzDifferential ./runtime/internal/meter
+func FuzzDifferential(f *testing.F) {
+	for _, s := range []int64{0, 7, 42, 1 << 40} {
+		f.Add(s)
+	}
+	e := newEngines(f)
+	f.Fuzz(func(t *testing.T, seed int64) {
+		differential(t, e, seed, true)
+	})
+}
+
+// TestInstrumentedModulesValidate runs wabt's validator, an implementation
+// independent of wazero, on instrumented modules.
+func TestInstrumentedModulesValidate(t *testing.T) {
+	validator, err := exec.LookPath("wasm-validate")
+	if err != nil {
+		t.Fatal("wasm-validate not found; install wabt (make deps)")
+	}
+	dir := t.TempDir()
+	var files []string
+	for seed := int64(1); seed <= 20; seed++ {
+		for i, b := range [][]byte{genModule(seed), mustInstrument(t, genModule(seed))} {
+			p := filepath.Join(dir, fmt.Sprintf("m%d-%d.wasm", seed, i))
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, p)
+		}
+	}
+	for _, p := range files {
+		if out, err := exec.Command(validator, "--enable-all", p).CombinedOutput(); err != nil {
+			t.Errorf("%s: %v\n%s", filepath.Base(p), err, out)
+		}
+	}
+}
+
+// loopWAT counts to its parameter: the fuel of f(n) is 9n + 5 (see
+// TestFuelIsExact).
+const loopWAT = `(module
+  (memory (export "memory") 1)
+  (global (export "g") (mut i32) (i32.const 0))
+  (func (export "f") (param i32) (result i32)
+    (local i32)
+    (block
+      (loop
+        (br_if 1 (i32.ge_u (local.get 1) (local.get 0)))
+        (local.set 1 (i32.add (local.get 1) (i32.const 1)))
+        (br 0)))
+    (local.get 1))
+  (func (export "fill") (param i32)
+    (memory.fill (i32.const 0) (i32.const 7) (local.get 0))))`
+
+// TestFuelIsExact checks the cost model on code whose count is known: the
+// loop header segment (local.get, local.get, i32.ge_u, br_if) runs n+1
+// times, the body after br_if (local.get, i32.const, i32.add, local.set,
+// br) n times, the code after the block (local.get) once: 9n + 5. The
+// structure markers are free. memory.fill of n bytes costs its 4
+// instructions plus n/64.
+func TestFuelIsExact(t *testing.T) {
+	e := newEngines(t)
+	inst := mustInstrument(t, testutil.WAT(t, loopWAT))
+	for _, rt := range []wazero.Runtime{e.compiler, e.interpreter} {
+		code := compile(t, rt, inst)
+		for _, n := range []uint64{0, 1, 10, 1000} {
+			o := call(t, rt, code, "f", []uint64{n}, true, hugeFuel, hugeStack)
+			if used := hugeFuel - o.fuel; used != int64(9*n+5) || o.err != "" {
+				t.Errorf("f(%d) used %d fuel (error %q), want %d", n, used, o.err, 9*n+5)
+			}
+		}
+		for _, n := range []uint64{0, 63, 64, 6400} {
+			o := call(t, rt, code, "fill", []uint64{n}, true, hugeFuel, hugeStack)
+			if used := hugeFuel - o.fuel; used != int64(4+n/64) || o.err != "" {
+				t.Errorf("fill(%d) used %d fuel (error %q), want %d", n, used, o.err, 4+n/64)
+			}
+		}
+		// The fill is refused before it runs when its length is over the
+		// budget: nothing is written.
+		o := call(t, rt, code, "fill", []uint64{6400}, true, 50, hugeStack)
+		if o.fuel >= 0 || o.err == "" || o.mem[0] != 0 {
+			t.Errorf("fill(6400) with 50 fuel: error %q, fuel %d, mem[0] %d; want a trap before the fill", o.err, o.fuel, o.mem[0])
+		}
+	}
+}
+
+// runawayWAT has the three shapes a deadline does not stop cheaply: a loop,
+// unbounded recursion, and a loop-free call tree of 2^41 - 1 calls (f0
+// calls f1 twice, ..., f40 is a leaf).
+func runawayWAT() string {
+	var sb strings.Builder
+	sb.WriteString(`(module
+  (memory (export "memory") 1)
+  (global (export "g") (mut i32) (i32.const 0))
+  (func (export "spin") (loop (br 0)))
+  (func $rec (export "recurse") (call $rec))
+  (func (export "tree") (call $f0))
+`)
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&sb, "  (func $f%d (call $f%d) (call $f%d))\n", i, i+1, i+1)
+	}
+	sb.WriteString("  (func $f40))")
+	return sb.String()
+}
+
+// TestRunawayStopped checks that each shape is stopped with the right trap,
+// deterministically, on both engines.
+func TestRunawayStopped(t *testing.T) {
+	e := newEngines(t)
+	inst := mustInstrument(t, testutil.WAT(t, runawayWAT()))
+	for _, rt := range []wazero.Runtime{e.compiler, e.interpreter} {
+		code := compile(t, rt, inst)
+		for _, name := range []string{"spin", "tree", "recurse"} {
+			var first outcome
+			for i := 0; i < 2; i++ {
+				o := call(t, rt, code, name, nil, true, 100_000, 16<<10)
+				if o.err == "" {
+					t.Fatalf("%s returned", name)
+				}
+				fuelOut, stackOut := o.fuel < 0, o.stack < 0
+				if name == "recurse" && (!stackOut || fuelOut) {
+					t.Fatalf("%s: fuel %d stack %d, want the stack exhausted", name, o.fuel, o.stack)
+				}
+				if name != "recurse" && (!fuelOut || stackOut) {
+					t.Fatalf("%s: fuel %d stack %d, want the fuel exhausted", name, o.fuel, o.stack)
+				}
+				if i == 0 {
+					first = o
+				} else if o.fuel != first.fuel || o.stack != first.stack {
+					t.Fatalf("%s: not deterministic: fuel %d then %d, stack %d then %d", name, first.fuel, o.fuel, first.stack, o.stack)
+				}
+			}
+		}
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	build := func(f func(b *wasmbin.Builder)) []byte {
+		var b wasmbin.Builder
+		f(&b)
+		return b.Bytes()
+	}
+	void := wasmbin.FuncType{}
+	tests := []struct {
+		name    string
+		wasm    []byte
+		feature string
+		msg     string
+	}{
+		{"reserved export", build(func(b *wasmbin.Builder) {
+			b.Export("__wasmhooks_fuel", wasmbin.KindFunc, b.Func(void, nil, nil))
+		}), "", "reserved prefix"},
+		{"unknown opcode", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x27}) }), "", "unknown opcode"},
+		{"simd", build(func(b *wasmbin.Builder) {
+			b.Func(void, nil, append([]byte{0xFD, 0x0C}, make([]byte, 17)...))
+		}), wasmbin.FeatureSIMD, ""},
+		{"tail call", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x12, 0x00}) }), wasmbin.FeatureTailCall, ""},
+		{"branch out of range", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x0C, 0x05}) }), "", "label 5"},
+		{"call out of range", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x10, 0x09}) }), "", "function 9"},
+		{"end too early", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x0B, 0x01}) }), "", "after the end"},
+		{"else outside if", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x05}) }), "", "else outside"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := wasmbin.Parse(tt.wasm, wasmbin.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = Instrument(tt.wasm, m)
+			if err == nil {
+				t.Fatal("instrumented")
+			}
+			var xe *wasmbin.FeatureError
+			if tt.feature != "" {
+				if !errors.As(err, &xe) || xe.Feature != tt.feature {
+					t.Fatalf("got %v, want feature %s", err, tt.feature)
+				}
+				return
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("got %v, want %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+// TestInstrumentGoHook instruments a 3.8 MB Go-SDK hook and checks the time
+// it takes, that wabt accepts the result, and what it adds.
+func TestInstrumentGoHook(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Go hook for wasip1")
+	}
+	wasm := testutil.BuildHook(t, "hooks-examples/redact-secrets")
+	start := time.Now()
+	m, err := wasmbin.Parse(wasm, wasmbin.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, st, err := Instrument(wasm, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("%d bytes -> %d bytes (+%.1f%%) in %v: %+v", len(wasm), len(out), 100*float64(len(out)-len(wasm))/float64(len(wasm)), took, st)
+	if !raceEnabled && took > time.Second {
+		t.Errorf("instrumenting took %v, want well under a second", took)
+	}
+	// wazero compiles it in the runtime's tests; wabt validates it here.
+	p := filepath.Join(t.TempDir(), "hook.wasm")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := exec.Command("wasm-validate", "--enable-all", p).CombinedOutput(); err != nil {
+		t.Fatalf("wasm-validate: %v\n%s", err, msg)
+	}
+}
+
+func BenchmarkInstrumentGoHook(b *testing.B) {
+	wasm := testutil.BuildHook(b, "hooks-examples/redact-secrets")
+	b.SetBytes(int64(len(wasm)))
+	for b.Loop() {
+		m, err := wasmbin.Parse(wasm, wasmbin.Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := Instrument(wasm, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
