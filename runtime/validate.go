@@ -228,6 +228,11 @@ func validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, *wasmbin.Module, 
 		return info, nil, &ValidationError{Reason: "the start function is an import; a start function must be defined in the module"}
 	}
 
+	// Control flow the compiler would take unbounded time over.
+	if err := checkCompileCost(m); err != nil {
+		return info, nil, err
+	}
+
 	// Manifest.
 	if data, ok := m.CustomSection(abi.ManifestSection); ok {
 		man, err := abi.DecodeManifest(data)

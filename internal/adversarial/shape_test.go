@@ -176,8 +176,6 @@ func TestModuleRefusedAtLoad(t *testing.T) {
 // hook (redact-secrets, 3.9 MB) has at most 1,639 per function and a sum of
 // squares of 2.2e7.
 func TestModuleCompileBomb(t *testing.T) {
-	t.Skip("needs runtime fix: Validate does not bound basic blocks per function; " +
-		"a 58 KB module of 20,000 loops takes wazero's compiler ~10 s (see the comment and SECURITY.md, Known gaps)")
 	w := newWorld(t)
 	for _, unit := range []struct {
 		name string
@@ -193,8 +191,21 @@ func TestModuleCompileBomb(t *testing.T) {
 				m, err := w.rt.Load(context.Background(), hookWith(1, body))
 				if err == nil {
 					_ = m.Close(context.Background())
+					t.Fatal("a function of 20,000 control instructions was accepted")
 				}
 			})
 		})
 	}
+	// Many functions, each under the per-function bound: the module-wide
+	// sum of squares refuses them.
+	t.Run("many functions of loops", func(t *testing.T) {
+		body := cat([]byte{0x00}, bytes.Repeat([]byte{0x03, 0x40, 0x0B}, 2_500), []byte{0x42, 0x00, 0x0B})
+		within(t, 2*time.Second, "loading 16 functions of 2,500 loops", func() {
+			m, err := w.rt.Load(context.Background(), hookWith(16, body))
+			if err == nil {
+				_ = m.Close(context.Background())
+				t.Fatal("16 functions of 2,500 loops were accepted")
+			}
+		})
+	})
 }

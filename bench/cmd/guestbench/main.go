@@ -59,7 +59,13 @@ func run(pkg string, closeOnDone bool, args []string) error {
 	}
 
 	ctx := context.Background()
-	cfg := wazero.NewRuntimeConfig().WithCompilationCache(mustCache(filepath.Join(e.CacheDir, "wazero")))
+	// wazero's file cache does not key on close-on-context-done (the
+	// loop checks are compiled in or not), so each setting has its own.
+	cacheName := "wazero-guestbench"
+	if closeOnDone {
+		cacheName += "-close"
+	}
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(mustCache(filepath.Join(e.CacheDir, cacheName)))
 	if closeOnDone {
 		cfg = cfg.WithCloseOnContextDone(true)
 	}

@@ -22,6 +22,7 @@ type frame struct {
 	results     int
 	targeted    bool // a branch targets the frame's label
 	unreachable bool // the rest of the frame's code cannot run
+	dead        bool // none of the frame's code can run: it starts in unreachable code
 }
 
 // analysis is what the first pass over a body finds.
@@ -235,6 +236,30 @@ func (w *walker) global(op byte, idx uint32) {
 	w.out = wasmbin.AppendULEB128(w.out, uint64(idx))
 }
 
+// tableGrow writes table.grow (its operands, the initial reference and
+// the count, on the stack, the count also in the scratch local) so that a
+// grow past MaxTableElements returns -1 without running:
+//
+//	if (size + n > max) (param ref i32) (result i32) { drop; drop; -1 } else { table.grow }
+func (w *walker) tableGrow() error {
+	elem, ok := w.f.mod.tableElem(w.in.Index)
+	if !ok {
+		return w.errorf("table.grow of table %d, out of range", w.in.Index)
+	}
+	w.local(wasmbin.OpLocalGet, w.tmp)
+	w.out = append(w.out, 0xAD, wasmbin.OpPrefixFC, byte(wasmbin.SubTableSize)) // i64.extend_i32_u; table.size
+	w.out = wasmbin.AppendULEB128(w.out, uint64(w.in.Index))
+	w.out = append(w.out, 0xAD, 0x7C, wasmbin.OpI64Const) // i64.extend_i32_u; i64.add; i64.const
+	w.out = wasmbin.AppendSLEB128(w.out, MaxTableElements)
+	w.out = append(w.out, 0x56, wasmbin.OpIf) // i64.gt_u; if
+	bt := w.f.mod.typeIndex([]wasmbin.ValueType{elem, wasmbin.I32}, []wasmbin.ValueType{wasmbin.I32})
+	w.out = wasmbin.AppendSLEB128(w.out, int64(bt))
+	w.out = append(w.out, wasmbin.OpDrop, wasmbin.OpDrop, wasmbin.OpI32Const, 0x7F, wasmbin.OpElse) // drop; drop; i32.const -1; else
+	w.copyInstr()
+	w.out = append(w.out, wasmbin.OpEnd)
+	return nil
+}
+
 // stackAdjust writes: stack += delta (a negative delta also checks
 // stack < 0 and traps).
 func (w *walker) stackAdjust(delta int64) {
@@ -328,14 +353,17 @@ func (w *walker) walk() error {
 				w.pop(1)
 			}
 			w.pop(np)
-			w.ctrl = append(w.ctrl, frame{op: op, base: w.h, params: np, results: nr})
+			dead := top.unreachable
+			w.ctrl = append(w.ctrl, frame{op: op, base: w.h, params: np, results: nr, dead: dead, unreachable: dead})
 			w.push(np)
 			w.copyInstr()
 			switch op {
 			case wasmbin.OpLoop:
-				if !w.emit && w.seg == 0 && !w.a.calls {
-					// The first leader is a loop header reached before any
-					// call: its check makes an entry check redundant.
+				if !w.emit && w.seg == 0 && !w.a.calls && !dead {
+					// The first leader is a loop header that every path
+					// from the entry reaches (straight-line code, no call
+					// before it): its check makes an entry check
+					// redundant. (A loop in dead code does not count.)
 					w.a.loopFirst = true
 				}
 				w.a.loops = true
@@ -347,7 +375,7 @@ func (w *walker) walk() error {
 			if top.op != wasmbin.OpIf {
 				return w.errorf("else outside an if")
 			}
-			top.unreachable = false
+			top.unreachable = top.dead
 			w.h = top.base
 			w.push(top.params)
 			w.copyInstr()
@@ -453,6 +481,20 @@ func (w *walker) walk() error {
 			if !ok {
 				return w.errorf("opcode 0x%02x has no stack effect", op)
 			}
+			// The rewrite adds locals and globals after the module's own:
+			// an index past them, which the compiler would refuse in the
+			// original, would name the meter's own state in the rewritten
+			// module (a guest resetting its fuel). Refuse it here.
+			switch op {
+			case wasmbin.OpLocalGet, wasmbin.OpLocalSet, wasmbin.OpLocalTee:
+				if n := uint64(len(f.typ.Params)) + f.code.NumLocals; uint64(in.Index) >= n {
+					return w.errorf("local %d out of range (%d locals)", in.Index, n)
+				}
+			case wasmbin.OpGlobalGet, wasmbin.OpGlobalSet:
+				if n := f.mod.m.NumGlobals(); uint64(in.Index) >= uint64(n) {
+					return w.errorf("global %d out of range (%d globals)", in.Index, n)
+				}
+			}
 			if op == wasmbin.OpPrefixFC {
 				switch in.Sub {
 				case wasmbin.SubMemoryCopy, wasmbin.SubMemoryFill, wasmbin.SubMemoryInit:
@@ -460,10 +502,21 @@ func (w *walker) walk() error {
 					if w.emit {
 						w.chargeLength(memoryShift)
 					}
-				case wasmbin.SubTableCopy, wasmbin.SubTableFill, wasmbin.SubTableInit, wasmbin.SubTableGrow:
+				case wasmbin.SubTableCopy, wasmbin.SubTableFill, wasmbin.SubTableInit:
 					w.a.bulk = true
 					if w.emit {
 						w.chargeLength(tableShift)
+					}
+				case wasmbin.SubTableGrow:
+					w.a.bulk = true
+					if w.emit {
+						w.chargeLength(tableShift)
+						if err := w.tableGrow(); err != nil {
+							return err
+						}
+						w.pop(pops)
+						w.push(pushes)
+						continue
 					}
 				}
 			}

@@ -434,7 +434,13 @@ func (g *gen) stmt() {
 				g.emit(0x0D, 0x00) // br_if 0
 			} else {
 				g.emit(0x04, 0x40)
-				g.block('v', func() { g.stmt(); g.emit(0x0C, 0x01) }) // br 1
+				g.block('v', func() {
+					g.stmt()
+					g.emit(0x0C, 0x01) // br 1
+					if g.r.Intn(2) == 0 {
+						g.stmt() // dead code
+					}
+				})
 			}
 			g.stmt()
 		})

@@ -31,6 +31,8 @@
 // The bulk operations are charged by their length before they run, then
 // checked: memory.copy, memory.fill and memory.init one unit per 64 bytes,
 // table.copy, table.fill, table.init and table.grow one unit per 8 elements.
+// A table.grow that would take its table past MaxTableElements fails
+// (returns -1) instead of running.
 //
 // # Stack
 //
@@ -91,6 +93,13 @@ const (
 	// MaxFrameCost caps the cost of one frame; a function whose frame
 	// would cost more is refused.
 	MaxFrameCost = 1 << 30
+	// MaxTableElements caps the size a table.grow may take a table to: a
+	// grow past it fails (returns -1), as the specification allows. wazero
+	// keeps a table's references on the host's heap (8 bytes each), outside
+	// every memory limit, and one table.grow of 100 million elements would
+	// otherwise allocate 762 MiB. The cap equals wasmbin's default limit on
+	// the declared sizes of all tables.
+	MaxTableElements = wasmbin.DefaultMaxTableElements
 )
 
 const (
@@ -226,7 +235,13 @@ func (mc *modCtx) mayCheck(fidx uint32) bool {
 // resultsType returns the index of a type () -> results, appending one to
 // the type section if the module has none.
 func (mc *modCtx) resultsType(results []wasmbin.ValueType) uint32 {
-	want := wasmbin.FuncType{Results: results}
+	return mc.typeIndex(nil, results)
+}
+
+// typeIndex returns the index of the type params -> results, appending one
+// to the type section if the module has none.
+func (mc *modCtx) typeIndex(params, results []wasmbin.ValueType) uint32 {
+	want := wasmbin.FuncType{Params: params, Results: results}
 	for i, t := range mc.m.Types {
 		if t.Equal(want) {
 			return uint32(i)
@@ -237,8 +252,28 @@ func (mc *modCtx) resultsType(results []wasmbin.ValueType) uint32 {
 			return uint32(len(mc.m.Types) + i)
 		}
 	}
-	mc.extraTypes = append(mc.extraTypes, wasmbin.FuncType{Results: append([]wasmbin.ValueType(nil), results...)})
+	mc.extraTypes = append(mc.extraTypes, wasmbin.FuncType{
+		Params:  append([]wasmbin.ValueType(nil), params...),
+		Results: append([]wasmbin.ValueType(nil), results...),
+	})
 	return uint32(len(mc.m.Types) + len(mc.extraTypes) - 1)
+}
+
+// tableElem returns the element type of table idx (imports first).
+func (mc *modCtx) tableElem(idx uint32) (wasmbin.ValueType, bool) {
+	n := uint32(0)
+	for i := range mc.m.Imports {
+		if mc.m.Imports[i].Kind == wasmbin.KindTable {
+			if n == idx {
+				return mc.m.Imports[i].Table.Elem, true
+			}
+			n++
+		}
+	}
+	if d := uint64(idx) - uint64(n); d < uint64(len(mc.m.Tables)) {
+		return mc.m.Tables[d].Elem, true
+	}
+	return 0, false
 }
 
 // rank orders the non-custom sections as the binary format requires.

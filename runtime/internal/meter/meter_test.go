@@ -265,14 +265,32 @@ const loopWAT = `(module
         (br 0)))
     (local.get 1))
   (func (export "fill") (param i32)
-    (memory.fill (i32.const 0) (i32.const 7) (local.get 0))))`
+    (memory.fill (i32.const 0) (i32.const 7) (local.get 0)))
+  (func (export "dead") (param i32) (result i32)
+    block
+      br 0
+      block
+        i32.const 1
+        drop
+        i32.const 0
+        if
+          nop
+        else
+          i32.const 3
+          drop
+        end
+        loop
+        end
+      end
+    end
+    local.get 0))`
 
 // TestFuelIsExact checks the cost model on code whose count is known: the
 // loop header segment (local.get, local.get, i32.ge_u, br_if) runs n+1
 // times, the body after br_if (local.get, i32.const, i32.add, local.set,
 // br) n times, the code after the block (local.get) once: 9n + 5. The
 // structure markers are free. memory.fill of n bytes costs its 4
-// instructions plus n/64.
+// instructions plus n/64. Dead code is free.
 func TestFuelIsExact(t *testing.T) {
 	e := newEngines(t)
 	inst := mustInstrument(t, testutil.WAT(t, loopWAT))
@@ -289,6 +307,11 @@ func TestFuelIsExact(t *testing.T) {
 			if used := hugeFuel - o.fuel; used != int64(4+n/64) || o.err != "" {
 				t.Errorf("fill(%d) used %d fuel (error %q), want %d", n, used, o.err, 4+n/64)
 			}
+		}
+		// Code that cannot run costs nothing, nested blocks and else arms
+		// included: br, then local.get.
+		if o := call(t, rt, code, "dead", []uint64{5}, true, hugeFuel, hugeStack); hugeFuel-o.fuel != 2 || o.err != "" {
+			t.Errorf("dead used %d fuel (error %q), want 2", hugeFuel-o.fuel, o.err)
 		}
 		// The fill is refused before it runs when its length is over the
 		// budget: nothing is written.
@@ -314,7 +337,14 @@ func runawayWAT() string {
 	for i := 0; i < 40; i++ {
 		fmt.Fprintf(&sb, "  (func $f%d (call $f%d) (call $f%d))\n", i, i+1, i+1)
 	}
-	sb.WriteString("  (func $f40))")
+	sb.WriteString("  (func $f40)\n")
+	// The same tree whose functions start with a loop in dead code, which
+	// must not stand for the entry check.
+	sb.WriteString(`  (func (export "deadtree") (call $d0))` + "\n")
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&sb, "  (func $d%d (block (br 0) (block (loop))) (call $d%d) (call $d%d))\n", i, i+1, i+1)
+	}
+	sb.WriteString("  (func $d40))")
 	return sb.String()
 }
 
@@ -325,7 +355,7 @@ func TestRunawayStopped(t *testing.T) {
 	inst := mustInstrument(t, testutil.WAT(t, runawayWAT()))
 	for _, rt := range []wazero.Runtime{e.compiler, e.interpreter} {
 		code := compile(t, rt, inst)
-		for _, name := range []string{"spin", "tree", "recurse"} {
+		for _, name := range []string{"spin", "tree", "deadtree", "recurse"} {
 			var first outcome
 			for i := 0; i < 2; i++ {
 				o := call(t, rt, code, name, nil, true, 100_000, 16<<10)
@@ -374,6 +404,15 @@ func TestRefusals(t *testing.T) {
 		{"call out of range", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x10, 0x09}) }), "", "function 9"},
 		{"end too early", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x0B, 0x01}) }), "", "after the end"},
 		{"else outside if", build(func(b *wasmbin.Builder) { b.Func(void, nil, []byte{0x05}) }), "", "else outside"},
+		// Indices one past the module's own would name the meter's
+		// locals and globals in the rewritten module.
+		{"local past the function's", build(func(b *wasmbin.Builder) {
+			b.Func(void, []wasmbin.LocalDecl{{Count: 1, Type: wasmbin.I64}}, []byte{0x42, 0x7F, 0x21, 0x01}) // local.set 1
+		}), "", "local 1 out of range"},
+		{"global past the module's", build(func(b *wasmbin.Builder) {
+			b.Global(wasmbin.GlobalType{Type: wasmbin.I32, Mutable: true}, wasmbin.I32Const(0))
+			b.Func(void, nil, []byte{0x42, 0x7F, 0x24, 0x01}) // global.set 1: the fuel
+		}), "", "global 1 out of range"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -442,4 +481,32 @@ func BenchmarkInstrumentGoHook(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzInstrument feeds arbitrary and mutated modules to the rewriter
+// without Instrument's recover: it must never panic, and every refusal is
+// typed. What it accepts parses again.
+func FuzzInstrument(f *testing.F) {
+	for _, s := range []int64{1, 2, 3, 4, 5} {
+		f.Add(genModule(s))
+	}
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		m, err := wasmbin.Parse(wasm, wasmbin.Limits{})
+		if err != nil {
+			return
+		}
+		out, _, err := instrument(wasm, m)
+		if err != nil {
+			var fe *wasmbin.FormatError
+			var xe *wasmbin.FeatureError
+			var me *Error
+			if !errors.As(err, &fe) && !errors.As(err, &xe) && !errors.As(err, &me) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			return
+		}
+		if _, err := wasmbin.Parse(out, wasmbin.Limits{MaxModuleBytes: 64 << 20, MaxFunctionBodyBytes: 16 << 20}); err != nil {
+			t.Fatalf("the instrumented module does not parse: %v", err)
+		}
+	})
 }
