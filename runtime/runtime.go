@@ -218,6 +218,9 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
 	if closed {
 		return nil, ErrClosed
 	}
+	if len(wasm) > r.cfg.MaxModuleBytes { // before hashing an oversized upload
+		return nil, &LimitError{Limit: "module_bytes", Max: uint64(r.cfg.MaxModuleBytes), Got: uint64(len(wasm))}
+	}
 	digest := Digest(wasm)
 	for {
 		if c, ok := r.cache.Get(digest); ok {
