@@ -139,6 +139,21 @@ func Cases() []Case {
 			What:   "control: the native baseline the same way, what the machine gave two goroutines then",
 			Figure: extra("speedup", 1)},
 
+		{Name: "nointerrupt/redact/go-sdk", Native: true, Run: invokeBenchIn(GoRedact, false, true, true),
+			What:   "redact/go-sdk on a Runtime with Config.NoDeadlineInterrupt (no close-on-context-done)",
+			Target: &Target{Value: 12, Unit: "µs"}},
+		{Name: "nointerrupt/redact/wat", Native: true, Run: invokeBenchIn(WATRedact, false, true, true),
+			What: "redact/wat, NoDeadlineInterrupt"},
+		{Name: "nointerrupt/empty/wat", Run: invokeBenchIn(WATEmpty, true, false, true),
+			What: "empty/wat, NoDeadlineInterrupt", Target: &Target{Value: 2, Unit: "µs"}},
+		{Name: "nointerrupt/empty/go-sdk", Run: invokeBenchIn(GoEmpty, true, false, true),
+			What: "empty/go-sdk, NoDeadlineInterrupt"},
+		{Name: "nointerrupt/chain/3-hooks", Run: func(b *testing.B) { chainIn(b, true) },
+			What: "chain/3-hooks, NoDeadlineInterrupt", Target: &Target{Value: 40, Unit: "µs"}},
+		{Name: "nointerrupt/parallel/go-sdk-2-callers", Run: func(b *testing.B) { parallelIn(b, true) },
+			What:   "parallel/go-sdk-2-callers, NoDeadlineInterrupt",
+			Figure: extra("speedup", 1), Target: &Target{AtLeast: true, Value: 1.8, Unit: "x"}},
+
 		{Name: "memory/go-sdk", Run: benchMemory(GoRedact),
 			What:   "Go heap per warm instance of the Go redact hook (linear memory included)",
 			Figure: extra("MiB/instance", 1), Target: &Target{Value: 10, Unit: "MiB"}},
@@ -256,9 +271,18 @@ func check(e *Env, res *runtime.Result) error {
 // invokeBench runs runtime.Invoke of module name on a warm instance, with
 // the small request when small is set; redaction rows check the decision.
 func invokeBench(name string, small, redaction bool) func(b *testing.B) {
+	return invokeBenchIn(name, small, redaction, false)
+}
+
+// invokeBenchIn is invokeBench on RTNoInterrupt when noInterrupt is set.
+func invokeBenchIn(name string, small, redaction, noInterrupt bool) func(b *testing.B) {
 	return func(b *testing.B) {
 		e, ctx := setup(b)
-		m, err := e.Module(ctx, name)
+		rt := e.RT
+		if noInterrupt {
+			rt = e.RTNoInterrupt
+		}
+		m, err := e.ModuleIn(ctx, rt, name)
 		if err != nil {
 			fatal(b, err)
 		}
@@ -266,7 +290,7 @@ func invokeBench(name string, small, redaction bool) func(b *testing.B) {
 		if small {
 			req = e.SmallRequest
 		}
-		res, err := e.RT.Invoke(ctx, m, req) // warm the pool
+		res, err := rt.Invoke(ctx, m, req) // warm the pool
 		if err != nil {
 			fatal(b, err)
 		}
@@ -277,7 +301,7 @@ func invokeBench(name string, small, redaction bool) func(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := e.RT.Invoke(ctx, m, req); err != nil {
+			if _, err := rt.Invoke(ctx, m, req); err != nil {
 				fatal(b, err)
 			}
 		}
@@ -540,8 +564,14 @@ var chainHooks = []struct {
 // benchChain runs the three hooks through package chain: ordering, phases,
 // fail policies, one hash-chained audit record per step (into a sink that
 // keeps none), spans on the no-op tracer provider.
-func benchChain(b *testing.B) {
+func benchChain(b *testing.B) { chainIn(b, false) }
+
+func chainIn(b *testing.B, noInterrupt bool) {
 	e, ctx := setup(b)
+	rt := e.RT
+	if noInterrupt {
+		rt = e.RTNoInterrupt
+	}
 	cfg := chain.Config{Modules: map[string][]byte{}}
 	for _, h := range chainHooks {
 		wasm, err := e.Wasm(h.module)
@@ -551,7 +581,7 @@ func benchChain(b *testing.B) {
 		cfg.Modules[h.name] = wasm
 		cfg.Bindings = append(cfg.Bindings, chain.Binding{Name: h.name, Module: h.name, Point: "message.outbound", Phase: h.phase})
 	}
-	c, err := chain.New(ctx, cfg, chain.Options{Runtime: e.RT, Audit: &countingSink{},
+	c, err := chain.New(ctx, cfg, chain.Options{Runtime: rt, Audit: &countingSink{},
 		TracerProvider: noop.NewTracerProvider(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fatal(b, err)
@@ -640,14 +670,20 @@ func benchSequence(b *testing.B) {
 // benchParallel measures b.N invocations by one caller (timer stopped),
 // then b.N invocations by two goroutines sharing them (timed), and reports
 // the ratio of the two wall times as the speedup.
-func benchParallel(b *testing.B) {
+func benchParallel(b *testing.B) { parallelIn(b, false) }
+
+func parallelIn(b *testing.B, noInterrupt bool) {
 	e, ctx := setup(b)
-	m, err := e.Module(ctx, GoRedact)
+	rt := e.RT
+	if noInterrupt {
+		rt = e.RTNoInterrupt
+	}
+	m, err := e.ModuleIn(ctx, rt, GoRedact)
 	if err != nil {
 		fatal(b, err)
 	}
 	parallel(b, func() error {
-		_, err := e.RT.Invoke(ctx, m, e.Request)
+		_, err := rt.Invoke(ctx, m, e.Request)
 		return err
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -509,4 +510,38 @@ func FuzzInstrument(f *testing.F) {
 			t.Fatalf("the instrumented module does not parse: %v", err)
 		}
 	})
+}
+
+// TestTableGrowCapped: a table.grow past MaxTableElements fails (-1), as
+// the specification allows, instead of allocating on the host's heap; up to
+// the cap it works as before.
+func TestTableGrowCapped(t *testing.T) {
+	wat := `(module
+  (memory (export "memory") 1)
+  (global (export "g") (mut i32) (i32.const 0))
+  (table $f 1 funcref)
+  (table $e 1 externref)
+  (func (export "growf") (param i32) (result i32) (table.grow $f (ref.null func) (local.get 0)))
+  (func (export "growe") (param i32) (result i32) (table.grow $e (ref.null extern) (local.get 0))))`
+	e := newEngines(t)
+	for _, rt := range []wazero.Runtime{e.compiler, e.interpreter} {
+		code := compile(t, rt, mustInstrument(t, testutil.WAT(t, wat)))
+		for _, fn := range []string{"growf", "growe"} {
+			for _, tt := range []struct {
+				n    uint64
+				want int32
+			}{{5, 1}, {MaxTableElements - 1, 1}, {MaxTableElements, -1}, {100_000_000, -1}, {0xFFFFFFFF, -1}} {
+				var before, after goruntime.MemStats
+				goruntime.ReadMemStats(&before)
+				o := call(t, rt, code, fn, []uint64{tt.n}, true, hugeFuel, hugeStack)
+				goruntime.ReadMemStats(&after)
+				if o.err != "" || int32(o.results[0]) != tt.want {
+					t.Errorf("%s(%d) = %d (error %q), want %d", fn, tt.n, int32(o.results[0]), o.err, tt.want)
+				}
+				if alloc := after.TotalAlloc - before.TotalAlloc; tt.want < 0 && alloc > 16<<20 {
+					t.Errorf("%s(%d) allocated %d MiB", fn, tt.n, alloc>>20)
+				}
+			}
+		}
+	}
 }
