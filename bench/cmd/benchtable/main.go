@@ -2,7 +2,7 @@
 // Go and Extism, and prints one table with the issue-6 targets. `make bench`
 // runs it; BENCHMARKS.md records its output.
 //
-//	go run ./cmd/benchtable [-run REGEXP] [-benchtime D] [-q]
+//	go run ./cmd/benchtable [-run REGEXP] [-test.benchtime D] [-q]
 package main
 
 import (
