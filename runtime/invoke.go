@@ -87,23 +87,31 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	inv := &invocation{lim: lim, caller: req.HostCaller, who: abi.Caller{
+	caller := req.HostCaller
+	if caller == nil {
+		caller = r.cfg.HostCaller
+	}
+	who := abi.Caller{
 		Tenant: req.Tenant, Hook: req.Hook, Module: m.Digest(), Invocation: req.InvocationID, Point: req.Point,
 		Granted: append([]string(nil), req.Grants...),
-	}}
-	if man := m.Manifest(); man != nil {
-		inv.who.HasManifest = true
-		inv.who.Requested = append([]string(nil), man.Capabilities...)
 	}
-	if inv.caller == nil {
-		inv.caller = r.cfg.HostCaller
+	if m.Manifest() != nil {
+		who.HasManifest = true
+		who.Requested = m.c.requested
 	}
-	inv.log.limit = lim.MaxLogBytes
-	doc, err := (&abi.Invocation{
+	ainv := abi.Invocation{
 		ABI: abi.Major, Point: req.Point, Context: req.Context, Settings: req.Settings,
 		Meta: abi.Meta{Hook: req.Hook, Invocation: req.InvocationID, Tenant: req.Tenant},
-	}).Encode()
-	if err != nil {
+	}
+
+	// The document goes into a pooled buffer: encoding it allocates
+	// nothing once the buffers have grown.
+	buf := docBuffers.Get().(*[]byte)
+	defer putDocBuffer(buf)
+	doc, ok := ainv.AppendTo((*buf)[:0])
+	if ok {
+		*buf = doc
+	} else if doc, err = ainv.Encode(); err != nil {
 		return nil, fmt.Errorf("%w: encoding the invocation: %w", ErrInvalidRequest, err)
 	}
 	if len(doc) > lim.MaxInputBytes {
@@ -123,12 +131,15 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 		return nil, err
 	}
 
+	inst.inv = invocation{lim: lim, caller: caller, who: who, fuel: inst.fuel}
+	inv := &inst.inv
+	inv.log.limit = lim.MaxLogBytes
 	// The input is parked before the call, as ABI.md says.
 	inv.parked, inv.parkedStatus, inv.hasParked = doc, abi.StatusOK, true
 	inst.mem.refused.Store(0)
 	inst.setBudgets(lim.Fuel, lim.MaxStackBytes)
-	inv.fuel = inst.fuel
 	deadline := time.Now().Add(lim.Timeout)
+
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	ret, callErr := inst.handle.Call(withInvocation(cctx, inv), uint64(len(doc)))
 	if callErr == nil && cctx.Err() != nil {
@@ -169,8 +180,8 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	res.MemoryPages = inst.mem.pages()
 	res.Failure = fail
 	reuse := fail == nil && res.MemoryPages <= lim.MemoryHighWaterPages
-	res.Reused = reuse
-	r.release(ctx, p, inst, reuse)
+	inst.inv = invocation{} // keep nothing of this invocation alive
+	res.Reused = r.release(ctx, p, inst, reuse)
 	res.Duration = time.Since(start)
 	if fail != nil {
 		return res, fail
@@ -264,6 +275,9 @@ func mergeLimits(l, d Limits) Limits {
 	return l
 }
 
+// canonicalContinue is the canonical encoding of a continue.
+const canonicalContinue = `{"action":"continue"}`
+
 // readDecision bounds-checks, copies and decodes the hook's output.
 func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point) (*abi.Decision, *Failure) {
 	if ret == 0 {
@@ -273,9 +287,15 @@ func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, poin
 	if int64(n) > int64(inv.lim.MaxOutputBytes) {
 		return nil, &Failure{Code: FailOutputTooLarge, Message: fmt.Sprintf("decision is %d bytes, over the limit of %d", n, inv.lim.MaxOutputBytes)}
 	}
-	out, ok := readGuest(inst.mod.Memory(), ptr, n)
+	out, ok := readGuestInto(inst.out[:0], inst.mod.Memory(), ptr, n)
 	if !ok {
 		return nil, &Failure{Code: FailABIViolation, Message: fmt.Sprintf("output [%d, %d+%d) is outside linear memory of %d bytes", ptr, ptr, n, inst.mod.Memory().Size())}
+	}
+	inst.out = out // DecodeDecision copies what it keeps
+	if string(out) == canonicalContinue {
+		// The most common decision, already canonical: what DecodeDecision
+		// returns for it at every point (decision_test.go checks).
+		return &abi.Decision{Action: abi.ActionContinue, Shape: abi.ShapeCanonical}, nil
 	}
 	d, err := abi.DecodeDecision(out, point, abi.JSONLimits{MaxBytes: inv.lim.MaxOutputBytes})
 	if err != nil {

@@ -19,6 +19,7 @@ const pageSize = 65536
 // reported as a memory failure.
 type limitedMemory struct {
 	limit   uint64 // bytes
+	reserve uint64 // bytes to allocate up front (the module's size after init), at most limit
 	buf     []byte
 	refused atomic.Int32 // grow attempts refused since the last reset
 }
@@ -28,6 +29,7 @@ var _ experimental.MemoryAllocator = (*limitedMemory)(nil)
 // Allocate implements experimental.MemoryAllocator. One limitedMemory backs
 // exactly one memory of one instance.
 func (m *limitedMemory) Allocate(capacity, max uint64) experimental.LinearMemory {
+	capacity = min(maxU(capacity, m.reserve), max)
 	if capacity > m.limit {
 		capacity = m.limit
 	}
@@ -86,6 +88,19 @@ func readGuest(mem api.Memory, ptr, n uint32) ([]byte, bool) {
 	return out, true
 }
 
+// readGuestInto is readGuest into dst's spare capacity (growing it if
+// needed): the result is dst[:n], never a view of guest memory.
+func readGuestInto(dst []byte, mem api.Memory, ptr, n uint32) ([]byte, bool) {
+	if !abi.InRange(ptr, n, uint64(mem.Size())) {
+		return nil, false
+	}
+	view, ok := mem.Read(ptr, n)
+	if !ok {
+		return nil, false
+	}
+	return append(dst[:0], view...), true
+}
+
 // readGuestString is readGuest for a string.
 func readGuestString(mem api.Memory, ptr, n uint32) (string, bool) {
 	if !abi.InRange(ptr, n, uint64(mem.Size())) {
@@ -110,4 +125,11 @@ func writeGuest(mem api.Memory, ptr uint32, b []byte) bool {
 		return true
 	}
 	return mem.Write(ptr, b)
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
 }

@@ -46,6 +46,12 @@ type instance struct {
 	// fuel and stack are the budgets the instrumentation injected (see
 	// runtime/internal/meter); nil when the runtime does not meter.
 	fuel, stack api.MutableGlobal
+
+	// The state of the invocation running on the instance, reused by the
+	// next one: an invocation allocates none of it. Touched only by the
+	// goroutine that holds the instance and the host functions it runs.
+	inv invocation
+	out []byte // the copy of the decision document
 }
 
 // metered reports whether the instance was instrumented.
@@ -110,12 +116,22 @@ func isStackOverflow(err error) bool {
 }
 
 func (r *Runtime) pool(key poolKey, c *compiled) (*pool, error) {
+	r.mu.RLock()
+	p, ok := r.pools[key]
+	closed := r.closed
+	r.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if ok {
+		return p, nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, ErrClosed
 	}
-	p, ok := r.pools[key]
+	p, ok = r.pools[key]
 	if !ok {
 		p = &pool{key: key, c: c, sem: make(chan struct{}, r.cfg.MaxInstancesPerPool)}
 		r.pools[key] = p
@@ -167,19 +183,21 @@ func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, 
 	return inst, nil
 }
 
-// release returns inst to the pool, or closes it when it must not be reused.
-func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool) {
+// release returns inst to the pool, or closes it when it must not be reused
+// or the pool keeps enough idle instances; it reports whether inst was kept.
+func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool) (kept bool) {
 	defer func() { <-p.sem }()
 	if reuse {
 		p.mu.Lock()
 		if !p.closed && len(p.idle) < r.cfg.MaxIdlePerPool {
 			p.idle = append(p.idle, inst)
 			p.mu.Unlock()
-			return
+			return true
 		}
 		p.mu.Unlock()
 	}
 	p.discard(ctx, inst)
+	return false
 }
 
 func (p *pool) discard(ctx context.Context, inst *instance) {
@@ -203,7 +221,9 @@ func (p *pool) close(ctx context.Context) {
 func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, lim.InitTimeout)
 	defer cancel()
-	mem := &limitedMemory{limit: uint64(lim.MemoryPages) * pageSize}
+	// Reserve what the instances of this module used after their
+	// initialisation, so that _initialize grows the memory in place.
+	mem := &limitedMemory{limit: uint64(lim.MemoryPages) * pageSize, reserve: uint64(p.c.initPages.Load()) * pageSize}
 	ictx := experimental.WithMemoryAllocator(ctx, mem)
 	st := &initState{limit: lim.MaxLogBytes, log: logBuffer{limit: lim.MaxLogBytes}}
 	ictx = withInitState(ictx, st)
@@ -244,6 +264,9 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	if inst.handle == nil { // validation guarantees it; be defensive
 		p.discard(ctx, inst)
 		return nil, &Failure{Code: FailInit, Message: "module does not export " + abi.HandleExport}
+	}
+	if pages := mem.pages(); pages > p.c.initPages.Load() {
+		p.c.initPages.Store(pages) // a racing smaller store only reserves less
 	}
 	return inst, nil
 }

@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tetratelabs/wazero"
@@ -31,7 +34,7 @@ type Runtime struct {
 	cache  *lru.Cache[string, *compiled] // by sha256 of the module bytes
 	logger *slog.Logger
 
-	mu     sync.Mutex // guards closed, pools
+	mu     sync.RWMutex // guards closed, pools
 	closed bool
 	pools  map[poolKey]*pool
 }
@@ -57,7 +60,15 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		WithMemoryLimitPages(cfg.MaxMemoryPages).
 		WithCoreFeatures(api.CoreFeaturesV2)
 	if cfg.CacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		// wazero's cache key ignores close-on-context-done, yet the code
+		// differs (the interrupt checks are compiled in): runtimes with
+		// different settings sharing a directory would load each other's
+		// code, and one that wants the interrupt could run code without it.
+		sub := "interrupt"
+		if cfg.NoDeadlineInterrupt {
+			sub = "nointerrupt"
+		}
+		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(cfg.CacheDir, sub))
 		if err != nil {
 			return nil, fmt.Errorf("runtime: compilation cache: %w", err)
 		}
@@ -125,6 +136,12 @@ type compiled struct {
 	digest string
 	code   wazero.CompiledModule
 	info   *ModuleInfo
+	// requested is the manifest's capabilities, shared read-only by every
+	// invocation's abi.Caller.
+	requested []string
+	// initPages is the largest memory an instance had after its
+	// initialisation: what the next instances reserve up front.
+	initPages atomic.Uint32
 
 	mu      sync.Mutex // guards refs, evicted, closed
 	refs    int
@@ -248,6 +265,9 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
 			return nil, &ValidationError{Reason: "compile failed", Err: err}
 		}
 		c := &compiled{digest: digest, code: code, info: info, refs: 1}
+		if info.Manifest != nil {
+			c.requested = slices.Clip(append([]string(nil), info.Manifest.Capabilities...))
+		}
 		if prev, ok, _ := r.cache.PeekOrAdd(digest, c); ok {
 			// Another goroutine compiled the same bytes first.
 			_ = code.Close(ctx)
