@@ -240,7 +240,10 @@ type Config struct {
 	// makes loop-heavy guests 5 to 10 times faster (BENCHMARKS.md); the
 	// price is that a runaway hook keeps its goroutine until its fuel is
 	// spent: at the default 400 million, from 50 ms for a tight loop to
-	// 5 to 7 s for one that misses the cache on every load. With
+	// 5 to 7 s for one that misses the cache on every load. Compiled
+	// guest code has no Go safe points either, so while such a guest runs
+	// a stop-the-world garbage collection of the whole process waits for
+	// it, up to the same bound. With
 	// DisableMetering as well nothing stops guest code at all: for
 	// benchmarks only. See RATIONALE.md#why-keep-close-on-context-done.
 	NoDeadlineInterrupt bool
