@@ -55,8 +55,7 @@ func invocationFrom(ctx context.Context) *invocation {
 
 // initState collects what a guest prints while it is being initialised.
 type initState struct {
-	limit int
-	log   logBuffer
+	log logBuffer
 }
 
 func withInitState(ctx context.Context, st *initState) context.Context {
@@ -202,7 +201,7 @@ type LogLine struct {
 
 // logBuffer collects a hook's output, split into lines, up to a limit.
 type logBuffer struct {
-	mu        sync.Mutex // guards all fields; fd_write may race with Result reads only after close, but be safe
+	mu        sync.Mutex // guards all fields; fd_write and Invoke run on one goroutine today, the lock keeps the buffer safe if a host function ever runs elsewhere
 	limit     int
 	used      int
 	dropped   int

@@ -225,7 +225,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	// initialisation, so that _initialize grows the memory in place.
 	mem := &limitedMemory{limit: uint64(lim.MemoryPages) * pageSize, reserve: uint64(p.c.initPages.Load()) * pageSize}
 	ictx := experimental.WithMemoryAllocator(ctx, mem)
-	st := &initState{limit: lim.MaxLogBytes, log: logBuffer{limit: lim.MaxLogBytes}}
+	st := &initState{log: logBuffer{limit: lim.MaxLogBytes}}
 	ictx = withInitState(ictx, st)
 	mod, err := r.wr.InstantiateModule(ictx, p.c.code, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
