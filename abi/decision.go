@@ -95,6 +95,18 @@ var (
 // A modify may set only the point's changeable fields. Any other action or
 // decision word, a field of the wrong type, or a mix of shapes is an error.
 func DecodeDecision(data []byte, point Point, lim JSONLimits) (*Decision, error) {
+	// Most decisions are canonical: a scanner decodes those without the
+	// document tree (decision_fast.go). It hands anything else, and every
+	// error, to the tree path.
+	if d, ok := decodeDecisionFast(data, point, lim); ok {
+		return d, nil
+	}
+	return decodeDecisionTree(data, point, lim)
+}
+
+// decodeDecisionTree is DecodeDecision by way of the document tree: it
+// decodes every shape and words every error.
+func decodeDecisionTree(data []byte, point Point, lim JSONLimits) (*Decision, error) {
 	v, err := ParseJSON(data, lim)
 	if err != nil {
 		return nil, &DecisionError{Reason: "not strict JSON", Err: err}

@@ -77,10 +77,10 @@ func Cases() []Case {
 		{Name: "redact/native-sdk", Native: true, Run: benchNativeSDK,
 			What: "native Go: the Go-SDK hook's code (SDK codec) under sdktest"},
 		{Name: "redact/go-sdk", Native: true, Run: invokeBench(GoRedact, false, true),
-			What:   "Go-SDK hook in wasm, runtime.Invoke, warm instance",
+			What:   "Go-SDK hook in wasm, runtime.InvokeInto, warm instance",
 			Target: &Target{Value: 12, Unit: "µs"}},
 		{Name: "redact/wat", Native: true, Run: invokeBench(WATRedact, false, true),
-			What: "WAT hook on our ABI, runtime.Invoke, warm instance"},
+			What: "WAT hook on our ABI, runtime.InvokeInto, warm instance"},
 		{Name: "redact/extism-wat", Native: true, Run: benchExtism("redact", false),
 			What: "WAT plugin on Extism's kernel ABI, extism/go-sdk Plugin.Call, warm instance"},
 		{Name: "redact/redact-secrets", Native: true, Run: invokeBench(GoRedactSecrets, false, true),
@@ -89,10 +89,10 @@ func Cases() []Case {
 			What: "host side of every runtime row: encode the invocation, decode the decision"},
 
 		{Name: "empty/wat", Run: invokeBench(WATEmpty, true, false),
-			What:   "empty WAT hook (takes its input, continues), runtime.Invoke",
+			What:   "empty WAT hook (takes its input, continues), runtime.InvokeInto",
 			Target: &Target{Value: 2, Unit: "µs"}},
 		{Name: "empty/host-allocs", Target: &Target{Value: 0, Unit: "allocs"},
-			What: "host allocations per warm invocation (empty/wat)",
+			What: "host allocations per warm invocation (empty/wat: InvokeInto with a reused Result)",
 			Figure: func(_ testing.BenchmarkResult, r map[string]testing.BenchmarkResult) (float64, bool) {
 				res, ok := r["empty/wat"]
 				return float64(res.AllocsPerOp()), ok && res.N > 0
@@ -139,20 +139,14 @@ func Cases() []Case {
 			What:   "control: the native baseline the same way, what the machine gave two goroutines then",
 			Figure: extra("speedup", 1)},
 
-		{Name: "nointerrupt/redact/go-sdk", Native: true, Run: invokeBenchIn(GoRedact, false, true, true),
-			What:   "redact/go-sdk on a Runtime with Config.NoDeadlineInterrupt (no close-on-context-done)",
-			Target: &Target{Value: 12, Unit: "µs"}},
-		{Name: "nointerrupt/redact/wat", Native: true, Run: invokeBenchIn(WATRedact, false, true, true),
-			What: "redact/wat, NoDeadlineInterrupt"},
-		{Name: "nointerrupt/empty/wat", Run: invokeBenchIn(WATEmpty, true, false, true),
-			What: "empty/wat, NoDeadlineInterrupt", Target: &Target{Value: 2, Unit: "µs"}},
-		{Name: "nointerrupt/empty/go-sdk", Run: invokeBenchIn(GoEmpty, true, false, true),
-			What: "empty/go-sdk, NoDeadlineInterrupt"},
-		{Name: "nointerrupt/chain/3-hooks", Run: func(b *testing.B) { chainIn(b, true) },
-			What: "chain/3-hooks, NoDeadlineInterrupt", Target: &Target{Value: 40, Unit: "µs"}},
-		{Name: "nointerrupt/parallel/go-sdk-2-callers", Run: func(b *testing.B) { parallelIn(b, true) },
-			What:   "parallel/go-sdk-2-callers, NoDeadlineInterrupt",
-			Figure: extra("speedup", 1), Target: &Target{AtLeast: true, Value: 1.8, Unit: "x"}},
+		{Name: "unmetered/redact/go-sdk", Native: true, Run: invokeBenchIn(GoRedact, false, true, true),
+			What: "redact/go-sdk on a Runtime with Config.DisableMetering and NoDeadlineInterrupt: the bare engine, nothing stops the guest (for scale only)"},
+		{Name: "unmetered/redact/wat", Native: true, Run: invokeBenchIn(WATRedact, false, true, true),
+			What: "redact/wat, unmetered"},
+		{Name: "unmetered/empty/wat", Run: invokeBenchIn(WATEmpty, true, false, true),
+			What: "empty/wat, unmetered"},
+		{Name: "unmetered/chain/3-hooks", Run: func(b *testing.B) { chainIn(b, true) },
+			What: "chain/3-hooks, unmetered"},
 
 		{Name: "memory/go-sdk", Run: benchMemory(GoRedact),
 			What:   "Go heap per warm instance of the Go redact hook (linear memory included)",
@@ -274,13 +268,15 @@ func invokeBench(name string, small, redaction bool) func(b *testing.B) {
 	return invokeBenchIn(name, small, redaction, false)
 }
 
-// invokeBenchIn is invokeBench on RTNoInterrupt when noInterrupt is set.
-func invokeBenchIn(name string, small, redaction, noInterrupt bool) func(b *testing.B) {
+// invokeBenchIn is invokeBench on RTUnmetered when unmetered is set. The
+// loop calls InvokeInto with one Result, as a caller that counts its
+// allocations would.
+func invokeBenchIn(name string, small, redaction, unmetered bool) func(b *testing.B) {
 	return func(b *testing.B) {
 		e, ctx := setup(b)
 		rt := e.RT
-		if noInterrupt {
-			rt = e.RTNoInterrupt
+		if unmetered {
+			rt = e.RTUnmetered
 		}
 		m, err := e.ModuleIn(ctx, rt, name)
 		if err != nil {
@@ -300,8 +296,9 @@ func invokeBenchIn(name string, small, redaction, noInterrupt bool) func(b *test
 			}
 		}
 		b.ReportAllocs()
+		var out runtime.Result
 		for b.Loop() {
-			if _, err := rt.Invoke(ctx, m, req); err != nil {
+			if err := rt.InvokeInto(ctx, m, req, &out); err != nil {
 				fatal(b, err)
 			}
 		}
@@ -566,11 +563,11 @@ var chainHooks = []struct {
 // keeps none), spans on the no-op tracer provider.
 func benchChain(b *testing.B) { chainIn(b, false) }
 
-func chainIn(b *testing.B, noInterrupt bool) {
+func chainIn(b *testing.B, unmetered bool) {
 	e, ctx := setup(b)
 	rt := e.RT
-	if noInterrupt {
-		rt = e.RTNoInterrupt
+	if unmetered {
+		rt = e.RTUnmetered
 	}
 	cfg := chain.Config{Modules: map[string][]byte{}}
 	for _, h := range chainHooks {
@@ -672,11 +669,11 @@ func benchSequence(b *testing.B) {
 // the ratio of the two wall times as the speedup.
 func benchParallel(b *testing.B) { parallelIn(b, false) }
 
-func parallelIn(b *testing.B, noInterrupt bool) {
+func parallelIn(b *testing.B, unmetered bool) {
 	e, ctx := setup(b)
 	rt := e.RT
-	if noInterrupt {
-		rt = e.RTNoInterrupt
+	if unmetered {
+		rt = e.RTUnmetered
 	}
 	m, err := e.ModuleIn(ctx, rt, GoRedact)
 	if err != nil {

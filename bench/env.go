@@ -46,11 +46,10 @@ type Env struct {
 	CacheDir string
 
 	// RT is the shared runtime of the warm cases, with CacheDir: the
-	// default configuration. RTNoInterrupt is the same with
-	// Config.NoDeadlineInterrupt, the operator's faster choice (and its
-	// own cache directory: wazero's disk cache does not key on the
-	// interrupt, which is compiled into the code).
-	RT, RTNoInterrupt *runtime.Runtime
+	// default configuration. RTUnmetered is the same with
+	// Config.DisableMetering and NoDeadlineInterrupt: the bare engine,
+	// for scale.
+	RT, RTUnmetered *runtime.Runtime
 
 	// Request is the redaction invocation (point message.outbound,
 	// context {"outgoing": Text()}); Doc is its document, byte for byte
@@ -103,7 +102,7 @@ func newEnv(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.RTNoInterrupt, err = runtime.New(ctx, runtime.Config{CacheDir: filepath.Join(cache, "wazero-nointerrupt"), NoDeadlineInterrupt: true})
+	e.RTUnmetered, err = runtime.New(ctx, runtime.Config{CacheDir: filepath.Join(cache, "wazero-unmetered"), DisableMetering: true, NoDeadlineInterrupt: true})
 	if err != nil {
 		return nil, err
 	}

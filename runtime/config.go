@@ -194,9 +194,28 @@ func (l Limits) validate(maxPages uint32) error {
 
 // Config configures a Runtime. The zero value works.
 type Config struct {
-	// CacheDir, when set, holds wazero's on-disk compilation cache, so a
-	// module compiled by an earlier process loads without recompiling.
-	// Empty means no disk cache.
+	// CacheDir, when set, keeps what Load computes for a module, so that
+	// another process or Runtime loading the same bytes does not compute
+	// it again. It holds wazero's compiled code (in subdirectories of its
+	// own) and, under modules/, the module cache: one file per module and
+	// configuration, holding the ModuleInfo and the instrumented module,
+	// so that a hit skips validation, the compile-cost check and the
+	// instrumentation. Files are named by the module's sha256, in a
+	// subdirectory named by a hash of what else the result depends on
+	// (the meter's version, the library's release or, for a development
+	// build, a hash of the executable, MaxModuleBytes, MaxMemoryPages,
+	// DisableMetering). Only modules that load are kept.
+	// An entry carries a checksum; one that is truncated, corrupt or made
+	// for another module or configuration is ignored and rewritten.
+	// Entries are written atomically (a temporary file, mode 0600,
+	// renamed; directories 0700), so processes may share the directory;
+	// a failure to write is logged and costs only time. Nothing is
+	// removed: the directory grows by about the size of each distinct
+	// module loaded, per configuration and version (as wazero's does);
+	// delete it, or its old subdirectories, to reclaim the space. Trust it
+	// as you trust the binary: wazero's entries are native code. Empty
+	// means no disk cache. See
+	// RATIONALE.md#why-cache-the-instrumented-module-on-disk.
 	CacheDir string
 	// MaxModuleBytes refuses larger modules at load. Zero means 32 MiB.
 	MaxModuleBytes int
@@ -227,25 +246,20 @@ type Config struct {
 	// DisableMetering loads modules as they are, without the fuel and
 	// stack instrumentation: Limits.Fuel, InitFuel and MaxStackBytes are
 	// then not enforced, Result.FuelUsed is 0, and only the wall-clock
-	// Timeout stops guest code (a loop-free call tree is not stopped at
-	// all, and deep recursion grows the host's heap). It is for benchmarks
-	// and for modules the operator trusts. See SECURITY.md.
+	// Timeout stops guest code, through wazero's close-on-context-done
+	// (which costs 5 to 10 times a loop-heavy invocation; a loop-free
+	// call tree is not stopped at all, and deep recursion grows the
+	// host's heap). It is for benchmarks and for modules the operator
+	// trusts. See SECURITY.md.
 	DisableMetering bool
-	// NoDeadlineInterrupt stops the runtime from interrupting guest code
-	// when an invocation's deadline passes or its context is cancelled
-	// (wazero's close-on-context-done, which checks at every loop
-	// back-edge). Guest code then stops only when it returns, traps or
-	// runs out of fuel; a decision reached after the deadline is still
-	// refused as a timeout, and host calls still honour the deadline. It
-	// makes loop-heavy guests 5 to 10 times faster (BENCHMARKS.md); the
-	// price is that a runaway hook keeps its goroutine until its fuel is
-	// spent: at the default 400 million, from 50 ms for a tight loop to
-	// 5 to 7 s for one that misses the cache on every load. Compiled
-	// guest code has no Go safe points either, so while such a guest runs
-	// a stop-the-world garbage collection of the whole process waits for
-	// it, up to the same bound. With
-	// DisableMetering as well nothing stops guest code at all: for
-	// benchmarks only. See RATIONALE.md#why-keep-close-on-context-done.
+	// NoDeadlineInterrupt, with DisableMetering, turns wazero's
+	// close-on-context-done off as well: nothing then stops guest code,
+	// and while it runs a stop-the-world garbage collection of the whole
+	// process waits for it (compiled wasm has no Go safe points). For
+	// benchmarks only. Metered guests never use close-on-context-done:
+	// their deadline is checked at every fuel slice (FuelSlice), and this
+	// field changes nothing for them. See
+	// RATIONALE.md#why-fuel-slices-and-not-close-on-context-done.
 	NoDeadlineInterrupt bool
 }
 

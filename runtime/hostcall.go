@@ -12,8 +12,9 @@ import (
 )
 
 // invocation is the per-invocation state host functions reach through the
-// call's context. One instance serves one invocation at a time, so the parked
-// slot (one per instance, per ABI.md) lives here and ends with the invocation.
+// call's context (guestRun.inv). One instance serves one invocation at a
+// time, so the parked slot (one per instance, per ABI.md) lives here and
+// ends with the invocation.
 type invocation struct {
 	lim    Limits
 	caller HostCaller
@@ -31,35 +32,12 @@ type invocation struct {
 	charged   int64 // credit charged by host calls
 	violation *Failure
 
-	// fuel is the instance's fuel global; nil when not metered.
-	fuel api.Global
-
 	log logBuffer
-}
-
-type ctxKey int
-
-const (
-	invocationKey ctxKey = iota
-	initKey
-)
-
-func withInvocation(ctx context.Context, inv *invocation) context.Context {
-	return context.WithValue(ctx, invocationKey, inv)
-}
-
-func invocationFrom(ctx context.Context) *invocation {
-	inv, _ := ctx.Value(invocationKey).(*invocation)
-	return inv
 }
 
 // initState collects what a guest prints while it is being initialised.
 type initState struct {
 	log logBuffer
-}
-
-func withInitState(ctx context.Context, st *initState) context.Context {
-	return context.WithValue(ctx, initKey, st)
 }
 
 func (st *initState) tail() string {
@@ -90,7 +68,11 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	namePtr, nameLen := uint32(stack[0]), uint32(stack[1])
 	inPtr, inLen := uint32(stack[2]), uint32(stack[3])
 	outPtr, outCap := uint32(stack[4]), uint32(stack[5])
-	inv := invocationFrom(ctx)
+	g := runFrom(ctx)
+	var inv *invocation
+	if g != nil {
+		inv = g.inv
+	}
 	mem := mod.Memory()
 	size := uint64(0)
 	if mem != nil {
@@ -111,9 +93,14 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 			abi.NewError(abi.StatusNotInInvocation, "host_call is not available outside an invocation (from _initialize or init)").Encode()}, outPtr, outCap)
 		return
 	}
-	if inv.fuel != nil && int64(inv.fuel.Get()) < 0 {
+	if g.fuel != nil && g.fuelLeft() < 0 {
 		// The fuel ran out between two checks: nothing more runs.
 		panic(&Failure{Code: FailFuelExhausted, Message: "the hook used up its fuel budget"})
+	}
+	if f := g.interrupted(); f != nil {
+		// Past the deadline nothing more runs: a guest that spends little
+		// fuel between host calls must not outlive it by looping on them.
+		panic(f)
 	}
 	if abi.IsTake(nameLen, inLen) {
 		inv.takes++
@@ -133,7 +120,7 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	// A new call drops whatever was parked.
 	inv.parked, inv.hasParked = nil, false
-	stack[0] = deliver(inv, mem, inv.call(ctx, mem, namePtr, nameLen, inPtr, inLen), outPtr, outCap)
+	stack[0] = deliver(inv, mem, inv.call(g.hostContext(), mem, namePtr, nameLen, inPtr, inLen), outPtr, outCap)
 }
 
 // deliverReply is what a host call answers before it is written or parked.

@@ -82,10 +82,30 @@ type Result struct {
 // as the error; the caller's fail policy decides what follows. An instance
 // that failed in any way is discarded, never reused.
 func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, error) {
+	res := new(Result)
+	if err := r.InvokeInto(ctx, m, req, res); err != nil {
+		if _, ok := err.(*Failure); !ok {
+			return nil, err
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// InvokeInto is Invoke writing its report into res, which it overwrites:
+// for a caller that reuses one Result, a warm invocation whose hook
+// continues allocates nothing on the host (BENCHMARKS.md). The Decision
+// res already points to, if any, is reused for the new decision, so the
+// caller must not keep it across calls. The error is that of Invoke: when
+// it is a *Failure, res holds the report; otherwise res holds nothing of
+// use.
+func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
 	start := time.Now()
+	spare := res.Decision
+	*res = Result{}
 	lim, point, err := r.prepare(m, &req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	caller := req.HostCaller
 	if caller == nil {
@@ -112,46 +132,51 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	if ok {
 		*buf = doc
 	} else if doc, err = ainv.Encode(); err != nil {
-		return nil, fmt.Errorf("%w: encoding the invocation: %w", ErrInvalidRequest, err)
+		return fmt.Errorf("%w: encoding the invocation: %w", ErrInvalidRequest, err)
 	}
 	if len(doc) > lim.MaxInputBytes {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "input_bytes", Max: uint64(lim.MaxInputBytes), Got: uint64(len(doc))})
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "input_bytes", Max: uint64(lim.MaxInputBytes), Got: uint64(len(doc))})
 	}
 
 	p, err := r.pool(poolKey{digest: m.Digest(), tenant: req.Tenant, memoryPages: lim.MemoryPages}, m.c)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	inst, err := r.acquire(ctx, p, lim)
 	if err != nil {
 		if f, ok := AsFailure(err); ok {
-			res := &Result{InvocationID: req.InvocationID, Failure: f, Duration: time.Since(start)}
-			return res, f
+			*res = Result{InvocationID: req.InvocationID, Failure: f, Duration: time.Since(start)}
+			return f
 		}
-		return nil, err
+		return err
 	}
 
-	inst.inv = invocation{lim: lim, caller: caller, who: who, fuel: inst.fuel}
+	inst.inv = invocation{lim: lim, caller: caller, who: who}
 	inv := &inst.inv
 	inv.log.limit = lim.MaxLogBytes
 	// The input is parked before the call, as ABI.md says.
 	inv.parked, inv.parkedStatus, inv.hasParked = doc, abi.StatusOK, true
 	inst.mem.refused.Store(0)
-	inst.setBudgets(lim.Fuel, lim.MaxStackBytes)
-	deadline := time.Now().Add(lim.Timeout)
+	inst.run.begin(ctx, lim.Timeout, lim.Fuel, inv, nil)
+	inst.setStack(lim.MaxStackBytes)
+	deadline := inst.run.deadline
 
-	cctx, cancel := context.WithDeadline(ctx, deadline)
-	ret, callErr := inst.handle.Call(withInvocation(cctx, inv), uint64(len(doc)))
-	if callErr == nil && cctx.Err() != nil {
-		// See RATIONALE.md#why-is-a-decision-returned-after-the-deadline-a-timeout.
-		// The guest returned, but only after its deadline (a host function
-		// that waited, say). A decision that late is not accepted.
-		callErr = cctx.Err()
+	cctx, cancel := r.callContext(inst)
+	inst.stackSlot[0] = uint64(len(doc))
+	callErr := inst.handle.CallWithStack(cctx, inst.stackSlot[:])
+	if callErr == nil {
+		if f := inst.run.interrupted(); f != nil {
+			// See RATIONALE.md#why-is-a-decision-returned-after-the-deadline-a-timeout.
+			// The guest returned, but only after its deadline (a host
+			// function that waited, say) or after the caller gave up. A
+			// decision that late is not accepted.
+			callErr = f
+		}
 	}
 	cancel()
 	inst.invocations++
 
-	res := &Result{
+	*res = Result{
 		InvocationID:  req.InvocationID,
 		HostCalls:     inv.calls,
 		HostCallBytes: inv.bytes,
@@ -161,8 +186,10 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	var fail *Failure
 	if callErr != nil && ctx.Err() != nil && inv.violation == nil && time.Now().Before(deadline) {
 		// The caller gave up; that is not the hook's failure.
+		inst.run.end()
 		r.release(ctx, p, inst, false)
-		return nil, fmt.Errorf("runtime: invocation abandoned: %w", ctx.Err())
+		*res = Result{}
+		return fmt.Errorf("runtime: invocation abandoned: %w", ctx.Err())
 	}
 	switch {
 	case inv.violation != nil:
@@ -173,20 +200,21 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 	case callErr != nil:
 		fail = classify(cctx, callErr, inst.mem, inv)
 	default:
-		res.Decision, fail = r.readDecision(inst, inv, ret[0], point)
+		res.Decision, fail = r.readDecision(inst, inv, inst.stackSlot[0], point, spare)
 	}
 	res.Logs = inv.log.flush()
 	res.LogBytesDropped = inv.log.dropped
 	res.MemoryPages = inst.mem.pages()
 	res.Failure = fail
 	reuse := fail == nil && res.MemoryPages <= lim.MemoryHighWaterPages
+	inst.run.end()
 	inst.inv = invocation{} // keep nothing of this invocation alive
 	res.Reused = r.release(ctx, p, inst, reuse)
 	res.Duration = time.Since(start)
 	if fail != nil {
-		return res, fail
+		return fail
 	}
-	return res, nil
+	return nil
 }
 
 func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {
@@ -279,7 +307,8 @@ func mergeLimits(l, d Limits) Limits {
 const canonicalContinue = `{"action":"continue"}`
 
 // readDecision bounds-checks, copies and decodes the hook's output.
-func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point) (*abi.Decision, *Failure) {
+// A continue goes into spare when it is not nil.
+func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point, spare *abi.Decision) (*abi.Decision, *Failure) {
 	if ret == 0 {
 		return nil, &Failure{Code: FailInvalidOutput, Message: abi.HandleExport + " returned 0 (no decision)"}
 	}
@@ -295,7 +324,11 @@ func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, poin
 	if string(out) == canonicalContinue {
 		// The most common decision, already canonical: what DecodeDecision
 		// returns for it at every point (decision_test.go checks).
-		return &abi.Decision{Action: abi.ActionContinue, Shape: abi.ShapeCanonical}, nil
+		if spare == nil {
+			spare = new(abi.Decision)
+		}
+		*spare = abi.Decision{Action: abi.ActionContinue, Shape: abi.ShapeCanonical}
+		return spare, nil
 	}
 	d, err := abi.DecodeDecision(out, point, abi.JSONLimits{MaxBytes: inv.lim.MaxOutputBytes})
 	if err != nil {

@@ -43,35 +43,42 @@ type instance struct {
 	mem         *limitedMemory
 	invocations int
 
-	// fuel and stack are the budgets the instrumentation injected (see
-	// runtime/internal/meter); nil when the runtime does not meter.
-	fuel, stack api.MutableGlobal
+	// stack is the stack budget the instrumentation injected (see
+	// runtime/internal/meter); nil when the runtime does not meter. The
+	// fuel global is in run.
+	stack api.MutableGlobal
+
+	// run is the state of the guest code running on the instance, and ctx
+	// the context its calls are made with, which carries run to the host
+	// functions. Both are made once and reused.
+	run guestRun
+	ctx context.Context
 
 	// The state of the invocation running on the instance, reused by the
 	// next one: an invocation allocates none of it. Touched only by the
 	// goroutine that holds the instance and the host functions it runs.
-	inv invocation
-	out []byte // the copy of the decision document
+	inv       invocation
+	out       []byte    // the copy of the decision document
+	stackSlot [1]uint64 // the handle's parameter, then its result
 }
 
 // metered reports whether the instance was instrumented.
-func (inst *instance) metered() bool { return inst.fuel != nil }
+func (inst *instance) metered() bool { return inst.run.fuel != nil }
 
-// setBudgets sets the fuel and stack budgets before guest code runs.
-func (inst *instance) setBudgets(fuel uint64, stack int) {
+// setStack sets the stack budget before guest code runs.
+func (inst *instance) setStack(stack int) {
 	if inst.metered() {
-		inst.fuel.Set(fuel)
 		inst.stack.Set(uint64(uint32(stack)))
 	}
 }
 
-// fuelUsed returns the fuel used since setBudgets(budget, ...): the whole
+// fuelUsed returns the fuel used since the budget was set: the whole
 // budget when it ran out.
 func (inst *instance) fuelUsed(budget uint64) uint64 {
 	if !inst.metered() {
 		return 0
 	}
-	left := int64(inst.fuel.Get())
+	left := inst.run.fuelLeft()
 	if left < 0 {
 		return budget
 	}
@@ -89,7 +96,7 @@ func (inst *instance) exhausted(lim Limits, fuel uint64, err error) *Failure {
 		if int32(uint32(inst.stack.Get())) < 0 {
 			return stackFailure(lim)
 		}
-		if int64(inst.fuel.Get()) < 0 {
+		if inst.run.fuelLeft() < 0 {
 			return &Failure{Code: FailFuelExhausted, Message: fmt.Sprintf("the hook used up its fuel budget of %d", fuel)}
 		}
 	}
@@ -219,20 +226,16 @@ func (p *pool) close(ctx context.Context) {
 // instantiate creates an instance and runs its initialisers under the init
 // timeout. Host calls made from _initialize are answered NOT_IN_INVOCATION.
 func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instance, error) {
-	ctx, cancel := context.WithTimeout(ctx, lim.InitTimeout)
-	defer cancel()
 	// Reserve what the instances of this module used after their
 	// initialisation, so that _initialize grows the memory in place.
 	mem := &limitedMemory{limit: uint64(lim.MemoryPages) * pageSize, reserve: uint64(p.c.initPages.Load()) * pageSize}
-	ictx := experimental.WithMemoryAllocator(ctx, mem)
-	st := &initState{log: logBuffer{limit: lim.MaxLogBytes}}
-	ictx = withInitState(ictx, st)
-	mod, err := r.wr.InstantiateModule(ictx, p.c.code, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	mod, err := r.wr.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem), p.c.code, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
-		return nil, r.initFailure(ctx, err, mem, st)
+		return nil, r.initFailure(ctx, err, mem, nil)
 	}
 	p.live.Add(1)
 	inst := &instance{mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport)}
+	inst.ctx = context.WithValue(context.Background(), runKey{}, &inst.run)
 	if !r.cfg.DisableMetering {
 		fuel, ok1 := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
 		stack, ok2 := mod.ExportedGlobal(meter.StackExport).(api.MutableGlobal)
@@ -240,25 +243,35 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 			p.discard(ctx, inst)
 			return nil, &Failure{Code: FailInit, Message: "the instrumented module lacks its fuel and stack globals"}
 		}
-		inst.fuel, inst.stack = fuel, stack
-		// One budget for all initialisation: the start function (which
-		// the instrumentation exports rather than letting wazero run it
-		// unmetered at instantiation) and _initialize.
-		inst.setBudgets(lim.InitFuel, lim.MaxStackBytes)
+		inst.run.fuel, inst.run.sliced, inst.stack = fuel, p.c.sliced, stack
 	}
+	// One budget and one deadline for all initialisation: the start
+	// function (which the instrumentation exports rather than letting
+	// wazero run it unmetered at instantiation) and _initialize.
+	st := &initState{log: logBuffer{limit: lim.MaxLogBytes}}
+	inst.run.begin(ctx, lim.InitTimeout, lim.InitFuel, nil, st)
+	inst.setStack(lim.MaxStackBytes)
+	cctx, cancel := r.callContext(inst)
+	defer cancel()
+	defer inst.run.end()
 	for _, name := range [...]string{meter.StartExport, abi.InitializeExport} {
 		fn := mod.ExportedFunction(name)
 		if fn == nil {
 			continue
 		}
-		_, err := fn.Call(ictx)
+		_, err := fn.Call(cctx)
 		if f := inst.exhausted(lim, lim.InitFuel, err); f != nil {
 			p.discard(ctx, inst)
 			return nil, initFailure(&Failure{Code: f.Code, Message: "during initialisation: " + f.Message}, st)
 		}
+		if err == nil {
+			if f := inst.run.interrupted(); f != nil {
+				err = f // see Invoke: nothing that ends after its deadline succeeds
+			}
+		}
 		if err != nil {
 			p.discard(ctx, inst)
-			return nil, r.initFailure(ctx, err, mem, st)
+			return nil, r.initFailure(cctx, err, mem, st)
 		}
 	}
 	if inst.handle == nil { // validation guarantees it; be defensive
@@ -271,8 +284,27 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	return inst, nil
 }
 
+// callContext returns the context to call inst's guest code with, after
+// inst.run.begin. Metered guests reach the host at every fuel slice, where
+// the deadline and the caller's context are checked (yieldFuel): the
+// instance's own context serves, and nothing is allocated. Unmetered guests
+// need wazero's close-on-context-done, which watches a context with the
+// deadline.
+func (r *Runtime) callContext(inst *instance) (context.Context, context.CancelFunc) {
+	if !r.interrupt {
+		return inst.ctx, noCancel
+	}
+	ctx, cancel := context.WithDeadline(inst.run.parent, inst.run.deadline)
+	return context.WithValue(ctx, runKey{}, &inst.run), cancel
+}
+
+func noCancel() {}
+
 func (r *Runtime) initFailure(ctx context.Context, err error, mem *limitedMemory, st *initState) error {
 	f := classify(ctx, err, mem, nil)
+	if st == nil {
+		st = &initState{}
+	}
 	if f == nil {
 		return err
 	}

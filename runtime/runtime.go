@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/runtime/internal/meter"
 )
 
 // HostCaller serves the host calls of a hook. The capability runner
@@ -29,10 +30,13 @@ type HostCaller interface {
 // Runtime loads hooks and runs them. It is safe for concurrent use by
 // multiple goroutines.
 type Runtime struct {
-	cfg    Config
-	wr     wazero.Runtime
-	cache  *lru.Cache[string, *compiled] // by sha256 of the module bytes
-	logger *slog.Logger
+	cfg Config
+	// interrupt reports whether wazero's close-on-context-done is on:
+	// only for unmetered guests (see New).
+	interrupt bool
+	wr        wazero.Runtime
+	cache     *lru.Cache[string, *compiled] // by sha256 of the module bytes
+	logger    *slog.Logger
 
 	mu     sync.RWMutex // guards closed, pools
 	closed bool
@@ -54,9 +58,13 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	} else {
 		wc = wazero.NewRuntimeConfig()
 	}
-	// See RATIONALE.md#why-close-on-context-done and
-	// RATIONALE.md#why-keep-close-on-context-done.
-	wc = wc.WithCloseOnContextDone(!cfg.NoDeadlineInterrupt).
+	// Metered guests are stopped at their deadline by the yield of every
+	// fuel slice (slices.go); wazero's close-on-context-done, which calls
+	// out at every loop back-edge and costs 5 to 10 times a loop-heavy
+	// invocation, is only for unmetered ones. See
+	// RATIONALE.md#why-fuel-slices-and-not-close-on-context-done.
+	interrupt := cfg.DisableMetering && !cfg.NoDeadlineInterrupt
+	wc = wc.WithCloseOnContextDone(interrupt).
 		WithMemoryLimitPages(cfg.MaxMemoryPages).
 		WithCoreFeatures(api.CoreFeaturesV2)
 	if cfg.CacheDir != "" {
@@ -64,9 +72,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		// differs (the interrupt checks are compiled in): runtimes with
 		// different settings sharing a directory would load each other's
 		// code, and one that wants the interrupt could run code without it.
-		sub := "interrupt"
-		if cfg.NoDeadlineInterrupt {
-			sub = "nointerrupt"
+		sub := "nointerrupt"
+		if interrupt {
+			sub = "interrupt"
 		}
 		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(cfg.CacheDir, sub))
 		if err != nil {
@@ -75,10 +83,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		wc = wc.WithCompilationCache(cache)
 	}
 	r := &Runtime{
-		cfg:    cfg,
-		wr:     wazero.NewRuntimeWithConfig(ctx, wc),
-		logger: cfg.Logger,
-		pools:  make(map[poolKey]*pool),
+		cfg:       cfg,
+		interrupt: interrupt,
+		wr:        wazero.NewRuntimeWithConfig(ctx, wc),
+		logger:    cfg.Logger,
+		pools:     make(map[poolKey]*pool),
 	}
 	cache, err := lru.NewWithEvict(cfg.CacheModules, func(_ string, c *compiled) { c.evict() })
 	if err != nil {
@@ -127,6 +136,11 @@ func (r *Runtime) instantiateHostModules(ctx context.Context) error {
 	if _, err := wb.Instantiate(ctx); err != nil {
 		return fmt.Errorf("runtime: instantiating %s: %w", abi.WASIModule, err)
 	}
+	yb := r.wr.NewHostModuleBuilder(meter.YieldModule)
+	defineYield(yb)
+	if _, err := yb.Instantiate(ctx); err != nil {
+		return fmt.Errorf("runtime: instantiating %s: %w", meter.YieldModule, err)
+	}
 	return nil
 }
 
@@ -139,6 +153,9 @@ type compiled struct {
 	// requested is the manifest's capabilities, shared read-only by every
 	// invocation's abi.Caller.
 	requested []string
+	// sliced reports whether the module imports the instrumentation's
+	// yield, so that its fuel can be handed over in slices.
+	sliced bool
 	// initPages is the largest memory an instance had after its
 	// initialisation: what the next instances reserve up front.
 	initPages atomic.Uint32
@@ -227,7 +244,8 @@ func Digest(b []byte) string {
 // Load validates wasm (see Validate), instruments it with fuel and a stack
 // limiter (unless Config.DisableMetering), compiles it, and returns the
 // Module. Identical bytes are instrumented and compiled once and shared; with
-// Config.CacheDir the compiled code also survives the process.
+// Config.CacheDir the validation's result, the instrumented bytes and the
+// compiled code also survive the process.
 func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -246,25 +264,18 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
 			}
 			r.cache.Remove(digest)
 		}
-		info, parsed, err := validate(wasm, ValidateOptions{MaxModuleBytes: r.cfg.MaxModuleBytes, MaxMemoryPages: r.cfg.MaxMemoryPages})
+		// Validated and instrumented, or read from the module cache.
+		p, err := r.prepareModule(ctx, wasm, digest)
 		if err != nil {
 			return nil, err
 		}
-		bin := wasm
-		if !r.cfg.DisableMetering {
-			// See RATIONALE.md#why-fuel-and-how-much. The instrumented
-			// bytes are compiled and cached under the original's digest,
-			// so a module is rewritten once per process; wazero's disk
-			// cache keys on the instrumented bytes.
-			if bin, _, err = instrument(wasm, parsed); err != nil {
-				return nil, err
-			}
-		}
-		code, err := r.wr.CompileModule(ctx, bin)
+		info := p.info
+		code, err := r.wr.CompileModule(ctx, p.bin)
 		if err != nil {
 			return nil, &ValidationError{Reason: "compile failed", Err: err}
 		}
-		c := &compiled{digest: digest, code: code, info: info, refs: 1}
+		r.keepModule(ctx, p)
+		c := &compiled{digest: digest, code: code, info: info, refs: 1, sliced: importsYield(code)}
 		if info.Manifest != nil {
 			c.requested = slices.Clip(append([]string(nil), info.Manifest.Capabilities...))
 		}

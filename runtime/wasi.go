@@ -180,10 +180,10 @@ func fdWrite(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	var sink *logBuffer
-	if inv := invocationFrom(ctx); inv != nil {
-		sink = &inv.log
-	} else if st, _ := ctx.Value(initKey).(*initState); st != nil {
-		sink = &st.log
+	if g := runFrom(ctx); g != nil && g.inv != nil {
+		sink = &g.inv.log
+	} else if g != nil && g.init != nil {
+		sink = &g.init.log
 	}
 	var total uint32
 	for i := uint32(0); i < iovsLen; i++ {
@@ -270,12 +270,30 @@ func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 		}
 	}
 	if len(events) == 0 && clockEvent != nil {
+		g := runFrom(ctx)
+		var done <-chan struct{}
+		if g != nil {
+			// Never sleep past the deadline, and stop at it: a guest
+			// that sleeps in a loop spends almost no fuel.
+			if f := g.interrupted(); f != nil {
+				panic(f)
+			}
+			if !g.deadline.IsZero() {
+				wait = min(wait, time.Until(g.deadline))
+			}
+			done = g.done
+		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
-			case <-ctx.Done():
+			case <-done:
 				t.Stop()
+			}
+		}
+		if g != nil {
+			if f := g.interrupted(); f != nil {
+				panic(f)
 			}
 		}
 		events = append(events, *clockEvent)

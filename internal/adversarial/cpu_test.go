@@ -11,7 +11,7 @@ import (
 
 // Threat: a hook that never returns pins a goroutine and a CPU.
 // Defences: fuel (deterministic, issue 4) and, as a backstop, the wall-clock
-// deadline with wazero's close-on-context-done; either way the instance is
+// deadline, checked at every fuel slice; either way the instance is
 // discarded. Each defence is tested with the other out of reach.
 func TestCPUInfiniteLoop(t *testing.T) {
 	w := newWorld(t)

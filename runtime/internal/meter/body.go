@@ -203,15 +203,32 @@ func (w *walker) flush(reset bool) {
 	}
 }
 
-// check writes: if fuel < acc { fuel -= acc; unreachable }. The fuel left
-// is fuel - acc; flushing before the trap leaves it below zero, which is
-// how the host recognises the trap.
+// check writes the fuel check. The fuel left is fuel - acc; when it is
+// below zero the slow path flushes (leaving the global exact), calls the
+// host's yield, which may refill the global, and traps if the global is
+// still below zero, which is how the host recognises the trap:
+//
+//	if fuel < acc {
+//		fuel -= acc; acc = 0
+//		call yield
+//		if fuel < 0 { unreachable }
+//	}
+//
+// Either way fuel - acc stays the fuel left, so the code that follows
+// need not know which path ran. The check's blocks have no parameters:
+// whatever the code being metered has on the operand stack stays below
+// them, out of their reach, as validation requires.
 func (w *walker) check() {
-	w.global(wasmbin.OpGlobalGet, w.f.mod.fuel)
+	fuel := w.f.mod.fuel
+	w.global(wasmbin.OpGlobalGet, fuel)
 	w.local(wasmbin.OpLocalGet, w.acc)
 	w.out = append(w.out, 0x53, wasmbin.OpIf, 0x40) // i64.lt_s; if
-	w.flush(false)
-	w.out = append(w.out, wasmbin.OpUnreachable, wasmbin.OpEnd)
+	w.flush(true)
+	w.out = append(w.out, wasmbin.OpCall)
+	w.out = wasmbin.AppendULEB128(w.out, uint64(w.f.mod.yield))
+	w.global(wasmbin.OpGlobalGet, fuel)
+	// i64.const 0; i64.lt_s; if; unreachable; end; end
+	w.out = append(w.out, wasmbin.OpI64Const, 0x00, 0x53, wasmbin.OpIf, 0x40, wasmbin.OpUnreachable, wasmbin.OpEnd, wasmbin.OpEnd)
 	w.checks++
 }
 
@@ -297,6 +314,15 @@ func cost(op byte) int64 {
 func (w *walker) copyInstr() {
 	if w.emit {
 		w.out = append(w.out, w.f.code.Body[w.in.Start:w.in.End]...)
+	}
+}
+
+// funcInstr writes the current instruction, call or ref.func, with its
+// function index shifted (see funcIndex).
+func (w *walker) funcInstr() {
+	if w.emit {
+		w.out = append(w.out, w.in.Op)
+		w.out = wasmbin.AppendULEB128(w.out, uint64(w.f.mod.funcIndex(w.in.Index)))
 	}
 }
 
@@ -459,7 +485,7 @@ func (w *walker) walk() error {
 			}
 			w.a.calls = true
 			if w.emit {
-				imported := op == wasmbin.OpCall && int(in.Index) < f.mod.m.NumImportedFuncs()
+				imported := op == wasmbin.OpCall && in.Index < f.mod.yield
 				switch {
 				case imported:
 					// The host sees the fuel exactly, and never runs a
@@ -475,7 +501,11 @@ func (w *walker) walk() error {
 			}
 			w.pop(pops + len(t.Params))
 			w.push(len(t.Results))
-			w.copyInstr()
+			if op == wasmbin.OpCall {
+				w.funcInstr()
+			} else {
+				w.copyInstr()
+			}
 		default:
 			pops, pushes, ok := wasmbin.StackEffect(in)
 			if !ok {
@@ -522,7 +552,11 @@ func (w *walker) walk() error {
 			}
 			w.pop(pops)
 			w.push(pushes)
-			w.copyInstr()
+			if op == wasmbin.OpRefFunc {
+				w.funcInstr()
+			} else {
+				w.copyInstr()
+			}
 		}
 	}
 }

@@ -12,7 +12,9 @@ import (
 // br_if and br_table, early returns, multi-value blocks), calls (direct and
 // indirect, only to earlier functions, plus self-recursion bounded by a
 // parameter), memory and table operations, globals and a few instructions
-// that can trap. Every module terminates.
+// that can trap. Half of the modules also import a host function,
+// env.host of typeA, and call it (see newEngines). Every module
+// terminates.
 
 var (
 	i32 = wasmbin.I32
@@ -37,6 +39,8 @@ type genFunc struct {
 // gen builds one module.
 type gen struct {
 	r       *rand.Rand
+	r2      *rand.Rand // the host import's choices, apart so that modules without it are as they were
+	base    uint32     // the number of imported functions: the index of function 0
 	funcs   []genFunc
 	kinds   []wasmbin.FuncType
 	self    int    // index of the function being generated
@@ -63,10 +67,14 @@ const (
 // genModule returns a random valid module that exports its functions as
 // "f0", "f1", ..., its memory as "memory" and a mutable global as "g".
 func genModule(seed int64) []byte {
-	g := &gen{r: rand.New(rand.NewSource(seed)), typeIdx: map[string]uint32{}}
+	g := &gen{r: rand.New(rand.NewSource(seed)), r2: rand.New(rand.NewSource(seed ^ 0x5eed)), typeIdx: map[string]uint32{}}
 	var b wasmbin.Builder
 	for _, t := range []wasmbin.FuncType{typeA, typeB, typeC, typeI32ToI32I32} {
 		g.typeIdx[t.String()] = b.Type(t)
+	}
+	if g.r2.Intn(2) == 0 {
+		b.ImportFunc(hostModule, hostFunc, typeA)
+		g.base = 1
 	}
 	n := 2 + g.r.Intn(5)
 	for i := 0; i < n; i++ {
@@ -82,13 +90,13 @@ func genModule(seed int64) []byte {
 		b.Func(f.typ, f.locals, f.body)
 	}
 	for i := 0; i < n; i++ {
-		b.Export(exportName(i), wasmbin.KindFunc, uint32(i))
+		b.Export(exportName(i), wasmbin.KindFunc, g.base+uint32(i))
 	}
 	b.Export("memory", wasmbin.KindMemory, mem)
 	b.Export("g", wasmbin.KindGlobal, glob)
 	elems := make([]uint32, n)
 	for i := range elems {
-		elems[i] = uint32(i)
+		elems[i] = g.base + uint32(i)
 	}
 	b.Elem(0, elems...)
 	data := make([]byte, 64)
@@ -333,6 +341,11 @@ func (g *gen) call(kind byte) {
 			g.i64()
 		}
 	}
+	if kind == 'i' && g.base > 0 && g.r2.Intn(3) == 0 {
+		args()
+		g.emit(0x10, 0x00) // call env.host
+		return
+	}
 	if g.calls <= 0 {
 		switch kind {
 		case 'i':
@@ -357,7 +370,7 @@ func (g *gen) call(kind byte) {
 			g.emit(0x20, 0x00, 0x41, 0x01, 0x6B) // p0 - 1
 			g.i32()
 			g.emit(0x10)
-			g.uleb(uint64(g.self))
+			g.uleb(uint64(g.base + uint32(g.self)))
 			g.emit(0x05)
 			g.i32()
 		})
@@ -377,7 +390,7 @@ func (g *gen) call(kind byte) {
 	args()
 	if g.r.Intn(2) == 0 {
 		g.emit(0x10)
-		g.uleb(uint64(callee))
+		g.uleb(uint64(g.base + uint32(callee)))
 		return
 	}
 	g.i32const(int32(callee))

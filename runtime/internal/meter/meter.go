@@ -5,7 +5,7 @@
 //
 // # Fuel
 //
-// The instrumented module has a mutable i64 global, the fuel left. The body
+// The instrumented module has a mutable i64 global, the fuel. The body
 // of every function is cut into segments of straight-line code at its entry
 // and at every point where control can arrive from elsewhere: a loop header,
 // the start of each arm of an if, the code after the end of an if or of a
@@ -17,16 +17,35 @@
 // the structure markers (block, loop, else, end, nop), and no charge for
 // code that cannot run (after br, br_table, return or unreachable).
 //
-// The fuel is checked (fuel - acc < 0 flushes and traps with unreachable)
-// at every loop header and at the entry of every function that makes calls
-// (unless its first segment runs into a loop header before any call), which
-// are the only ways code can run again without a check: between two checks
-// only straight-line code of one function and calls of loop-free leaf
-// functions run, a bounded amount. The fuel can therefore end an invocation
-// slightly below zero without a trap; the host treats fuel < 0 after an
-// invocation, trapped or not, as fuel exhausted. Calls of imported
-// functions are preceded by a flush and a check, and the host refuses host
-// calls once the fuel is negative (a call through the table has no check).
+// The fuel left is fuel - acc (plus what the host holds back, below). It
+// is checked at every loop header and at the entry of every function that
+// makes calls (unless its first segment runs into a loop header before any
+// call), which are the only ways code can run again without a check:
+// between two checks only straight-line code of one function and calls of
+// loop-free leaf functions run, a bounded amount. While the fuel left is
+// not below zero a check costs a comparison. Otherwise it flushes (fuel -=
+// acc; acc = 0, so that the global is exact), calls the imported function
+// yield (see Names below), and traps with unreachable if the global is
+// still below zero when yield returns. The fuel can end an invocation
+// slightly below zero without a trap; the host treats fuel left < 0 after
+// an invocation, trapped or not, as fuel exhausted. Calls of imported
+// functions are preceded by a flush and a check, so that a host function
+// sees the global exact and not below zero (a call through the table has
+// no check: the host refuses host calls once the fuel left is negative).
+//
+// A yield that does nothing leaves the whole budget in the global: the
+// guest traps at the first check that finds it below zero. The host may
+// instead hand the budget over in slices: it puts a slice in the global and
+// keeps the rest in reserve; at yield it pools the global (which the flush
+// took below zero) and the reserve, and puts the next slice, or the whole
+// pool when that is below zero, in the global. Guest code then calls the
+// host at the first check after each slice is used up, a bounded amount of
+// work later, which gives the host a place to check a deadline and Go's
+// scheduler a safe point in code that is otherwise not preemptible. The
+// fuel left is then the global plus the reserve (minus acc), and it is the
+// same at every point as with the whole budget in the global: the
+// accounting is exact whatever yield does, and a check traps exactly when
+// the fuel left is below zero.
 //
 // The bulk operations are charged by their length before they run, then
 // checked: memory.copy, memory.fill and memory.init one unit per 64 bytes,
@@ -54,6 +73,19 @@
 // exported as StartExport for the host to call under a fuel budget. A trap
 // with fuel < 0 is fuel exhaustion, one with stack < 0 a stack overflow.
 // After a trap of another kind the fuel global holds what was flushed last.
+//
+// The instrumented module imports YieldModule.YieldImport, of type
+// () -> (), after its own imported functions (a module that imports a
+// name with ReservedPrefix is refused), so every function the module
+// defines has an index one more than in the original. Everything that
+// names one is rewritten to match: call and ref.func in the bodies, the
+// exports, the start function, global initialisers, element segments, and
+// the function and local names of the "name" section (its label names,
+// which the rewrite invalidates, and subsections of unknown kinds are
+// dropped, and so is a name section that cannot be decoded). No index of
+// the original names the import: the guest cannot call yield. The call of
+// yield is not charged to the stack budget; a host function does not call
+// back into guest code.
 package meter
 
 import (
@@ -75,7 +107,20 @@ const (
 	StackExport = "__wasmhooks_stack"
 	// StartExport is the module's start function, if it had one.
 	StartExport = "__wasmhooks_start"
+	// YieldModule and YieldImport name the host function () -> () the
+	// instrumented module imports and calls whenever a fuel check finds the
+	// fuel left below zero, after flushing, so that the global is exact.
+	// The host may refill the global from a reserve it keeps (fuel slices:
+	// see the package documentation); if the global is still below zero
+	// when the call returns, the guest traps with unreachable.
+	YieldModule = "__wasmhooks"
+	YieldImport = "yield"
 )
+
+// Version identifies the instrumentation's output: the same Version and the
+// same input give the same output bytes. It changes whenever the rewrite
+// does, so that caches of instrumented modules keyed on it stay correct.
+const Version = "meter/2"
 
 // The cost model. See the package documentation.
 const (
@@ -114,7 +159,7 @@ type Stats struct {
 	// Segments counts the metered segments (charge points).
 	Segments int
 	// Checks counts the fuel checks inserted (loop headers, function
-	// entries, bulk operations).
+	// entries, bulk operations, calls of imports).
 	Checks int
 	// StackFunctions counts the functions charged a frame cost.
 	StackFunctions int
@@ -157,7 +202,9 @@ func instrument(wasm []byte, m *wasmbin.Module) ([]byte, Stats, error) {
 			return nil, st, &Error{Reason: fmt.Sprintf("import %q.%q uses the reserved prefix %q", imp.Module, imp.Name, ReservedPrefix)}
 		}
 	}
-	mc := &modCtx{m: m, fuel: uint32(m.NumGlobals()), stack: uint32(m.NumGlobals()) + 1}
+	nImported := m.NumImportedFuncs()
+	mc := &modCtx{m: m, fuel: uint32(m.NumGlobals()), stack: uint32(m.NumGlobals()) + 1, yield: uint32(nImported)}
+	mc.yieldType = mc.typeIndex(nil, nil)
 	for i := range m.Imports {
 		if m.Imports[i].Kind == wasmbin.KindFunc {
 			mc.funcTypes = append(mc.funcTypes, m.Imports[i].Func)
@@ -167,10 +214,8 @@ func instrument(wasm []byte, m *wasmbin.Module) ([]byte, Stats, error) {
 		mc.funcTypes = append(mc.funcTypes, m.Types[t])
 	}
 
-	// The code section: every body rewritten.
 	// First pass: every body analysed, so that a call site knows whether
 	// its callee can check the fuel.
-	nImported := m.NumImportedFuncs()
 	mc.analyses = make([]*analysis, len(m.Code))
 	for i := range m.Code {
 		f := &funcCtx{mod: mc, typ: mc.funcTypes[nImported+i], code: &m.Code[i]}
@@ -216,19 +261,22 @@ func withFunc(err error, fidx int) error {
 	return err
 }
 
-// modCtx is what the rewriting of bodies needs from the module.
+// modCtx is what the rewriting of bodies needs from the module. Function
+// indices are the original module's (see funcIndex) except yield.
 type modCtx struct {
 	m           *wasmbin.Module
 	funcTypes   []wasmbin.FuncType // imports first
 	fuel, stack uint32             // indices of the injected globals
+	yield       uint32             // index of the yield import: the number of imported functions
+	yieldType   uint32             // its type, () -> ()
 	extraTypes  []wasmbin.FuncType // types appended to the type section
 	analyses    []*analysis        // first pass of each defined function
 }
 
-// mayCheck reports whether the function at fidx can check the fuel;
-// imported functions are handled by the caller.
+// mayCheck reports whether the function at fidx (an original index) can
+// check the fuel; imported functions are handled by the caller.
 func (mc *modCtx) mayCheck(fidx uint32) bool {
-	i := int(fidx) - mc.m.NumImportedFuncs()
+	i := int(fidx) - int(mc.yield)
 	return i < 0 || i >= len(mc.analyses) || mc.analyses[i].mayCheck()
 }
 
@@ -286,105 +334,83 @@ var rank = map[wasmbin.SectionID]int{
 }
 
 // assemble writes the instrumented module: the original sections in order,
-// with types, globals and exports appended to, the start section removed,
-// the code section replaced and DWARF sections (whose offsets the rewrite
-// invalidates) dropped.
+// with the yield import and the types, globals and exports appended, every
+// function index shifted (funcIndex), the start section removed, the code
+// section replaced, the name section rewritten and DWARF sections (whose
+// offsets the rewrite invalidates) dropped.
 func (mc *modCtx) assemble(wasm []byte, code []byte) ([]byte, error) {
 	m := mc.m
-	out := make([]byte, 0, len(wasm)+len(code)-sectionSize(m, wasmbin.SectionCode)+64)
+	// The new content of each section the rewrite changes (nil: copied).
+	var repl [wasmbin.SectionTag + 1][]byte
+	var err error
+	if len(mc.extraTypes) > 0 {
+		if repl[wasmbin.SectionType], err = mc.typeSection(); err != nil {
+			return nil, err
+		}
+	}
+	if repl[wasmbin.SectionImport], err = mc.importSection(); err != nil {
+		return nil, err
+	}
+	repl[wasmbin.SectionGlobal] = mc.globalSection()
+	repl[wasmbin.SectionExport] = mc.exportSection()
+	if len(m.Elements) > 0 {
+		if repl[wasmbin.SectionElement], err = mc.elementSection(); err != nil {
+			return nil, err
+		}
+	}
+	repl[wasmbin.SectionCode] = code
+
+	out := make([]byte, 0, len(wasm)+len(code)-sectionSize(m, wasmbin.SectionCode)+256)
 	out = append(out, wasm[:wasmbin.HeaderSize]...)
-
-	var globals []byte // the two injected globals, encoded
-	globals = append(globals, byte(wasmbin.I64), 0x01)
-	globals = append(globals, wasmbin.I64Const(0)...)
-	globals = append(globals, wasmbin.OpEnd)
-	globals = append(globals, byte(wasmbin.I32), 0x01)
-	globals = append(globals, wasmbin.I32Const(0)...)
-	globals = append(globals, wasmbin.OpEnd)
-
-	nGlobals := 2
-	var exports []byte
-	nExports := 2
-	exports = appendName(exports, FuelExport)
-	exports = append(exports, byte(wasmbin.KindGlobal))
-	exports = wasmbin.AppendULEB128(exports, uint64(mc.fuel))
-	exports = appendName(exports, StackExport)
-	exports = append(exports, byte(wasmbin.KindGlobal))
-	exports = wasmbin.AppendULEB128(exports, uint64(mc.stack))
-	if m.Start != nil {
-		exports = appendName(exports, StartExport)
-		exports = append(exports, byte(wasmbin.KindFunc))
-		exports = wasmbin.AppendULEB128(exports, uint64(*m.Start))
-		nExports++
-	}
-	var types []byte
-	for _, t := range mc.extraTypes {
-		types = append(types, 0x60)
-		types = appendTypes(types, t.Params)
-		types = appendTypes(types, t.Results)
-	}
-
-	pending := []struct {
-		id    wasmbin.SectionID
-		n     int
-		items []byte
-		done  bool
-	}{
-		{wasmbin.SectionType, len(mc.extraTypes), types, len(mc.extraTypes) == 0},
-		{wasmbin.SectionGlobal, nGlobals, globals, false},
-		{wasmbin.SectionExport, nExports, exports, false},
-	}
-	// flush writes the pending sections that must come before a section of
-	// rank r and were not written with their original.
+	// The sections the rewrite adds when the module has none, in order.
+	added := []wasmbin.SectionID{wasmbin.SectionType, wasmbin.SectionImport, wasmbin.SectionGlobal, wasmbin.SectionExport}
+	var written [wasmbin.SectionTag + 1]bool
+	// flush writes the added sections that must come before a section of
+	// rank r and were not written in place of their original.
 	flush := func(r int) {
-		for i := range pending {
-			p := &pending[i]
-			if !p.done && rank[p.id] < r {
-				out = wasmbin.AppendSection(out, p.id, append(wasmbin.AppendULEB128(nil, uint64(p.n)), p.items...))
-				p.done = true
+		for _, id := range added {
+			if !written[id] && repl[id] != nil && rank[id] < r {
+				out = wasmbin.AppendSection(out, id, repl[id])
+				written[id] = true
 			}
 		}
 	}
 	for _, s := range m.Sections {
 		raw := wasm[s.Offset:s.End()]
-		if s.ID == wasmbin.SectionCustom {
-			if strings.HasPrefix(s.Name, ".debug_") {
-				continue
+		switch {
+		case s.ID == wasmbin.SectionCustom && strings.HasPrefix(s.Name, ".debug_"):
+		case s.ID == wasmbin.SectionCustom && s.Name == "name":
+			if names, ok := mc.names(customData(m, s.Offset)); ok {
+				out = append(out, byte(wasmbin.SectionCustom))
+				out = wasmbin.AppendULEB128(out, uint64(len(appendName(nil, s.Name))+len(names)))
+				out = appendName(out, s.Name)
+				out = append(out, names...)
 			}
+		case s.ID == wasmbin.SectionCustom:
 			out = append(out, raw...)
-			continue
-		}
-		flush(rank[s.ID])
-		switch s.ID {
-		case wasmbin.SectionType, wasmbin.SectionGlobal, wasmbin.SectionExport:
-			for i := range pending {
-				p := &pending[i]
-				if p.id != s.ID || p.done {
-					continue
-				}
-				n, rest, err := splitCount(s.Content)
-				if err != nil {
-					return nil, err
-				}
-				content := wasmbin.AppendULEB128(nil, n+uint64(p.n))
-				content = append(content, rest...)
-				content = append(content, p.items...)
-				out = wasmbin.AppendSection(out, s.ID, content)
-				p.done = true
-			}
-			if s.ID == wasmbin.SectionType && len(mc.extraTypes) == 0 {
-				out = append(out, raw...)
-			}
-		case wasmbin.SectionStart:
+		case s.ID == wasmbin.SectionStart:
 			// Exported as StartExport instead; the host runs it.
-		case wasmbin.SectionCode:
-			out = wasmbin.AppendSection(out, s.ID, code)
+		case int(s.ID) < len(repl) && repl[s.ID] != nil:
+			flush(rank[s.ID])
+			out = wasmbin.AppendSection(out, s.ID, repl[s.ID])
+			written[s.ID] = true
 		default:
+			flush(rank[s.ID])
 			out = append(out, raw...)
 		}
 	}
 	flush(1 << 30)
 	return out, nil
+}
+
+// customData returns the payload of the custom section at offset.
+func customData(m *wasmbin.Module, offset int) []byte {
+	for _, c := range m.Customs {
+		if c.Offset == offset {
+			return c.Data
+		}
+	}
+	return nil
 }
 
 func sectionSize(m *wasmbin.Module, id wasmbin.SectionID) int {

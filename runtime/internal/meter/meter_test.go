@@ -47,6 +47,18 @@ type engines struct {
 	compiler, interpreter wazero.Runtime
 }
 
+// The host functions the modules of the tests may import (see genModule).
+const (
+	hostModule = "env"
+	hostFunc   = "host"
+	hostFunc2  = "host2"
+)
+
+// newEngines returns the two runtimes, each with the host modules the
+// modules of the tests import: the meter's yield (see yielder), env.host,
+// which returns 7a + b, and env.host2, which returns 11a + b (both note
+// whether they ran with the fuel global below zero, which the check before
+// every call of an import prevents).
 func newEngines(t testing.TB) *engines {
 	ctx := context.Background()
 	e := &engines{
@@ -57,7 +69,61 @@ func newEngines(t testing.TB) *engines {
 		_ = e.compiler.Close(ctx)
 		_ = e.interpreter.Close(ctx)
 	})
+	i32 := api.ValueTypeI32
+	for _, rt := range []wazero.Runtime{e.compiler, e.interpreter} {
+		_, err := rt.NewHostModuleBuilder(YieldModule).NewFunctionBuilder().
+			WithGoModuleFunction(api.GoModuleFunc(yieldHost), nil, nil).Export(YieldImport).
+			Instantiate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := rt.NewHostModuleBuilder(hostModule)
+		for name, k := range map[string]uint32{hostFunc: 7, hostFunc2: 11} {
+			env.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+				if g := mod.ExportedGlobal(FuelExport); g != nil && int64(g.Get()) < 0 {
+					ctx.Value(yielderKey{}).(*yielder).negativeAtHost = true
+				}
+				stack[0] = uint64(k*uint32(stack[0]) + uint32(stack[1]))
+			}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export(name)
+		}
+		_, err = env.Instantiate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	return e
+}
+
+// yielder is the host's side of the fuel of one call: the reserve it
+// keeps outside the fuel global, the slice it hands over at a time, and
+// the calls of yield. With slice 0 yield does nothing (the global holds
+// the whole budget).
+type yielder struct {
+	slice, reserve int64
+	calls          int
+	negativeAtHost bool // env.host ran with the fuel global below zero
+}
+
+type yielderKey struct{}
+
+// yieldHost is the yield host function. With slices it pools the fuel
+// left (the global, which a flush may have taken below zero, and the
+// reserve) and puts up to a slice of it in the global; when the pool is
+// below zero it puts all of it there, and the guest traps.
+func yieldHost(ctx context.Context, mod api.Module, _ []uint64) {
+	y, _ := ctx.Value(yielderKey{}).(*yielder)
+	if y == nil {
+		panic("yield called outside the harness")
+	}
+	y.calls++
+	if y.slice == 0 {
+		return
+	}
+	g := mod.ExportedGlobal(FuelExport).(api.MutableGlobal)
+	total := int64(g.Get()) + y.reserve
+	take := min(y.slice, total)
+	g.Set(uint64(take))
+	y.reserve = total - take
 }
 
 // outcome is what one call of an exported function did.
@@ -66,8 +132,19 @@ type outcome struct {
 	err     string // first line of the error, if any
 	mem     []byte
 	global  uint64
-	fuel    int64 // left, instrumented modules only
+	fuel    int64 // left (the global and the reserve), instrumented modules only
 	stack   int32 // left, instrumented modules only
+	yields  int   // calls of yield, instrumented modules only
+
+	negativeAtHost bool // a host function ran with the fuel global below zero
+}
+
+// budget is what an instrumented module is given: fuel, of which the fuel
+// global holds at most slice at a time (all of it when slice is 0), the
+// rest handed over at yield; and the stack budget.
+type budget struct {
+	fuel, slice int64
+	stack       int32
 }
 
 // call instantiates code afresh and calls name with args; with metered
@@ -75,7 +152,17 @@ type outcome struct {
 // the instrumentation exported).
 func call(t testing.TB, rt wazero.Runtime, code wazero.CompiledModule, name string, args []uint64, metered bool, fuel int64, stack int32) outcome {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if !metered {
+		return callBudget(t, rt, code, name, args, nil)
+	}
+	return callBudget(t, rt, code, name, args, &budget{fuel: fuel, stack: stack})
+}
+
+// callBudget is call with the budget b, nil for a module not metered.
+func callBudget(t testing.TB, rt wazero.Runtime, code wazero.CompiledModule, name string, args []uint64, b *budget) outcome {
+	t.Helper()
+	y := &yielder{}
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), yielderKey{}, y), 20*time.Second)
 	defer cancel()
 	mod, err := rt.InstantiateModule(ctx, code, wazero.NewModuleConfig().WithName(""))
 	if err != nil {
@@ -83,11 +170,16 @@ func call(t testing.TB, rt wazero.Runtime, code wazero.CompiledModule, name stri
 	}
 	defer mod.Close(ctx)
 	var fg, sg api.MutableGlobal
-	if metered {
+	if b != nil {
 		fg = mod.ExportedGlobal(FuelExport).(api.MutableGlobal)
 		sg = mod.ExportedGlobal(StackExport).(api.MutableGlobal)
-		fg.Set(uint64(fuel))
-		sg.Set(uint64(uint32(stack)))
+		global := b.fuel
+		if b.slice > 0 {
+			global = min(b.slice, b.fuel)
+			y.slice, y.reserve = b.slice, b.fuel-global
+		}
+		fg.Set(uint64(global))
+		sg.Set(uint64(uint32(b.stack)))
 		if start := mod.ExportedFunction(StartExport); start != nil {
 			if _, err := start.Call(ctx); err != nil {
 				t.Fatalf("start: %v", err)
@@ -105,9 +197,11 @@ func call(t testing.TB, rt wazero.Runtime, code wazero.CompiledModule, name stri
 	mem, _ := mod.Memory().Read(0, mod.Memory().Size())
 	o.mem = bytes.Clone(mem)
 	o.global = mod.ExportedGlobal("g").Get()
-	if metered {
-		o.fuel = int64(fg.Get())
+	if b != nil {
+		o.fuel = int64(fg.Get()) + y.reserve
 		o.stack = int32(uint32(sg.Get()))
+		o.yields = y.calls
+		o.negativeAtHost = y.negativeAtHost
 	}
 	return o
 }
@@ -198,6 +292,9 @@ func differential(t *testing.T, e *engines, seed int64, bothEngines bool) {
 				short := call(t, rt, metered, ex.Name, args, true, u-1, hugeStack)
 				if short.fuel >= 0 {
 					t.Fatalf("%s: with a budget of %d, one under what it uses, fuel left %d (error %q)", where, u-1, short.fuel, short.err)
+				}
+				if got.negativeAtHost || exact.negativeAtHost || short.negativeAtHost {
+					t.Fatalf("%s: a host function ran with the fuel global below zero", where)
 				}
 			}
 		}
@@ -486,11 +583,13 @@ func BenchmarkInstrumentGoHook(b *testing.B) {
 
 // FuzzInstrument feeds arbitrary and mutated modules to the rewriter
 // without Instrument's recover: it must never panic, and every refusal is
-// typed. What it accepts parses again.
+// typed. What it accepts parses again, and its name section, if it kept
+// one, is well-formed.
 func FuzzInstrument(f *testing.F) {
 	for _, s := range []int64{1, 2, 3, 4, 5} {
 		f.Add(genModule(s))
 	}
+	f.Add(shiftModule(shiftNames()))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		m, err := wasmbin.Parse(wasm, wasmbin.Limits{})
 		if err != nil {
@@ -506,8 +605,14 @@ func FuzzInstrument(f *testing.F) {
 			}
 			return
 		}
-		if _, err := wasmbin.Parse(out, wasmbin.Limits{MaxModuleBytes: 64 << 20, MaxFunctionBodyBytes: 16 << 20}); err != nil {
+		m2, err := wasmbin.Parse(out, wasmbin.Limits{MaxModuleBytes: 64 << 20, MaxFunctionBodyBytes: 16 << 20})
+		if err != nil {
 			t.Fatalf("the instrumented module does not parse: %v", err)
+		}
+		for _, c := range m2.Customs {
+			if c.Name == "name" {
+				decodeNames(t, c.Data)
+			}
 		}
 	})
 }

@@ -193,6 +193,15 @@ func checkInvariants(t testing.TB, b []byte, m *Module) {
 			t.Fatalf("data segment %d does not alias the module", i)
 		}
 	}
+	for i := range m.Elements {
+		n := uint32(0)
+		for range m.Elements[i].ItemExprs() {
+			n++
+		}
+		if n != m.Elements[i].Count {
+			t.Fatalf("element segment %d: ItemExprs gives %d items, Count is %d", i, n, m.Elements[i].Count)
+		}
+	}
 	customs := 0
 	for _, s := range m.Sections {
 		if s.ID == SectionCustom {

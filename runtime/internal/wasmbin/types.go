@@ -2,6 +2,7 @@ package wasmbin
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 )
 
@@ -304,6 +305,70 @@ type ElementSegment struct {
 	Count  uint32      // number of items
 	Exprs  bool        // items are constant expressions (flags 4..7), not function indices
 	Items  []byte      // the encoded items, after the count
+}
+
+// ItemExprs returns an iterator over the items of s, in order, each as a
+// constant expression. An item of a segment of function indices (flags
+// 0..3) is given as the ref.func it stands for: Op OpRefFunc, Value the
+// index, Raw nil. An item of a segment of expressions (flags 4..7) is
+// given as decoded (ref.func, ref.null or global.get), Raw included. For a
+// segment that Parse returned the items cannot be malformed; on bytes it
+// did not check, the iteration stops before the first malformed item (a
+// caller that must know counts the items against Count).
+func (s *ElementSegment) ItemExprs() iter.Seq[ConstExpr] {
+	return func(yield func(ConstExpr) bool) {
+		r := &reader{b: s.Items, end: len(s.Items), section: "element"}
+		for range s.Count {
+			var e ConstExpr
+			if s.Exprs {
+				var ok bool
+				if e, ok = itemExpr(r); !ok {
+					return
+				}
+			} else {
+				f, err := r.u32("function index")
+				if err != nil {
+					return
+				}
+				e = ConstExpr{Op: OpRefFunc, Value: uint64(f)}
+			}
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// itemExpr decodes one expression item of an element segment: the forms
+// Parse accepts there, without checking the indices against a module.
+func itemExpr(r *reader) (ConstExpr, bool) {
+	start := r.pos
+	op, err := r.readByte("element item")
+	if err != nil {
+		return ConstExpr{}, false
+	}
+	e := ConstExpr{Op: op}
+	switch op {
+	case OpRefNull:
+		t, err := r.readByte("ref.null type")
+		if err != nil || (ValueType(t) != FuncRef && ValueType(t) != ExternRef) {
+			return ConstExpr{}, false
+		}
+		e.RefType = ValueType(t)
+	case OpRefFunc, OpGlobalGet:
+		v, err := r.u32("index")
+		if err != nil {
+			return ConstExpr{}, false
+		}
+		e.Value = uint64(v)
+	default:
+		return ConstExpr{}, false
+	}
+	if end, err := r.readByte("end"); err != nil || end != OpEnd {
+		return ConstExpr{}, false
+	}
+	e.Raw = r.b[start:r.pos:r.pos]
+	return e, true
 }
 
 // DataSegment is a data segment.

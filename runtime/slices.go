@@ -1,0 +1,172 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhooks/wasmhooks/runtime/internal/meter"
+)
+
+// See RATIONALE.md#why-fuel-slices-and-not-close-on-context-done.
+//
+// FuelSlice is the most fuel a metered guest holds at once. The rest of its
+// budget stays with the host; each time the guest spends its slice, its next
+// fuel check calls the host's yield function (see runtime/internal/meter),
+// which hands over the next slice, checks the invocation's deadline and the
+// caller's context, and gives Go's scheduler and garbage collector a safe
+// point. At the speeds BENCHMARKS.md measured (0.1 to 17 ns a unit), a slice
+// is 25 µs to 4.5 ms of guest code: the bound on how late a timeout or a
+// cancellation stops a hook, and on how long a stop-the-world pause of the
+// whole process can wait for it.
+const FuelSlice = 1 << 18
+
+// guestRun is the state of the guest code running on an instance: its fuel,
+// its deadline, and the invocation or the initialisation it serves. There is
+// one per instance, reused by every call, and host functions reach it
+// through the context of the call (instance.ctx), which is made once per
+// instance: a warm invocation allocates none of this.
+type guestRun struct {
+	// parent is the caller's context: its cancellation stops the guest,
+	// and host calls see its values (trace spans, say).
+	parent   context.Context
+	done     <-chan struct{} // parent.Done(), looked up once per call
+	deadline time.Time
+
+	// fuel is the instrumentation's fuel global; nil when not metered.
+	fuel api.MutableGlobal
+	// sliced reports whether the module calls the yield function, so that
+	// the budget can be handed over in slices. A module instrumented
+	// otherwise (never, today) gets its whole budget at once.
+	sliced bool
+	// reserve is the fuel held back from the global.
+	reserve int64
+
+	// Exactly one of inv and init is set while guest code runs.
+	inv  *invocation
+	init *initState
+
+	// hostCtx is parent with the deadline, made at the first host call
+	// that needs it and cancelled when the call ends.
+	hostCtx context.Context
+	cancel  context.CancelFunc
+}
+
+type runKey struct{}
+
+// runFrom returns the guestRun of a host function's context, or nil.
+func runFrom(ctx context.Context) *guestRun {
+	g, _ := ctx.Value(runKey{}).(*guestRun)
+	return g
+}
+
+// begin prepares a call of guest code.
+func (g *guestRun) begin(parent context.Context, timeout time.Duration, fuel uint64, inv *invocation, init *initState) {
+	g.parent, g.done = parent, parent.Done()
+	g.deadline = time.Now().Add(timeout)
+	g.inv, g.init = inv, init
+	g.setFuel(fuel)
+}
+
+// end forgets the call: nothing of it stays reachable from the instance.
+func (g *guestRun) end() {
+	if g.cancel != nil {
+		g.cancel()
+	}
+	fuel, sliced := g.fuel, g.sliced
+	*g = guestRun{fuel: fuel, sliced: sliced}
+}
+
+// setFuel gives the guest a budget: a slice of it in the global, the rest
+// in reserve.
+func (g *guestRun) setFuel(budget uint64) {
+	if g.fuel == nil {
+		return
+	}
+	take := budget
+	if g.sliced {
+		take = min(budget, FuelSlice)
+	}
+	g.fuel.Set(take)
+	g.reserve = int64(budget - take)
+}
+
+// fuelLeft returns the fuel left: the global and the reserve. It is below
+// zero when the budget ran out.
+func (g *guestRun) fuelLeft() int64 {
+	return int64(g.fuel.Get()) + g.reserve
+}
+
+// refill hands the guest its next slice. The guest flushed its use into
+// the global before calling yield, so the global is exact. When the budget
+// is spent, the global is left below zero and the guest traps.
+func (g *guestRun) refill() {
+	total := g.fuelLeft()
+	if total < 0 {
+		g.fuel.Set(uint64(total))
+		g.reserve = 0
+		return
+	}
+	take := min(total, FuelSlice)
+	g.fuel.Set(uint64(take))
+	g.reserve = total - take
+}
+
+// interrupted returns the failure that stops guest code now, or nil: the
+// deadline passed, or the caller's context ended.
+func (g *guestRun) interrupted() *Failure {
+	select {
+	case <-g.done:
+		return &Failure{Code: FailTimeout, Message: "the invocation was cancelled"}
+	default:
+	}
+	if !g.deadline.IsZero() && !time.Now().Before(g.deadline) {
+		return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+	}
+	return nil
+}
+
+// hostContext returns the context host functions give to what they call:
+// the caller's, bounded by the deadline.
+func (g *guestRun) hostContext() context.Context {
+	if g.hostCtx == nil {
+		if g.parent == nil {
+			return context.Background()
+		}
+		g.hostCtx, g.cancel = context.WithDeadline(g.parent, g.deadline)
+	}
+	return g.hostCtx
+}
+
+// yieldFuel implements the instrumentation's yield import (see
+// runtime/internal/meter): the next slice of fuel, then the deadline and
+// the caller's context. Returning to Go here is also the safe point the
+// scheduler and the garbage collector need: compiled guest code has none.
+func yieldFuel(ctx context.Context, _ api.Module, _ []uint64) {
+	g := runFrom(ctx)
+	if g == nil || g.fuel == nil {
+		return // the global stays as it is: below zero, the guest traps
+	}
+	g.refill()
+	if f := g.interrupted(); f != nil {
+		panic(f)
+	}
+}
+
+// defineYield defines the instrumentation's yield import.
+func defineYield(b wazero.HostModuleBuilder) {
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(yieldFuel), nil, nil).Export(meter.YieldImport)
+}
+
+// importsYield reports whether a compiled module imports the yield
+// function.
+func importsYield(code wazero.CompiledModule) bool {
+	for _, f := range code.ImportedFunctions() {
+		if mod, name, ok := f.Import(); ok && mod == meter.YieldModule && name == meter.YieldImport {
+			return true
+		}
+	}
+	return false
+}
