@@ -175,7 +175,8 @@ func TestStartFunctionStillRuns(t *testing.T) {
 // not); DisableMetering reports none.
 func TestFuelDeterministic(t *testing.T) {
 	wasm := testutil.WAT(t, computeGuest)
-	req := runtime.Request{Tenant: "t", InvocationID: "fixed", Context: map[string]any{"outgoing": strings.Repeat("determinism ", 5)}}
+	req := runtime.Request{Tenant: "t", InvocationID: "fixed", Context: map[string]any{"outgoing": strings.Repeat("determinism ", 5)},
+		Limits: runtime.Limits{Timeout: time.Minute}} // the interpreter under -race on a busy machine is slow
 	var want uint64
 	for _, e := range engines() {
 		for _, idle := range []int{-1, 4} { // fresh instances, then warm ones
