@@ -131,7 +131,9 @@ func TestPayloadTenMegabyteString(t *testing.T) {
 		w.fund(t, "acme", 1_000_000)
 		var res *runtime.Result
 		var err error
-		lim := runtime.Limits{MaxRequestBytes: 16 << 20, MaxHostCallBytes: 32 << 20}
+		// The runner parses 10 MB under -race: give the invocation the
+		// time the test gives it.
+		lim := runtime.Limits{MaxRequestBytes: 16 << 20, MaxHostCallBytes: 32 << 20, Timeout: 10 * time.Second}
 		prep(t, w, lim)
 		within(t, 10*time.Second, "parsing and refusing 10 MB", func() { res, err = w.run(t, "acme", lim, script) })
 		if err != nil {
