@@ -25,8 +25,9 @@ type Capability struct {
 
 	// Schema is the JSON Schema (draft 2020-12 unless "$schema" says
 	// otherwise) every payload must satisfy, as a JSON document. It is
-	// compiled once, by Register; "{}" accepts any JSON value. References
-	// to other documents are refused. Required.
+	// compiled once, by Register; "{}" (or "true") accepts any JSON value,
+	// and the runner then skips the validator. References to other
+	// documents are refused. Required.
 	Schema string
 
 	// Gates are checked in order after validation and before Execute.

@@ -32,7 +32,9 @@
 //     integers beyond ±(2^53-1) get INVALID_REQUEST before any schema runs.
 //     The parsed value is then checked against the capability's JSON Schema,
 //     compiled once at Register; a failure gets INVALID_REQUEST with a message
-//     naming the failing path and rule, never the payload's values. The value
+//     naming the failing path and rule, never the payload's values. A schema
+//     that accepts every value ({} or true, recognised at Register) is not
+//     run: the strict parse is then all the checking there is. The value
 //     validated is the very value Cost, the gates and Execute receive, so the
 //     validator and the executor cannot disagree about the document.
 //
@@ -55,8 +57,10 @@
 //     ...), whose status and message the hook receives. On any failure every
 //     hold is released: a failed call is never charged.
 //
-//  6. Dispatch. The result is encoded with abi.Marshal. Every hold is settled
-//     by the consumption Execute reported: the unused part of a reservation is
+//  6. Dispatch. The result is encoded as abi.Marshal encodes it (by
+//     abi.AppendJSON into a reused buffer, by Marshal for the types AppendJSON
+//     leaves to it: the same bytes either way). Every hold is settled by the
+//     consumption Execute reported: the unused part of a reservation is
 //     released, and consumption beyond it is not charged but recorded as
 //     uncharged (the balance never goes negative). If the encoded result is
 //     over Call.MaxResultBytes the hook gets RESULT_TOO_LARGE, but the

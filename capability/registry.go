@@ -56,6 +56,10 @@ type Registry struct {
 type entry struct {
 	cap    Capability
 	schema *jsonschema.Schema
+	// anything is true when the schema accepts every JSON value ({} or
+	// true): the runner then skips the validator, which could only say
+	// yes. Decided once, at Register.
+	anything bool
 }
 
 // NewRegistry returns an empty registry.
@@ -80,7 +84,7 @@ func (r *Registry) Register(c Capability) error {
 			return &RegistrationError{Name: c.Name, Reason: fmt.Sprintf("gate %d is nil", i), Err: ErrIncomplete}
 		}
 	}
-	sch, err := compileSchema(c.Name, c.Schema)
+	sch, anything, err := compileSchema(c.Name, c.Schema)
 	if err != nil {
 		return &RegistrationError{Name: c.Name, Reason: "schema: " + err.Error(), Err: errors.Join(ErrInvalidSchema, err)}
 	}
@@ -94,7 +98,7 @@ func (r *Registry) Register(c Capability) error {
 	if _, dup := r.caps[c.Name]; dup {
 		return &RegistrationError{Name: c.Name, Reason: "already registered", Err: ErrDuplicateCapability}
 	}
-	r.caps[c.Name] = &entry{cap: c, schema: sch}
+	r.caps[c.Name] = &entry{cap: c, schema: sch, anything: anything}
 	return nil
 }
 
@@ -142,9 +146,18 @@ var errNoExternalRefs = errors.New("references to other documents are not allowe
 
 // compileSchema checks that src is strict JSON and compiles it as a JSON
 // Schema with format assertions on and every external reference refused.
-func compileSchema(name, src string) (*jsonschema.Schema, error) {
-	if _, err := abi.ParseJSON([]byte(src), abi.JSONLimits{MaxBytes: maxSchemaBytes, MaxDepth: 128}); err != nil {
-		return nil, err
+// anything reports whether the schema is {} or true, which every JSON value
+// satisfies in every draft.
+func compileSchema(name, src string) (sch *jsonschema.Schema, anything bool, err error) {
+	doc, err := abi.ParseJSON([]byte(src), abi.JSONLimits{MaxBytes: maxSchemaBytes, MaxDepth: 128})
+	if err != nil {
+		return nil, false, err
+	}
+	switch doc := doc.(type) {
+	case map[string]any:
+		anything = len(doc) == 0
+	case bool:
+		anything = doc
 	}
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
@@ -152,7 +165,10 @@ func compileSchema(name, src string) (*jsonschema.Schema, error) {
 	c.LoadURL = func(string) (io.ReadCloser, error) { return nil, errNoExternalRefs }
 	url := schemaBase + name + ".json"
 	if err := c.AddResource(url, strings.NewReader(src)); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return c.Compile(url)
+	if sch, err = c.Compile(url); err != nil {
+		return nil, false, err
+	}
+	return sch, anything, nil
 }

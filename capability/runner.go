@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -130,7 +132,10 @@ func (r *Runner) Run(ctx context.Context, call *abi.Call) (reply abi.Reply, err 
 	if call == nil {
 		call = &abi.Call{}
 	}
-	c := &callRun{r: r, call: call, start: time.Now()}
+	c := &callRun{r: r, call: call}
+	if r.usage != nil { // the clock is read only for the usage record
+		c.start = time.Now()
+	}
 	c.rec = UsageRecord{
 		Time:       c.start,
 		Tenant:     call.Caller.Tenant,
@@ -147,7 +152,9 @@ func (r *Runner) Run(ctx context.Context, call *abi.Call) (reply abi.Reply, err 
 		c.releaseAll(ctx) // a safety net: normally every hold is resolved by now
 		c.rec.Status = reply.Status
 		c.rec.Charged = reply.Charged
-		c.rec.Duration = time.Since(c.start)
+		if r.usage != nil {
+			c.rec.Duration = time.Since(c.start)
+		}
 		c.finish(ctx, reply, err)
 	}()
 	return c.run(ctx)
@@ -158,10 +165,10 @@ func (r *Runner) Run(ctx context.Context, call *abi.Call) (reply abi.Reply, err 
 type callRun struct {
 	r     *Runner
 	call  *abi.Call
-	start time.Time
-	name  string // the capability name once it is well-formed
+	start time.Time // zero when the runner keeps no usage records
+	name  string    // the capability name once it is well-formed
 	rec   UsageRecord
-	holds []*heldHold // in the order the gates admitted
+	holds []heldHold // in the order the gates admitted
 }
 
 // heldHold is a Hold with the name of its gate and whether it is resolved.
@@ -224,7 +231,9 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		}
 		return c.fail(abi.StatusInvalidRequest, msg, ire)
 	}
-	if verr := c.protect("validate", func() error { return e.schema.Validate(payload) }); verr != nil {
+	// A schema that accepts everything ({} or true, decided at Register)
+	// could only say yes: the strict parse above is all the checking.
+	if verr := c.validate(e, payload); verr != nil {
 		if _, ok := verr.(*ExecuteError); ok {
 			return c.fail(abi.StatusCapabilityFailed, failedMessage(c.name), verr)
 		}
@@ -246,7 +255,7 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		Seq:        call.Seq,
 	}
 	if call.Caller.Invocation != "" {
-		req.IdempotencyKey = call.IdempotencyKey()
+		req.IdempotencyKey = idempotencyKey(call)
 	}
 	if e.cap.Cost != nil {
 		if err := c.protect("cost", func() error {
@@ -259,11 +268,19 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 			return c.failed(err, "cost")
 		}
 	}
+	// The spend cap, if any, is the first gate.
 	gates := e.cap.Gates
+	first := 0
 	if c.r.spend != nil {
-		gates = append([]Gate{c.r.spend}, gates...)
+		first = -1
 	}
-	for _, g := range gates {
+	for i := first; i < len(gates); i++ {
+		var g Gate
+		if i < 0 {
+			g = c.r.spend
+		} else {
+			g = gates[i]
+		}
 		var h Hold
 		gerr := c.protect("gate", func() error {
 			var err error
@@ -275,7 +292,10 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 			return c.gateRefused(g, gerr)
 		}
 		if h != nil {
-			c.holds = append(c.holds, &heldHold{gate: g.Name(), hold: h})
+			if c.holds == nil {
+				c.holds = make([]heldHold, 0, len(gates)-first)
+			}
+			c.holds = append(c.holds, heldHold{gate: g.Name(), hold: h})
 		}
 	}
 	c.rec.Reserved = req.Cost
@@ -317,7 +337,7 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 	var body []byte
 	if err := c.protect("encode", func() error {
 		var err error
-		body, err = abi.Marshal(res.Value)
+		body, err = encodeResult(res.Value)
 		return err
 	}); err != nil {
 		c.releaseAll(ctx)
@@ -412,6 +432,65 @@ func failedMessage(name string) string {
 	return "capability " + name + " failed"
 }
 
+// asExecuteError returns the *ExecuteError in err's chain, or nil. It is a
+// function of its own so that the target errors.As needs is allocated only
+// when there is an error to look into.
+func asExecuteError(err error) *ExecuteError {
+	var xe *ExecuteError
+	if errors.As(err, &xe) {
+		return xe
+	}
+	return nil
+}
+
+// validate checks payload against e's schema. A schema that accepts every
+// value ({} or true) is not run: it could only say yes.
+func (c *callRun) validate(e *entry, payload any) error {
+	if e.anything {
+		return nil
+	}
+	return c.protect("validate", func() error { return e.schema.Validate(payload) })
+}
+
+// idempotencyKey is abi.Call.IdempotencyKey ("invocation/seq") in one
+// allocation.
+func idempotencyKey(call *abi.Call) string {
+	var buf [96]byte
+	b := append(buf[:0], call.Caller.Invocation...)
+	b = append(b, '/')
+	return string(strconv.AppendInt(b, int64(call.Seq), 10))
+}
+
+// maxPooledEncodeBytes is the largest encode buffer kept for reuse; a larger
+// result's buffer is left to the garbage collector.
+const maxPooledEncodeBytes = 64 << 10
+
+// encodeBufs holds *[]byte scratch buffers for encodeResult.
+var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// encodeResult encodes v as abi.Marshal does (the same bytes: abi.AppendJSON
+// is held to Marshal by abi's tests) into a scratch buffer and returns a copy
+// of exactly its length, which the reply owns (the runtime may keep a body
+// parked for the guest). A buffer that grew too large to pool is returned
+// itself. Values AppendJSON does not handle go to Marshal.
+func encodeResult(v any) ([]byte, error) {
+	bp := encodeBufs.Get().(*[]byte)
+	b, ok := abi.AppendJSON((*bp)[:0], v)
+	if !ok {
+		encodeBufs.Put(bp)
+		return abi.Marshal(v)
+	}
+	if cap(b) > maxPooledEncodeBytes {
+		encodeBufs.Put(bp) // with the buffer it had
+		return b, nil
+	}
+	out := make([]byte, len(b))
+	copy(out, b)
+	*bp = b[:0]
+	encodeBufs.Put(bp)
+	return out, nil
+}
+
 // protect runs f, turning a panic into an *ExecuteError with the stack.
 func (c *callRun) protect(stage string, f func() error) (err error) {
 	defer func() {
@@ -434,7 +513,8 @@ func (c *callRun) resolveCtx(ctx context.Context) (context.Context, context.Canc
 func (c *callRun) settleAll(ctx context.Context, u Usage) (int64, error) {
 	var total int64
 	var errs []error
-	for _, h := range c.holds {
+	for i := range c.holds {
+		h := &c.holds[i]
 		if h.resolved {
 			continue
 		}
@@ -461,7 +541,7 @@ func (c *callRun) settleAll(ctx context.Context, u Usage) (int64, error) {
 // releaseAll releases every unresolved hold, in reverse order of admission.
 func (c *callRun) releaseAll(ctx context.Context) {
 	for i := len(c.holds) - 1; i >= 0; i-- {
-		h := c.holds[i]
+		h := &c.holds[i]
 		if h.resolved {
 			continue
 		}
@@ -495,13 +575,16 @@ func (c *callRun) attrs(extra ...any) []any {
 func (c *callRun) finish(ctx context.Context, reply abi.Reply, err error) {
 	log := c.r.log
 	var xe *ExecuteError
+	if err != nil {
+		xe = asExecuteError(err)
+	}
 	level, msg := slog.LevelInfo, "capability: call refused"
 	switch {
 	case err == nil && reply.Status == abi.StatusOK:
 		level, msg = slog.LevelDebug, "capability: call answered"
-	case errors.As(err, &xe) && xe.Panic != nil:
+	case xe != nil && xe.Panic != nil:
 		level, msg = slog.LevelError, "capability: panic recovered"
-	case errors.As(err, &xe):
+	case xe != nil:
 		level, msg = slog.LevelWarn, "capability: call failed"
 	}
 	if log.Enabled(ctx, level) {

@@ -238,13 +238,21 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	}
 	step.Resolution = word
 	step.LatencyUS = time.Since(start).Microseconds()
-	beforeDigest := audit.Digest(before)
-	afterDigest := beforeDigest
+	// afterD holds the digests of the context the run goes on with; steps
+	// releases it, or this function does where it returns first.
+	beforeD := audit.AcquireDigests()
+	beforeD.Reset(before)
+	afterD := beforeD
 	if step.Applied == abi.ActionModify {
-		afterDigest = audit.Digest(after)
+		afterD = audit.AcquireDigests()
+		afterD.Reset(after)
 	}
-	rec, err := c.record(ctx, s.digest, &st, ap.Binding, Guard, ap.Module, &step, before, after, beforeDigest, afterDigest)
+	rec, err := c.record(ctx, s.digest, &st, ap.Binding, Guard, ap.Module, &step, beforeD, afterD)
+	if afterD != beforeD {
+		beforeD.Release()
+	}
 	if err != nil {
+		afterD.Release()
 		// Nothing was decided: the approval goes back, still pending.
 		if perr := c.approvals.Put(context.WithoutCancel(ctx), ap); perr != nil {
 			c.log.Error("chain: approval lost: its resolution could not be audited nor the approval put back",
@@ -258,6 +266,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	c.log.Info("chain: approval resolved", "run", st.Run, "tenant", st.Tenant, "binding", ap.Binding, "approval", ap.ID, "resolution", word, "actor", r.Actor)
 
 	if decision == Deny {
+		afterD.Release()
 		out := c.outcome(s, &st, Block, []audit.Record{rec})
 		out.Binding, out.By = ap.Binding, ByApproval
 		out.Reason = r.Reason
@@ -279,7 +288,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 		st.Next, st.Config = 0, s.digest
 		st.Approved = append(st.Approved, ap.Binding)
 	}
-	out, err := c.steps(ctx, s, &st)
+	out, err := c.steps(ctx, s, &st, afterD)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err

@@ -383,9 +383,11 @@ func (c *Chain) Run(ctx context.Context, in Input) (*Outcome, error) {
 		return nil, ErrClosed
 	}
 	defer s.release(ctx)
+	cur := audit.AcquireDigests() // the input's digests serve its first step too
+	cur.Reset(in.Context)
 	st := &RunState{
 		Run: in.Run, Tenant: in.Tenant, Point: in.Point, Config: s.digest,
-		Context: in.Context, Input: audit.Digest(in.Context), Started: c.now().UTC(),
+		Context: in.Context, Input: cur.Digest(), Started: c.now().UTC(),
 	}
-	return c.execute(ctx, s, st, "chain.run")
+	return c.execute(ctx, s, st, "chain.run", cur)
 }

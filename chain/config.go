@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -213,6 +216,9 @@ type bound struct {
 	key      string // name@digest: what a breaker is kept for
 	timeout  time.Duration
 	onExpiry ExpiryPolicy
+	// spanStart starts the binding's chain.hook spans: their attributes
+	// are the binding's, made once rather than per run.
+	spanStart []trace.SpanStartOption
 }
 
 // snapshot is one immutable configuration. Runs hold a reference while they
@@ -394,6 +400,12 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		}
 		nb.module, nb.digest = l.mod, l.mod.Digest()
 		nb.key = b.Name + "@" + nb.digest
+		nb.spanStart = []trace.SpanStartOption{trace.WithAttributes(
+			attribute.String("wasmhooks.binding", b.Name),
+			attribute.String("wasmhooks.phase", string(b.Phase)),
+			attribute.Int("wasmhooks.priority", b.Priority),
+			attribute.String("wasmhooks.module", nb.digest),
+		)}
 		s.points[b.Point] = append(s.points[b.Point], nb)
 	}
 	if len(problems) > 0 {

@@ -49,12 +49,14 @@ func (t *tracedCaller) HostCall(ctx context.Context, call *abi.Call) abi.Reply {
 	} else {
 		reply = t.next.HostCall(ctx, call)
 	}
-	if reply.Status != abi.StatusUnknownCapability {
-		span.SetName(call.Name)
-	}
-	span.SetAttributes(attribute.String("wasmhooks.status", reply.Status.Code()), attribute.Int64("wasmhooks.credit_charged", reply.Charged))
-	if reply.Status != abi.StatusOK {
-		span.SetStatus(codes.Error, reply.Status.Code())
+	if span.IsRecording() { // a span that records nothing would drop all this
+		if reply.Status != abi.StatusUnknownCapability {
+			span.SetName(call.Name)
+		}
+		span.SetAttributes(attribute.String("wasmhooks.status", reply.Status.Code()), attribute.Int64("wasmhooks.credit_charged", reply.Charged))
+		if reply.Status != abi.StatusOK {
+			span.SetStatus(codes.Error, reply.Status.Code())
+		}
 	}
 	span.End()
 	t.mu.Lock()
@@ -65,11 +67,14 @@ func (t *tracedCaller) HostCall(ctx context.Context, call *abi.Call) abi.Reply {
 	return reply
 }
 
+// take returns the calls collected so far (never nil) and starts a new list.
 func (t *tracedCaller) take() []audit.HostCall {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.calls == nil {
+	calls := t.calls
+	t.calls = nil
+	if calls == nil {
 		return []audit.HostCall{}
 	}
-	return t.calls
+	return calls
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -45,8 +48,9 @@ type RunState struct {
 	Started time.Time `json:"started"`
 }
 
-// execute runs st's remaining bindings on s and returns the outcome.
-func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName string) (*Outcome, error) {
+// execute runs st's remaining bindings on s and returns the outcome. cur,
+// if not nil, holds the digests of st.Context; steps releases it.
+func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName string, cur *audit.Digests) (*Outcome, error) {
 	ctx, span := c.tracer.Start(ctx, spanName, trace.WithAttributes(
 		attribute.String("wasmhooks.run", st.Run),
 		attribute.String("wasmhooks.tenant", st.Tenant),
@@ -54,31 +58,55 @@ func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName
 		attribute.String("wasmhooks.config", s.digest),
 	))
 	defer span.End()
-	out, err := c.steps(ctx, s, st)
+	out, err := c.steps(ctx, s, st, cur)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
-	span.SetAttributes(attribute.String("wasmhooks.verdict", string(out.Verdict)))
-	if out.Binding != "" {
-		span.SetAttributes(attribute.String("wasmhooks.decided_by", out.Binding))
+	if span.IsRecording() { // a span that records nothing would drop them
+		span.SetAttributes(attribute.String("wasmhooks.verdict", string(out.Verdict)))
+		if out.Binding != "" {
+			span.SetAttributes(attribute.String("wasmhooks.decided_by", out.Binding))
+		}
 	}
-	c.log.Debug("chain: verdict", "run", st.Run, "tenant", st.Tenant, "point", st.Point, "verdict", out.Verdict, "binding", out.Binding, "by", out.By)
+	if c.log.Enabled(context.Background(), slog.LevelDebug) { // as Logger.Debug asks
+		c.log.Debug("chain: verdict", "run", st.Run, "tenant", st.Tenant, "point", st.Point, "verdict", out.Verdict, "binding", out.Binding, "by", out.By)
+	}
 	return out, nil
 }
 
-func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState) (*Outcome, error) {
-	var records []audit.Record
+// steps runs st's remaining bindings. cur, if not nil, holds the digests of
+// st.Context; steps releases it.
+func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit.Digests) (*Outcome, error) {
 	list := s.points[st.Point]
-	cur := "" // the digest of st.Context, computed once per context
-	if st.Next < len(list) {
-		cur = audit.Digest(st.Context)
+	if st.Next >= len(list) {
+		if cur != nil {
+			cur.Release()
+		}
+		return c.outcome(s, st, Allow, nil), nil
 	}
+	// cur holds the digests of st.Context, next those of the context a
+	// modify makes: each context is encoded once, and the digests of the
+	// fields a modify changed come from those encodings.
+	if cur == nil {
+		cur = audit.AcquireDigests()
+		cur.Reset(st.Context)
+	}
+	var next *audit.Digests
+	defer func() {
+		cur.Release()
+		if next != nil {
+			next.Release()
+		}
+	}()
+	records := make([]audit.Record, 0, len(list)-st.Next)
+	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
+	hc := &tracedCaller{next: c.caller, tracer: c.tracer} // one per run: its steps run one at a time
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
-		step, dec, next, err := c.step(ctx, s, b, st)
+		step, dec, nextCtx, err := c.step(ctx, s, b, st, hc)
 		if err != nil {
 			return nil, err
 		}
@@ -87,20 +115,26 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState) (*Outcome,
 			ap = c.newApproval(b, st, dec)
 			step.Approval = ap.ID
 		}
-		nextDigest := cur
+		after := cur
 		if step.Applied == abi.ActionModify {
-			nextDigest = audit.Digest(next)
+			if next == nil {
+				next = audit.AcquireDigests()
+			}
+			next.Reset(nextCtx)
+			after = next
 		}
-		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, st.Context, next, cur, nextDigest)
+		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after)
 		if err != nil {
 			return nil, err
 		}
-		cur = nextDigest
+		if after != cur {
+			cur, next = after, cur
+		}
 		records = append(records, rec)
 		st.Trace = append(st.Trace, step)
 		switch step.Applied {
 		case abi.ActionModify:
-			st.Context, st.Modified = next, true
+			st.Context, st.Modified = nextCtx, true
 		case abi.ActionBlock:
 			return c.blocked(s, st, b.Name, &step, dec, records), nil
 		case abi.ActionAsk:
@@ -165,18 +199,14 @@ func policyReason(binding string, f *runtime.Failure, p FailPolicy) string {
 }
 
 // step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), and the context after the step.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (Step, *abi.Decision, map[string]any, error) {
+// the hook's decision (nil on failure), and the context after the step. hc
+// collects the hook's host calls; step empties it.
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, hc *tracedCaller) (Step, *abi.Decision, map[string]any, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
-	ctx, span := c.tracer.Start(ctx, "chain.hook", trace.WithAttributes(
-		attribute.String("wasmhooks.binding", b.Name),
-		attribute.String("wasmhooks.phase", string(b.Phase)),
-		attribute.Int("wasmhooks.priority", b.Priority),
-		attribute.String("wasmhooks.module", b.digest),
-	))
+	ctx, span := c.tracer.Start(ctx, "chain.hook", b.spanStart...)
 	defer span.End()
 	start := time.Now()
-	log := c.log.With("run", st.Run, "tenant", st.Tenant, "point", st.Point, "binding", b.Name)
+	log := stepLog{c: c, st: st, b: b}
 
 	br := c.breakers.get(b.key, st.Tenant)
 	p := br.allow(c.now(), s.breaker)
@@ -193,8 +223,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		if p.trial {
 			step.Breaker = BreakerHalfOpen
 		}
-		step.Invocation = fmt.Sprintf("%s.%d", st.Run, len(st.Trace))
-		hc := &tracedCaller{next: c.caller, tracer: c.tracer}
+		step.Invocation = st.Run + "." + strconv.Itoa(len(st.Trace))
 		var err error
 		res, err = c.invoke(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
@@ -219,9 +248,9 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
 			step.BreakerNow = moved
 			if moved == BreakerOpen {
-				log.Warn("chain: breaker opened; the binding's fail policy applies without running it until the backoff ends", "fail_policy", b.fail)
+				log.log(slog.LevelWarn, "chain: breaker opened; the binding's fail policy applies without running it until the backoff ends", "fail_policy", b.fail)
 			} else {
-				log.Info("chain: breaker closed")
+				log.log(slog.LevelInfo, "chain: breaker closed")
 			}
 		}
 	}
@@ -232,7 +261,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		for _, l := range res.Logs {
 			// Attributed to the binding and escaped by the handler;
 			// never parsed. See SECURITY.md.
-			log.Info("chain: hook output", "module", b.digest, "stream", l.Stream, "text", l.Text)
+			log.log(slog.LevelInfo, "chain: hook output", "module", b.digest, "stream", l.Stream, "text", l.Text)
 		}
 	}
 
@@ -244,7 +273,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		if b.fail == FailClosed {
 			step.Applied = abi.ActionBlock
 		}
-		log.Warn("chain: hook failed", "code", fail.Code, "message", fail.Message, "fail_policy", b.fail)
+		log.log(slog.LevelWarn, "chain: hook failed", "code", fail.Code, "message", fail.Message, "fail_policy", b.fail)
 		span.SetStatus(codes.Error, string(fail.Code))
 		span.SetAttributes(attribute.String("wasmhooks.failure", string(fail.Code)))
 	} else {
@@ -256,7 +285,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 			step.Ignored = "ask already approved earlier in this run"
 		}
 		if step.Ignored != "" && step.By == ByHook {
-			log.Warn("chain: decision ignored", "phase", b.Phase, "action", dec.Action, "ignored", step.Ignored)
+			log.log(slog.LevelWarn, "chain: decision ignored", "phase", b.Phase, "action", dec.Action, "ignored", step.Ignored)
 		}
 		if step.Applied == abi.ActionModify {
 			next, step.Changed = merge(st.Context, dec.Context)
@@ -268,8 +297,33 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		}
 	}
 	step.LatencyUS = time.Since(start).Microseconds()
-	span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
+	}
 	return step, dec, next, nil
+}
+
+// stepLog logs for one step with the step's attributes. The logger carrying
+// them is made on the first record the handler wants: most steps log
+// nothing.
+type stepLog struct {
+	c  *Chain
+	st *RunState
+	b  *bound
+	l  *slog.Logger // c.log with the step's attributes, once made
+}
+
+// log is Logger.Info, Warn, ... at level: with context.Background, as they
+// log.
+func (s *stepLog) log(level slog.Level, msg string, args ...any) {
+	ctx := context.Background()
+	if !s.c.log.Enabled(ctx, level) {
+		return
+	}
+	if s.l == nil {
+		s.l = s.c.log.With("run", s.st.Run, "tenant", s.st.Tenant, "point", s.st.Point, "binding", s.b.Name)
+	}
+	s.l.Log(ctx, level, msg, args...)
 }
 
 // permitted applies the phase's permissions to an action: what the step
@@ -321,13 +375,15 @@ func contains(list []string, s string) bool {
 }
 
 // record appends the audit record of a step and stores its hash in the step.
-func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after map[string]any, beforeDigest, afterDigest string) (audit.Record, error) {
+// before and after hold the digests of the context before and after the step
+// (the same for a step that changed nothing).
+func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) (audit.Record, error) {
 	r := audit.Record{
 		Time: c.now().UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
 		Binding: binding, Phase: string(phase), Module: module,
 		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
 		Approval: step.Approval, Resolution: step.Resolution,
-		Input: beforeDigest, Output: afterDigest,
+		Input: before.Digest(), Output: after.Digest(),
 		LatencyUS: step.LatencyUS, HostCalls: step.HostCalls, CreditCharged: step.CreditCharged,
 	}
 	if len(r.HostCalls) == 0 {
@@ -345,16 +401,19 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 		r.Failure = &audit.Failure{Code: string(step.Failure.Code), Message: step.Failure.Message}
 		r.Reason = policyReason(binding, step.Failure, step.FailPolicy)
 	}
+	if len(step.Changed) > 0 {
+		r.Diff = make([]audit.Change, 0, len(step.Changed))
+	}
 	for _, f := range step.Changed {
 		ch := audit.Change{Field: f}
-		if v, ok := before[f]; ok {
-			ch.Before = audit.Digest(v)
+		if v, d, ok := before.Field(f); ok {
+			ch.Before = d
 			if c.values {
 				ch.BeforeValue = v
 			}
 		}
-		if v, ok := after[f]; ok {
-			ch.After = audit.Digest(v)
+		if v, d, ok := after.Field(f); ok {
+			ch.After = d
 			if c.values {
 				ch.AfterValue = v
 			}

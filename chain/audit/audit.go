@@ -16,7 +16,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -120,12 +119,15 @@ func Digest(v any) string {
 	if m, ok := v.(map[string]any); ok && m == nil {
 		v = map[string]any{}
 	}
-	b, err := abi.Marshal(v)
-	if err != nil {
-		b = []byte(fmt.Sprintf("unencodable %T", v))
+	bp := getScratch()
+	b, ok := abi.AppendJSON((*bp)[:0], v) // abi.Marshal's bytes
+	if !ok {
+		scratch.Put(bp)
+		return digestMarshal(v)
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	d := digestOf(b)
+	putScratch(bp, b)
+	return d
 }
 
 // Hash returns the hash a record must carry: the hex sha256 of the record's
@@ -134,27 +136,16 @@ func Digest(v any) string {
 // can check a stored line by removing that suffix and hashing the rest; any
 // change to the line, a field added included, changes the hash.
 func Hash(r *Record) (string, error) {
-	_, h, err := encode(r)
+	_, h, err := hashBody(r, false)
 	return h, err
 }
 
 // encode returns r's stored line (without a newline) and its hash. r.Hash is
-// ignored.
+// ignored. The line is encoding/json's Marshal of r without the hash field
+// (written by hand: see encode.go), with `,"hash":"<hash>"` before its
+// closing brace.
 func encode(r *Record) ([]byte, string, error) {
-	c := *r
-	c.Hash = ""
-	body, err := json.Marshal(&c)
-	if err != nil {
-		return nil, "", err
-	}
-	sum := sha256.Sum256(body)
-	h := hex.EncodeToString(sum[:])
-	line := make([]byte, 0, len(body)+len(h)+10)
-	line = append(line, body[:len(body)-1]...)
-	line = append(line, `,"hash":"`...)
-	line = append(line, h...)
-	line = append(line, `"}`...)
-	return line, h, nil
+	return hashBody(r, true)
 }
 
 // lineHash checks the shape of a stored line and returns the hash its content

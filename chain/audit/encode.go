@@ -1,0 +1,348 @@
+package audit
+
+// The stored form of a record, written by hand. A record's bytes are hashed
+// into the chain, so they must never change: appendRecord writes exactly what
+// encoding/json's Marshal of the Record writes (field order, omitempty, HTML
+// escaping, time.Time's RFC 3339 form), and falls back to Marshal itself for
+// anything it does not handle. encode_test.go holds the two to the same bytes
+// with a table and a fuzz test, against a copy of the encoder that wrote the
+// first logs. Digests take the same care: digest writes what abi.Marshal
+// writes (abi.AppendJSON is held to it by abi's own tests).
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+)
+
+// maxPooledBytes is the largest scratch buffer kept for reuse.
+const maxPooledBytes = 256 << 10
+
+// scratch holds *[]byte buffers for encoding records and digests.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+func getScratch() *[]byte { return scratch.Get().(*[]byte) }
+
+// putScratch returns bp to the pool with b, its possibly grown contents, as
+// its buffer, unless b grew too large to keep.
+func putScratch(bp *[]byte, b []byte) {
+	if cap(b) > maxPooledBytes {
+		return
+	}
+	*bp = b[:0]
+	scratch.Put(bp)
+}
+
+// digestOf is "sha256:" and the hex sha256 of b.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:])
+	return string(out[:])
+}
+
+// digestMarshal is Digest by abi.Marshal, for the values AppendJSON leaves to
+// it and those it cannot encode.
+func digestMarshal(v any) string {
+	b, err := abi.Marshal(v)
+	if err != nil {
+		b = []byte(fmt.Sprintf("unencodable %T", v))
+	}
+	return digestOf(b)
+}
+
+// Digests gives Digest of one object and of each of its fields' values from
+// a single encoding: the object's canonical JSON holds each field's, so a
+// field's digest hashes a slice of bytes already written instead of encoding
+// the value again. Every result is what Digest returns for the same value.
+//
+// The zero value is ready to use; Reset sets the object. A Digests is not safe
+// for concurrent use. It keeps a reference to the object until the next Reset.
+type Digests struct {
+	m      map[string]any
+	digest string // Digest(m)
+	buf    []byte // m's canonical JSON, when one pass could write it
+	keys   []string
+	spans  [][2]int // spans[i] is where m[keys[i]] is in buf
+	whole  bool     // buf, keys and spans are valid
+}
+
+// digestsPool holds Digests for AcquireDigests.
+var digestsPool = sync.Pool{New: func() any { return new(Digests) }}
+
+// emptyDigest is Digest(map[string]any{}), the digest of a nil object too.
+var emptyDigest = digestOf([]byte("{}"))
+
+// AcquireDigests returns an empty Digests from a pool; Release gives it back.
+func AcquireDigests() *Digests {
+	return digestsPool.Get().(*Digests)
+}
+
+// Release drops d's reference to its object and returns d to the pool that
+// AcquireDigests takes from (unless its buffers grew too large to keep). d
+// must not be used afterwards.
+func (d *Digests) Release() {
+	d.Reset(nil)
+	if cap(d.buf) > maxPooledBytes || cap(d.keys) > maxPooledBytes/16 {
+		return
+	}
+	digestsPool.Put(d)
+}
+
+// Reset digests m (nil digests as {}, as Digest does).
+func (d *Digests) Reset(m map[string]any) {
+	d.m, d.whole = m, false
+	clear(d.keys) // drop references to the last object's keys
+	d.keys, d.spans = d.keys[:0], d.spans[:0]
+	if m == nil {
+		d.digest = emptyDigest
+		return
+	}
+	for k := range m {
+		d.keys = append(d.keys, k)
+	}
+	slices.Sort(d.keys) // byte-wise, as encoding/json sorts map keys
+	// This is abi.AppendJSON's object, written a field at a time to note
+	// where each value lies.
+	b := append(d.buf[:0], '{')
+	for i, k := range d.keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, _ = abi.AppendJSON(b, k) // a string always encodes
+		b = append(b, ':')
+		start := len(b)
+		var ok bool
+		if b, ok = abi.AppendJSON(b, m[k]); !ok {
+			d.buf = d.buf[:0]
+			d.digest = digestMarshal(m)
+			return
+		}
+		d.spans = append(d.spans, [2]int{start, len(b)})
+	}
+	b = append(b, '}')
+	d.buf, d.whole = b, true
+	d.digest = digestOf(b)
+}
+
+// Digest returns Digest of the object.
+func (d *Digests) Digest() string { return d.digest }
+
+// Field returns the object's field name: its value, Digest of its value, and
+// whether the object has it.
+func (d *Digests) Field(name string) (v any, digest string, ok bool) {
+	if v, ok = d.m[name]; !ok {
+		return nil, "", false
+	}
+	if m, isMap := v.(map[string]any); d.whole && !(isMap && m == nil) { // a nil map digests as {}, encodes as null
+		if i, found := slices.BinarySearch(d.keys, name); found {
+			s := d.spans[i]
+			return v, digestOf(d.buf[s[0]:s[1]]), true
+		}
+	}
+	return v, Digest(v), true
+}
+
+// appendRecord appends r's stored form without its hash field, or reports
+// false when r holds something it does not encode (a value AppendJSON leaves
+// to Marshal, a time RFC 3339 cannot represent): the caller then uses
+// encodeReflect, which encodes it or says why it cannot.
+func appendRecord(b []byte, r *Record) ([]byte, bool) {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, `,"time":"`...)
+	b, err := r.Time.AppendText(b) // what Time.MarshalJSON writes between its quotes
+	if err != nil {
+		return nil, false
+	}
+	b = append(b, '"')
+	b = appendField(b, "run", r.Run)
+	b = appendField(b, "tenant", r.Tenant)
+	b = appendField(b, "point", r.Point)
+	b = appendField(b, "config", r.Config)
+	b = appendField(b, "binding", r.Binding)
+	b = appendField(b, "phase", r.Phase)
+	b = appendField(b, "module", r.Module)
+	b = appendField(b, "decision", r.Decision)
+	b = appendField(b, "by", r.By)
+	b = appendOptional(b, "hook_action", r.HookAction)
+	b = appendOptional(b, "resolution", r.Resolution)
+	b = appendOptional(b, "approval", r.Approval)
+	b = appendOptional(b, "actor", r.Actor)
+	b = appendOptional(b, "reason", r.Reason)
+	if r.Failure != nil {
+		b = append(b, `,"failure":{"code":`...)
+		b = appendString(b, r.Failure.Code)
+		b = appendField(b, "message", r.Failure.Message)
+		b = append(b, '}')
+	}
+	b = appendOptional(b, "ignored", r.Ignored)
+	b = appendField(b, "input", r.Input)
+	b = appendField(b, "output", r.Output)
+	if len(r.Diff) > 0 {
+		b = append(b, `,"diff":[`...)
+		for i := range r.Diff {
+			ch := &r.Diff[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"field":`...)
+			b = appendString(b, ch.Field)
+			b = appendField(b, "before", ch.Before)
+			b = appendField(b, "after", ch.After)
+			var ok bool
+			if b, ok = appendValue(b, "before_value", ch.BeforeValue); !ok {
+				return nil, false
+			}
+			if b, ok = appendValue(b, "after_value", ch.AfterValue); !ok {
+				return nil, false
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"latency_us":`...)
+	b = strconv.AppendInt(b, r.LatencyUS, 10)
+	if len(r.HostCalls) > 0 {
+		b = append(b, `,"host_calls":[`...)
+		for i := range r.HostCalls {
+			hc := &r.HostCalls[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"capability":`...)
+			b = appendString(b, hc.Capability)
+			b = appendField(b, "status", hc.Status)
+			if hc.Charged != 0 {
+				b = append(b, `,"charged":`...)
+				b = strconv.AppendInt(b, hc.Charged, 10)
+			}
+			b = append(b, `,"latency_us":`...)
+			b = strconv.AppendInt(b, hc.LatencyUS, 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"credit_charged":`...)
+	b = strconv.AppendInt(b, r.CreditCharged, 10)
+	b = appendField(b, "prev", r.Prev)
+	return append(b, '}'), true
+}
+
+// appendField appends `,"name":` and s. name needs no escaping.
+func appendField(b []byte, name, s string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return appendString(b, s)
+}
+
+// appendOptional is appendField for an omitempty field.
+func appendOptional(b []byte, name, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendField(b, name, s)
+}
+
+// appendValue appends the omitempty field name with the value v (omitted
+// when v is nil), or reports false for a value AppendJSON does not handle.
+func appendValue(b []byte, name string, v any) ([]byte, bool) {
+	if v == nil {
+		return b, true
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	start := len(b)
+	b, ok := abi.AppendJSON(b, v)
+	if !ok {
+		return nil, false
+	}
+	return escapeHTML(b, start), true
+}
+
+// appendString appends s as encoding/json's Marshal does: abi.AppendJSON's
+// string with HTML escaping.
+func appendString(b []byte, s string) []byte {
+	start := len(b)
+	b, _ = abi.AppendJSON(b, s)
+	return escapeHTML(b, start)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// escapeHTML rewrites every <, > and & of b[start:] as \u003c, \u003e and
+// \u0026, which is all that sets encoding/json's default (HTML-safe) output
+// apart from abi.Marshal's. In JSON those bytes can only be inside strings,
+// where the escape means the same character.
+func escapeHTML(b []byte, start int) []byte {
+	n := 0
+	for _, c := range b[start:] {
+		if c == '<' || c == '>' || c == '&' {
+			n++
+		}
+	}
+	if n == 0 {
+		return b
+	}
+	end := len(b)
+	b = slices.Grow(b, 5*n)[:end+5*n]
+	j := len(b)
+	for i := end - 1; i >= start; i-- {
+		c := b[i]
+		if c == '<' || c == '>' || c == '&' {
+			j -= 6
+			b[j], b[j+1], b[j+2], b[j+3], b[j+4], b[j+5] = '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF]
+			continue
+		}
+		j--
+		b[j] = c
+	}
+	return b
+}
+
+// encodeReflect is the record's stored form by encoding/json, for records
+// appendRecord leaves to it. r.Hash is ignored.
+func encodeReflect(r *Record) ([]byte, error) {
+	c := *r
+	c.Hash = ""
+	return json.Marshal(&c)
+}
+
+// hashBody returns the hex sha256 of r's stored form without its hash field,
+// and, when line is true, that stored line with the hash (see encode).
+func hashBody(r *Record, line bool) ([]byte, string, error) {
+	bp := getScratch()
+	body, ok := appendRecord((*bp)[:0], r)
+	if ok {
+		defer putScratch(bp, body)
+	} else {
+		scratch.Put(bp)
+		var err error
+		if body, err = encodeReflect(r); err != nil {
+			return nil, "", err
+		}
+	}
+	sum := sha256.Sum256(body)
+	var hb [2 * sha256.Size]byte
+	hex.Encode(hb[:], sum[:])
+	h := string(hb[:])
+	if !line {
+		return nil, h, nil
+	}
+	// One byte to spare: FileSink appends the newline.
+	out := make([]byte, 0, len(body)+len(`,"hash":""`)+len(h)+1)
+	out = append(out, body[:len(body)-1]...)
+	out = append(out, `,"hash":"`...)
+	out = append(out, h...)
+	out = append(out, `"}`...)
+	return out, h, nil
+}

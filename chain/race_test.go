@@ -1,0 +1,7 @@
+//go:build race
+
+package chain
+
+// raceEnabled reports a -race build, under which allocation counts are not
+// meaningful (sync.Pool drops items at random).
+const raceEnabled = true
