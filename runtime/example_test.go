@@ -58,3 +58,41 @@ func Example() {
 	// Output:
 	// {"action":"block","reason":"legacy block"} legacy
 }
+
+// ExampleRuntime_InvokeInto reuses one Result across invocations, as a hot
+// path that counts its allocations does: a warm invocation whose hook
+// continues allocates nothing on the host.
+func ExampleRuntime_InvokeInto() {
+	ctx := context.Background()
+	rt, err := runtime.New(ctx, runtime.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close(ctx)
+
+	wasm, err := os.ReadFile("../testdata/guests/shapes.wasm")
+	if err != nil {
+		panic(err)
+	}
+	mod, err := rt.Load(ctx, wasm)
+	if err != nil {
+		panic(err)
+	}
+	defer mod.Close(ctx)
+
+	var res runtime.Result // reused; its Decision is overwritten by the next call
+	for _, shape := range []string{"canonical", "top-level"} {
+		err := rt.InvokeInto(ctx, mod, runtime.Request{
+			Tenant:   "acme",
+			Context:  map[string]any{"outgoing": "hello"},
+			Settings: map[string]any{"shape": shape},
+		}, &res)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Decision.Action, res.Decision.Shape, res.Reused)
+	}
+	// Output:
+	// modify canonical true
+	// modify top-level true
+}
