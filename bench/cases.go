@@ -98,7 +98,7 @@ func Cases() []Case {
 				return float64(res.AllocsPerOp()), ok && res.N > 0
 			}},
 		{Name: "empty/go-sdk", Run: invokeBench(GoEmpty, true, false),
-			What: "empty Go-SDK hook, runtime.Invoke"},
+			What: "empty Go-SDK hook, runtime.InvokeInto"},
 		{Name: "empty/extism-wat", Run: benchExtism("noop", true),
 			What: "empty Extism plugin (noop export), Plugin.Call"},
 

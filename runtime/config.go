@@ -209,7 +209,9 @@ type Config struct {
 	// for another module or configuration is ignored and rewritten.
 	// Entries are written atomically (a temporary file, mode 0600,
 	// renamed; directories 0700), so processes may share the directory;
-	// a failure to write is logged and costs only time. Nothing is
+	// a failure to write is logged and costs only time (a directory
+	// wazero cannot write to at New is left out, with a warning, rather
+	// than failing every compile). Nothing is
 	// removed: the directory grows by about the size of each distinct
 	// module loaded, per configuration and version (as wazero's does);
 	// delete it, or its old subdirectories, to reclaim the space. Trust it

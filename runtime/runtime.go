@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -76,11 +77,19 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		if interrupt {
 			sub = "interrupt"
 		}
-		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(cfg.CacheDir, sub))
-		if err != nil {
-			return nil, fmt.Errorf("runtime: compilation cache: %w", err)
+		// The cache only saves time: a directory wazero cannot write to
+		// (read-only, a file in the way) would make every compile fail,
+		// so it is left out with a warning instead.
+		dir := filepath.Join(cfg.CacheDir, sub)
+		if err := probeCacheDir(dir); err != nil {
+			cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "runtime: compilation cache off",
+				slog.String("dir", dir), slog.String("error", err.Error()))
+		} else if cache, err := wazero.NewCompilationCacheWithDir(dir); err != nil {
+			cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "runtime: compilation cache off",
+				slog.String("dir", dir), slog.String("error", err.Error()))
+		} else {
+			wc = wc.WithCompilationCache(cache)
 		}
-		wc = wc.WithCompilationCache(cache)
 	}
 	r := &Runtime{
 		cfg:       cfg,
@@ -99,6 +108,24 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// probeCacheDir makes dir if needed and checks that a file can be written
+// in it.
+func probeCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	err = f.Close()
+	if rerr := os.Remove(name); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // Close closes every pool and compiled module. Invocations in flight fail.

@@ -1,8 +1,12 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -274,5 +278,27 @@ func TestDecisionShapes(t *testing.T) {
 				t.Errorf("decision %s (%s), want %s (%s)", got, res.Decision.Shape, want, tt.want.Shape)
 			}
 		})
+	}
+}
+
+// TestUnwritableCacheDir: the compilation cache only saves time. A
+// directory the runtime cannot write to (here a file where its
+// subdirectory would be, which stops root too) is left out with a warning;
+// New and Load still work.
+func TestUnwritableCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, sub := range []string{"nointerrupt", "modules"} {
+		if err := os.WriteFile(filepath.Join(dir, sub), []byte("in the way"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	r := newRuntime(t, runtime.Config{CacheDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	m := load(t, r, scripted(t))
+	if _, err := runScript(t, r, m, echoHost(), runtime.Limits{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "compilation cache off") {
+		t.Errorf("no warning logged:\n%s", logs.String())
 	}
 }
