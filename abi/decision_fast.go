@@ -448,17 +448,11 @@ func hexRune(data []byte, i int) (rune, bool) {
 	}
 	var r rune
 	for _, c := range data[i : i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
+		v, ok := hexDigit(c)
+		if !ok {
 			return 0, false
 		}
+		r = r<<4 | v
 	}
 	return r, true
 }

@@ -336,20 +336,27 @@ func (p *parser) hex4() (rune, error) {
 	}
 	var r rune
 	for i, c := range p.data[p.pos : p.pos+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
+		v, ok := hexDigit(c)
+		if !ok {
 			return 0, p.errorAt(p.pos+i, "invalid hex digit %q in \\u escape", c)
 		}
+		r = r<<4 | v
 	}
 	p.pos += 4
 	return r, nil
+}
+
+// hexDigit returns the value of the hex digit c.
+func hexDigit(c byte) (rune, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0'), true
+	case c >= 'a' && c <= 'f':
+		return rune(c - 'a' + 10), true
+	case c >= 'A' && c <= 'F':
+		return rune(c - 'A' + 10), true
+	}
+	return 0, false
 }
 
 func (p *parser) number() (any, error) {
