@@ -80,7 +80,9 @@ type Limits struct {
 	// (linear memory never shrinks). Zero means 3/4 of MemoryPages.
 	MemoryHighWaterPages uint32
 	// Timeout is the wall-clock limit of one invocation, instance
-	// creation excluded. Zero means DefaultTimeout (2s).
+	// creation excluded. Zero means DefaultTimeout (2s). Metered guest
+	// code is stopped within a fuel slice of it (FuelSlice), host calls
+	// and sleeps at it; a decision returned after it is a timeout.
 	Timeout time.Duration
 	// InitTimeout is the wall-clock limit of creating an instance and
 	// running _initialize. Zero means 5s.

@@ -16,7 +16,10 @@
 //     Limits.InitFuel, where host calls are answered NOT_IN_INVOCATION),
 //     parks the invocation document, sets the fuel and stack budgets, and
 //     calls hook_v1_handle(len). Running out of either fails the
-//     invocation (fuel_exhausted, stack_exhausted), deterministically.
+//     invocation (fuel_exhausted, stack_exhausted), deterministically. The
+//     fuel is handed to the guest in slices (FuelSlice); between two, the
+//     guest calls back into the host, which checks the deadline and the
+//     caller's context (timeout) and gives Go's scheduler a safe point.
 //  3. Each host_call is bounds-checked (an out-of-range pointer is an ABI
 //     violation that ends the invocation), quota-checked (count, bytes,
 //     sizes), and passed to the HostCaller; the reply is written into the
