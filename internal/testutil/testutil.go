@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Root returns the repository root (the directory holding go.mod).
@@ -103,5 +104,35 @@ func CacheDir(tb testing.TB) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
+	pruneOnce.Do(func() { pruneModuleCache(filepath.Join(dir, "modules"), staleAfter) })
 	return dir
+}
+
+var pruneOnce sync.Once
+
+// staleAfter is the age past which a key directory of the module cache is
+// removed from the shared test cache.
+const staleAfter = 7 * 24 * time.Hour
+
+// pruneModuleCache removes the key directories of the runtime's module
+// cache (Config.CacheDir/modules/<key>) not written to for maxAge. A
+// development build keys its entries on the test binary's hash, so every
+// changed test binary starts a new key directory (a few MB per Go hook);
+// without pruning the shared test cache only grows. Errors are ignored:
+// the cache only saves time.
+func pruneModuleCache(dir string, maxAge time.Duration) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < maxAge {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }
