@@ -3,6 +3,7 @@ package abi
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -121,7 +122,10 @@ type Call struct {
 // IdempotencyKey returns a key unique to this host call, derived from the
 // invocation id and the sequence number.
 func (c *Call) IdempotencyKey() string {
-	return fmt.Sprintf("%s/%d", c.Caller.Invocation, c.Seq)
+	var buf [96]byte // one allocation, the string, for ids of usual length
+	b := append(buf[:0], c.Caller.Invocation...)
+	b = append(b, '/')
+	return string(strconv.AppendInt(b, int64(c.Seq), 10))
 }
 
 // Reply is the answer to a Call: a status and a body. The body is the

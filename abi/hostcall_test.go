@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,5 +144,19 @@ func TestIdempotencyKey(t *testing.T) {
 			}
 			seen[got] = true
 		})
+	}
+}
+
+// TestIdempotencyKeyFormat holds the key to its documented form,
+// "invocation/seq", over ids longer than the stack buffer and every sign
+// and width of seq.
+func TestIdempotencyKeyFormat(t *testing.T) {
+	for _, inv := range []string{"", "inv-1", "ünï\xff/x", strings.Repeat("i", 95), strings.Repeat("long", 100)} {
+		for _, seq := range []int{0, 1, 9, 10, 99, 100, 12345, -1, math.MaxInt, math.MinInt} {
+			call := &Call{Seq: seq, Caller: Caller{Invocation: inv}}
+			if got, want := call.IdempotencyKey(), fmt.Sprintf("%s/%d", inv, seq); got != want {
+				t.Errorf("IdempotencyKey(%q, %d) = %q, want %q", inv, seq, got, want)
+			}
+		}
 	}
 }

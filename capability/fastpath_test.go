@@ -76,17 +76,6 @@ func TestSchemaAnythingStillStrict(t *testing.T) {
 	}
 }
 
-func TestIdempotencyKeyMatchesABI(t *testing.T) {
-	for _, inv := range []string{"", "inv-1", "run.0", "ünï\xff/x", strings.Repeat("i", 95), strings.Repeat("long", 100)} {
-		for _, seq := range []int{0, 1, 9, 10, 99, 100, 12345, -1, math.MaxInt, math.MinInt} {
-			call := &abi.Call{Seq: seq, Caller: abi.Caller{Invocation: inv}}
-			if got, want := idempotencyKey(call), call.IdempotencyKey(); got != want {
-				t.Errorf("idempotencyKey(%q, %d) = %q, want %q", inv, seq, got, want)
-			}
-		}
-	}
-}
-
 // TestEncodeResultMatchesMarshal holds encodeResult to abi.Marshal: the same
 // bytes or an error for the same values, types AppendJSON leaves to Marshal
 // included; and each result is a slice of its own.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -255,7 +254,7 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		Seq:        call.Seq,
 	}
 	if call.Caller.Invocation != "" {
-		req.IdempotencyKey = idempotencyKey(call)
+		req.IdempotencyKey = call.IdempotencyKey()
 	}
 	if e.cap.Cost != nil {
 		if err := c.protect("cost", func() error {
@@ -450,15 +449,6 @@ func (c *callRun) validate(e *entry, payload any) error {
 		return nil
 	}
 	return c.protect("validate", func() error { return e.schema.Validate(payload) })
-}
-
-// idempotencyKey is abi.Call.IdempotencyKey ("invocation/seq") in one
-// allocation.
-func idempotencyKey(call *abi.Call) string {
-	var buf [96]byte
-	b := append(buf[:0], call.Caller.Invocation...)
-	b = append(b, '/')
-	return string(strconv.AppendInt(b, int64(call.Seq), 10))
 }
 
 // maxPooledEncodeBytes is the largest encode buffer kept for reuse; a larger
