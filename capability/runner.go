@@ -268,33 +268,14 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		}
 	}
 	// The spend cap, if any, is the first gate.
-	gates := e.cap.Gates
-	first := 0
 	if c.r.spend != nil {
-		first = -1
+		if err := c.admit(ctx, c.r.spend, req); err != nil {
+			return c.gateRefused(c.r.spend, err)
+		}
 	}
-	for i := first; i < len(gates); i++ {
-		var g Gate
-		if i < 0 {
-			g = c.r.spend
-		} else {
-			g = gates[i]
-		}
-		var h Hold
-		gerr := c.protect("gate", func() error {
-			var err error
-			h, err = g.Admit(ctx, req, req.Cost)
-			return err
-		})
-		if gerr != nil {
-			c.releaseAll(ctx)
-			return c.gateRefused(g, gerr)
-		}
-		if h != nil {
-			if c.holds == nil {
-				c.holds = make([]heldHold, 0, len(gates)-first)
-			}
-			c.holds = append(c.holds, heldHold{gate: g.Name(), hold: h})
+	for _, g := range e.cap.Gates {
+		if err := c.admit(ctx, g, req); err != nil {
+			return c.gateRefused(g, err)
 		}
 	}
 	c.rec.Reserved = req.Cost
@@ -429,6 +410,25 @@ func failedMessage(name string) string {
 		return "capability failed"
 	}
 	return "capability " + name + " failed"
+}
+
+// admit asks g to admit req and keeps the hold it gives. When g refuses,
+// every hold taken so far is released and the refusal returned.
+func (c *callRun) admit(ctx context.Context, g Gate, req *Request) error {
+	var h Hold
+	err := c.protect("gate", func() error {
+		var err error
+		h, err = g.Admit(ctx, req, req.Cost)
+		return err
+	})
+	if err != nil {
+		c.releaseAll(ctx)
+		return err
+	}
+	if h != nil {
+		c.holds = append(c.holds, heldHold{gate: g.Name(), hold: h})
+	}
+	return nil
 }
 
 // asExecuteError returns the *ExecuteError in err's chain, or nil. It is a
