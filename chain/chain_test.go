@@ -72,7 +72,13 @@ func TestConfigRefused(t *testing.T) {
 		{"unknown fail policy", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Fail: "maybe"}), `unknown fail policy "maybe"`},
 		{"observer fails closed", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Observer, Fail: FailClosed}), "an observer cannot fail closed"},
 		{"bad expiry", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Approval: ApprovalPolicy{OnExpiry: "later"}}), "unknown approval expiry policy"},
-		{"negative limit", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{Timeout: -1}}), "negative limit"},
+		{"negative limit", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{MaxHostCalls: -1}}), "negative limit"},
+		{"negative timeout", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{Timeout: -1}}), "negative timeout"},
+		// The runtime's ceiling (DefaultMaxMemoryPages): accepted here, it
+		// would fail every invocation (issue 10, section 9).
+		{"memory over the runtime's ceiling", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{MemoryPages: runtime.DefaultMaxMemoryPages + 1}}), "memory_pages is 4097, over the limit of 4096"},
+		{"fuel over the ceiling", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{Fuel: runtime.MaxFuel + 1}}), "fuel is"},
+		{"stack over the ceiling", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{MaxStackBytes: runtime.MaxStackBytesLimit + 1}}), "MaxStackBytes"},
 		{"module refused", Config{Modules: map[string][]byte{"bad": []byte("not wasm")}, Bindings: []Binding{{Name: "x", Module: "bad", Point: outbound, Phase: Guard}}}, `module "bad": invalid module`},
 		{"settings against the schema", Config{Modules: map[string][]byte{"strict": schemaHook}, Bindings: []Binding{{Name: "x", Module: "strict", Point: outbound, Phase: Guard, Settings: map[string]any{"when": "x"}}}}, "settings do not match the hook's settings_schema"},
 		{"point the manifest does not allow", Config{Modules: map[string][]byte{"strict": schemaHook}, Bindings: []Binding{{Name: "x", Module: "strict", Point: "tool.before", Phase: Guard}}}, "does not allow point tool.before"},

@@ -363,8 +363,11 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: unknown approval expiry policy %q (want deny or approve)", what, onExpiry)
 			continue
 		}
-		if err := checkLimits(b.Limits); err != nil {
-			bad("%s: %v", what, err)
+		// The runtime's own check, against its ceiling (MaxMemoryPages)
+		// and defaults: a limit it would refuse at every invocation is
+		// refused now.
+		if _, err := c.rt.EffectiveLimits(b.Limits); err != nil {
+			bad("%s: limits: %v", what, err)
 			continue
 		}
 		settings, err := normalise(b.Settings)
@@ -437,17 +440,6 @@ func order(list []*bound) {
 		}
 		return a.index < b.index
 	})
-}
-
-func checkLimits(l runtime.Limits) error {
-	if l.Timeout < 0 || l.InitTimeout < 0 || l.MaxInputBytes < 0 || l.MaxOutputBytes < 0 || l.MaxHostCalls < 0 ||
-		l.MaxHostCallBytes < 0 || l.MaxRequestBytes < 0 || l.MaxResultBytes < 0 || l.MaxLogBytes < 0 {
-		return fmt.Errorf("limits: negative limit")
-	}
-	if l.MemoryHighWaterPages > 0 && l.MemoryPages > 0 && l.MemoryHighWaterPages > l.MemoryPages {
-		return fmt.Errorf("limits: memory_high_water_pages %d is over memory_pages %d", l.MemoryHighWaterPages, l.MemoryPages)
-	}
-	return nil
 }
 
 // normalise returns a deep copy of v in the form abi.ParseJSON produces

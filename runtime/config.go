@@ -173,7 +173,14 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-func (l Limits) validate(maxPages uint32) error {
+// Validate reports whether l, with its defaults applied (WithDefaults), is
+// within the bounds the runtime accepts under a memory ceiling of maxPages
+// (Config.MaxMemoryPages): every limit the runtime refuses at Invoke, this
+// refuses. It is the one check of a Limits; callers that build a
+// configuration ahead of traffic (chain) call it through
+// Runtime.EffectiveLimits so that a bad limit is refused when the
+// configuration is built, not on every invocation.
+func (l Limits) Validate(maxPages uint32) error {
 	switch {
 	case l.MemoryPages > maxPages:
 		return &LimitError{Limit: "memory_pages", Max: uint64(maxPages), Got: uint64(l.MemoryPages)}
@@ -290,4 +297,16 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// EffectiveLimits returns the limits an invocation with request limits l
+// runs under on r (l's zero fields filled from Config.Limits, then the
+// package defaults) and refuses them as Invoke would (Limits.Validate against
+// Config.MaxMemoryPages), with an error wrapping ErrInvalidRequest.
+func (r *Runtime) EffectiveLimits(l Limits) (Limits, error) {
+	lim := mergeLimits(l, r.cfg.Limits).WithDefaults()
+	if err := lim.Validate(r.cfg.MaxMemoryPages); err != nil {
+		return Limits{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return lim, nil
 }

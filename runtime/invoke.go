@@ -246,9 +246,9 @@ func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {
 		_, _ = rand.Read(b[:])
 		req.InvocationID = hex.EncodeToString(b[:])
 	}
-	lim := mergeLimits(req.Limits, r.cfg.Limits).WithDefaults()
-	if err := lim.validate(r.cfg.MaxMemoryPages); err != nil {
-		return Limits{}, abi.Point{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	lim, err := r.EffectiveLimits(req.Limits)
+	if err != nil {
+		return Limits{}, abi.Point{}, err
 	}
 	if min := m.Info().MemoryMinPages; min > lim.MemoryPages {
 		return Limits{}, abi.Point{}, fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "memory_pages (module minimum)", Max: uint64(lim.MemoryPages), Got: uint64(min)})

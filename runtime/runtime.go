@@ -50,7 +50,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.MaxMemoryPages > 65536 {
 		return nil, fmt.Errorf("runtime: MaxMemoryPages %d is over 65536", cfg.MaxMemoryPages)
 	}
-	if err := cfg.Limits.WithDefaults().validate(cfg.MaxMemoryPages); err != nil {
+	if err := cfg.Limits.WithDefaults().Validate(cfg.MaxMemoryPages); err != nil {
 		return nil, err
 	}
 	var wc wazero.RuntimeConfig
