@@ -145,6 +145,10 @@ func LoadConfigFile(path, moduleDir string) (Config, error) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(moduleDir, p)
 		}
-		return os.ReadFile(p)
+		// Bounded and regular files only: a path naming /dev/zero would
+		// otherwise be read until memory runs out. The bound is the
+		// runtime's default MaxModuleBytes; a Runtime with a larger one
+		// takes its modules through ParseConfig.
+		return runtime.ReadModuleFile(p, 0)
 	})
 }

@@ -28,7 +28,7 @@ const chainUsage = `usage:
 // chainFlags are the flags that build a chain, shared by run and resolve.
 type chainFlags struct {
 	config, moduleDir, tenant, auditPath, approvals, cacheDir string
-	credit                                                    int64
+	credit                                                    creditFlag
 	auditValues, brief                                        bool
 }
 
@@ -36,7 +36,7 @@ func (f *chainFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "the chain configuration (JSON); required")
 	fs.StringVar(&f.moduleDir, "module-dir", "", "where relative module paths are found (default: the configuration's directory)")
 	fs.StringVar(&f.tenant, "tenant", "local", "the tenant the traffic belongs to")
-	fs.Int64Var(&f.credit, "credit", -1, "the tenant's credit balance; when set, llm.run is billed against it")
+	fs.Var(&f.credit, "credit", creditUsage)
 	fs.StringVar(&f.auditPath, "audit", "", "append audit records to this JSON-lines file (default: kept in memory)")
 	fs.StringVar(&f.approvals, "approvals", "", "keep pending approvals in this directory, so `chain resolve` can resume them (default: in memory)")
 	fs.BoolVar(&f.auditValues, "audit-values", false, "record the before and after values of modified fields in audit records")
@@ -71,10 +71,10 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 	}
 	logs := &builtin.MemoryLogSink{}
 	bcfg := builtin.Config{Provider: llmProvider(), Logs: logs, Logger: logger}
-	if f.credit >= 0 {
+	if f.credit.set {
 		ledger := capability.NewMemoryLedger()
-		if f.credit > 0 {
-			if err := ledger.Credit(f.tenant, f.credit); err != nil {
+		if f.credit.n > 0 {
+			if err := ledger.Credit(f.tenant, f.credit.n); err != nil {
 				cleanup()
 				return nil, fail(stdout, exitUsage, "usage", "--credit: %v", err)
 			}

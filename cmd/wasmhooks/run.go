@@ -51,7 +51,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		inputPath  = fs.String("input", "", "the invocation's context object, a JSON file or - for stdin (default {})")
 		settingsIn = fs.String("settings", "", "the hook's settings: JSON, or @FILE")
 		grants     = fs.String("grant", "", "capabilities granted to the hook, comma-separated")
-		credit     = fs.Int64("credit", -1, "the tenant's credit balance; when set, llm.run is billed against it")
+		credit     creditFlag
 		failPolicy = fs.String("fail", "closed", "what a hook failure decides: closed (block) or open (continue)")
 		timeout    = fs.Duration("timeout", 0, "wall-clock limit of the invocation (default 2s)")
 		memPages   = fs.Uint("memory-pages", 0, "linear-memory limit in 64 KiB pages (default 512)")
@@ -60,6 +60,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		hookName   = fs.String("name", "", "the hook's name (default: the manifest's name)")
 		cacheDir   = fs.String("cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
 	)
+	fs.Var(&credit, "credit", creditUsage)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -81,7 +82,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return fail(stdout, exitUsage, "invalid_settings", "%v", err)
 	}
-	wasm, err := os.ReadFile(*hookPath)
+	wasm, err := runtime.ReadModuleFile(*hookPath, 0)
 	if err != nil {
 		return fail(stdout, exitRefused, "unreadable_module", "%v", err)
 	}
@@ -104,11 +105,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	// credit balance is given.
 	var ledger *capability.MemoryLedger
 	cfg := builtin.Config{Provider: llmProvider(), Logs: &builtin.MemoryLogSink{}, Logger: logger}
-	if *credit >= 0 {
+	if credit.set {
 		ledger = capability.NewMemoryLedger()
-		if *credit == 0 {
+		if credit.n == 0 {
 			// An account with nothing on it: every billable call is refused.
-		} else if err := ledger.Credit(*tenant, *credit); err != nil {
+		} else if err := ledger.Credit(*tenant, credit.n); err != nil {
 			return fail(stdout, exitUsage, "usage", "--credit: %v", err)
 		}
 		cfg.Ledger = ledger
@@ -179,7 +180,7 @@ func readContext(path string, stdin io.Reader) (map[string]any, error) {
 	case "-":
 		data, err = io.ReadAll(io.LimitReader(stdin, runtime.DefaultMaxInputBytes+1))
 	default:
-		data, err = os.ReadFile(path)
+		data, err = runtime.ReadFileLimit(path, runtime.DefaultMaxInputBytes, "input_bytes")
 	}
 	if err != nil {
 		return nil, err
@@ -202,7 +203,7 @@ func readSettings(s string) (map[string]any, error) {
 	data := []byte(s)
 	if strings.HasPrefix(s, "@") {
 		var err error
-		if data, err = os.ReadFile(s[1:]); err != nil {
+		if data, err = runtime.ReadFileLimit(s[1:], abi.DefaultMaxJSONBytes, "settings_bytes"); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -20,7 +21,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: wasmhooks validate FILE.wasm")
 		return exitUsage
 	}
-	wasm, err := os.ReadFile(fs.Arg(0))
+	wasm, err := runtime.ReadModuleFile(fs.Arg(0), 0)
 	if err != nil {
 		return fail(stdout, exitRefused, "unreadable_module", "%v", err)
 	}
@@ -53,11 +54,11 @@ func cmdManifest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm")
 		return exitUsage
 	}
-	wasm, err := os.ReadFile(fs.Arg(0))
+	wasm, err := runtime.ReadModuleFile(fs.Arg(0), 0)
 	if err != nil {
 		return fail(stdout, exitRefused, "unreadable_module", "%v", err)
 	}
-	man, err := os.ReadFile(*manPath)
+	man, err := runtime.ReadFileLimit(*manPath, abi.MaxManifestBytes, "manifest_bytes")
 	if err != nil {
 		return fail(stdout, exitRefused, "unreadable_manifest", "%v", err)
 	}
