@@ -77,6 +77,7 @@ type Runner struct {
 	limits        abi.JSONLimits
 	settleTimeout time.Duration
 	spend         *spendCap // nil when there is no cap
+	flights       *inflight // the calls being answered, by idempotency key
 }
 
 // NewRunner returns a Runner serving the capabilities of reg. It returns an
@@ -94,6 +95,7 @@ func NewRunner(reg *Registry, opts RunnerOptions) (*Runner, error) {
 		usage:         opts.Usage,
 		limits:        abi.JSONLimits{MaxBytes: opts.MaxPayloadBytes, MaxDepth: opts.MaxDepth},
 		settleTimeout: opts.SettleTimeout,
+		flights:       newInflight(),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -149,6 +151,11 @@ func (r *Runner) Run(ctx context.Context, call *abi.Call) (reply abi.Reply, err 
 			reply = abi.ErrorReply(abi.StatusCapabilityFailed, failedMessage(c.name))
 		}
 		c.releaseAll(ctx) // a safety net: normally every hold is resolved by now
+		if c.entered {
+			// Every hold is resolved: a duplicate waiting for this
+			// call now finds its key's reservation resolved.
+			r.flights.leave(c.fkey)
+		}
 		c.rec.Status = reply.Status
 		c.rec.Charged = reply.Charged
 		if r.usage != nil {
@@ -168,6 +175,10 @@ type callRun struct {
 	name  string    // the capability name once it is well-formed
 	rec   UsageRecord
 	holds []heldHold // in the order the gates admitted
+
+	// entered is true once the call is the flight of fkey (see inflight).
+	entered bool
+	fkey    flightKey
 }
 
 // heldHold is a Hold with the name of its gate and whether it is resolved.
@@ -266,6 +277,19 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		}); err != nil {
 			return c.failed(err, "cost")
 		}
+	}
+	// One call per idempotency key at a time: a duplicate of a call in
+	// flight waits here, before any gate, for the first to finish, and
+	// then meets its resolved reservation; it never shares the first's
+	// pending hold and never executes alongside it.
+	if req.IdempotencyKey != "" {
+		c.fkey = flightKey{tenant: call.Caller.Tenant, key: req.IdempotencyKey}
+		if err := c.r.flights.enter(ctx, c.fkey); err != nil {
+			return c.fail(abi.StatusCapabilityFailed,
+				fmt.Sprintf("capability %s was not run: the invocation was cancelled", c.name),
+				fmt.Errorf("%w: waiting for the same call in flight: %w", ErrCancelled, err))
+		}
+		c.entered = true
 	}
 	// The spend cap, if any, is the first gate.
 	if c.r.spend != nil {
