@@ -89,6 +89,32 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("runtime: %s is %d, over the limit of %d", e.Limit, e.Got, e.Max)
 }
 
+// AbandonedError is Invoke's error when the caller's context ended while the
+// hook ran: not the hook's failure, and no decision. The host calls it made
+// stand, and so does the credit they were charged, settled whatever the
+// caller's context (issue 10: a charge must never vanish from every report).
+// It wraps the context's error and ErrAbandoned.
+type AbandonedError struct {
+	// InvocationID is the invocation's id.
+	InvocationID string
+	// HostCalls counts the host calls made, takes excluded.
+	HostCalls int
+	// CreditCharged is the credit those calls were charged.
+	CreditCharged int64
+	// Err is the context's error.
+	Err error
+}
+
+// ErrAbandoned means the caller's context ended during an invocation.
+var ErrAbandoned = errors.New("runtime: invocation abandoned")
+
+func (e *AbandonedError) Error() string {
+	return fmt.Sprintf("runtime: invocation abandoned (%d host calls, %d credit charged): %v", e.HostCalls, e.CreditCharged, e.Err)
+}
+
+// Unwrap returns ErrAbandoned and the context's error.
+func (e *AbandonedError) Unwrap() []error { return []error{ErrAbandoned, e.Err} }
+
 // ValidationError reports why a module was refused at load. It names the
 // offending import or export when there is one.
 type ValidationError struct {
@@ -142,6 +168,8 @@ func Code(err error) string {
 		return "pool_exhausted"
 	case errors.Is(err, ErrInvalidRequest):
 		return "invalid_request"
+	case errors.Is(err, ErrAbandoned):
+		return "abandoned"
 	}
 	return "internal"
 }

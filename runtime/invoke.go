@@ -78,6 +78,9 @@ type Result struct {
 //
 // It returns an error without a Result for problems that are not the hook's
 // (a bad request, a closed runtime, the caller's context ending). When the
+// caller's context ended after the hook started, the error is an
+// *AbandonedError that carries the host calls made and the credit they were
+// charged: that credit was spent, and must reach the caller's books. When the
 // hook fails, it returns both a Result whose Failure is set and that *Failure
 // as the error; the caller's fail policy decides what follows. An instance
 // that failed in any way is discarded, never reused.
@@ -96,7 +99,9 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 // for a caller that reuses one Result, a warm invocation whose hook
 // continues allocates nothing on the host (BENCHMARKS.md). The Decision
 // res already points to, if any, is reused for the new decision, so the
-// caller must not keep it across calls. The error is that of Invoke: when
+// caller must not keep it across calls. When the invocation is abandoned
+// (*AbandonedError), res still reports its host calls and the credit charged.
+// The error is that of Invoke: when
 // it is a *Failure, res holds the report; otherwise res holds nothing of
 // use.
 func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
@@ -188,8 +193,12 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		// The caller gave up; that is not the hook's failure.
 		inst.run.end()
 		r.release(ctx, p, inst, false)
-		*res = Result{}
-		return fmt.Errorf("runtime: invocation abandoned: %w", ctx.Err())
+		// The host calls made so far stand (the runner settled them with
+		// a context the caller's does not cancel): the report keeps them,
+		// with no decision and no failure, and so does the error.
+		*res = Result{InvocationID: req.InvocationID, HostCalls: inv.calls, HostCallBytes: inv.bytes,
+			CreditCharged: inv.charged, Duration: time.Since(start)}
+		return &AbandonedError{InvocationID: req.InvocationID, HostCalls: inv.calls, CreditCharged: inv.charged, Err: ctx.Err()}
 	}
 	switch {
 	case inv.violation != nil:
