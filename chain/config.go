@@ -198,11 +198,18 @@ type ConfigError struct {
 	// Problems lists every problem found, each naming its binding or
 	// module.
 	Problems []string
+	// Errs holds the typed errors behind some of the problems (a module's
+	// load error, a *SettingsSchemaError, a limit the runtime refuses), for
+	// errors.Is and errors.As.
+	Errs []error
 }
 
 func (e *ConfigError) Error() string {
 	return "chain: configuration refused: " + strings.Join(e.Problems, "; ")
 }
+
+// Unwrap returns Errs.
+func (e *ConfigError) Unwrap() []error { return e.Errs }
 
 // bound is a binding ready to run: its module loaded, its settings
 // validated, its defaults applied. It is immutable.
@@ -262,6 +269,11 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var errs []error
+	badErr := func(err error, format string, args ...any) {
+		errs = append(errs, err)
+		bad(format, args...)
+	}
 
 	br := cfg.Breaker
 	if br.Backoff < 0 || br.MaxBackoff < 0 {
@@ -300,14 +312,14 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		mods[name] = l
 		m, err := c.rt.Load(ctx, cfg.Modules[name])
 		if err != nil {
-			bad("module %q: %v", name, err)
+			badErr(err, "module %q: %v", name, err)
 			l.err = true
 			continue
 		}
 		modules = append(modules, m)
 		l.mod = m
 		if l.schema, err = compileSettingsSchema(m.Manifest()); err != nil {
-			bad("module %q: %v", name, err)
+			badErr(err, "module %q: %v", name, err)
 			l.err = true
 		}
 	}
@@ -367,7 +379,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		// and defaults: a limit it would refuse at every invocation is
 		// refused now.
 		if _, err := c.rt.EffectiveLimits(b.Limits); err != nil {
-			bad("%s: limits: %v", what, err)
+			badErr(err, "%s: limits: %v", what, err)
 			continue
 		}
 		settings, err := normalise(b.Settings)
@@ -413,7 +425,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 	}
 	if len(problems) > 0 {
 		closeAll()
-		return nil, &ConfigError{Problems: problems}
+		return nil, &ConfigError{Problems: problems, Errs: errs}
 	}
 	for _, list := range s.points {
 		order(list)

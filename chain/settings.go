@@ -1,8 +1,12 @@
 package chain
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -10,35 +14,152 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 )
 
+// MaxSettingsSchemaValues bounds the JSON values (objects, arrays and
+// scalars, counted at every depth) of a manifest's settings_schema. With
+// references refused (see CheckSettingsSchema) a schema is a tree, and
+// validating a settings document applies each of its subschemas at most
+// once per value of the document: the work is bounded by this times the
+// size of the settings. Typical schemas hold tens of values.
+const MaxSettingsSchemaValues = 4096
+
+// ErrInvalidSettingsSchema means a manifest's settings_schema is refused: it
+// does not compile, it holds a reference, or it is over
+// MaxSettingsSchemaValues.
+var ErrInvalidSettingsSchema = errors.New("chain: invalid settings_schema")
+
+// SettingsSchemaError reports a refused settings_schema, naming the hook
+// (its manifest's name) and where in the schema the problem is. It wraps
+// ErrInvalidSettingsSchema and the compiler's error, if any.
+type SettingsSchemaError struct {
+	// Hook is the manifest's name; empty when it has none.
+	Hook string
+	// Path is the JSON pointer, in the schema, of the offending value;
+	// empty for the schema as a whole.
+	Path string
+	// Reason says what is wrong, in lower case.
+	Reason string
+	// Err is the compiler's error, or nil.
+	Err error
+}
+
+func (e *SettingsSchemaError) Error() string {
+	msg := "the manifest's settings_schema"
+	if e.Hook != "" {
+		msg = fmt.Sprintf("hook %q: settings_schema", e.Hook)
+	}
+	if e.Path != "" {
+		msg += " at " + e.Path
+	}
+	msg += ": " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns ErrInvalidSettingsSchema and Err.
+func (e *SettingsSchemaError) Unwrap() []error { return []error{ErrInvalidSettingsSchema, e.Err} }
+
 // settingsSchema is a manifest's compiled settings_schema; nil accepts any
 // object. See RATIONALE.md#why-are-settings-validated-outside-the-runtime.
 type settingsSchema struct {
 	s *jsonschema.Schema
 }
 
-// compileSettingsSchema compiles m's settings_schema, refusing references to
-// any URL (a schema must not reach the disk or the network).
+// CheckSettingsSchema reports whether m's settings_schema (absent: any
+// object) is one the chain and `wasmhooks run` accept, with a
+// *SettingsSchemaError when it is not. It is the one check of a settings
+// schema: Chain (New, Reload), ValidateSettings and the CLI's validate and
+// manifest embed all go through it, so each refuses exactly what the others
+// refuse.
+//
+// A settings_schema is the hook author's, so it is untrusted input. It is
+// refused when it
+//   - holds a member named $ref, $dynamicRef or $recursiveRef, anywhere
+//     (even where it would be data, such as a property name): references
+//     are what let a small schema describe exponential work (40 $defs
+//     each an allOf of two $refs to the previous validate a value 2^40
+//     times) and, to other documents, reach the disk or the network;
+//   - holds more than MaxSettingsSchemaValues values;
+//   - does not compile (an unknown type such as "objekt", a bad pattern).
+//
+// See RATIONALE.md#why-are-references-refused-in-a-settings-schema.
+func CheckSettingsSchema(m *abi.Manifest) error {
+	_, err := compileSettingsSchema(m)
+	return err
+}
+
+// refKeywords are the keywords that make a schema refer to a schema.
+var refKeywords = map[string]bool{"$ref": true, "$dynamicRef": true, "$recursiveRef": true}
+
+// compileSettingsSchema checks (see CheckSettingsSchema) and compiles m's
+// settings_schema.
 func compileSettingsSchema(m *abi.Manifest) (*settingsSchema, error) {
 	if m == nil || m.SettingsSchema == nil {
 		return &settingsSchema{}, nil
 	}
+	refuse := func(path, reason string, err error) error {
+		return &SettingsSchemaError{Hook: m.Name, Path: path, Reason: reason, Err: err}
+	}
+	values := 0
+	var walk func(v any, path string) error
+	walk = func(v any, path string) error {
+		values++
+		if values > MaxSettingsSchemaValues {
+			return refuse("", fmt.Sprintf("more than %d values", MaxSettingsSchemaValues), nil)
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(v)) { // the same error every time
+				x := v[k]
+				p := path + "/" + pointerEscaper.Replace(k)
+				if refKeywords[k] {
+					return refuse(p, k+" is not allowed: a settings schema is one self-contained tree", nil)
+				}
+				if err := walk(x, p); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for i, x := range v {
+				if err := walk(x, fmt.Sprintf("%s/%d", path, i)); err != nil {
+					return err
+				}
+			}
+		case string, bool, nil, json.Number, float64, int, int64:
+		default:
+			return refuse(path, fmt.Sprintf("a %T is not a JSON value", v), nil)
+		}
+		return nil
+	}
+	if err := walk(any(m.SettingsSchema), ""); err != nil {
+		return nil, err
+	}
 	src, err := abi.Marshal(m.SettingsSchema)
 	if err != nil {
-		return nil, err
+		return nil, refuse("", "not encodable as JSON", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.LoadURL = func(s string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("settings schema may not reference %s", s)
 	}
-	if err := c.AddResource("settings.json", strings.NewReader(string(src))); err != nil {
-		return nil, fmt.Errorf("the manifest's settings_schema: %w", err)
+	if err := c.AddResource(settingsSchemaURL, strings.NewReader(string(src))); err != nil {
+		return nil, refuse("", "not a schema", err)
 	}
-	schema, err := c.Compile("settings.json")
+	schema, err := c.Compile(settingsSchemaURL)
 	if err != nil {
-		return nil, fmt.Errorf("the manifest's settings_schema does not compile: %w", err)
+		return nil, refuse("", "does not compile", err)
 	}
 	return &settingsSchema{s: schema}, nil
 }
+
+// settingsSchemaURL is the URL a settings schema is compiled under: one that
+// names no file of the host (a relative name would resolve against the
+// working directory, which then shows in errors) and no reachable server.
+const settingsSchemaURL = "https://settings.wasmhooks.invalid/schema.json"
+
+// pointerEscaper escapes a member name for a JSON pointer (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 func (s *settingsSchema) validate(settings map[string]any) error {
 	if s == nil || s.s == nil {
@@ -53,10 +174,11 @@ func (s *settingsSchema) validate(settings map[string]any) error {
 }
 
 // ValidateSettings checks settings against m's settings_schema (absent: any
-// object). Settings come from the operator, not the hook, but a hook must
-// never see settings its author did not plan for. A Chain validates each
-// binding's settings once, when its configuration is built; this is for
-// callers that invoke a hook without a chain.
+// object), after checking the schema itself (CheckSettingsSchema: a refused
+// schema is a *SettingsSchemaError). Settings come from the operator, not
+// the hook, but a hook must never see settings its author did not plan for.
+// A Chain validates each binding's settings once, when its configuration is
+// built; this is for callers that invoke a hook without a chain.
 func ValidateSettings(m *abi.Manifest, settings map[string]any) error {
 	s, err := compileSettingsSchema(m)
 	if err != nil {

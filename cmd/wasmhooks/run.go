@@ -98,7 +98,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fail(stdout, exitRefused, runtime.Code(err), "%v", err)
 	}
 	if err := validateSettings(mod.Manifest(), settings); err != nil {
-		return fail(stdout, exitRefused, "invalid_settings", "%v", err)
+		return fail(stdout, exitRefused, settingsCode(err), "%v", err)
 	}
 
 	// Wire the capability runner: the built-ins, with llm.run billed when a

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
 )
@@ -11,4 +13,20 @@ import (
 // hook without a chain and uses it directly.
 func validateSettings(m *abi.Manifest, settings map[string]any) error {
 	return chain.ValidateSettings(m, settings)
+}
+
+// checkSettingsSchema is chain.CheckSettingsSchema, the one check of a
+// settings schema: `validate` and `manifest embed` refuse exactly the schemas
+// `run` and `chain` refuse.
+func checkSettingsSchema(m *abi.Manifest) error {
+	return chain.CheckSettingsSchema(m)
+}
+
+// settingsCode is the error code of a settings failure: the hook's schema
+// refused, or the settings not matching it.
+func settingsCode(err error) string {
+	if errors.Is(err, chain.ErrInvalidSettingsSchema) {
+		return "invalid_settings_schema"
+	}
+	return "invalid_settings"
 }

@@ -34,6 +34,10 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		printJSON(stdout, doc)
 		return exitRefused
 	}
+	if err := checkSettingsSchema(info.Manifest); err != nil {
+		printJSON(stdout, errorDoc{Error: errorBody{Code: settingsCode(err), Message: err.Error()}, Info: info})
+		return exitRefused
+	}
 	printJSON(stdout, map[string]any{"ok": true, "module": info})
 	return exitOK
 }
@@ -66,8 +70,12 @@ func cmdManifest(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stdout, exitRefused, "invalid_manifest", "%v", err)
 	}
-	if _, err := runtime.Validate(out, runtime.ValidateOptions{}); err != nil {
+	info, err := runtime.Validate(out, runtime.ValidateOptions{})
+	if err != nil {
 		return fail(stdout, exitRefused, runtime.Code(err), "%v", err)
+	}
+	if err := checkSettingsSchema(info.Manifest); err != nil {
+		return fail(stdout, exitRefused, settingsCode(err), "%v", err)
 	}
 	if err := os.WriteFile(*outPath, out, 0o644); err != nil {
 		return fail(stdout, exitRefused, "write_failed", "%v", err)
