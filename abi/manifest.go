@@ -15,7 +15,9 @@ type Manifest struct {
 	// Points lists where the hook may be bound; nil means anywhere.
 	Points []string `json:"points,omitempty"`
 	// SettingsSchema is a JSON Schema for the hook's settings; nil means
-	// any object.
+	// any object. It is the hook author's, so untrusted: the host accepts
+	// only what chain.CheckSettingsSchema accepts (no references, bounded
+	// size, compiles); DecodeManifest checks only that it is an object.
 	SettingsSchema map[string]any `json:"settings_schema,omitempty"`
 }
 
