@@ -38,7 +38,11 @@
 //     validated is the very value Cost, the gates and Execute receive, so the
 //     validator and the executor cannot disagree about the document.
 //
-//  4. Gate. Capability.Cost gives the worst-case cost. The runner's
+//  4. Gate. Capability.Cost gives the worst-case cost. A call whose
+//     idempotency key (tenant, invocation/seq) is already in flight waits
+//     here for that call to finish, so that it never shares its pending
+//     reservation nor executes alongside it; it is then answered as any
+//     replay is (DENIED by a CreditGate). The runner's
 //     per-invocation spend cap (if configured) and then each of the
 //     capability's gates, in order, admit or refuse the call. A CreditGate
 //     reserves the cost on the tenant's account. Refusals map to DENIED,
