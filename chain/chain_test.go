@@ -77,6 +77,7 @@ func TestConfigRefused(t *testing.T) {
 		// The runtime's ceiling (DefaultMaxMemoryPages): accepted here, it
 		// would fail every invocation (issue 10, section 9).
 		{"memory over the runtime's ceiling", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{MemoryPages: runtime.DefaultMaxMemoryPages + 1}}), "memory_pages is 4097, over the limit of 4096"},
+		{"memory below the module's minimum", policyConfig(t, Binding{Name: "x", Module: "scripted", Point: outbound, Phase: Guard, Limits: runtime.Limits{MemoryPages: 2}}), "memory_pages (module minimum)"},
 		{"fuel over the ceiling", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{Fuel: runtime.MaxFuel + 1}}), "fuel is"},
 		{"stack over the ceiling", policyConfig(t, Binding{Name: "x", Point: outbound, Phase: Guard, Limits: runtime.Limits{MaxStackBytes: runtime.MaxStackBytesLimit + 1}}), "MaxStackBytes"},
 		{"module refused", Config{Modules: map[string][]byte{"bad": []byte("not wasm")}, Bindings: []Binding{{Name: "x", Module: "bad", Point: outbound, Phase: Guard}}}, `module "bad": invalid module`},

@@ -401,6 +401,11 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: module %q's manifest does not allow point %s (it allows %s)", what, b.Module, b.Point, strings.Join(man.Points, ", "))
 			continue
 		}
+		if _, err := c.rt.LimitsFor(l.mod, b.Limits); err != nil {
+			// Memory below the module's declared minimum.
+			badErr(err, "%s: limits: %v", what, err)
+			continue
+		}
 		if err := l.schema.validate(settings); err != nil {
 			bad("%s: %v", what, err)
 			continue

@@ -310,3 +310,18 @@ func (r *Runtime) EffectiveLimits(l Limits) (Limits, error) {
 	}
 	return lim, nil
 }
+
+// LimitsFor is EffectiveLimits for an invocation of m: it also refuses
+// limits whose memory is below m's declared minimum. It is exactly the check
+// Invoke makes of a request's limits, for callers (chain) that want to refuse
+// a binding when its configuration is built rather than at every invocation.
+func (r *Runtime) LimitsFor(m *Module, l Limits) (Limits, error) {
+	lim, err := r.EffectiveLimits(l)
+	if err != nil {
+		return Limits{}, err
+	}
+	if min := m.Info().MemoryMinPages; min > lim.MemoryPages {
+		return Limits{}, fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "memory_pages (module minimum)", Max: uint64(lim.MemoryPages), Got: uint64(min)})
+	}
+	return lim, nil
+}

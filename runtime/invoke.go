@@ -255,12 +255,9 @@ func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {
 		_, _ = rand.Read(b[:])
 		req.InvocationID = hex.EncodeToString(b[:])
 	}
-	lim, err := r.EffectiveLimits(req.Limits)
+	lim, err := r.LimitsFor(m, req.Limits)
 	if err != nil {
 		return Limits{}, abi.Point{}, err
-	}
-	if min := m.Info().MemoryMinPages; min > lim.MemoryPages {
-		return Limits{}, abi.Point{}, fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "memory_pages (module minimum)", Max: uint64(lim.MemoryPages), Got: uint64(min)})
 	}
 	return lim, point, nil
 }
