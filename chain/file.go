@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -83,11 +82,15 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MaxConfigBytes bounds the JSON form of a configuration (ParseConfig, and
+// the file LoadConfigFile reads, which must be a regular file).
+const MaxConfigBytes = 16 << 20
+
 // ParseConfig decodes the JSON form of a configuration. Module paths are
 // resolved by readModule (LoadConfigFile reads them relative to a
 // directory).
 func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Config, error) {
-	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: 16 << 20}); err != nil {
+	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: MaxConfigBytes}); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -134,7 +137,7 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 // are resolved against moduleDir, or against the file's directory when
 // moduleDir is empty.
 func LoadConfigFile(path, moduleDir string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := runtime.ReadFileLimit(path, MaxConfigBytes, "config_bytes")
 	if err != nil {
 		return Config{}, err
 	}

@@ -48,6 +48,8 @@ func TestCLIInputsRefused(t *testing.T) {
 		{"validate fifo", []string{"validate", fifo}, exitRefused, "named pipe"},
 		{"embed /dev/zero", []string{"manifest", "embed", "--manifest", man, "--out", filepath.Join(dir, "o.wasm"), devZero}, exitRefused, "not a regular file"},
 		{"embed manifest /dev/zero", []string{"manifest", "embed", "--manifest", devZero, "--out", filepath.Join(dir, "o.wasm"), shapes}, exitRefused, "not a regular file"},
+		{"chain config /dev/zero", []string{"chain", "--cache-dir=", "--config", devZero, "--point", "message.outbound"}, exitRefused, "not a regular file"},
+		{"chain config fifo", []string{"chain", "--cache-dir=", "--config", fifo, "--point", "message.outbound"}, exitRefused, "named pipe"},
 		{"chain module /dev/zero", []string{"chain", "--cache-dir=", "--config", zeroModule, "--point", "message.outbound"}, exitRefused, "not a regular file"},
 		{"run negative credit", []string{"run", "--cache-dir=", "--hook", shapes, "--credit", "-5"}, exitUsage, "must not be negative"},
 		{"chain negative credit", []string{"chain", "--cache-dir=", "--config", filepath.Join("testdata", "chain.json"), "--module-dir", filepath.Join(root, "testdata", "guests"), "--point", "message.outbound", "--credit", "-1"}, exitUsage, "must not be negative"},
