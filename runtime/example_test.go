@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -30,7 +29,7 @@ func Example() {
 	}
 	defer rt.Close(ctx)
 
-	wasm, err := os.ReadFile("../testdata/guests/shapes.wasm")
+	wasm, err := runtime.ReadModuleFile("../testdata/guests/shapes.wasm", 0)
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +69,7 @@ func ExampleRuntime_InvokeInto() {
 	}
 	defer rt.Close(ctx)
 
-	wasm, err := os.ReadFile("../testdata/guests/shapes.wasm")
+	wasm, err := runtime.ReadModuleFile("../testdata/guests/shapes.wasm", 0)
 	if err != nil {
 		panic(err)
 	}
