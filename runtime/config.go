@@ -178,8 +178,8 @@ func (l Limits) WithDefaults() Limits {
 // (Config.MaxMemoryPages): every limit the runtime refuses at Invoke, this
 // refuses. It is the one check of a Limits; callers that build a
 // configuration ahead of traffic (chain) call it through
-// Runtime.EffectiveLimits so that a bad limit is refused when the
-// configuration is built, not on every invocation.
+// Runtime.EffectiveLimits or Runtime.LimitsFor, so that a bad limit is
+// refused when the configuration is built, not on every invocation.
 func (l Limits) Validate(maxPages uint32) error {
 	switch {
 	case l.MemoryPages > maxPages:

@@ -99,11 +99,10 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 // for a caller that reuses one Result, a warm invocation whose hook
 // continues allocates nothing on the host (BENCHMARKS.md). The Decision
 // res already points to, if any, is reused for the new decision, so the
-// caller must not keep it across calls. When the invocation is abandoned
-// (*AbandonedError), res still reports its host calls and the credit charged.
-// The error is that of Invoke: when
-// it is a *Failure, res holds the report; otherwise res holds nothing of
-// use.
+// caller must not keep it across calls. The error is that of Invoke: when
+// it is a *Failure, res holds the report; when it is an *AbandonedError, res
+// holds the host-call report (HostCalls, HostCallBytes, CreditCharged) and
+// no decision; otherwise res holds nothing of use.
 func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
 	start := time.Now()
 	spare := res.Decision
