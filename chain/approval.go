@@ -286,7 +286,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 		c.log.Info("chain: configuration changed while the run was paused; restarting it on the configuration in force",
 			"run", st.Run, "was", st.Config, "now", s.digest)
 		st.Next, st.Config = 0, s.digest
-		st.Approved = append(st.Approved, ap.Binding)
+		st.Approved = append(st.Approved, ap.Binding+"@"+ap.Module)
 	}
 	out, err := c.steps(ctx, s, &st, afterD)
 	if err != nil {
