@@ -140,6 +140,9 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			return c.blocked(s, st, b.Name, &step, dec, records), nil
 		case abi.ActionAsk:
 			ap.State = *st
+			if ap.Seal, err = c.seal(ap); err != nil {
+				return nil, fmt.Errorf("chain: sealing approval: %w", err)
+			}
 			if err := c.approvals.Put(ctx, ap); err != nil {
 				return nil, fmt.Errorf("chain: storing approval: %w", err)
 			}
