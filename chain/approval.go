@@ -224,12 +224,20 @@ func (c *Chain) checkApproval(ap *Approval, id string, s *snapshot) *ApprovalErr
 	if _, ok := abi.LookupPoint(ap.Point); !ok {
 		return refuse(id, ApprovalMismatch, "unknown point %q", ap.Point)
 	}
+	// The paused run's position: the binding before Next asked. On
+	// another configuration the run restarts from the first binding, but
+	// a position that no run can have is refused there too.
 	list := s.points[ap.Point]
-	if st.Next < 1 || st.Next > len(list)+1 && st.Config == s.digest {
-		return refuse(id, ApprovalOutOfRange, "the paused run's next binding %d is not in 1..%d", st.Next, len(list))
+	if st.Next < 1 {
+		return refuse(id, ApprovalOutOfRange, "the paused run's next binding is %d; a run paused by an ask is past its first binding", st.Next)
 	}
-	if st.Config == s.digest && (st.Next > len(list) || list[st.Next-1].Name != ap.Binding || list[st.Next-1].digest != ap.Module) {
-		return refuse(id, ApprovalOutOfRange, "binding %d of %s is not %s, the binding that asked", st.Next-1, ap.Point, ap.Binding)
+	if st.Config == s.digest {
+		if st.Next > len(list) {
+			return refuse(id, ApprovalOutOfRange, "the paused run's next binding %d is past the %d bindings of %s", st.Next, len(list), ap.Point)
+		}
+		if b := list[st.Next-1]; b.Name != ap.Binding || b.digest != ap.Module {
+			return refuse(id, ApprovalOutOfRange, "binding %d of %s is %s, not %s, the binding that asked", st.Next-1, ap.Point, b.Name, ap.Binding)
+		}
 	}
 	b, ok := s.byName[ap.Binding]
 	switch {
@@ -307,11 +315,40 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 				return nil, fmt.Errorf("%w: edit: %v", ErrInvalidResolution, err)
 			}
 		}
+		if err := editFits(s, ap, r.Edit); err != nil {
+			return nil, fmt.Errorf("%w: edit: %v", ErrInvalidResolution, err)
+		}
 	}
 	if ap, err = c.take(ctx, id, s, r); err != nil {
 		return nil, err
 	}
 	return c.resume(ctx, s, ap, r)
+}
+
+// editFits reports whether the context an edit makes fits the bindings the
+// resumed run goes on to (those after the asking one, or all of the point's
+// when the run restarts on a changed configuration), as a transformer's
+// modify must (checkModify): an approver's edit must not make a later hook
+// fail by size either.
+func editFits(s *snapshot, ap *Approval, edit map[string]any) error {
+	st := &ap.State
+	later := s.points[ap.Point]
+	if st.Config == s.digest {
+		later = later[st.Next:] // checkApproval checked Next
+	}
+	room, who, ok := roomAfter(later, st, len(st.Trace)+1)
+	if !ok {
+		return nil
+	}
+	next, _ := merge(st.Context, edit)
+	size, err := contextBytes(next)
+	if err != nil {
+		return err
+	}
+	if size > room {
+		return fmt.Errorf("the edited context is %d bytes; binding %s takes at most %d", size, who, room)
+	}
+	return nil
 }
 
 // admit checks ap, stored as id, before r resolves it on s: a stale approval

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -179,5 +180,30 @@ func TestModifyBoundIsSound(t *testing.T) {
 	}
 	if accepted == 0 || refused == 0 {
 		t.Fatalf("accepted %d, refused %d: the range does not straddle the bound", accepted, refused)
+	}
+}
+
+// An approver's edit is held to the same bound and types: it is refused,
+// and the approval stays pending.
+func TestEditBoundedAndTyped(t *testing.T) {
+	cfg := approvalConfig(t, "")
+	cfg.Bindings[2].Limits = runtime.Limits{MaxInputBytes: 1024}
+	e := newEnv(t, cfg)
+	ap := e.run(t, toolBefore, shellCall("ls")).Approval
+	for _, edit := range []map[string]any{
+		{"arguments": map[string]any{"command": strings.Repeat("x", 2000)}},
+		{"arguments": nil},
+		{"arguments": 7},
+	} {
+		if _, err := e.c.Resolve(t.Context(), ap.ID, Resolution{Decision: Edit, Edit: edit}); !errors.Is(err, ErrInvalidResolution) {
+			t.Errorf("edit %v: %v, want ErrInvalidResolution", edit, err)
+		}
+	}
+	if e.store.Len() != 1 {
+		t.Fatal("the approval is no longer pending")
+	}
+	out, err := e.c.Resolve(t.Context(), ap.ID, Resolution{Decision: Edit, Edit: map[string]any{"arguments": map[string]any{"command": "ls -l"}}})
+	if err != nil || out.Verdict != Allow || out.Trace[len(out.Trace)-1].Failure != nil {
+		t.Fatalf("a fitting edit: %+v, %v", out, err)
 	}
 }
