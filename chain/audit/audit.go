@@ -24,9 +24,11 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"sync"
 	"time"
 
@@ -187,19 +189,25 @@ type Sink interface {
 type linker struct {
 	next uint64
 	head string
-	keys *keys // nil for an unkeyed chain
+	keys *keys     // nil for an unkeyed chain
+	hm   hash.Hash // HMAC under keys.record, reused
 }
 
 func (l *linker) link(r *Record) ([]byte, error) {
 	r.Seq, r.Prev, r.MAC = l.next, l.head, ""
+	var (
+		line []byte
+		h    string
+		err  error
+	)
 	if l.keys != nil {
-		mac, err := recordMAC(l.keys.record, r)
-		if err != nil {
-			return nil, fmt.Errorf("audit: encoding record: %w", err)
+		if l.hm == nil {
+			l.hm = hmac.New(sha256.New, l.keys.record)
 		}
-		r.MAC = mac
+		line, h, err = encodeKeyed(r, l.keys.record, l.hm)
+	} else {
+		line, h, err = encode(r)
 	}
-	line, h, err := encode(r)
 	if err != nil {
 		return nil, fmt.Errorf("audit: encoding record: %w", err)
 	}

@@ -41,11 +41,13 @@ type FileOptions struct {
 // It is safe for concurrent use by multiple goroutines of one process; two
 // processes must not append to the same file.
 type FileSink struct {
-	mu         sync.Mutex // guards f, l, err
-	f          *os.File
-	l          linker
-	sync       bool
-	checkpoint string // FileOptions.Checkpoint
+	mu   sync.Mutex // guards f, l, err
+	f    *os.File
+	l    linker
+	sync bool
+	// ckpt is FileOptions.Checkpoint, open: each checkpoint overwrites
+	// the last in place (encodeCheckpoint pads them to one size).
+	ckpt *os.File
 }
 
 // OpenFile opens (or creates) the JSON-lines file at path for appending and
@@ -71,11 +73,21 @@ func OpenFile(path string, opts FileOptions) (*FileSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &FileSink{f: f, sync: opts.Sync, checkpoint: opts.Checkpoint}
+	s := &FileSink{f: f, sync: opts.Sync}
 	s.l.keys = k
 	if err := s.resume(path, opts); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if opts.Checkpoint != "" {
+		if s.ckpt, err = os.OpenFile(opts.Checkpoint, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := s.writeCheckpoint(); err != nil { // a new log's, or the same again
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -105,6 +117,9 @@ func (s *FileSink) resume(path string, opts FileOptions) error {
 	}
 	if opts.Checkpoint == "" {
 		return nil
+	}
+	if fi, err := os.Stat(opts.Checkpoint); err == nil && fi.Size() == 0 && last == nil {
+		return nil // a new log whose first open stopped before its checkpoint was written
 	}
 	c, err := ReadCheckpoint(opts.Checkpoint)
 	switch {
@@ -164,13 +179,30 @@ func (s *FileSink) Append(_ context.Context, r *Record) error {
 		}
 	}
 	s.l.commit(r)
-	if s.checkpoint != "" {
+	if s.ckpt != nil {
 		// The record is stored: a failure here is reported, and the next
 		// OpenFile refuses the log until it is repaired, but the record
 		// stands.
-		if err := WriteCheckpoint(s.checkpoint, s.l.keys.checkpoint(s.l.next, s.l.head), s.sync); err != nil {
+		if err := s.writeCheckpoint(); err != nil {
 			return fmt.Errorf("audit: writing the checkpoint after record %d: %w", r.Seq, err)
 		}
+	}
+	return nil
+}
+
+// writeCheckpoint overwrites the checkpoint file with the head's. A crash
+// in the middle of it leaves a checkpoint that does not verify: OpenFile
+// then refuses the log until it is verified and the checkpoint rewritten.
+func (s *FileSink) writeCheckpoint() error {
+	b, err := encodeCheckpoint(s.l.keys.checkpoint(s.l.next, s.l.head))
+	if err != nil {
+		return err
+	}
+	if _, err := s.ckpt.WriteAt(b, 0); err != nil {
+		return err
+	}
+	if s.sync {
+		return s.ckpt.Sync()
 	}
 	return nil
 }
@@ -203,6 +235,12 @@ func (s *FileSink) Close() error {
 	}
 	err := s.f.Close()
 	s.f = nil
+	if s.ckpt != nil {
+		if cerr := s.ckpt.Close(); err == nil {
+			err = cerr
+		}
+		s.ckpt = nil
+	}
 	return err
 }
 

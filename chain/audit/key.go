@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"strconv"
 )
@@ -49,6 +50,49 @@ func recordMAC(key []byte, r *Record) (string, error) {
 		}
 	}
 	return hex.EncodeToString(mac(key, body)), nil
+}
+
+// encodeKeyed is encode for a keyed chain: it sets r.MAC to the MAC of r's
+// stored form without MAC and Hash, and returns the stored line and hash,
+// from one encoding of the record.
+//
+// hm, if not nil, is an HMAC-SHA256 under key to reuse (the caller's, not
+// shared).
+func encodeKeyed(r *Record, key []byte, hm hash.Hash) ([]byte, string, error) {
+	bp := getScratch()
+	body, ok := appendRecord((*bp)[:0], r)
+	if !ok {
+		scratch.Put(bp)
+		mac, err := recordMAC(key, r)
+		if err != nil {
+			return nil, "", err
+		}
+		r.MAC = mac
+		return encode(r)
+	}
+	if hm == nil {
+		hm = hmac.New(sha256.New, key)
+	}
+	hm.Reset()
+	hm.Write(body)
+	var sumb [sha256.Size]byte
+	var m [2 * sha256.Size]byte
+	hex.Encode(m[:], hm.Sum(sumb[:0]))
+	r.MAC = string(m[:])
+	// What appendRecord writes with the MAC set: it is the last field.
+	body = append(body[:len(body)-1], `,"mac":"`...)
+	body = append(body, m[:]...)
+	body = append(body, `"}`...)
+	sum := sha256.Sum256(body)
+	var hb [2 * sha256.Size]byte
+	hex.Encode(hb[:], sum[:])
+	out := make([]byte, 0, len(body)+len(`,"hash":""`)+len(hb)+1)
+	out = append(out, body[:len(body)-1]...)
+	out = append(out, `,"hash":"`...)
+	out = append(out, hb[:]...)
+	out = append(out, `"}`...)
+	putScratch(bp, body)
+	return out, string(hb[:]), nil
 }
 
 // checkRecord checks the MAC of record i, r.
@@ -152,10 +196,33 @@ func ReadCheckpoint(path string) (*Checkpoint, error) {
 	return &c, nil
 }
 
+// checkpointBytes is the size a FileSink writes its checkpoint file at: the
+// JSON padded with spaces, so each one overwrites the last in place.
+const checkpointBytes = 255
+
+// encodeCheckpoint is c as a FileSink stores it: its JSON padded to
+// checkpointBytes, and a newline.
+func encodeCheckpoint(c Checkpoint) ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > checkpointBytes {
+		return nil, fmt.Errorf("audit: checkpoint of %d bytes", len(b))
+	}
+	out := make([]byte, checkpointBytes+1)
+	copy(out, b)
+	for i := len(b); i < checkpointBytes; i++ {
+		out[i] = ' '
+	}
+	out[checkpointBytes] = '\n'
+	return out, nil
+}
+
 // WriteCheckpoint writes c to path atomically (a temporary file renamed over
 // it), with fsync when sync is set.
 func WriteCheckpoint(path string, c Checkpoint, sync bool) error {
-	b, err := json.Marshal(c)
+	b, err := encodeCheckpoint(c)
 	if err != nil {
 		return err
 	}
@@ -164,7 +231,7 @@ func WriteCheckpoint(path string, c Checkpoint, sync bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err = f.Write(append(b, '\n')); err == nil && sync {
+	if _, err = f.Write(b); err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
