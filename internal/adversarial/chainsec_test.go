@@ -285,7 +285,9 @@ func TestChainsecAuditTamper(t *testing.T) {
 	}{
 		{"edit", func(r []audit.Record) []audit.Record { r[1].Decision = "continue"; return r }, false},
 		{"edit and rehash", func(r []audit.Record) []audit.Record { r[1].Decision = "continue"; return rechain(r) }, true},
-		{"insert", func(r []audit.Record) []audit.Record { return rechain(append(r[:1:1], append([]audit.Record{r[0]}, r[1:]...)...)) }, true},
+		{"insert", func(r []audit.Record) []audit.Record {
+			return rechain(append(r[:1:1], append([]audit.Record{r[0]}, r[1:]...)...))
+		}, true},
 		{"delete", func(r []audit.Record) []audit.Record { return rechain(append(r[:1:1], r[2:]...)) }, true},
 		{"reorder", func(r []audit.Record) []audit.Record { r[0], r[1] = r[1], r[0]; return rechain(r) }, true},
 		{"truncate", func(r []audit.Record) []audit.Record { return r[:1] }, true},
