@@ -702,11 +702,26 @@ func (d *DirApprovals) put(id string, a *Approval) error {
 	if err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A new file of a random name (O_EXCL): a name planted in the
+	// directory (a symlink, say) is never written through.
+	f, err := os.CreateTemp(d.dir, id+".json.tmp-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, p)
+	tmp := f.Name()
+	if _, err = f.Write(b); err == nil {
+		err = f.Chmod(0o600)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // tomb is the path of id's tombstone; p is its approval's path.

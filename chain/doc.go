@@ -54,7 +54,13 @@
 // Approval that carries the paused run's state. Resolve (approve, deny or
 // edit) resumes it from the next binding, on this process or another one that
 // reads the approval from a durable ApprovalStore. ExpirePending applies the
-// expiry policy to approvals nobody resolved in time.
+// expiry policy to approvals nobody resolved in time. The store is not
+// trusted with the approval: the chain seals it (HMAC-SHA256 under
+// Options.ApprovalKey) and on resume checks the seal, its id, tenant and
+// point, and that the binding and module that asked are where the paused run
+// says; a resolved approval leaves a tombstone, so it resolves at most once.
+// A mismatch is an *ApprovalError with a stable code, and the approval stays
+// as it was.
 //
 // # Audit and observability
 //
