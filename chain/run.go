@@ -415,7 +415,10 @@ func roomAfter(later []*bound, st *RunState, index int) (room int, who string, o
 	if len(later) == 0 {
 		return 0, "", false
 	}
-	meta := quotedLen(st.Tenant) + quotedLen(st.Run+"."+strconv.Itoa(index+2*len(later)))
+	// The id is st.Run + "." + the index: the dot and the digits need no
+	// escaping.
+	var digits [20]byte
+	meta := quotedLen(st.Tenant) + quotedLen(st.Run) + 1 + len(strconv.AppendInt(digits[:0], int64(index+2*len(later)), 10))
 	for i, lb := range later {
 		r := lb.inputMax - lb.envelope - meta
 		if i == 0 || r < room {
