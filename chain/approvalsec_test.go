@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -278,4 +279,35 @@ func TestRestartedRunAsksANewModuleAgain(t *testing.T) {
 	if !approved {
 		t.Fatalf("the approved binding was not passed on the restart: %+v", out.Trace)
 	}
+}
+
+// FuzzStoredApproval: whatever a store hands back for an id, Resolve and
+// ExpirePending return an outcome for a genuine approval or a typed error,
+// never a panic; a changed approval never resolves.
+func FuzzStoredApproval(f *testing.F) {
+	t := &testing.T{}
+	e := newEnv(t, approvalConfig(t, ""), func(o *Options) { o.ApprovalKey = testKey })
+	ap := e.run(t, toolBefore, shellCall("rm -rf /")).Approval
+	genuine, _ := json.Marshal(ap)
+	f.Add(genuine)
+	f.Add([]byte(`{"garbage": true}`))
+	f.Add([]byte(`{"id":"` + ap.ID + `","state":{"next":-1}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e.store.mu.Lock()
+		e.store.items[ap.ID] = storedApproval{data: b, expires: ap.Expires}
+		delete(e.store.tombs, ap.ID)
+		e.store.mu.Unlock()
+		out, err := e.c.Resolve(context.Background(), ap.ID, Resolution{Decision: Approve})
+		switch {
+		case err == nil && !bytes.Equal(b, genuine):
+			// Only an encoding of the genuine approval (whitespace,
+			// key order) may resolve, and then as it was asked.
+			if out.Run != ap.Run || out.Tenant != ap.Tenant || out.Verdict != Block || out.Binding != "no-rm" {
+				t.Fatalf("a changed approval resolved: %+v", out)
+			}
+		case err != nil && !errors.Is(err, ErrApprovalRefused) && !errors.Is(err, ErrUnknownApproval):
+			t.Fatalf("untyped error %v", err)
+		}
+	})
 }
