@@ -207,3 +207,17 @@ func TestEditBoundedAndTyped(t *testing.T) {
 		t.Fatalf("a fitting edit: %+v, %v", out, err)
 	}
 }
+
+// Traffic that arrives too large for the guard is not the transformer's
+// failure when its modify does not grow it.
+func TestModifyOfTrafficThatCameInTooLarge(t *testing.T) {
+	e := newEnv(t, policyConfig(t,
+		Binding{Name: "shrink", Point: "message.outbound", Phase: Transformer, Fail: FailOpen,
+			Settings: decide(`{"action":"modify","context":{"outgoing":"short"}}`)},
+		Binding{Name: "guard", Point: "message.outbound", Phase: Guard, Fail: FailOpen, Limits: runtime.Limits{MaxInputBytes: 1024}},
+	))
+	out := e.run(t, "message.outbound", map[string]any{"outgoing": "x", "conversation": strings.Repeat("c", 2000)})
+	if out.Trace[0].Failure != nil || !out.Modified {
+		t.Fatalf("the transformer was blamed for traffic it did not grow: %+v", out.Trace[0].Failure)
+	}
+}

@@ -380,9 +380,10 @@ func article(p Phase) string {
 // checkModify refuses a transformer's modify that the steps after it could
 // not take, as the transformer's own failure (its fail policy, its breaker):
 // a changed field whose value does not have the point's type for it
-// (invalid_output), or a context larger than a later binding's input limit
-// leaves room for (output_too_large). next is the context after the modify;
-// changed lists the fields it changed.
+// (invalid_output), or a context grown past what a later binding's input
+// limit leaves room for (output_too_large; a context that was already past
+// it when the transformer got it is not the transformer's failure). next is the context
+// after the modify; changed lists the fields it changed.
 func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *runtime.Failure {
 	for _, f := range changed {
 		if err := b.point.CheckField(f, next[f]); err != nil {
@@ -397,11 +398,17 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	if err != nil {
 		return &runtime.Failure{Code: runtime.FailInvalidOutput, Message: "modify: " + err.Error()}
 	}
-	if size > room {
-		return &runtime.Failure{Code: runtime.FailOutputTooLarge, Message: fmt.Sprintf(
-			"modify makes the context %d bytes; binding %s after it takes at most %d (its input limit less its invocation envelope)", size, who, room)}
+	if size <= room {
+		return nil
 	}
-	return nil
+	// Traffic that came in too large for the later binding fails it
+	// whatever the transformer does: only a modify that takes a context
+	// that fitted past the bound is the transformer's failure.
+	if before, err := contextBytes(st.Context); err == nil && before > room {
+		return nil
+	}
+	return &runtime.Failure{Code: runtime.FailOutputTooLarge, Message: fmt.Sprintf(
+		"modify makes the context %d bytes; binding %s after it takes at most %d (its input limit less its invocation envelope)", size, who, room)}
 }
 
 // roomAfter returns the most context bytes every binding of later accepts
