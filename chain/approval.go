@@ -3,7 +3,11 @@ package chain
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,6 +52,62 @@ type Approval struct {
 	OnExpiry ExpiryPolicy `json:"on_expiry"`
 	// State is the paused run.
 	State RunState `json:"state"`
+	// Seal is the host's HMAC-SHA256 of everything above, under
+	// Options.ApprovalKey (hex). An approval whose seal does not verify
+	// is refused on resume: a stored approval is trusted only as the host
+	// wrote it.
+	Seal string `json:"seal"`
+}
+
+// ErrApprovalRefused is wrapped by every *ApprovalError.
+var ErrApprovalRefused = errors.New("chain: stored approval refused")
+
+// The codes of an *ApprovalError: stable, for programs.
+const (
+	// ApprovalSeal: the approval is not as the host sealed it (changed,
+	// forged, written without a seal, or sealed under another key).
+	ApprovalSeal = "approval_seal"
+	// ApprovalMismatch: the approval disagrees with itself or with the id
+	// it was asked for (its run, tenant, point or id).
+	ApprovalMismatch = "approval_mismatch"
+	// ApprovalOutOfRange: an index in the paused run does not name the
+	// binding that asked in the configuration it was paused on.
+	ApprovalOutOfRange = "approval_out_of_range"
+	// ApprovalStale: the binding that asked no longer guards the point with
+	// the module that asked (the configuration changed). Only a deny, by
+	// the approver or by expiry, can resolve it.
+	ApprovalStale = "approval_stale"
+	// ApprovalResolved: the approval was resolved already; a copy of it
+	// put back is never resolved again.
+	ApprovalResolved = "approval_resolved"
+	// ApprovalCorrupt: the stored approval does not decode.
+	ApprovalCorrupt = "approval_corrupt"
+)
+
+// ApprovalError refuses a stored approval that cannot be resumed as it
+// stands. Nothing ran and nothing was recorded: the approval stays where it
+// was (pending, or resolved).
+type ApprovalError struct {
+	// ID is the approval id asked for.
+	ID string
+	// Code is one of the Approval* codes.
+	Code string
+	// Reason says what did not match.
+	Reason string
+}
+
+func (e *ApprovalError) Error() string {
+	return fmt.Sprintf("chain: approval %q refused (%s): %s", e.ID, e.Code, e.Reason)
+}
+
+// Is makes every ApprovalError match ErrApprovalRefused, and a resolved one
+// ErrUnknownApproval too (it is not pending).
+func (e *ApprovalError) Is(target error) bool {
+	return target == ErrApprovalRefused || (target == ErrUnknownApproval && e.Code == ApprovalResolved)
+}
+
+func refuse(id, code, format string, args ...any) *ApprovalError {
+	return &ApprovalError{ID: id, Code: code, Reason: fmt.Sprintf(format, args...)}
 }
 
 // ResolutionDecision is what an approver decided.
@@ -78,22 +138,119 @@ type Resolution struct {
 }
 
 // ApprovalStore keeps pending approvals. Take must hand an approval to one
-// caller only, so an approval is resolved exactly once. Implementations must
-// be safe for concurrent use; a durable one lets runs resume after a
-// restart.
+// caller only and leave a tombstone, so an approval is resolved at most once
+// even if a copy of it is put back. Implementations must be safe for
+// concurrent use; a durable one lets runs resume after a restart. The store
+// is not trusted with an approval's content: the Chain seals each approval
+// and checks the seal on resume (SECURITY.md, "Approvals").
 type ApprovalStore interface {
 	// Put stores a new pending approval.
 	Put(ctx context.Context, a *Approval) error
 	// Get returns a pending approval, or an error wrapping
-	// ErrUnknownApproval.
+	// ErrUnknownApproval, or an *ApprovalError (ApprovalResolved for an
+	// id with a tombstone, ApprovalCorrupt for one that does not decode).
 	Get(ctx context.Context, id string) (*Approval, error)
-	// Take removes a pending approval and returns it, or an error wrapping
-	// ErrUnknownApproval if it is not (or no longer) pending.
+	// Take removes a pending approval, leaves a tombstone for its id and
+	// returns it; an error wrapping ErrUnknownApproval if it is not (or no
+	// longer) pending, an *ApprovalError with ApprovalResolved if the id
+	// has a tombstone.
 	Take(ctx context.Context, id string) (*Approval, error)
-	// Due returns the ids of the approvals whose Expires is not after now.
+	// Release undoes a Take of id that resolved nothing (the resolution
+	// could not be audited, or the approval taken was refused): a is
+	// pending again under id, whatever a.ID says, and id's tombstone is
+	// gone.
+	Release(ctx context.Context, id string, a *Approval) error
+	// Due returns the ids of the pending approvals whose Expires is not
+	// after now.
 	Due(ctx context.Context, now time.Time) ([]string, error)
 }
 
+// approvalSealDomain separates the approval seal from any other MAC made
+// with the same key.
+const approvalSealDomain = "wasmhooks approval seal v1\n"
+
+// seal returns a's seal: the HMAC-SHA256, under the chain's approval key, of
+// the canonical JSON of a without its seal (abi.Marshal of the parsed
+// encoding: keys sorted, numbers as written), so the seal of an approval is
+// the same before and after a store encodes and decodes it.
+func (c *Chain) seal(a *Approval) (string, error) {
+	cp := *a
+	cp.Seal = ""
+	b, err := abi.Marshal(&cp)
+	if err != nil {
+		return "", err
+	}
+	v, err := abi.ParseJSON(b, abi.JSONLimits{MaxBytes: len(b) + 1, MaxDepth: 2*abi.DefaultMaxJSONDepth + 16})
+	if err != nil {
+		return "", err
+	}
+	if b, err = abi.Marshal(v); err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, c.approvalKey)
+	m.Write([]byte(approvalSealDomain))
+	m.Write(b)
+	return hex.EncodeToString(m.Sum(nil)), nil
+}
+
+// checkApproval checks a stored approval before it is resumed on s: its
+// seal, that it agrees with itself and with the id asked for, and that the
+// binding that asked still guards the point with the same module and sits
+// where the paused run says. It returns nil or the refusal. stale refusals
+// (ApprovalStale) are returned too; the caller lets a deny through them.
+func (c *Chain) checkApproval(ap *Approval, id string, s *snapshot) *ApprovalError {
+	want, err := c.seal(ap)
+	if err != nil {
+		return refuse(id, ApprovalSeal, "cannot compute its seal: %v", err)
+	}
+	got, herr := hex.DecodeString(ap.Seal)
+	wantB, _ := hex.DecodeString(want)
+	if ap.Seal == "" || herr != nil || !hmac.Equal(got, wantB) {
+		return refuse(id, ApprovalSeal, "its seal does not verify under this host's approval key: it was changed, forged or sealed under another key")
+	}
+	st := &ap.State
+	switch {
+	case ap.ID != id:
+		return refuse(id, ApprovalMismatch, "it is stored under id %q but says it is %q", id, ap.ID)
+	case ap.Run != st.Run || ap.Tenant != st.Tenant || ap.Point != st.Point:
+		return refuse(id, ApprovalMismatch, "its run, tenant or point disagree with its paused run's")
+	case ap.Run == "" || ap.Tenant == "" || ap.Binding == "" || ap.Module == "":
+		return refuse(id, ApprovalMismatch, "its run, tenant, binding or module is empty")
+	case ap.Created.IsZero() || ap.Expires.Before(ap.Created):
+		return refuse(id, ApprovalMismatch, "its expiry is before its creation")
+	case ap.OnExpiry != ExpireDeny && ap.OnExpiry != ExpireApprove:
+		return refuse(id, ApprovalMismatch, "unknown expiry policy %q", ap.OnExpiry)
+	}
+	if _, ok := abi.LookupPoint(ap.Point); !ok {
+		return refuse(id, ApprovalMismatch, "unknown point %q", ap.Point)
+	}
+	// The paused run's position: the binding before Next asked. On
+	// another configuration the run restarts from the first binding, but
+	// a position that no run can have is refused there too.
+	list := s.points[ap.Point]
+	if st.Next < 1 {
+		return refuse(id, ApprovalOutOfRange, "the paused run's next binding is %d; a run paused by an ask is past its first binding", st.Next)
+	}
+	if st.Config == s.digest {
+		if st.Next > len(list) {
+			return refuse(id, ApprovalOutOfRange, "the paused run's next binding %d is past the %d bindings of %s", st.Next, len(list), ap.Point)
+		}
+		if b := list[st.Next-1]; b.Name != ap.Binding || b.digest != ap.Module {
+			return refuse(id, ApprovalOutOfRange, "binding %d of %s is %s, not %s, the binding that asked", st.Next-1, ap.Point, b.Name, ap.Binding)
+		}
+	}
+	b, ok := s.byName[ap.Binding]
+	switch {
+	case !ok || b.Point != ap.Point || b.Phase != Guard:
+		return refuse(id, ApprovalStale, "binding %s no longer guards %s", ap.Binding, ap.Point)
+	case b.digest != ap.Module:
+		return refuse(id, ApprovalStale, "binding %s runs module %s now, not %s, the module that asked", ap.Binding, b.digest, ap.Module)
+	}
+	return nil
+}
+
+// newApproval makes the approval of b's ask; the caller sets its State and
+// seals it.
 func (c *Chain) newApproval(b *bound, st *RunState, dec *abi.Decision) *Approval {
 	now := c.now().UTC()
 	a := &Approval{
@@ -128,8 +285,16 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 	default:
 		return nil, fmt.Errorf("%w: unknown decision %q (want approve, deny or edit)", ErrInvalidResolution, r.Decision)
 	}
+	s := c.acquire()
+	if s == nil {
+		return nil, ErrClosed
+	}
+	defer s.release(ctx)
 	ap, err := c.approvals.Get(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.admit(ap, id, s, r); err != nil {
 		return nil, err
 	}
 	if r.Decision == Edit {
@@ -145,22 +310,96 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 		if r.Edit, err = normalise(r.Edit); err != nil {
 			return nil, fmt.Errorf("%w: edit: %v", ErrInvalidResolution, err)
 		}
+		for k, v := range r.Edit {
+			if err := point.CheckField(k, v); err != nil {
+				return nil, fmt.Errorf("%w: edit: %v", ErrInvalidResolution, err)
+			}
+		}
+		if err := editFits(s, ap, r.Edit); err != nil {
+			return nil, fmt.Errorf("%w: edit: %v", ErrInvalidResolution, err)
+		}
 	}
-	s := c.acquire()
-	if s == nil {
-		return nil, ErrClosed
-	}
-	defer s.release(ctx)
-	if ap, err = c.approvals.Take(ctx, id); err != nil {
+	if ap, err = c.take(ctx, id, s, r); err != nil {
 		return nil, err
 	}
 	return c.resume(ctx, s, ap, r)
 }
 
+// editFits reports whether the context an edit makes fits the bindings the
+// resumed run goes on to (those after the asking one, or all of the point's
+// when the run restarts on a changed configuration), as a transformer's
+// modify must (checkModify): an approver's edit must not make a later hook
+// fail by size either.
+func editFits(s *snapshot, ap *Approval, edit map[string]any) error {
+	st := &ap.State
+	later := s.points[ap.Point]
+	if st.Config == s.digest {
+		later = later[st.Next:] // checkApproval checked Next
+	}
+	room, who, ok := roomAfter(later, st, len(st.Trace)+1)
+	if !ok {
+		return nil
+	}
+	next, _ := merge(st.Context, edit)
+	size, err := contextBytes(next)
+	if err != nil {
+		return err
+	}
+	if size > room {
+		return fmt.Errorf("the edited context is %d bytes; binding %s takes at most %d", size, who, room)
+	}
+	return nil
+}
+
+// admit checks ap, stored as id, before r resolves it on s: a stale approval
+// (its binding or module changed) admits only a deny, by r or by expiry.
+func (c *Chain) admit(ap *Approval, id string, s *snapshot, r Resolution) error {
+	aerr := c.checkApproval(ap, id, s)
+	if aerr == nil {
+		return nil
+	}
+	if aerr.Code == ApprovalStale && c.effective(ap, r) == Deny {
+		return nil
+	}
+	c.log.Warn("chain: stored approval refused; it stays as it is", "approval", id, "code", aerr.Code, "reason", aerr.Reason)
+	return aerr
+}
+
+// take claims the pending approval id and checks the copy it claimed (the
+// store may have changed between Get and Take): a refused copy is released,
+// pending again.
+func (c *Chain) take(ctx context.Context, id string, s *snapshot, r Resolution) (*Approval, error) {
+	ap, err := c.approvals.Take(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.admit(ap, id, s, r); err != nil {
+		if rerr := c.approvals.Release(context.WithoutCancel(ctx), id, ap); rerr != nil {
+			c.log.Error("chain: a refused approval could not be put back", "approval", id, "error", rerr)
+		}
+		return nil, err
+	}
+	return ap, nil
+}
+
+// effective is the decision r makes of ap now: r's, or the expiry policy's
+// once ap has expired.
+func (c *Chain) effective(ap *Approval, r Resolution) ResolutionDecision {
+	if !c.now().Before(ap.Expires) {
+		if ap.OnExpiry == ExpireApprove {
+			return Approve
+		}
+		return Deny
+	}
+	return r.Decision
+}
+
 // ExpirePending applies the expiry policy of every pending approval whose
 // expiry has passed, resuming (or blocking) their runs, and returns their
 // outcomes. A platform calls it periodically; Resolve also applies the
-// policy to an approval it finds expired.
+// policy to an approval it finds expired. A stored approval that is refused
+// (an *ApprovalError: tampered, or stale with an approve-on-expiry policy) is
+// logged and left as it is.
 func (c *Chain) ExpirePending(ctx context.Context) ([]*Outcome, error) {
 	ids, err := c.approvals.Due(ctx, c.now())
 	if err != nil {
@@ -172,10 +411,16 @@ func (c *Chain) ExpirePending(ctx context.Context) ([]*Outcome, error) {
 		if s == nil {
 			return outs, ErrClosed
 		}
-		ap, err := c.approvals.Take(ctx, id)
+		ap, err := c.approvals.Get(ctx, id)
+		if err == nil {
+			err = c.admit(ap, id, s, Resolution{})
+		}
+		if err == nil {
+			ap, err = c.take(ctx, id, s, Resolution{})
+		}
 		if err != nil {
 			s.release(ctx)
-			continue // resolved meanwhile
+			continue // resolved meanwhile, or refused (and logged)
 		}
 		out, err := c.resume(ctx, s, ap, Resolution{})
 		s.release(ctx)
@@ -200,13 +445,9 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	defer span.End()
 	start := time.Now()
 
-	decision, word := r.Decision, ""
+	decision, word := c.effective(ap, r), ""
 	if !c.now().Before(ap.Expires) {
 		word = "expired"
-		decision = Deny
-		if ap.OnExpiry == ExpireApprove {
-			decision = Approve
-		}
 		r = Resolution{Decision: decision, Reason: fmt.Sprintf("approval expired at %s; the expiry policy %ss", ap.Expires.Format(time.RFC3339), decision)}
 	}
 	step := Step{
@@ -254,7 +495,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	if err != nil {
 		afterD.Release()
 		// Nothing was decided: the approval goes back, still pending.
-		if perr := c.approvals.Put(context.WithoutCancel(ctx), ap); perr != nil {
+		if perr := c.approvals.Release(context.WithoutCancel(ctx), ap.ID, ap); perr != nil {
 			c.log.Error("chain: approval lost: its resolution could not be audited nor the approval put back",
 				"approval", ap.ID, "run", st.Run, "error", perr)
 		}
@@ -286,7 +527,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 		c.log.Info("chain: configuration changed while the run was paused; restarting it on the configuration in force",
 			"run", st.Run, "was", st.Config, "now", s.digest)
 		st.Next, st.Config = 0, s.digest
-		st.Approved = append(st.Approved, ap.Binding)
+		st.Approved = append(st.Approved, ap.Binding+"@"+ap.Module)
 	}
 	out, err := c.steps(ctx, s, &st, afterD)
 	if err != nil {
@@ -300,15 +541,15 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 
 // decodeApproval decodes a stored approval, keeping numbers as json.Number
 // so the context a hook sees after a restart is the one it would have seen.
-func decodeApproval(b []byte) (*Approval, error) {
+func decodeApproval(id string, b []byte) (*Approval, error) {
 	if _, err := abi.ParseJSON(b, abi.JSONLimits{MaxBytes: len(b) + 1, MaxDepth: 2*abi.DefaultMaxJSONDepth + 16}); err != nil {
-		return nil, fmt.Errorf("chain: stored approval: %w", err)
+		return nil, refuse(id, ApprovalCorrupt, "%v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var a Approval
 	if err := dec.Decode(&a); err != nil {
-		return nil, fmt.Errorf("chain: stored approval: %w", err)
+		return nil, refuse(id, ApprovalCorrupt, "%v", err)
 	}
 	return &a, nil
 }
@@ -317,8 +558,11 @@ func decodeApproval(b []byte) (*Approval, error) {
 // every resume goes through the same encoding a durable store would). It is
 // safe for concurrent use.
 type MemoryApprovals struct {
-	mu    sync.Mutex // guards items
+	mu    sync.Mutex // guards items, tombs
 	items map[string]storedApproval
+	// tombs holds the id of every approval taken and not released: one
+	// entry per resolved approval, kept for the store's life.
+	tombs map[string]struct{}
 }
 
 type storedApproval struct {
@@ -328,18 +572,22 @@ type storedApproval struct {
 
 // NewMemoryApprovals returns an empty MemoryApprovals.
 func NewMemoryApprovals() *MemoryApprovals {
-	return &MemoryApprovals{items: map[string]storedApproval{}}
+	return &MemoryApprovals{items: map[string]storedApproval{}, tombs: map[string]struct{}{}}
 }
 
 // Put stores a.
 func (m *MemoryApprovals) Put(_ context.Context, a *Approval) error {
+	return m.put(a.ID, a)
+}
+
+func (m *MemoryApprovals) put(id string, a *Approval) error {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.items[a.ID] = storedApproval{data: b, expires: a.Expires}
+	m.items[id] = storedApproval{data: b, expires: a.Expires}
 	return nil
 }
 
@@ -347,23 +595,46 @@ func (m *MemoryApprovals) Put(_ context.Context, a *Approval) error {
 func (m *MemoryApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	m.mu.Lock()
 	it, ok := m.items[id]
+	_, dead := m.tombs[id]
 	m.mu.Unlock()
-	if !ok {
+	switch {
+	case dead:
+		return nil, refuse(id, ApprovalResolved, "it was resolved already")
+	case !ok:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
 	}
-	return decodeApproval(it.data)
+	return decodeApproval(id, it.data)
 }
 
-// Take removes and returns the pending approval id.
+// Take removes and returns the pending approval id, and leaves its
+// tombstone.
 func (m *MemoryApprovals) Take(_ context.Context, id string) (*Approval, error) {
 	m.mu.Lock()
 	it, ok := m.items[id]
-	delete(m.items, id)
+	_, dead := m.tombs[id]
+	if ok && !dead {
+		delete(m.items, id)
+		m.tombs[id] = struct{}{}
+	}
 	m.mu.Unlock()
-	if !ok {
+	switch {
+	case dead:
+		return nil, refuse(id, ApprovalResolved, "it was resolved already")
+	case !ok:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
 	}
-	return decodeApproval(it.data)
+	return decodeApproval(id, it.data)
+}
+
+// Release makes a, taken as id, pending again.
+func (m *MemoryApprovals) Release(_ context.Context, id string, a *Approval) error {
+	if err := m.put(id, a); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.tombs, id)
+	m.mu.Unlock()
+	return nil
 }
 
 // Due returns the ids of approvals that expired by now, sorted.
@@ -372,7 +643,7 @@ func (m *MemoryApprovals) Due(_ context.Context, now time.Time) ([]string, error
 	defer m.mu.Unlock()
 	var ids []string
 	for id, it := range m.items {
-		if !now.Before(it.expires) {
+		if _, dead := m.tombs[id]; !dead && !now.Before(it.expires) {
 			ids = append(ids, id)
 		}
 	}
@@ -390,7 +661,12 @@ func (m *MemoryApprovals) Len() int {
 // DirApprovals keeps pending approvals as JSON files in a directory, one per
 // approval, so a run paused by one process can be resumed by another (the
 // CLI does this). Take renames the file before reading it, so of two
-// processes taking the same approval one wins. It is safe for concurrent use.
+// processes taking the same approval one wins, and leaves a tombstone
+// (ID.resolved, an empty file) that is never removed: a copy of a resolved
+// approval put back is refused. It is safe for concurrent use. Whoever can
+// write the directory can delete approvals and tombstones, but cannot make
+// or change an approval the Chain accepts without its approval key
+// (SECURITY.md, "Approvals").
 type DirApprovals struct {
 	dir string
 }
@@ -414,7 +690,11 @@ func (d *DirApprovals) path(id string) (string, error) {
 
 // Put writes a to its file, atomically.
 func (d *DirApprovals) Put(_ context.Context, a *Approval) error {
-	p, err := d.path(a.ID)
+	return d.put(a.ID, a)
+}
+
+func (d *DirApprovals) put(id string, a *Approval) error {
+	p, err := d.path(id)
 	if err != nil {
 		return err
 	}
@@ -422,17 +702,47 @@ func (d *DirApprovals) Put(_ context.Context, a *Approval) error {
 	if err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A new file of a random name (O_EXCL): a name planted in the
+	// directory (a symlink, say) is never written through.
+	f, err := os.CreateTemp(d.dir, id+".json.tmp-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, p)
+	tmp := f.Name()
+	if _, err = f.Write(b); err == nil {
+		err = f.Chmod(0o600)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// tomb is the path of id's tombstone; p is its approval's path.
+func tomb(p string) string { return strings.TrimSuffix(p, ".json") + ".resolved" }
+
+func (d *DirApprovals) resolved(id, p string) error {
+	if _, err := os.Lstat(tomb(p)); err == nil {
+		return refuse(id, ApprovalResolved, "it was resolved already (its tombstone is %s)", filepath.Base(tomb(p)))
+	} else if !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }
 
 // Get reads the pending approval id.
 func (d *DirApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	p, err := d.path(id)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.resolved(id, p); err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile(p)
@@ -442,13 +752,17 @@ func (d *DirApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeApproval(b)
+	return decodeApproval(id, b)
 }
 
-// Take claims the pending approval id and removes its file.
+// Take claims the pending approval id, leaves its tombstone and removes its
+// file.
 func (d *DirApprovals) Take(_ context.Context, id string) (*Approval, error) {
 	p, err := d.path(id)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.resolved(id, p); err != nil {
 		return nil, err
 	}
 	claimed := p + ".taken-" + newID()
@@ -458,12 +772,36 @@ func (d *DirApprovals) Take(_ context.Context, id string) (*Approval, error) {
 		}
 		return nil, err
 	}
+	t, err := os.OpenFile(tomb(p), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		// Resolved meanwhile (a copy was put back and taken): leave the
+		// copy where it was.
+		_ = os.Rename(claimed, p)
+		if os.IsExist(err) {
+			return nil, refuse(id, ApprovalResolved, "it was resolved already")
+		}
+		return nil, err
+	}
+	t.Close()
 	defer os.Remove(claimed)
 	b, err := os.ReadFile(claimed)
 	if err != nil {
 		return nil, err
 	}
-	return decodeApproval(b)
+	return decodeApproval(id, b)
+}
+
+// Release makes a, taken as id, pending again: it writes its file and
+// removes its tombstone.
+func (d *DirApprovals) Release(_ context.Context, id string, a *Approval) error {
+	if err := d.put(id, a); err != nil {
+		return err
+	}
+	p, _ := d.path(id)
+	if err := os.Remove(tomb(p)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }
 
 // Due returns the ids of approvals that expired by now, sorted.

@@ -148,7 +148,8 @@ func TestExpirePending(t *testing.T) {
 // configuration, with a fresh store.
 func TestApprovalSurvivesARestart(t *testing.T) {
 	cfg := approvalConfig(t, "")
-	e1 := newEnv(t, cfg)
+	key := func(o *Options) { o.ApprovalKey = testKey }
+	e1 := newEnv(t, cfg, key)
 	// Numbers in the context must come back as the same JSON numbers.
 	in := shellCall("rm -rf /tmp/x")
 	in["arguments"].(map[string]any)["timeout"] = json.Number("30")
@@ -164,14 +165,14 @@ func TestApprovalSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap, err := decodeApproval(blob)
+	ap, err := decodeApproval(out.Approval.ID, blob)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Put(context.Background(), ap); err != nil {
 		t.Fatal(err)
 	}
-	e2 := newEnv(t, cfg, func(o *Options) { o.Approvals = store })
+	e2 := newEnv(t, cfg, key, func(o *Options) { o.Approvals = store })
 	e2.clock.now = e1.clock.Now()
 	res, err := e2.c.Resolve(context.Background(), ap.ID, Resolution{Decision: Edit, Edit: map[string]any{"arguments": map[string]any{"command": "ls /tmp/x", "timeout": json.Number("30")}}})
 	if err != nil {

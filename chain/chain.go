@@ -36,6 +36,10 @@ var (
 	ErrAudit = errors.New("chain: audit record not stored")
 )
 
+// MinApprovalKeyBytes is the shortest Options.ApprovalKey accepted: 32
+// bytes, the size of the HMAC-SHA256 it keys.
+const MinApprovalKeyBytes = 32
+
 // Options configures a Chain. Runtime is required; every other zero value
 // works.
 type Options struct {
@@ -56,6 +60,14 @@ type Options struct {
 	AuditValues bool
 	// Approvals keeps pending approvals. Nil means a new MemoryApprovals.
 	Approvals ApprovalStore
+	// ApprovalKey seals every approval the chain stores (HMAC-SHA256);
+	// an approval whose seal does not verify under it is refused on
+	// resume. At least 32 bytes, held by the platform and never by the
+	// approval store: whoever holds it can forge approvals. Nil means a
+	// random key for this Chain, so its approvals can be resumed only by
+	// it; a store shared with another process (a restart, the CLI) needs
+	// the same key on both sides.
+	ApprovalKey []byte
 	// TracerProvider makes the chain's OpenTelemetry spans. Nil means
 	// otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
@@ -76,10 +88,12 @@ type Chain struct {
 	sink      audit.Sink
 	values    bool
 	approvals ApprovalStore
-	tracer    trace.Tracer
-	log       *slog.Logger
-	now       func() time.Time
-	breakers  breakers
+	// approvalKey seals approvals (Options.ApprovalKey).
+	approvalKey []byte
+	tracer      trace.Tracer
+	log         *slog.Logger
+	now         func() time.Time
+	breakers    breakers
 	// invoke is c.rt.Invoke; tests replace it to produce failures the
 	// runtime does not (yet) produce.
 	invoke func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error)
@@ -101,6 +115,17 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		approvals: opts.Approvals, log: opts.Logger, now: opts.Now,
 	}
 	c.invoke = c.rt.Invoke
+	switch {
+	case opts.ApprovalKey == nil:
+		c.approvalKey = make([]byte, 32)
+		if _, err := rand.Read(c.approvalKey); err != nil {
+			return nil, fmt.Errorf("chain: making an approval key: %w", err)
+		}
+	case len(opts.ApprovalKey) < MinApprovalKeyBytes:
+		return nil, fmt.Errorf("chain: Options.ApprovalKey has %d bytes, want at least %d", len(opts.ApprovalKey), MinApprovalKeyBytes)
+	default:
+		c.approvalKey = append([]byte(nil), opts.ApprovalKey...)
+	}
 	if c.sink == nil {
 		c.sink = audit.NewMemorySink()
 	}

@@ -223,6 +223,11 @@ type bound struct {
 	key      string // name@digest: what a breaker is kept for
 	timeout  time.Duration
 	onExpiry ExpiryPolicy
+	// inputMax is the binding's effective input limit, and envelope the
+	// bytes its invocation document holds besides the context, the tenant
+	// and the invocation id: a transformer's modify before it is bounded by
+	// them (see room in run.go).
+	inputMax, envelope int
 	// spanStart starts the binding's chain.hook spans: their attributes
 	// are the binding's, made once rather than per run.
 	spanStart []trace.SpanStartOption
@@ -378,7 +383,8 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		// The runtime's own check, against its ceiling (MaxMemoryPages)
 		// and defaults: a limit it would refuse at every invocation is
 		// refused now.
-		if _, err := c.rt.EffectiveLimits(b.Limits); err != nil {
+		lim, err := c.rt.EffectiveLimits(b.Limits)
+		if err != nil {
 			badErr(err, "%s: limits: %v", what, err)
 			continue
 		}
@@ -393,6 +399,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		}
 		nb.Settings = settings
 		nb.Grants = append([]string(nil), b.Grants...)
+		nb.inputMax, nb.envelope = lim.MaxInputBytes, envelopeBytes(b.Point, b.Name, settings)
 		s.byName[b.Name] = nb
 		if l.err {
 			continue // the module's problem is already reported

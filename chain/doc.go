@@ -20,11 +20,19 @@
 //     logged. An observer's failure never blocks.
 //   - Transformers may continue or modify; each sees the context as the
 //     transformers before it left it, and a modify may set only the point's
-//     changeable fields (anything else is an invalid output, a failure). A
-//     block or ask from a transformer is ignored and reported.
+//     changeable fields, each to a value of the field's type
+//     (abi.Point.CheckField); anything else is an invalid output, the
+//     transformer's failure. A modify is also bounded by what the bindings
+//     after it accept: a context larger than the smallest of their input
+//     limits less their invocation envelope is the transformer's own
+//     output_too_large (its fail policy, its breaker), so a transformer cannot
+//     make a later hook fail by size. A block or ask from a transformer is
+//     ignored and reported.
 //   - Guards see the context as the transformers left it and may continue,
 //     block or ask. A block ends the run; an ask pauses it (see Approvals). A
 //     modify from a guard is ignored and reported.
+//   - do_not_reply_again, like block and ask, belongs to guards: from an
+//     observer or a transformer it is ignored and reported.
 //
 // # Failures
 //
@@ -46,7 +54,13 @@
 // Approval that carries the paused run's state. Resolve (approve, deny or
 // edit) resumes it from the next binding, on this process or another one that
 // reads the approval from a durable ApprovalStore. ExpirePending applies the
-// expiry policy to approvals nobody resolved in time.
+// expiry policy to approvals nobody resolved in time. The store is not
+// trusted with the approval: the chain seals it (HMAC-SHA256 under
+// Options.ApprovalKey) and on resume checks the seal, its id, tenant and
+// point, and that the binding and module that asked are where the paused run
+// says; a resolved approval leaves a tombstone, so it resolves at most once.
+// A mismatch is an *ApprovalError with a stable code, and the approval stays
+// as it was.
 //
 // # Audit and observability
 //

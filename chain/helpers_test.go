@@ -158,3 +158,6 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// testKey is an approval key two Chains of one test share.
+var testKey = []byte("0123456789abcdef0123456789abcdef")

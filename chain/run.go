@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -139,6 +140,9 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			return c.blocked(s, st, b.Name, &step, dec, records), nil
 		case abi.ActionAsk:
 			ap.State = *st
+			if ap.Seal, err = c.seal(ap); err != nil {
+				return nil, fmt.Errorf("chain: sealing approval: %w", err)
+			}
 			if err := c.approvals.Put(ctx, ap); err != nil {
 				return nil, fmt.Errorf("chain: storing approval: %w", err)
 			}
@@ -149,7 +153,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			}
 			return out, nil
 		}
-		if dec != nil && dec.DoNotReplyAgain && step.Ignored == "" {
+		if dec != nil && dec.DoNotReplyAgain && b.Phase == Guard && step.Ignored == "" {
 			st.DoNotReplyAgain = true
 		}
 	}
@@ -213,6 +217,8 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 	var (
 		res  *runtime.Result
 		fail *runtime.Failure
+		dec  *abi.Decision
+		next = st.Context
 	)
 	if !p.run {
 		step.Breaker = BreakerOpen
@@ -245,6 +251,29 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 			// the input limit, say): the binding reached no decision.
 			fail = &runtime.Failure{Code: runtime.FailureCode(runtime.Code(err)), Message: err.Error()}
 		}
+		if fail == nil {
+			// What the decision applies is decided before the breaker
+			// hears of the run: a modify the steps after it could not
+			// take is this binding's failure, not theirs.
+			dec = res.Decision
+			step.Decision, step.By = dec, ByHook
+			step.Applied, step.Ignored = permitted(b.Phase, dec)
+			if step.Applied == abi.ActionAsk && contains(st.Approved, b.key) {
+				step.Applied, step.By = abi.ActionContinue, ByApproval
+				step.Ignored = "ask already approved earlier in this run"
+			}
+			if step.Applied == abi.ActionModify {
+				next, step.Changed = merge(st.Context, dec.Context)
+				if len(step.Changed) == 0 {
+					// Every field was set to the value it had.
+					step.Applied = abi.ActionContinue
+					next = st.Context
+				} else if fail = c.checkModify(s, b, st, next, step.Changed); fail != nil {
+					next, step.Changed, dec = st.Context, nil, nil
+					step.Decision, step.Ignored = nil, ""
+				}
+			}
+		}
 		if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
 			step.BreakerNow = moved
 			if moved == BreakerOpen {
@@ -265,8 +294,6 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		}
 	}
 
-	next := st.Context
-	var dec *abi.Decision
 	if fail != nil {
 		step.Failure, step.FailPolicy, step.By = fail, b.fail, ByFailPolicy
 		step.Applied = abi.ActionContinue
@@ -276,25 +303,8 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		log.log(slog.LevelWarn, "chain: hook failed", "code", fail.Code, "message", fail.Message, "fail_policy", b.fail)
 		span.SetStatus(codes.Error, string(fail.Code))
 		span.SetAttributes(attribute.String("wasmhooks.failure", string(fail.Code)))
-	} else {
-		dec = res.Decision
-		step.Decision, step.By = dec, ByHook
-		step.Applied, step.Ignored = permitted(b.Phase, dec.Action)
-		if step.Applied == abi.ActionAsk && contains(st.Approved, b.Name) {
-			step.Applied, step.By = abi.ActionContinue, ByApproval
-			step.Ignored = "ask already approved earlier in this run"
-		}
-		if step.Ignored != "" && step.By == ByHook {
-			log.log(slog.LevelWarn, "chain: decision ignored", "phase", b.Phase, "action", dec.Action, "ignored", step.Ignored)
-		}
-		if step.Applied == abi.ActionModify {
-			next, step.Changed = merge(st.Context, dec.Context)
-			if len(step.Changed) == 0 {
-				// Every field was set to the value it had.
-				step.Applied = abi.ActionContinue
-				next = st.Context
-			}
-		}
+	} else if step.Ignored != "" && step.By == ByHook {
+		log.log(slog.LevelWarn, "chain: decision ignored", "phase", b.Phase, "action", dec.Action, "ignored", step.Ignored)
 	}
 	step.LatencyUS = time.Since(start).Microseconds()
 	if span.IsRecording() {
@@ -326,9 +336,22 @@ func (s *stepLog) log(level slog.Level, msg string, args ...any) {
 	s.l.Log(ctx, level, msg, args...)
 }
 
-// permitted applies the phase's permissions to an action: what the step
-// applies, and what was ignored. See RATIONALE.md#why-three-phases.
-func permitted(phase Phase, a abi.Action) (abi.Action, string) {
+// permitted applies the phase's permissions to a decision: what the step
+// applies, and what was ignored. Block, ask and do_not_reply_again belong to
+// guards, modify to transformers. See RATIONALE.md#why-three-phases.
+func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
+	a, ignored := permittedAction(phase, dec.Action)
+	if dec.DoNotReplyAgain && phase != Guard {
+		why := fmt.Sprintf("%s cannot set do_not_reply_again; only guards can", article(phase))
+		if ignored != "" {
+			why = ignored + "; " + why
+		}
+		return a, why
+	}
+	return a, ignored
+}
+
+func permittedAction(phase Phase, a abi.Action) (abi.Action, string) {
 	if a == abi.ActionContinue {
 		return a, ""
 	}
@@ -345,6 +368,117 @@ func permitted(phase Phase, a abi.Action) (abi.Action, string) {
 		return abi.ActionContinue, fmt.Sprintf("a guard cannot %s; only continue, block and ask apply", a)
 	}
 	return abi.ActionContinue, fmt.Sprintf("an observer cannot %s; observers cannot change anything", a)
+}
+
+func article(p Phase) string {
+	if p == Observer {
+		return "an observer"
+	}
+	return "a " + string(p)
+}
+
+// checkModify refuses a transformer's modify that the steps after it could
+// not take, as the transformer's own failure (its fail policy, its breaker):
+// a changed field whose value does not have the point's type for it
+// (invalid_output), or a context grown past what a later binding's input
+// limit leaves room for (output_too_large; a context that was already past
+// it when the transformer got it is not the transformer's failure). next is the context
+// after the modify; changed lists the fields it changed.
+func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *runtime.Failure {
+	for _, f := range changed {
+		if err := b.point.CheckField(f, next[f]); err != nil {
+			return &runtime.Failure{Code: runtime.FailInvalidOutput, Message: "modify: " + err.Error()}
+		}
+	}
+	room, who, ok := roomAfter(s.points[st.Point][st.Next:], st, len(st.Trace)+1)
+	if !ok {
+		return nil
+	}
+	size, err := contextBytes(next)
+	if err != nil {
+		return &runtime.Failure{Code: runtime.FailInvalidOutput, Message: "modify: " + err.Error()}
+	}
+	if size <= room {
+		return nil
+	}
+	// Traffic that came in too large for the later binding fails it
+	// whatever the transformer does: only a modify that takes a context
+	// that fitted past the bound is the transformer's failure.
+	if before, err := contextBytes(st.Context); err == nil && before > room {
+		return nil
+	}
+	return &runtime.Failure{Code: runtime.FailOutputTooLarge, Message: fmt.Sprintf(
+		"modify makes the context %d bytes; binding %s after it takes at most %d (its input limit less its invocation envelope)", size, who, room)}
+}
+
+// roomAfter returns the most context bytes every binding of later accepts
+// (its input limit less its invocation envelope: the rest of the document
+// for this tenant and an invocation id of this run), and the binding that
+// sets it; ok is false when later is empty. index is the trace position of
+// the first of later; the others come after it, each perhaps after an
+// approval's resolution step too, so the count is made with the longest id
+// they can have.
+func roomAfter(later []*bound, st *RunState, index int) (room int, who string, ok bool) {
+	if len(later) == 0 {
+		return 0, "", false
+	}
+	// The id is st.Run + "." + the index: the dot and the digits need no
+	// escaping.
+	var digits [20]byte
+	meta := quotedLen(st.Tenant) + quotedLen(st.Run) + 1 + len(strconv.AppendInt(digits[:0], int64(index+2*len(later)), 10))
+	for i, lb := range later {
+		r := lb.inputMax - lb.envelope - meta
+		if i == 0 || r < room {
+			room, who = r, lb.Name
+		}
+	}
+	return room, who, true
+}
+
+// envelopeBytes is the size of a binding's invocation document without its
+// context ({} counted as nothing), tenant and invocation id ("" each counted
+// as nothing): what roomAfter subtracts from its input limit.
+func envelopeBytes(point, hook string, settings map[string]any) int {
+	inv := abi.Invocation{ABI: abi.Major, Point: point, Settings: settings, Meta: abi.Meta{Hook: hook}}
+	doc, ok := inv.AppendTo(nil)
+	if !ok {
+		var err error
+		if doc, err = inv.Encode(); err != nil {
+			return 0 // settings were normalised; they encode
+		}
+	}
+	return len(doc) - len("{}") - 2*len(`""`)
+}
+
+// quotedLen is the length of s encoded as a JSON string.
+func quotedLen(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			b, _ := abi.AppendJSON(nil, s) // escapes: let the encoder count
+			return len(b)
+		}
+	}
+	return len(s) + 2
+}
+
+// sizeBuffers holds the buffers contextBytes encodes into.
+var sizeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// contextBytes is the size of ctx encoded as an invocation carries it.
+func contextBytes(ctx map[string]any) (int, error) {
+	bp := sizeBuffers.Get().(*[]byte)
+	b, ok := abi.AppendJSON((*bp)[:0], ctx)
+	if !ok {
+		sizeBuffers.Put(bp)
+		m, err := abi.Marshal(ctx)
+		return len(m), err
+	}
+	n := len(b)
+	if cap(b) <= 256<<10 {
+		*bp = b[:0]
+		sizeBuffers.Put(bp)
+	}
+	return n, nil
 }
 
 // merge returns ctx with the fields of changes set, and the fields whose

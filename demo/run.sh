@@ -50,7 +50,7 @@ echo "# Part 2: the chain (wasmhooks chain --config demo/chain.json)"
 # The approval guard is a small WAT hook (testdata/guests/policy.wat) whose
 # settings choose its decision; it sits beside the example hooks.
 cp "$here/../testdata/guests/policy.wasm" "$hooks/policy.wasm"
-chain=(--config "$here/chain.json" --module-dir "$hooks" --audit "$work/audit.jsonl" --approvals "$work/approvals" --brief)
+chain=(--config "$here/chain.json" --module-dir "$hooks" --audit "$work/audit.jsonl" --approvals "$work/approvals" --key "$work/host.key" --brief)
 
 step "7. an injection attempt: the observer logs it, redaction finds nothing, the injection guard blocks (expect: block by injection-guard)" \
   chain "${chain[@]}" --point message.inbound --input "$here/traffic/02-inbound-injection.json"
@@ -69,8 +69,8 @@ step "11. an operator approves with an edit that drops the rm -rf; a new process
   chain resolve "${chain[@]}" --id "$id" --decision edit --actor ops-oncall \
   --edit '{"arguments": {"command": "systemctl restart app"}}'
 
-step "12. the audit log holds one hash-chained record per verdict (expect: verified)" \
-  chain verify "$work/audit.jsonl"
+step "12. the audit log holds one hash-chained, keyed record per verdict, and ends where its checkpoint says (expect: verified, keyed)" \
+  chain verify --key "$work/host.key" "$work/audit.jsonl"
 
 echo
 echo "== 13. someone rewrites the ask in the audit log into a continue (expect: audit_broken, exit 1)"

@@ -5,18 +5,30 @@
 // Every record carries the hash of the record before it (Prev) and its own
 // (Hash): the sha256 of its stored JSON without the hash field. Verify and
 // VerifyFile recompute both, so a record that was modified, inserted or
-// deleted is found, and the first broken index is reported. Deleting the
-// newest records leaves a valid but shorter chain: compare Head with a copy
-// kept elsewhere (a log shipper, a periodic signature) to catch truncation.
-// See RATIONALE.md#why-a-hash-chained-audit-log.
+// deleted is found, and the first broken index is reported.
+//
+// A hash chain alone has no secret: whoever can write the log can rewrite a
+// record and recompute every hash after it, or append a record with a
+// correct hash, and the chain still verifies. A keyed sink (FileOptions.Key,
+// NewKeyedMemorySink) also gives each record a MAC, the HMAC-SHA256 of its
+// stored form under a key the writer of the log does not hold; VerifyWith
+// and VerifyFileWith with the key refuse a record without a valid MAC.
+// Deleting the newest records leaves a valid but shorter chain: a
+// Checkpoint of the head (the record count and the last hash, MACed under
+// the key) kept apart from the log catches that, and FileSink writes one
+// after every record when FileOptions.Checkpoint is set. SECURITY.md says
+// what an attacker who can write the log can and cannot do. See
+// RATIONALE.md#why-a-hash-chained-audit-log.
 package audit
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"sync"
 	"time"
 
@@ -82,6 +94,11 @@ type Record struct {
 	CreditCharged int64 `json:"credit_charged"`
 	// Prev is the Hash of the record before, "" for the first.
 	Prev string `json:"prev"`
+	// MAC, in a keyed chain, is the hex HMAC-SHA256 under the chain's
+	// record key of the record's stored form without MAC and Hash (so it
+	// covers Prev, and with it the chain before). Empty in an unkeyed
+	// chain.
+	MAC string `json:"mac,omitempty"`
 	// Hash is the hex sha256 of the record's JSON encoding without Hash
 	// (see Hash). It is always the last field of the stored form.
 	Hash string `json:"hash,omitempty"`
@@ -168,15 +185,29 @@ type Sink interface {
 	Append(ctx context.Context, r *Record) error
 }
 
-// linker assigns Seq, Prev and Hash. The caller holds the sink's lock.
+// linker assigns Seq, Prev, MAC and Hash. The caller holds the sink's lock.
 type linker struct {
 	next uint64
 	head string
+	keys *keys     // nil for an unkeyed chain
+	hm   hash.Hash // HMAC under keys.record, reused
 }
 
 func (l *linker) link(r *Record) ([]byte, error) {
-	r.Seq, r.Prev = l.next, l.head
-	line, h, err := encode(r)
+	r.Seq, r.Prev, r.MAC = l.next, l.head, ""
+	var (
+		line []byte
+		h    string
+		err  error
+	)
+	if l.keys != nil {
+		if l.hm == nil {
+			l.hm = hmac.New(sha256.New, l.keys.record)
+		}
+		line, h, err = encodeKeyed(r, l.keys.record, l.hm)
+	} else {
+		line, h, err = encode(r)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("audit: encoding record: %w", err)
 	}
@@ -198,6 +229,16 @@ type MemorySink struct {
 
 // NewMemorySink returns an empty MemorySink.
 func NewMemorySink() *MemorySink { return &MemorySink{} }
+
+// NewKeyedMemorySink returns an empty MemorySink whose records carry a MAC
+// under key (at least MinKeyBytes).
+func NewKeyedMemorySink(key []byte) (*MemorySink, error) {
+	k, err := deriveKeys(key)
+	if err != nil {
+		return nil, err
+	}
+	return &MemorySink{l: linker{keys: k}}, nil
+}
 
 // Append links and keeps r.
 func (s *MemorySink) Append(_ context.Context, r *Record) error {
@@ -224,6 +265,17 @@ func (s *MemorySink) Head() (hash string, next uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.l.head, s.l.next
+}
+
+// Checkpoint returns a checkpoint of the sink's head, MACed under its key,
+// to keep apart from the records; ok is false for an unkeyed sink.
+func (s *MemorySink) Checkpoint() (c Checkpoint, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.l.keys == nil {
+		return Checkpoint{}, false
+	}
+	return s.l.keys.checkpoint(s.l.next, s.l.head), true
 }
 
 // VerifyError reports the first record that breaks the chain.
@@ -259,6 +311,79 @@ func VerifyFrom(prev string, seq uint64, records []Record) error {
 			return err
 		}
 		prev, seq = r.Hash, r.Seq+1
+	}
+	return nil
+}
+
+// VerifyOptions says what VerifyWith and VerifyFileWith check besides the
+// hash chain.
+type VerifyOptions struct {
+	// Key, when set, requires every record to carry a MAC made under it:
+	// a record edited, inserted or appended and its hashes recomputed by
+	// someone without the key is found.
+	Key []byte
+	// Checkpoint, when set, is a checkpoint of the chain taken apart from
+	// it (verified under Key, which it requires): the chain must end where
+	// it says, so records cut from the end (or appended after it) are
+	// found.
+	Checkpoint *Checkpoint
+}
+
+// VerifyWith is Verify with the checks of opts.
+func VerifyWith(records []Record, opts VerifyOptions) error {
+	k, err := opts.keys()
+	if err != nil {
+		return err
+	}
+	prev, seq := "", uint64(0)
+	for i := range records {
+		r := &records[i]
+		if err := check(i, prev, seq, r.Seq, r.Prev, r.Hash, func() (string, error) { return Hash(r) }); err != nil {
+			return err
+		}
+		if k != nil {
+			if err := k.checkRecord(i, r); err != nil {
+				return err
+			}
+		}
+		prev, seq = r.Hash, r.Seq+1
+	}
+	return opts.checkEnd(len(records), seq, prev)
+}
+
+func (o *VerifyOptions) keys() (*keys, error) {
+	if o.Key == nil {
+		if o.Checkpoint != nil {
+			return nil, fmt.Errorf("audit: a checkpoint is verified under the key: VerifyOptions.Key is required")
+		}
+		return nil, nil
+	}
+	k, err := deriveKeys(o.Key)
+	if err != nil {
+		return nil, err
+	}
+	if o.Checkpoint != nil {
+		if err := o.Checkpoint.Check(o.Key); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// checkEnd checks that a chain of n records whose next seq is seq and head
+// is head ends where the checkpoint says.
+func (o *VerifyOptions) checkEnd(n int, seq uint64, head string) error {
+	c := o.Checkpoint
+	if c == nil {
+		return nil
+	}
+	switch {
+	case seq < c.Records:
+		return &VerifyError{Index: n, Seq: seq, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, c.Records)}
+	case seq > c.Records:
+		return &VerifyError{Index: int(c.Records), Seq: c.Records, Reason: fmt.Sprintf("the log has %d records; its checkpoint says %d (records were appended after it, or it was not updated)", seq, c.Records)}
+	case head != c.Head:
+		return &VerifyError{Index: max(n-1, 0), Seq: seq - 1, Reason: "the last record's hash is not the checkpoint's head (the log was rewritten)"}
 	}
 	return nil
 }

@@ -233,6 +233,7 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	b = append(b, `,"credit_charged":`...)
 	b = strconv.AppendInt(b, r.CreditCharged, 10)
 	b = appendField(b, "prev", r.Prev)
+	b = appendOptional(b, "mac", r.MAC)
 	return append(b, '}'), true
 }
 

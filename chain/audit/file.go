@@ -15,12 +15,25 @@ import (
 // MaxLineBytes bounds one stored record when a file is read back (16 MiB).
 const MaxLineBytes = 16 << 20
 
-// FileOptions configures a FileSink. The zero value appends without fsync.
+// FileOptions configures a FileSink. The zero value appends an unkeyed
+// chain without fsync.
 type FileOptions struct {
 	// Sync calls fsync after every record, so a record Append returned
 	// for survives a crash of the machine. It costs a disk flush per
 	// verdict. False leaves flushing to the operating system.
 	Sync bool
+	// Key, when set (at least MinKeyBytes), gives every record a MAC
+	// under it (see Record.MAC), and OpenFile refuses a log whose last
+	// record has no valid MAC, so the chain never continues from a forged
+	// record. Keep it where the writer of the log cannot read it.
+	Key []byte
+	// Checkpoint, when set (it needs Key), is a file where the sink keeps
+	// a Checkpoint of its head, rewritten after every record; keep it
+	// apart from the log (another directory or volume, shipped
+	// elsewhere). OpenFile refuses a log that does not end where the
+	// checkpoint says (cut, or extended by another writer), and a
+	// non-empty log without one.
+	Checkpoint string
 }
 
 // FileSink appends records to a JSON-lines file, one compact record per
@@ -32,32 +45,99 @@ type FileSink struct {
 	f    *os.File
 	l    linker
 	sync bool
+	// ckpt is FileOptions.Checkpoint, open: each checkpoint overwrites
+	// the last in place (encodeCheckpoint pads them to one size).
+	ckpt *os.File
 }
 
 // OpenFile opens (or creates) the JSON-lines file at path for appending and
 // reads its last record to continue the chain. A file whose last line is not
 // a record (a write torn by a crash, say) is refused: repair it first, since
 // appending after it would hide the damage.
+//
+// With FileOptions.Key, the last record must carry a valid MAC; with
+// FileOptions.Checkpoint, the log must end where the checkpoint says. A log
+// that fails either is refused (an error wrapping ErrCheckpoint for the
+// second): verify it (VerifyFileWith) and repair it first.
 func OpenFile(path string, opts FileOptions) (*FileSink, error) {
+	var k *keys
+	if opts.Key != nil {
+		var err error
+		if k, err = deriveKeys(opts.Key); err != nil {
+			return nil, err
+		}
+	} else if opts.Checkpoint != "" {
+		return nil, fmt.Errorf("audit: FileOptions.Checkpoint needs FileOptions.Key")
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	s := &FileSink{f: f, sync: opts.Sync}
-	last, n, err := lastLine(f)
-	if err != nil {
+	s.l.keys = k
+	if err := s.resume(path, opts); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("audit: reading %s: %w", path, err)
+		return nil, err
+	}
+	if opts.Checkpoint != "" {
+		if s.ckpt, err = os.OpenFile(opts.Checkpoint, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := s.writeCheckpoint(); err != nil { // a new log's, or the same again
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// resume reads the end of the log to continue its chain, and checks it
+// against the key and the checkpoint.
+func (s *FileSink) resume(path string, opts FileOptions) error {
+	last, n, err := lastLine(s.f)
+	if err != nil {
+		return fmt.Errorf("audit: reading %s: %w", path, err)
 	}
 	if last != nil {
 		var r Record
 		if err := json.Unmarshal(last, &r); err != nil || r.Hash == "" {
-			f.Close()
-			return nil, fmt.Errorf("audit: %s: line %d is not an audit record; the file needs repair before the chain can continue", path, n)
+			return fmt.Errorf("audit: %s: line %d is not an audit record; the file needs repair before the chain can continue", path, n)
+		}
+		got, claimed, err := lineHash(last)
+		if err != nil || got != claimed || claimed != r.Hash {
+			return fmt.Errorf("audit: %s: line %d does not hash to its hash; the file needs repair before the chain can continue", path, n)
+		}
+		if s.l.keys != nil {
+			if err := s.l.keys.checkLine(n-1, r.Seq, last); err != nil {
+				return fmt.Errorf("audit: %s: line %d: %v; the chain does not continue from it", path, n, err.(*VerifyError).Reason)
+			}
 		}
 		s.l.next, s.l.head = r.Seq+1, r.Hash
 	}
-	return s, nil
+	if opts.Checkpoint == "" {
+		return nil
+	}
+	if fi, err := os.Stat(opts.Checkpoint); err == nil && fi.Size() == 0 && last == nil {
+		return nil // a new log whose first open stopped before its checkpoint was written
+	}
+	c, err := ReadCheckpoint(opts.Checkpoint)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && last == nil:
+		return nil // a new log
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: %s is missing but %s holds records; the chain does not continue without it", ErrCheckpoint, opts.Checkpoint, path)
+	case err != nil:
+		return err
+	}
+	if err := c.Check(opts.Key); err != nil {
+		return err
+	}
+	if c.Records != s.l.next || c.Head != s.l.head {
+		return fmt.Errorf("%w: %s ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut or added; verify and repair it first",
+			ErrCheckpoint, path, s.l.next, s.l.head, c.Records, c.Head)
+	}
+	return nil
 }
 
 // lastLine returns the last non-empty line of f and its number (from 1).
@@ -99,7 +179,43 @@ func (s *FileSink) Append(_ context.Context, r *Record) error {
 		}
 	}
 	s.l.commit(r)
+	if s.ckpt != nil {
+		// The record is stored: a failure here is reported, and the next
+		// OpenFile refuses the log until it is repaired, but the record
+		// stands.
+		if err := s.writeCheckpoint(); err != nil {
+			return fmt.Errorf("audit: writing the checkpoint after record %d: %w", r.Seq, err)
+		}
+	}
 	return nil
+}
+
+// writeCheckpoint overwrites the checkpoint file with the head's. A crash
+// in the middle of it leaves a checkpoint that does not verify: OpenFile
+// then refuses the log until it is verified and the checkpoint rewritten.
+func (s *FileSink) writeCheckpoint() error {
+	b, err := encodeCheckpoint(s.l.keys.checkpoint(s.l.next, s.l.head))
+	if err != nil {
+		return err
+	}
+	if _, err := s.ckpt.WriteAt(b, 0); err != nil {
+		return err
+	}
+	if s.sync {
+		return s.ckpt.Sync()
+	}
+	return nil
+}
+
+// Checkpoint returns a checkpoint of the sink's head; ok is false for an
+// unkeyed sink.
+func (s *FileSink) Checkpoint() (c Checkpoint, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.l.keys == nil {
+		return Checkpoint{}, false
+	}
+	return s.l.keys.checkpoint(s.l.next, s.l.head), true
 }
 
 // Head returns the hash of the newest record ("" when empty) and the Seq the
@@ -119,6 +235,12 @@ func (s *FileSink) Close() error {
 	}
 	err := s.f.Close()
 	s.f = nil
+	if s.ckpt != nil {
+		if cerr := s.ckpt.Close(); err == nil {
+			err = cerr
+		}
+		s.ckpt = nil
+	}
 	return err
 }
 
@@ -143,8 +265,18 @@ func ReadFile(path string) ([]Record, error) {
 // found. It returns the number of records and nil, or a *VerifyError naming
 // the first broken line (Index = line number - 1, blank lines counted).
 func VerifyFile(path string) (int, error) {
+	return VerifyFileWith(path, VerifyOptions{})
+}
+
+// VerifyFileWith is VerifyFile with the checks of opts: every line's MAC
+// under opts.Key, and the end of the log against opts.Checkpoint.
+func VerifyFileWith(path string, opts VerifyOptions) (int, error) {
+	k, err := opts.keys()
+	if err != nil {
+		return 0, err
+	}
 	prev, seq, n := "", uint64(0), 0
-	err := eachLine(path, func(i int, line []byte) error {
+	err = eachLine(path, func(i int, line []byte) error {
 		var head struct {
 			Seq  uint64 `json:"seq"`
 			Prev string `json:"prev"`
@@ -160,11 +292,19 @@ func VerifyFile(path string) (int, error) {
 		if err := check(i, prev, seq, head.Seq, head.Prev, claimed, func() (string, error) { return got, nil }); err != nil {
 			return err
 		}
+		if k != nil {
+			if err := k.checkLine(i, head.Seq, line); err != nil {
+				return err
+			}
+		}
 		prev, seq = head.Hash, head.Seq+1
 		n++
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return n, err
+	}
+	return n, opts.checkEnd(n, seq, prev)
 }
 
 func eachLine(path string, f func(i int, line []byte) error) error {

@@ -20,14 +20,22 @@ import (
 const chainUsage = `usage:
   wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
                   [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
+                  [--key FILE] [--audit-checkpoint FILE]
   wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
                   [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
-  wasmhooks chain verify FILE.jsonl
+                  [--key FILE] [--audit-checkpoint FILE]
+  wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
+
+The host key (--key; default $WASMHOOKS_KEY_FILE, else host.key in the user's
+configuration directory under wasmhooks/) seals approvals and keys the audit
+chain. It is created (32 random bytes, hex, mode 0600) when --approvals or
+--audit first needs it; a key file that others can read is refused.
 `
 
 // chainFlags are the flags that build a chain, shared by run and resolve.
 type chainFlags struct {
 	config, moduleDir, tenant, auditPath, approvals, cacheDir string
+	keyFile, checkpoint                                       string
 	credit                                                    creditFlag
 	auditValues, brief                                        bool
 }
@@ -42,6 +50,8 @@ func (f *chainFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.auditValues, "audit-values", false, "record the before and after values of modified fields in audit records")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
 	fs.BoolVar(&f.brief, "brief", false, "print a summary: the outcome, one line per step, and each audit record's seq, decision and hash")
+	fs.StringVar(&f.keyFile, "key", "", "the host key file that seals approvals and keys the audit chain (default $WASMHOOKS_KEY_FILE, else <user config dir>/wasmhooks/host.key; created if missing)")
+	fs.StringVar(&f.checkpoint, "audit-checkpoint", "", "where the audit log's checkpoint is kept, apart from the log if you can (default FILE.jsonl.checkpoint)")
 }
 
 // chainEnv is a chain wired to a runtime and the built-in capabilities.
@@ -92,8 +102,20 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 		return nil, fail(stdout, exitRefused, "internal", "%v", err)
 	}
 	opts := chain.Options{Runtime: rt, HostCaller: runner, Logger: logger, AuditValues: f.auditValues}
+	var key []byte
+	if f.auditPath != "" || f.approvals != "" {
+		if key, err = loadHostKey(f.keyFile, true); err != nil {
+			cleanup()
+			return nil, fail(stdout, exitRefused, "key", "%v", err)
+		}
+		opts.ApprovalKey = approvalKey(key)
+	}
 	if f.auditPath != "" {
-		sink, err := audit.OpenFile(f.auditPath, audit.FileOptions{})
+		cp := f.checkpoint
+		if cp == "" {
+			cp = f.auditPath + ".checkpoint"
+		}
+		sink, err := audit.OpenFile(f.auditPath, audit.FileOptions{Key: key, Checkpoint: cp})
 		if err != nil {
 			cleanup()
 			return nil, fail(stdout, exitRefused, "audit", "%v", err)
@@ -207,7 +229,11 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	defer env.close()
 	out, err := env.c.Resolve(ctx, *id, r)
-	if err != nil {
+	var refused *chain.ApprovalError
+	switch {
+	case errors.As(err, &refused):
+		return fail(stdout, exitRefused, refused.Code, "%v", err)
+	case err != nil:
 		return fail(stdout, exitUsage, chainCode(err), "%v", err)
 	}
 	env.attachLogWrites(out)
@@ -216,26 +242,64 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 func cmdChainVerify(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
+	fs := flag.NewFlagSet("chain verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
+	keyFile := fs.String("key", "", "the host key the log was written under: every record's mac is checked, and the checkpoint")
+	cpFile := fs.String("checkpoint", "", "the log's checkpoint (default FILE.jsonl.checkpoint); needs --key")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
 		fmt.Fprint(stderr, "wasmhooks chain verify: one audit file is required\n"+chainUsage)
 		return exitUsage
 	}
-	n, err := audit.VerifyFile(args[0])
+	path := fs.Arg(0)
+	var opts audit.VerifyOptions
+	switch {
+	case *keyFile != "":
+		key, err := loadHostKey(*keyFile, false)
+		if err != nil {
+			return fail(stdout, exitRefused, "key", "%v", err)
+		}
+		opts.Key = key
+		cp := *cpFile
+		if cp == "" {
+			cp = path + ".checkpoint"
+		}
+		c, err := audit.ReadCheckpoint(cp)
+		if err != nil {
+			return fail(stdout, exitRefused, "checkpoint_missing", "%v (without its checkpoint, records cut from the end of the log cannot be found)", err)
+		}
+		opts.Checkpoint = c
+	case *cpFile != "":
+		return fail(stdout, exitUsage, "usage", "--checkpoint needs --key")
+	}
+	n, err := audit.VerifyFileWith(path, opts)
 	var ve *audit.VerifyError
 	switch {
 	case errors.As(err, &ve):
 		printJSON(stdout, map[string]any{"error": errorBody{Code: "audit_broken", Message: ve.Error()}, "line": ve.Index + 1})
 		return exitRefused
+	case errors.Is(err, audit.ErrCheckpoint):
+		return fail(stdout, exitRefused, "checkpoint_invalid", "%v", err)
 	case err != nil:
 		return fail(stdout, exitRefused, "unreadable_audit", "%v", err)
 	}
-	printJSON(stdout, map[string]any{"records": n, "verified": true})
+	doc := map[string]any{"records": n, "verified": true, "keyed": opts.Key != nil}
+	if opts.Key == nil {
+		fmt.Fprintln(stderr, "wasmhooks chain verify: no --key: only the hash chain was checked; whoever can write the log can rewrite it so that it verifies")
+	}
+	printJSON(stdout, doc)
 	return exitOK
 }
 
 // chainCode is the stable code of an error from Run or Resolve.
 func chainCode(err error) string {
+	var refused *chain.ApprovalError
 	switch {
+	case errors.As(err, &refused):
+		return refused.Code
 	case errors.Is(err, chain.ErrUnknownApproval):
 		return "unknown_approval"
 	case errors.Is(err, chain.ErrInvalidResolution):

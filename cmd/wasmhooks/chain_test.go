@@ -24,7 +24,7 @@ var chainNormalisers = []struct {
 	{regexp.MustCompile(`"(run|id|approval)": "[0-9a-f]{24}"`), `"$1": "ID"`},
 	{regexp.MustCompile(`"invocation": "[0-9a-f]{24}\.`), `"invocation": "ID.`},
 	{regexp.MustCompile(`"(time|created|expires|started)": "[^"]+"`), `"$1": "TIME"`},
-	{regexp.MustCompile(`"(hash|prev|audit)": "[0-9a-f]{16}([0-9a-f]{48})?"`), `"$1": "HASH"`},
+	{regexp.MustCompile(`"(hash|prev|audit|seal|mac)": "[0-9a-f]{16}([0-9a-f]{48})?"`), `"$1": "HASH"`},
 	{regexp.MustCompile(`"latency_us": [0-9]+`), `"latency_us": 0`},
 }
 
@@ -42,7 +42,8 @@ func TestChain(t *testing.T) {
 	config := filepath.Join("testdata", "chain.json")
 	approvals := filepath.Join(dir, "approvals")
 	auditFile := filepath.Join(dir, "audit.jsonl")
-	base := []string{"chain", "--cache-dir=", "--config", config, "--module-dir", guests, "--audit", auditFile, "--approvals", approvals}
+	keyFile := filepath.Join(dir, "host.key")
+	base := []string{"chain", "--cache-dir=", "--config", config, "--module-dir", guests, "--audit", auditFile, "--approvals", approvals, "--key", keyFile}
 	dup := writeTemp(t, "dup.json", `{"modules":{"p":"policy.wasm"},"bindings":[
 		{"name":"a","module":"p","point":"message.outbound","phase":"guard"},
 		{"name":"a","module":"p","point":"message.outbound","phase":"guard","priority":-1}]}`)
@@ -65,7 +66,7 @@ func TestChain(t *testing.T) {
 		{"chain-block", append(base, "--brief", "--point", "message.outbound", "--input", "-"), `{"outgoing":"the SECRET is 42"}`, exitOK},
 		{"chain-fail-closed", append(base, "--brief", "--point", "message.inbound", "--input", "-"), `{"incoming":"hi"}`, exitOK},
 		{"chain-pending", append(base, "--brief", "--point", "tool.before", "--input", "-"), `{"tool":"shell.exec","arguments":{"command":"ls"}}`, exitOK},
-		{"chain-verify", []string{"chain", "verify", auditFile}, "", exitOK},
+		{"chain-verify", []string{"chain", "verify", "--key", keyFile, auditFile}, "", exitOK},
 		{"chain-bad-config", []string{"chain", "--cache-dir=", "--config", dup, "--module-dir", guests, "--point", "message.outbound"}, "", exitRefused},
 		{"chain-bad-point", append(base, "--point", "nowhere"), "", exitUsage},
 	}
@@ -93,9 +94,9 @@ func TestChain(t *testing.T) {
 			t.Fatalf("exit %d\n%s", code, out)
 		}
 		golden(t, "chain-resolve-deny", out)
-		// Resolved exactly once.
+		// Resolved exactly once: its tombstone says so.
 		out, code = exec(t, "", args...)
-		if code != exitUsage || !bytes.Contains(out, []byte("unknown_approval")) {
+		if code != exitRefused || !bytes.Contains(out, []byte("approval_resolved")) {
 			t.Errorf("second resolve: exit %d\n%s", code, out)
 		}
 	})

@@ -27,10 +27,10 @@ const usage = `usage:
   wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
   wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
-                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values]
+                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--key FILE]
   wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
-                  [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
-  wasmhooks chain verify FILE.jsonl
+                  [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N] [--key FILE]
+  wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
   wasmhooks version
 `
 

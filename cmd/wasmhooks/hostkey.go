@@ -1,0 +1,104 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The host key: 32 random bytes, hex-encoded, in a file only its owner can
+// read. It seals approvals (a key derived from it) and keys the audit chain.
+// It lives outside the approvals directory and the audit log, so that write
+// access to those does not give it; but anyone who can read it (the same
+// user, root) can forge approvals and audit records: see SECURITY.md.
+
+// keyFileEnv names the environment variable that points at the key file.
+const keyFileEnv = "WASMHOOKS_KEY_FILE"
+
+// hostKeyPath returns the key file to use: flag, else $WASMHOOKS_KEY_FILE,
+// else <user config dir>/wasmhooks/host.key.
+func hostKeyPath(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if p := os.Getenv(keyFileEnv); p != "" {
+		return p, nil
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("no --key, no $%s, and no user configuration directory: %w", keyFileEnv, err)
+	}
+	return filepath.Join(dir, "wasmhooks", "host.key"), nil
+}
+
+// loadHostKey reads the host key, creating it first when create is set and
+// it does not exist. A key file that group or others can read or write is
+// refused.
+func loadHostKey(flag string, create bool) ([]byte, error) {
+	path, err := hostKeyPath(flag)
+	if err != nil {
+		return nil, err
+	}
+	if create {
+		if err := createHostKey(path); err != nil {
+			return nil, err
+		}
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("host key: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("host key %s is not a regular file", path)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("host key %s is accessible to others (mode %04o); chmod 600 it", path, info.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("host key: %w", err)
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) < 32 {
+		return nil, fmt.Errorf("host key %s is not 32 or more bytes in hex", path)
+	}
+	return key, nil
+}
+
+// createHostKey writes a new random key at path unless a file is there.
+func createHostKey(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("host key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("host key: %w", err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		f.Close()
+		return err
+	}
+	_, err = f.WriteString(hex.EncodeToString(key) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// approvalKey derives the approval sealing key from the host key, so that an
+// approval seal and an audit MAC can never stand for each other.
+func approvalKey(host []byte) []byte {
+	m := hmac.New(sha256.New, host)
+	m.Write([]byte("wasmhooks approval key v1"))
+	return m.Sum(nil)
+}
