@@ -118,7 +118,7 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 			stack[0] = abi.PackResult(abi.StatusBufferTooSmall, n)
 			return
 		}
-		g.charge(uint64(n) * hostByteFuel)
+		g.charge(uint64(n) * HostByteFuel)
 		writeGuest(mem, outPtr, inv.parked)
 		stack[0] = abi.PackResult(inv.parkedStatus, n)
 		inv.parked, inv.hasParked = nil, false
@@ -128,7 +128,7 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	inv.parked, inv.hasParked = nil, false
 	reply := inv.call(g, mem, namePtr, nameLen, inPtr, inLen)
 	if n := uint64(len(reply.body)); n <= uint64(outCap) {
-		g.charge(n * hostByteFuel) // the copy into the guest's buffer
+		g.charge(n * HostByteFuel) // the copy into the guest's buffer
 	}
 	stack[0] = deliver(inv, mem, reply, outPtr, outCap)
 }
@@ -157,7 +157,7 @@ func (inv *invocation) call(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr
 		return errReply(abi.StatusQuotaExceeded, "this invocation's host-call byte budget of %d is spent", inv.lim.MaxHostCallBytes)
 	}
 	inv.bytes += int(nameLen) + int(inLen)
-	g.charge(uint64(nameLen+inLen) * hostByteFuel) // the copies out of the guest's memory
+	g.charge(uint64(nameLen+inLen) * HostByteFuel) // the copies out of the guest's memory
 	name, _ := readGuestString(mem, namePtr, nameLen)
 	payload, _ := readGuest(mem, inPtr, inLen)
 	if inv.caller == nil {

@@ -34,14 +34,13 @@ const (
 	// its work: a stream of cheap host calls spends fuel, and reaches the
 	// clock check below, like any other loop.
 	HostFunctionFuel = 64
-	// hostIovecFuel is the cost of each iovec fd_write reads.
-	hostIovecFuel = 32
-	// hostSubscriptionFuel is the cost of each subscription poll_oneoff
-	// reads and answers.
-	hostSubscriptionFuel = 64
-	// hostByteFuel is the cost of each byte fd_write, random_get and
+	// HostIovecFuel is what each iovec costs fd_write.
+	HostIovecFuel = 32
+	// HostSubscriptionFuel is what each subscription costs poll_oneoff.
+	HostSubscriptionFuel = 64
+	// HostByteFuel is what each byte costs that fd_write, random_get and
 	// host_call move between the guest's memory and the host.
-	hostByteFuel = 1
+	HostByteFuel = 1
 )
 
 // HostWorkPerCheck is how much host-function work, in fuel units, the host

@@ -135,7 +135,7 @@ func defineWASI(b wazero.HostModuleBuilder) {
 			stack[0] = errnoFault
 			return
 		}
-		chargeHost(ctx, uint64(n)*hostByteFuel)
+		chargeHost(ctx, uint64(n)*HostByteFuel)
 		_, _ = readRandom(buf)
 		stack[0] = errnoSuccess
 	})
@@ -220,7 +220,7 @@ func fdWrite(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errnoFault
 		return
 	}
-	g := chargeHost(ctx, uint64(iovsLen)*hostIovecFuel)
+	g := chargeHost(ctx, uint64(iovsLen)*HostIovecFuel)
 	var sink *logBuffer
 	if g != nil && g.inv != nil {
 		sink = &g.inv.log
@@ -240,7 +240,7 @@ func fdWrite(ctx context.Context, mod api.Module, stack []uint64) {
 			data, n = data[:room], room // a short write
 		}
 		if g != nil {
-			g.charge(uint64(n) * hostByteFuel)
+			g.charge(uint64(n) * HostByteFuel)
 		}
 		if sink != nil {
 			sink.write(int(fd-1), data)
@@ -271,7 +271,7 @@ func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errnoFault
 		return
 	}
-	chargeHost(ctx, uint64(nsubs)*hostSubscriptionFuel)
+	chargeHost(ctx, uint64(nsubs)*HostSubscriptionFuel)
 	// The events are collected on the stack (at most MaxPollSubscriptions
 	// of them, 16 KiB) and written once every subscription is read, in case
 	// the two regions overlap: nothing is allocated, whatever the guest
