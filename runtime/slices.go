@@ -158,6 +158,9 @@ func (g *guestRun) refill() {
 // of an imported function, so the global is exact here and the accounting
 // stays exact: fuel left is the global plus the reserve, before and after.
 func (g *guestRun) charge(units uint64) {
+	if units == 0 {
+		return
+	}
 	if g.fuel != nil {
 		left := int64(g.fuel.Get()) - int64(units)
 		g.fuel.Set(uint64(left))
