@@ -157,7 +157,7 @@ func (inv *invocation) call(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr
 		return errReply(abi.StatusQuotaExceeded, "this invocation's host-call byte budget of %d is spent", inv.lim.MaxHostCallBytes)
 	}
 	inv.bytes += int(nameLen) + int(inLen)
-	g.charge(uint64(nameLen+inLen) * HostByteFuel) // the copies out of the guest's memory
+	g.charge((uint64(nameLen) + uint64(inLen)) * HostByteFuel) // the copies out of the guest's memory
 	name, _ := readGuestString(mem, namePtr, nameLen)
 	payload, _ := readGuest(mem, inPtr, inLen)
 	if inv.caller == nil {
