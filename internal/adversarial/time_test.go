@@ -2,6 +2,8 @@ package adversarial
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,5 +157,41 @@ func TestTimeHostFunctionsAtTheirWorst(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestTimeOverrunFigures measures, for SECURITY.md, how far past a 100 ms
+// timeout each case of timeCases runs (Result.Duration minus the timeout,
+// which includes creating the fresh 32 MiB instance every case needs: the
+// first line measures that alone). It runs only when
+// WASMHOOKS_OVERRUN_FIGURES is set, without -race:
+//
+//	WASMHOOKS_OVERRUN_FIGURES=1 go test -count=1 -run TestTimeOverrunFigures -v ./internal/adversarial/
+func TestTimeOverrunFigures(t *testing.T) {
+	if os.Getenv("WASMHOOKS_OVERRUN_FIGURES") == "" {
+		t.Skip("set WASMHOOKS_OVERRUN_FIGURES=1 to measure")
+	}
+	const timeout, runs = 100 * time.Millisecond, 9
+	for _, mode := range []struct {
+		name string
+		opt  func(*options)
+	}{{"metered", func(*options) {}}, {"unmetered", func(o *options) { o.cfg.DisableMetering = true }}} {
+		w := newWorld(t, mode.opt)
+		measure := func(name string, m *runtime.Module, lim runtime.Limits, past time.Duration) {
+			var d []time.Duration
+			for i := 0; i < runs; i++ {
+				res, _ := w.invoke(t, m, runtime.Request{Tenant: "acme", Limits: lim})
+				d = append(d, res.Duration-past)
+			}
+			slices.Sort(d)
+			r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+			t.Logf("| %s | %s | %v | %v | %v |", mode.name, name, r(d[0]), r(d[runs/2]), r(d[runs-1]))
+		}
+		quick := w.load(t, testutil.WAT(t, timeHook("", "(return (i64.const 0))", "")))
+		measure("(a fresh instance that returns at once: its whole duration)", quick, runtime.Limits{}, 0)
+		for _, tt := range timeCases() {
+			m := w.load(t, testutil.WAT(t, tt.wat))
+			measure(tt.name, m, runtime.Limits{Timeout: timeout, Fuel: runtime.MaxFuel, MaxLogBytes: 1 << 20}, timeout)
+		}
 	}
 }
