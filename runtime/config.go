@@ -121,7 +121,8 @@ type Limits struct {
 	// about one WebAssembly instruction (bulk memory and table operations
 	// also cost one unit per 64 bytes or 8 elements; a host function call
 	// HostFunctionFuel, plus HostIovecFuel an iovec, HostSubscriptionFuel
-	// a subscription and HostByteFuel a byte it moves). Running out fails
+	// a subscription, HostByteFuel a byte it moves and HostLineFuel a
+	// line it logs). Running out fails
 	// the invocation with fuel_exhausted, whatever the clock says. Zero
 	// means DefaultFuel (400 million); at most MaxFuel.
 	Fuel uint64

@@ -208,14 +208,16 @@ type logBuffer struct {
 	truncated bool
 }
 
-func (b *logBuffer) write(stream int, p []byte) {
+// write adds p to the log of stream (0 stdout, 1 stderr) and returns the
+// number of lines it completed.
+func (b *logBuffer) write(stream int, p []byte) (lines int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	room := b.limit - b.used
 	if room <= 0 {
 		b.dropped += len(p)
 		b.truncated = true
-		return
+		return 0
 	}
 	if len(p) > room {
 		b.dropped += len(p) - room
@@ -228,13 +230,15 @@ func (b *logBuffer) write(stream int, p []byte) {
 		i := indexByte(p, '\n')
 		if i < 0 {
 			b.partial[stream].Write(p)
-			return
+			return lines
 		}
 		b.partial[stream].Write(p[:i])
 		b.lines = append(b.lines, LogLine{Stream: name, Text: b.partial[stream].String()})
 		b.partial[stream].Reset()
 		p = p[i+1:]
+		lines++
 	}
+	return lines
 }
 
 func (b *logBuffer) flush() []LogLine {

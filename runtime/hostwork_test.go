@@ -125,6 +125,14 @@ func TestHostFunctionFuel(t *testing.T) {
 			fmt.Sprintf(`(call $iovec (i32.const 0) (i32.const %d) (i32.const 1000))
     (call $expect (call $fd_write (i32.const 1) (i32.const 0x1000) (i32.const 10) (i32.const 0x100)) (i32.const 0))`, dataPtr),
 			9*runtime.HostIovecFuel + 1000*runtime.HostByteFuel},
+		{"fd_write per line",
+			fmt.Sprintf(`(memory.fill (i32.const %d) (i32.const 32) (i32.const 10))
+    (call $iovec (i32.const 0) (i32.const %d) (i32.const 1000))
+    (call $expect (call $fd_write (i32.const 1) (i32.const 0x1000) (i32.const 1) (i32.const 0x100)) (i32.const 0))`, dataPtr, dataPtr),
+			fmt.Sprintf(`(memory.fill (i32.const %d) (i32.const 10) (i32.const 10))
+    (call $iovec (i32.const 0) (i32.const %d) (i32.const 1000))
+    (call $expect (call $fd_write (i32.const 1) (i32.const 0x1000) (i32.const 1) (i32.const 0x100)) (i32.const 0))`, dataPtr, dataPtr),
+			10 * runtime.HostLineFuel},
 		{"poll_oneoff per subscription",
 			`(call $subs (i32.const 0)) (call $expect (call $poll (i32.const 0x4000) (i32.const 0x20000) (i32.const 1) (i32.const 0x100)) (i32.const 0))`,
 			`(call $subs (i32.const 0)) (call $expect (call $poll (i32.const 0x4000) (i32.const 0x20000) (i32.const 10) (i32.const 0x100)) (i32.const 0))`,

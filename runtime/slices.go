@@ -41,6 +41,9 @@ const (
 	// HostByteFuel is what each byte costs that fd_write, random_get and
 	// host_call move between the guest's memory and the host.
 	HostByteFuel = 1
+	// HostLineFuel is what each line costs that fd_write completes in the
+	// invocation's log (a LogLine kept; bytes the log drops make none).
+	HostLineFuel = 128
 )
 
 // HostWorkPerCheck is how much host-function work, in fuel units, the host
