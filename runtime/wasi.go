@@ -207,8 +207,9 @@ func clockTimeGet(_ context.Context, mod api.Module, stack []uint64) {
 const writeChunk = 4 << 10
 
 // fdWrite sends writes to fds 1 and 2 to the invocation's log: at most
-// MaxWriteIovecs iovecs and MaxWriteBytes bytes a call, charged per iovec
-// and per byte (whether the log keeps the bytes or drops them).
+// MaxWriteIovecs iovecs and MaxWriteBytes bytes a call, charged per iovec,
+// per byte (whether the log keeps the bytes or drops them) and per line the
+// log keeps.
 func fdWrite(ctx context.Context, mod api.Module, stack []uint64) {
 	fd, iovs, iovsLen, nwrittenPtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
 	if fd != 1 && fd != 2 {
