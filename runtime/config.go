@@ -83,6 +83,19 @@ type Limits struct {
 	// creation excluded. Zero means DefaultTimeout (2s). Metered guest
 	// code is stopped within a fuel slice of it (FuelSlice), host calls
 	// and sleeps at it; a decision returned after it is a timeout.
+	//
+	// Whatever the hook calls, it works at most 50 ms past Timeout, and
+	// typically a few milliseconds (SECURITY.md has the figures): guest
+	// code reaches the host at every fuel slice, every host function
+	// charges fuel for its work and caps it per call (MaxWriteIovecs,
+	// MaxWriteBytes, MaxPollSubscriptions, MaxRandomBytes), and the host
+	// looks at the clock every HostWorkPerCheck units of host work,
+	// metered or not. The longest step between two looks is one bulk
+	// memory operation over the largest memory (256 MiB, tens of
+	// milliseconds). Waiting for a CPU on an overloaded host comes on top.
+	// The bound does not cover a capability that ignores its context (it
+	// gets one that ends at the deadline), nor an unmetered runtime with
+	// Config.NoDeadlineInterrupt, whose guest code nothing stops.
 	Timeout time.Duration
 	// InitTimeout is the wall-clock limit of creating an instance and
 	// running _initialize. Zero means 5s.
@@ -106,7 +119,10 @@ type Limits struct {
 	MaxLogBytes int
 	// Fuel is the deterministic work budget of one invocation, in units of
 	// about one WebAssembly instruction (bulk memory and table operations
-	// also cost one unit per 64 bytes or 8 elements). Running out fails
+	// also cost one unit per 64 bytes or 8 elements; a host function call
+	// HostFunctionFuel, plus HostIovecFuel an iovec, HostSubscriptionFuel
+	// a subscription, HostByteFuel a byte it moves and HostLineFuel a
+	// line it logs). Running out fails
 	// the invocation with fuel_exhausted, whatever the clock says. Zero
 	// means DefaultFuel (400 million); at most MaxFuel.
 	Fuel uint64

@@ -20,6 +20,10 @@
 //     fuel is handed to the guest in slices (FuelSlice); between two, the
 //     guest calls back into the host, which checks the deadline and the
 //     caller's context (timeout) and gives Go's scheduler a safe point.
+//     Host functions (the WASI set and host_call) are charged fuel for
+//     their work, cap it per call, and look at the clock every
+//     HostWorkPerCheck units of it: no host function outruns the deadline
+//     (see Limits.Timeout).
 //  3. Each host_call is bounds-checked (an out-of-range pointer is an ABI
 //     violation that ends the invocation), quota-checked (count, bytes,
 //     sizes), and passed to the HostCaller; the reply is written into the

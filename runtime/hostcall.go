@@ -88,6 +88,11 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 			abiViolation(inv, "host_call %s [%d, %d+%d) is outside linear memory of %d bytes", r.what, r.ptr, r.ptr, r.len, size)
 		}
 	}
+	if g != nil {
+		// Charged like every host function (HostFunctionFuel), before
+		// anything else is done; the bytes it moves are charged below.
+		g.charge(HostFunctionFuel)
+	}
 	if inv == nil {
 		stack[0] = deliver(nil, mem, deliverReply{abi.StatusNotInInvocation,
 			abi.NewError(abi.StatusNotInInvocation, "host_call is not available outside an invocation (from _initialize or init)").Encode()}, outPtr, outCap)
@@ -113,6 +118,7 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 			stack[0] = abi.PackResult(abi.StatusBufferTooSmall, n)
 			return
 		}
+		g.charge(uint64(n) * HostByteFuel)
 		writeGuest(mem, outPtr, inv.parked)
 		stack[0] = abi.PackResult(inv.parkedStatus, n)
 		inv.parked, inv.hasParked = nil, false
@@ -120,7 +126,11 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	// A new call drops whatever was parked.
 	inv.parked, inv.hasParked = nil, false
-	stack[0] = deliver(inv, mem, inv.call(g.hostContext(), mem, namePtr, nameLen, inPtr, inLen), outPtr, outCap)
+	reply := inv.call(g, mem, namePtr, nameLen, inPtr, inLen)
+	if n := uint64(len(reply.body)); n <= uint64(outCap) {
+		g.charge(n * HostByteFuel) // the copy into the guest's buffer
+	}
+	stack[0] = deliver(inv, mem, reply, outPtr, outCap)
 }
 
 // deliverReply is what a host call answers before it is written or parked.
@@ -129,7 +139,7 @@ type deliverReply struct {
 	body   []byte
 }
 
-func (inv *invocation) call(ctx context.Context, mem api.Memory, namePtr, nameLen, inPtr, inLen uint32) deliverReply {
+func (inv *invocation) call(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr, inLen uint32) deliverReply {
 	errReply := func(s abi.Status, format string, args ...any) deliverReply {
 		return deliverReply{s, abi.Errorf(s, format, args...).Encode()}
 	}
@@ -147,13 +157,14 @@ func (inv *invocation) call(ctx context.Context, mem api.Memory, namePtr, nameLe
 		return errReply(abi.StatusQuotaExceeded, "this invocation's host-call byte budget of %d is spent", inv.lim.MaxHostCallBytes)
 	}
 	inv.bytes += int(nameLen) + int(inLen)
+	g.charge((uint64(nameLen) + uint64(inLen)) * HostByteFuel) // the copies out of the guest's memory
 	name, _ := readGuestString(mem, namePtr, nameLen)
 	payload, _ := readGuest(mem, inPtr, inLen)
 	if inv.caller == nil {
 		return errReply(abi.StatusUnknownCapability, "no capability named %q", name)
 	}
 	call := &abi.Call{Name: name, Payload: payload, Seq: inv.calls, MaxResultBytes: inv.lim.MaxResultBytes, Caller: inv.who}
-	reply := inv.caller.HostCall(ctx, call)
+	reply := inv.caller.HostCall(g.hostContext(), call)
 	inv.charged += reply.Charged
 	if !reply.Status.Known() {
 		return errReply(abi.StatusCapabilityFailed, "capability %q failed", name)
@@ -197,14 +208,16 @@ type logBuffer struct {
 	truncated bool
 }
 
-func (b *logBuffer) write(stream int, p []byte) {
+// write adds p to the log of stream (0 stdout, 1 stderr) and returns the
+// number of lines it completed.
+func (b *logBuffer) write(stream int, p []byte) (lines int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	room := b.limit - b.used
 	if room <= 0 {
 		b.dropped += len(p)
 		b.truncated = true
-		return
+		return 0
 	}
 	if len(p) > room {
 		b.dropped += len(p) - room
@@ -217,13 +230,15 @@ func (b *logBuffer) write(stream int, p []byte) {
 		i := indexByte(p, '\n')
 		if i < 0 {
 			b.partial[stream].Write(p)
-			return
+			return lines
 		}
 		b.partial[stream].Write(p[:i])
 		b.lines = append(b.lines, LogLine{Stream: name, Text: b.partial[stream].String()})
 		b.partial[stream].Reset()
 		p = p[i+1:]
+		lines++
 	}
+	return lines
 }
 
 func (b *logBuffer) flush() []LogLine {

@@ -23,6 +23,40 @@ import (
 // whole process can wait for it.
 const FuelSlice = 1 << 18
 
+// Host functions (the WASI set and host_call) are charged for the work they
+// do, before they do it, in the same fuel as guest code, so that fuel stays
+// one deterministic measure of all the work an invocation makes the host do
+// and a host function cannot do much work for one instruction's worth. The
+// rates are about one unit per nanosecond of host work on the machine
+// BENCHMARKS.md measured (guest code runs 0.1 to 17 ns a unit).
+const (
+	// HostFunctionFuel is what every call of a host function costs before
+	// its work: a stream of cheap host calls spends fuel, and reaches the
+	// clock check below, like any other loop.
+	HostFunctionFuel = 64
+	// HostIovecFuel is what each iovec costs fd_write.
+	HostIovecFuel = 32
+	// HostSubscriptionFuel is what each subscription costs poll_oneoff.
+	HostSubscriptionFuel = 64
+	// HostByteFuel is what each byte costs that fd_write, random_get and
+	// host_call move between the guest's memory and the host.
+	HostByteFuel = 1
+	// HostLineFuel is what each line costs that fd_write completes in the
+	// invocation's log (a LogLine kept; bytes the log drops make none).
+	HostLineFuel = 128
+)
+
+// HostWorkPerCheck is how much host-function work, in fuel units, the host
+// does between two looks at the clock and the caller's context: every
+// charge adds up, metered or not (Config.DisableMetering), and when the sum
+// reaches HostWorkPerCheck the deadline is checked. With the caps on each
+// host function (MaxWriteIovecs, MaxWriteBytes, MaxPollSubscriptions,
+// MaxRandomBytes) no single call does more than about a millisecond of work,
+// so a hook that does nothing but call host functions is stopped within
+// about a millisecond of its deadline; about 1,000 of the cheapest calls
+// share one look at the clock, which keeps them cheap.
+const HostWorkPerCheck = 1 << 16
+
 // guestRun is the state of the guest code running on an instance: its fuel,
 // its deadline, and the invocation or the initialisation it serves. There is
 // one per instance, reused by every call, and host functions reach it
@@ -43,6 +77,9 @@ type guestRun struct {
 	sliced bool
 	// reserve is the fuel held back from the global.
 	reserve int64
+	// work is the host-function work charged since the clock was last
+	// looked at (see HostWorkPerCheck).
+	work uint64
 
 	// Exactly one of inv and init is set while guest code runs.
 	inv  *invocation
@@ -112,6 +149,50 @@ func (g *guestRun) refill() {
 	take := min(total, FuelSlice)
 	g.fuel.Set(uint64(take))
 	g.reserve = total - take
+}
+
+// charge takes units of fuel for work a host function is about to do, and
+// looks at the clock once HostWorkPerCheck units have been charged since
+// the last look. It fails the guest with fuel_exhausted when the budget
+// runs out (the fuel left is then below zero, exactly as when guest code
+// runs out), and with timeout past the deadline, by panicking with the
+// *Failure, which wazero recovers and returns as the call's error. The
+// instrumentation flushes the guest's use into the global before every call
+// of an imported function, so the global is exact here and the accounting
+// stays exact: fuel left is the global plus the reserve, before and after.
+func (g *guestRun) charge(units uint64) {
+	if units == 0 {
+		return
+	}
+	if g.fuel != nil {
+		left := int64(g.fuel.Get()) - int64(units)
+		g.fuel.Set(uint64(left))
+		if left < 0 {
+			// The slice is spent: pool it with the reserve, as a
+			// yield would, and stop if the budget is spent too.
+			g.refill()
+			if g.fuelLeft() < 0 {
+				panic(&Failure{Code: FailFuelExhausted, Message: "the hook used up its fuel budget"})
+			}
+		}
+	}
+	g.work += units
+	if g.work >= HostWorkPerCheck {
+		g.work = 0
+		if f := g.interrupted(); f != nil {
+			panic(f)
+		}
+	}
+}
+
+// chargeHost charges units to the guest run of a host function's context,
+// if any (see guestRun.charge).
+func chargeHost(ctx context.Context, units uint64) *guestRun {
+	g := runFrom(ctx)
+	if g != nil {
+		g.charge(units)
+	}
+	return g
 }
 
 // interrupted returns the failure that stops guest code now, or nil: the

@@ -21,8 +21,30 @@ const (
 	errnoSpipe   = 70
 )
 
-// maxRandomBytes bounds one random_get call.
-const maxRandomBytes = 1 << 16
+// Caps on the work of one WASI call. With them, and the fuel each call is
+// charged (see HostFunctionFuel), no host function does more than about a
+// millisecond of work between two looks at the deadline. SECURITY.md lists
+// them.
+const (
+	// MaxRandomBytes bounds one random_get call (64 KiB); a longer one
+	// fails with EINVAL, as getrandom(2) callers expect of a short
+	// source. Go's runtime and crypto/rand ask for much less.
+	MaxRandomBytes = 1 << 16
+	// MaxWriteIovecs bounds the iovecs of one fd_write call (1024, POSIX's
+	// IOV_MAX, which wasi-libc and Rust's std also assume); more fail with
+	// EINVAL, as writev(2) does.
+	MaxWriteIovecs = 1024
+	// MaxWriteBytes bounds the bytes one fd_write call takes (1 MiB): it
+	// writes the first MaxWriteBytes and reports that many written, a
+	// short write, which Go's os package and wasi-libc's stdio complete by
+	// writing the rest.
+	MaxWriteBytes = 1 << 20
+	// MaxPollSubscriptions bounds the subscriptions of one poll_oneoff
+	// call (1024); more fail with EINVAL, as poll(2) does past its limit.
+	// Go's runtime subscribes one clock and one subscription per fd it
+	// waits on; a hook has no fds to wait on.
+	MaxPollSubscriptions = 1024
+)
 
 // maxPollWait bounds one poll_oneoff sleep when the context has no deadline.
 const maxPollWait = 10 * time.Second
@@ -43,8 +65,14 @@ var (
 // stderr go to the invocation's capped log. See ABI.md#wasi.
 func defineWASI(b wazero.HostModuleBuilder) {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	// Every call is charged HostFunctionFuel before it runs; the functions
+	// that do more work charge it themselves, before doing it.
 	def := func(name string, params, results []api.ValueType, f api.GoModuleFunc) {
-		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+		charged := func(ctx context.Context, mod api.Module, stack []uint64) {
+			chargeHost(ctx, HostFunctionFuel)
+			f(ctx, mod, stack)
+		}
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(charged), params, results).Export(name)
 	}
 	// Empty argument and environment lists.
 	empty := func(_ context.Context, mod api.Module, stack []uint64) {
@@ -95,10 +123,10 @@ func defineWASI(b wazero.HostModuleBuilder) {
 		_ = mod.CloseWithExitCode(ctx, code)
 		panic(sys.NewExitError(code))
 	})
-	def("random_get", []api.ValueType{i32, i32}, []api.ValueType{i32}, func(_ context.Context, mod api.Module, stack []uint64) {
+	def("random_get", []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, mod api.Module, stack []uint64) {
 		ptr, n := uint32(stack[0]), uint32(stack[1])
 		mem := mod.Memory()
-		if mem == nil || n > maxRandomBytes {
+		if mem == nil || n > MaxRandomBytes {
 			stack[0] = errnoInval
 			return
 		}
@@ -107,6 +135,7 @@ func defineWASI(b wazero.HostModuleBuilder) {
 			stack[0] = errnoFault
 			return
 		}
+		chargeHost(ctx, uint64(n)*HostByteFuel)
 		_, _ = readRandom(buf)
 		stack[0] = errnoSuccess
 	})
@@ -138,18 +167,24 @@ func fdFdstatGet(_ context.Context, mod api.Module, stack []uint64) {
 		rightFdRead             = 1 << 1
 		rightFdWrite            = 1 << 6
 	)
-	var st [24]byte
-	st[0] = filetypeCharacterDevice
 	rights := uint64(rightFdWrite)
 	if fd == 0 {
 		rights = rightFdRead
 	}
-	binary.LittleEndian.PutUint64(st[8:], rights)
+	// Written in place: a buffer passed to mem.Write would escape.
 	mem := mod.Memory()
-	if mem == nil || !mem.Write(ptr, st[:]) {
+	if mem == nil {
 		stack[0] = errnoFault
 		return
 	}
+	st, ok := mem.Read(ptr, 24)
+	if !ok {
+		stack[0] = errnoFault
+		return
+	}
+	clear(st)
+	st[0] = filetypeCharacterDevice
+	binary.LittleEndian.PutUint64(st[8:], rights)
 	stack[0] = errnoSuccess
 }
 
@@ -167,41 +202,65 @@ func clockTimeGet(_ context.Context, mod api.Module, stack []uint64) {
 	stack[0] = errnoSuccess
 }
 
-// fdWrite sends writes to fds 1 and 2 to the invocation's log.
+// writeChunk is how many bytes fd_write charges and writes at a time: at
+// most half a millisecond of work, even when every byte ends a line.
+const writeChunk = 4 << 10
+
+// fdWrite sends writes to fds 1 and 2 to the invocation's log: at most
+// MaxWriteIovecs iovecs and MaxWriteBytes bytes a call, charged per iovec,
+// per byte (whether the log keeps the bytes or drops them) and per line the
+// log keeps.
 func fdWrite(ctx context.Context, mod api.Module, stack []uint64) {
 	fd, iovs, iovsLen, nwrittenPtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
 	if fd != 1 && fd != 2 {
 		stack[0] = errnoBadf
 		return
 	}
+	if iovsLen > MaxWriteIovecs {
+		stack[0] = errnoInval
+		return
+	}
 	mem := mod.Memory()
-	if mem == nil || uint64(iovsLen)*8 > uint64(mem.Size()) {
+	if mem == nil || uint64(iovs)+uint64(iovsLen)*8 > uint64(mem.Size()) {
 		stack[0] = errnoFault
 		return
 	}
+	g := chargeHost(ctx, uint64(iovsLen)*HostIovecFuel)
 	var sink *logBuffer
-	if g := runFrom(ctx); g != nil && g.inv != nil {
+	if g != nil && g.inv != nil {
 		sink = &g.inv.log
 	} else if g != nil && g.init != nil {
 		sink = &g.init.log
 	}
 	var total uint32
-	for i := uint32(0); i < iovsLen; i++ {
-		iov, ok := mem.Read(iovs+i*8, 8)
-		if !ok {
-			stack[0] = errnoFault
-			return
-		}
+	for i := uint32(0); i < iovsLen && total < MaxWriteBytes; i++ {
+		iov, _ := mem.Read(iovs+i*8, 8) // in range: checked above
 		ptr, n := binary.LittleEndian.Uint32(iov), binary.LittleEndian.Uint32(iov[4:])
 		data, ok := mem.Read(ptr, n)
 		if !ok {
 			stack[0] = errnoFault
 			return
 		}
-		if sink != nil {
-			sink.write(int(fd-1), data)
+		if room := MaxWriteBytes - total; n > room {
+			data, n = data[:room], room // a short write
 		}
 		total += n
+		// In chunks, each charged before it is written, and its lines
+		// after: a line costs the log far more than a byte (a megabyte
+		// of newlines is 130 ms of work), and the clock is looked at in
+		// between.
+		for len(data) > 0 {
+			chunk := data[:min(len(data), writeChunk)]
+			data = data[len(chunk):]
+			if g != nil {
+				g.charge(uint64(len(chunk)) * HostByteFuel)
+			}
+			if sink != nil {
+				if lines := sink.write(int(fd-1), chunk); lines > 0 && g != nil {
+					g.charge(uint64(lines) * HostLineFuel)
+				}
+			}
+		}
 	}
 	if !mem.WriteUint32Le(nwrittenPtr, total) {
 		stack[0] = errnoFault
@@ -211,33 +270,37 @@ func fdWrite(ctx context.Context, mod api.Module, stack []uint64) {
 }
 
 // pollOneoff serves clock subscriptions by sleeping (honouring ctx) and
-// answers fd subscriptions at once with EBADF: there are no files.
+// answers fd subscriptions at once with EBADF: there are no files. It takes
+// at most MaxPollSubscriptions subscriptions a call, charged per
+// subscription.
 func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 	in, out, nsubs, neventsPtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
 	mem := mod.Memory()
-	if mem == nil || nsubs == 0 {
+	if mem == nil || nsubs == 0 || nsubs > MaxPollSubscriptions {
 		stack[0] = errnoInval
 		return
 	}
 	const subSize, evSize = 48, 32
-	if uint64(nsubs)*subSize > uint64(mem.Size()) || uint64(nsubs)*evSize > uint64(mem.Size()) {
-		stack[0] = errnoFault
-		return
-	}
 	subs, ok := mem.Read(in, nsubs*subSize)
 	if !ok {
 		stack[0] = errnoFault
 		return
 	}
-	subs = append([]byte(nil), subs...) // copy: the guest cannot change it under us
+	chargeHost(ctx, uint64(nsubs)*HostSubscriptionFuel)
+	// The events are collected on the stack (at most MaxPollSubscriptions
+	// of them, 16 KiB) and written once every subscription is read, in case
+	// the two regions overlap: nothing is allocated, whatever the guest
+	// asks.
 	type event struct {
 		userdata uint64
 		errno    uint16
 		typ      uint8
 	}
-	var events []event
+	var collected [MaxPollSubscriptions]event
+	events := collected[:0]
 	wait := time.Duration(-1)
-	var clockEvent *event
+	var clockEvent event
+	hasClock := false
 	for i := uint32(0); i < nsubs; i++ {
 		s := subs[i*subSize:]
 		userdata, tag := binary.LittleEndian.Uint64(s), s[8]
@@ -261,7 +324,7 @@ func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 			}
 			if wait < 0 || d < wait {
 				wait = d
-				clockEvent = &event{userdata, errnoSuccess, 0}
+				clockEvent, hasClock = event{userdata, errnoSuccess, 0}, true
 			}
 		case 1, 2: // fd_read, fd_write
 			events = append(events, event{userdata, errnoBadf, tag})
@@ -269,7 +332,7 @@ func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 			events = append(events, event{userdata, errnoInval, tag})
 		}
 	}
-	if len(events) == 0 && clockEvent != nil {
+	if len(events) == 0 && hasClock {
 		g := runFrom(ctx)
 		var done <-chan struct{}
 		if g != nil {
@@ -296,21 +359,21 @@ func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 				panic(f)
 			}
 		}
-		events = append(events, *clockEvent)
+		events = append(events, clockEvent)
 	}
 	if uint64(out)+uint64(len(events))*evSize > uint64(mem.Size()) {
 		stack[0] = errnoFault
 		return
 	}
 	for i, e := range events {
-		var buf [evSize]byte
-		binary.LittleEndian.PutUint64(buf[0:], e.userdata)
-		binary.LittleEndian.PutUint16(buf[8:], e.errno)
-		buf[10] = e.typ
-		if !mem.Write(out+uint32(i)*evSize, buf[:]) {
-			stack[0] = errnoFault
-			return
-		}
+		// The event is written in place: a buffer passed to mem.Write
+		// would escape, one allocation per event.
+		at := out + uint32(i)*evSize
+		ev, _ := mem.Read(at, evSize) // in range: checked above
+		clear(ev)
+		binary.LittleEndian.PutUint64(ev[0:], e.userdata)
+		binary.LittleEndian.PutUint16(ev[8:], e.errno)
+		ev[10] = e.typ
 	}
 	if !mem.WriteUint32Le(neventsPtr, uint32(len(events))) {
 		stack[0] = errnoFault
