@@ -12,6 +12,10 @@ type Stats struct {
 	// Idle counts the warm instances waiting in those pools. Instances -
 	// Idle are serving an invocation (or being created or discarded).
 	Idle int `json:"idle"`
+	// IdleBytes is what the idle instances are counted for against
+	// Config.MaxIdleBytes: their linear memories as reserved and their
+	// tables.
+	IdleBytes uint64 `json:"idle_bytes"`
 }
 
 // Stats returns a snapshot of the runtime's modules, pools and instances, for
@@ -26,10 +30,13 @@ func (r *Runtime) Stats() Stats {
 	}
 	r.mu.Unlock()
 	s := Stats{Modules: r.cache.Len(), Pools: len(pools)}
+	r.idle.mu.Lock()
 	for _, p := range pools {
-		p.mu.Lock()
 		s.Idle += len(p.idle)
-		p.mu.Unlock()
+	}
+	s.IdleBytes = r.idle.bytes
+	r.idle.mu.Unlock()
+	for _, p := range pools {
 		s.Instances += int(p.live.Load())
 	}
 	return s
