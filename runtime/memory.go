@@ -58,12 +58,12 @@ func (m *limitedMemory) Reallocate(size uint64) []byte {
 }
 
 // growMargin is the room reserved past size when a memory is reallocated:
-// an eighth of it, at least one page and at most maxGrowMargin, so that
+// a sixteenth of it, at least one page and at most maxGrowMargin, so that
 // a memory growing a page at a time is not copied at every grow, while an
 // instance holds about what it uses (doubling left a Go hook using 124
 // pages with 208 reserved). See RATIONALE.md#why-a-memory-allocator-of-our-own.
 func growMargin(size uint64) uint64 {
-	return min(max(size/8, pageSize), maxGrowMargin)
+	return min(max(size/16, pageSize), maxGrowMargin)
 }
 
 // maxGrowMargin bounds growMargin: 16 pages, 1 MiB.
