@@ -245,3 +245,34 @@ func TestWarmGoInstanceSteadyState(t *testing.T) {
 	})
 	t.Logf("0.5 to 4.3 KiB messages, 300 invocations: memory %d pages, the instance counted for %.2f MiB", pages, mib(st.IdleBytes-before))
 }
+
+// tableGrower grows its table to 65,536 elements, and continues.
+const tableGrower = `(module
+  (memory (export "memory") 1)
+  (table $t 1 funcref)
+  (data (i32.const 16) "{\"action\":\"continue\"}")
+  (func (export "hook_v1_handle") (param $n i32) (result i64)
+    (if (i32.lt_u (table.size $t) (i32.const 65536))
+      (then (drop (table.grow $t (ref.null func) (i32.sub (i32.const 65536) (table.size $t))))))
+    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`
+
+// TestTableBytes: a warm instance is counted for its tables as well as its
+// memory (the review pinned 56 MiB per tenant with tables of 262,144
+// elements), and one over the budget is not kept. It also fails if
+// wazero's layout changed so that table sizes can no longer be read.
+func TestTableBytes(t *testing.T) {
+	r := newRuntime(t, runtime.Config{})
+	m := load(t, r, testutil.WAT(t, tableGrower))
+	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"})
+	if err != nil || !res.Reused {
+		t.Fatalf("%v, reused %v", err, res != nil && res.Reused)
+	}
+	if st, want := r.Stats(), uint64(65536+65536*8); st.IdleBytes < want || st.IdleBytes > want+2*65536 {
+		t.Fatalf("stats %+v: want the instance counted for its page and its 65,536 elements (%d bytes)", st, want)
+	}
+	small := newRuntime(t, runtime.Config{MaxIdleBytes: 256 << 10})
+	m = load(t, small, testutil.WAT(t, tableGrower))
+	if res, err = small.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil || res.Reused {
+		t.Fatalf("%v, reused %v: an instance of 576 KiB with a budget of 256 KiB must be closed", err, res != nil && res.Reused)
+	}
+}
