@@ -70,9 +70,11 @@ const (
 	// closed.
 	DefaultMaxIdleInstances = 256
 	// DefaultMaxIdleBytes bounds the memory of the warm (idle) instances
-	// the whole runtime keeps (256 MiB): their linear memories as reserved
-	// and their tables. Past it the least recently used are closed.
-	DefaultMaxIdleBytes = 256 << 20
+	// the whole runtime keeps (128 MiB): their linear memories as reserved
+	// and their tables. Past it the least recently used are closed. A warm
+	// Go hook is counted for 4 to 6 MiB, so about 28 are kept; 1,000
+	// tenants invoking one then hold about 160 MiB of heap (BENCHMARKS.md).
+	DefaultMaxIdleBytes = 128 << 20
 	// DefaultIdleTTL is how long a warm instance may wait unused before it
 	// is closed.
 	DefaultIdleTTL = time.Minute
@@ -257,8 +259,9 @@ type Config struct {
 	// whole runtime: each counts its linear memory as reserved plus its
 	// tables (elements × 8 bytes). Past it the least recently used idle
 	// instances are closed; an instance that alone is over it is not
-	// kept. Zero means DefaultMaxIdleBytes (256 MiB); negative means none
-	// are kept.
+	// kept. Zero means DefaultMaxIdleBytes (128 MiB); negative means none
+	// are kept. wazero's own structures of an instance (about 1 MiB for a
+	// Go hook) are not counted.
 	MaxIdleBytes int64
 	// IdleTTL is how long a warm instance may wait unused: older ones are
 	// closed, when an instance is acquired or released and by one

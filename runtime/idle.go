@@ -157,60 +157,92 @@ func (r *Runtime) expire(ctx context.Context) {
 }
 
 // footprint returns the bytes an idle instance is counted for: its linear
-// memory as allocated (capacity, not length) and its tables.
+// memory as allocated (capacity, not length) and what wazero keeps per
+// instance in proportion to the module's shape (see wazeroBytes).
 func (inst *instance) footprint() uint64 {
-	return uint64(cap(inst.mem.buf)) + tableBytes(inst.mod)
+	return uint64(cap(inst.mem.buf)) + wazeroBytes(inst.mod)
 }
 
-// tableElemBytes is what wazero keeps per table element: one Reference, a
-// uintptr.
-const tableElemBytes = uint64(unsafe.Sizeof(uintptr(0)))
+// Sizes of what wazero keeps per instance: a table element or a passive
+// element segment's item is a Reference (a uintptr); each data segment
+// has a slice header in the instance (a Go hook has tens of thousands of
+// segments: about 1 MiB per instance).
+const (
+	refBytes         = uint64(unsafe.Sizeof(uintptr(0)))
+	sliceHeaderBytes = uint64(unsafe.Sizeof([]byte(nil)))
+)
 
-// tableFields locates, in wazero's module instance, the tables and their
-// elements (wasm.ModuleInstance.Tables []*wasm.TableInstance, each with
-// References []wasm.Reference). wazero exposes no table sizes, and a table
-// may have grown (table.grow) since instantiation; reading the lengths by
-// reflection costs no allocation. tablesOK is false if wazero's layout
-// changed: TestTableBytes then fails, and tables count as nothing.
-var tableFields struct {
-	once      sync.Once
-	ok        bool
-	tables    int // index of Tables in the module instance
-	refs      int // index of References in a table instance
-	instanceT reflect.Type
+// instanceFields locates, in wazero's module instance
+// (wasm.ModuleInstance), the tables and their elements (Tables
+// []*TableInstance, each with References []Reference), the passive element
+// segments (ElementInstances [][]Reference) and the data segments
+// (DataInstances [][]byte). wazero exposes none of their sizes, and a
+// table may have grown (table.grow) since instantiation; reading lengths
+// by reflection allocates nothing. If wazero's layout changed, ok is false:
+// TestTableBytes then fails, and they count as nothing.
+var instanceFields struct {
+	once                    sync.Once
+	ok                      bool
+	instanceT               reflect.Type
+	tables, refs, elems, data int // field indexes
 }
 
-func tableBytes(mod api.Module) uint64 {
+// wazeroBytes returns what wazero keeps for mod in proportion to its
+// shape: its tables, its passive element segments and its data segments'
+// headers.
+func wazeroBytes(mod api.Module) uint64 {
 	v := reflect.ValueOf(mod)
-	tf := &tableFields
-	tf.once.Do(func() { tf.ok = locateTables(v.Type()) })
-	if !tf.ok || v.Type() != tf.instanceT || v.IsNil() {
+	f := &instanceFields
+	f.once.Do(func() { f.ok = locateInstanceFields(v.Type()) })
+	if !f.ok || v.Type() != f.instanceT || v.IsNil() {
 		return 0
 	}
-	tables := v.Elem().Field(tf.tables)
-	var n uint64
+	m := v.Elem()
+	var refs uint64
+	tables := m.Field(f.tables)
 	for i := range tables.Len() {
-		t := tables.Index(i)
-		if t.IsNil() {
-			continue
+		if t := tables.Index(i); !t.IsNil() {
+			refs += uint64(t.Elem().Field(f.refs).Len())
 		}
-		n += uint64(t.Elem().Field(tf.refs).Len())
 	}
-	return n * tableElemBytes
+	elems := m.Field(f.elems)
+	for i := range elems.Len() {
+		refs += uint64(elems.Index(i).Len())
+	}
+	headers := uint64(elems.Len() + m.Field(f.data).Len())
+	return refs*refBytes + headers*sliceHeaderBytes
 }
 
-func locateTables(t reflect.Type) bool {
+func locateInstanceFields(t reflect.Type) bool {
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
 		return false
 	}
-	f, ok := t.Elem().FieldByName("Tables")
-	if !ok || f.Type.Kind() != reflect.Slice || f.Type.Elem().Kind() != reflect.Pointer || f.Type.Elem().Elem().Kind() != reflect.Struct {
+	field := func(st reflect.Type, name string, kinds ...reflect.Kind) (int, reflect.Type, bool) {
+		sf, ok := st.FieldByName(name)
+		if !ok || len(sf.Index) != 1 {
+			return 0, nil, false
+		}
+		ft := sf.Type
+		for i, k := range kinds {
+			if ft.Kind() != k {
+				return 0, nil, false
+			}
+			if i < len(kinds)-1 {
+				ft = ft.Elem()
+			}
+		}
+		return sf.Index[0], sf.Type, true
+	}
+	f := &instanceFields
+	var tablesT reflect.Type
+	var ok1, ok2, ok3, ok4 bool
+	f.tables, tablesT, ok1 = field(t.Elem(), "Tables", reflect.Slice, reflect.Pointer, reflect.Struct)
+	if !ok1 {
 		return false
 	}
-	r, ok := f.Type.Elem().Elem().FieldByName("References")
-	if !ok || r.Type.Kind() != reflect.Slice || r.Type.Elem().Size() != uintptr(tableElemBytes) || len(f.Index) != 1 || len(r.Index) != 1 {
-		return false
-	}
-	tableFields.tables, tableFields.refs, tableFields.instanceT = f.Index[0], r.Index[0], t
-	return true
+	f.refs, _, ok2 = field(tablesT.Elem().Elem(), "References", reflect.Slice, reflect.Uintptr)
+	f.elems, _, ok3 = field(t.Elem(), "ElementInstances", reflect.Slice, reflect.Slice, reflect.Uintptr)
+	f.data, _, ok4 = field(t.Elem(), "DataInstances", reflect.Slice, reflect.Slice, reflect.Uint8)
+	f.instanceT = t
+	return ok2 && ok3 && ok4
 }

@@ -52,41 +52,37 @@ func goHookTenants(tb testing.TB, cfg runtime.Config, n int) (heap, sys uint64, 
 
 // TestGoHookTenantsMemory: many tenants each invoking one Go hook once
 // hold what the runtime-wide budget of warm instances allows, not an
-// instance each (the review saw 4.2 GiB for 1,000 tenants). The test runs
-// 300 tenants with a budget of 64 instances; WASMHOOKS_TENANTS=1000 and
-// -v report the figure of BENCHMARKS.md with the default budget.
+// instance each (the review saw 4.2 GiB for 1,000 tenants; 5da7c09 holds
+// 7.9 MiB of heap per tenant). The test runs 100 tenants with the default
+// budget; the figure of BENCHMARKS.md is
+//
+//	WASMHOOKS_TENANTS=1000 go test -count=1 -run TestGoHookTenantsMemory -v ./runtime/
 func TestGoHookTenantsMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a Go hook")
 	}
-	n, cfg := 300, runtime.Config{MaxIdleInstances: 64}
+	n := 100
 	if s := os.Getenv("WASMHOOKS_TENANTS"); s != "" {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil {
 			t.Fatal(err)
 		}
-		cfg = runtime.Config{}
 	}
-	heap, sys, st, pages := goHookTenants(t, cfg, n)
+	heap, sys, st, pages := goHookTenants(t, runtime.Config{}, n)
 	t.Logf("%d tenants: HeapInuse +%.1f MiB, Sys +%.1f MiB; %d idle instances counted for %.1f MiB (%.2f MiB each); memory %d pages",
 		n, mib(heap), mib(sys), st.Idle, mib(st.IdleBytes), mib(st.IdleBytes)/float64(max(st.Idle, 1)), pages)
-	want := runtime.Config{MaxIdleInstances: 64}
-	if cfg.MaxIdleInstances == 0 {
-		want.MaxIdleInstances = runtime.DefaultMaxIdleInstances
+	if st.Idle > runtime.DefaultMaxIdleInstances || st.IdleBytes > runtime.DefaultMaxIdleBytes {
+		t.Errorf("%d idle instances of %.1f MiB kept, over the default budget", st.Idle, mib(st.IdleBytes))
 	}
-	if st.Idle > want.MaxIdleInstances || st.IdleBytes > runtime.DefaultMaxIdleBytes {
-		t.Errorf("%d idle instances of %.1f MiB kept, over the budget of %d and %d MiB", st.Idle, mib(st.IdleBytes), want.MaxIdleInstances, runtime.DefaultMaxIdleBytes>>20)
+	// The heap holds the budget, wazero's structures of the instances kept
+	// (about 1 MiB each) and the pools: well under 600 MiB whatever n.
+	if most := uint64(runtime.DefaultMaxIdleBytes) + uint64(st.Idle)<<20 + 32<<20; heap > most {
+		t.Errorf("%d tenants hold %.1f MiB of heap, over %.1f MiB", n, mib(heap), mib(most))
 	}
-	// A warm Go instance holds at most 6 MiB: its memory reserved in step
-	// with use, and its share of the heap (code excluded).
-	if per := st.IdleBytes / uint64(max(st.Idle, 1)); per > 6<<20 {
-		t.Errorf("a warm instance is counted for %.1f MiB, over 6 MiB", mib(per))
-	}
+	// A warm Go instance holds at most 6 MiB: its memory, reserved in step
+	// with use, and its share of the heap.
 	if per := heap / uint64(max(st.Idle, 1)); per > 6<<20 {
 		t.Errorf("the heap grew by %.1f MiB per warm instance, over 6 MiB", mib(per))
-	}
-	if cfg.MaxIdleInstances == 0 && heap > 600<<20 {
-		t.Errorf("%d tenants hold %.1f MiB of heap, over 600 MiB", n, mib(heap))
 	}
 }
 
@@ -128,8 +124,8 @@ func TestIdleBudgetAcrossPools(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if st := r.Stats(); st.Idle != 2 || st.IdleBytes != 4*65536 {
-			t.Fatalf("stats %+v, want 2 idle instances of 256 KiB", st)
+		if st := r.Stats(); st.Idle != 2 || st.IdleBytes < 4*65536 || st.IdleBytes > 5*65536 {
+			t.Fatalf("stats %+v, want 2 idle instances of 128 KiB and a few bytes", st)
 		}
 		// An instance alone over the budget is not kept.
 		res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "big", Context: map[string]any{"outgoing": "^"}})
@@ -187,11 +183,12 @@ func TestIdleTTL(t *testing.T) {
 
 // TestMemoryReservedInStep: an instance's memory is reserved close to what
 // it uses, not doubled at each grow (on 5da7c09 a Go hook using 124 pages
-// held 208).
+// held 208; here 90 pages held 160).
 func TestMemoryReservedInStep(t *testing.T) {
 	r := newRuntime(t, runtime.Config{})
 	m := load(t, r, testutil.WAT(t, counter))
-	const grows = 8 // 2 pages, then 10, 18, ... 66: each '^' grows by 8
+	heap0, _ := memStats()
+	const grows = 11 // 2 pages, then 10, 18, ... 90: each '^' grows by 8
 	for i := range grows {
 		res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "^"}})
 		if err != nil {
@@ -201,20 +198,26 @@ func TestMemoryReservedInStep(t *testing.T) {
 			t.Fatalf("memory %d pages, want %d", res.MemoryPages, want)
 		}
 	}
-	// At most a sixteenth more than used, and a page: doubling held 80.
-	used := uint64(2 + 8*grows)
+	heap1, _ := memStats()
+	// At most an eighth more than used, and a page (and 512 KiB of the
+	// heap for the rest).
+	used := uint64(2+8*grows) * 65536
+	most := used + used/8 + 65536
 	st := r.Stats()
-	if reserved, most := st.IdleBytes/65536, used+used/16+1; st.Idle != 1 || reserved > most {
-		t.Fatalf("stats %+v: a memory of %d pages holds %d reserved, want at most %d", st, used, reserved, most)
+	if st.Idle != 1 || st.IdleBytes > most {
+		t.Fatalf("stats %+v: a memory of %d pages is counted for %d bytes, want at most %d", st, used/65536, st.IdleBytes, most)
+	}
+	if heap := heap1 - min(heap0, heap1); heap > most+512<<10 {
+		t.Fatalf("a memory of %d pages holds %.2f MiB of heap, want at most %.2f MiB", used/65536, mib(heap), mib(most+512<<10))
 	}
 }
 
 // TestWarmGoInstanceSteadyState: a warm Go instance, after many
-// invocations on the 1 KiB message of the benchmarks, holds at most 6 MiB
-// (its memory reserved and its tables); on 5da7c09 the doubling reservation
-// made it up to twice what the guest's heap used. Inputs of 0.5 to 4.3 KiB
-// then make its heap grow to 96 pages: the instance follows what the guest
-// uses (logged, not asserted).
+// invocations, holds its memory as the guest uses it plus at most an
+// eighth, and what wazero keeps for it (0.9 MiB for the 37,000 data
+// segments of a Go hook); on 5da7c09 the doubling reservation held up to
+// twice what the guest used (180 pages for 96). The figures of
+// BENCHMARKS.md are its log (-v).
 func TestWarmGoInstanceSteadyState(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a Go hook")
@@ -224,26 +227,35 @@ func TestWarmGoInstanceSteadyState(t *testing.T) {
 	m := load(t, r, wasm)
 	ctx := context.Background()
 	fixed := strings.Repeat("lorem ipsum dolor sit amet ", 40)[:1000] + " AKIAIOSFODNN7EXAMPLE"
-	run := func(tenant string, text func(i int) string) (uint32, runtime.Stats) {
+	for _, tc := range []struct {
+		name string
+		text func(i int) string
+	}{
+		{"1 KiB message", func(int) string { return fixed }},
+		{"0.5 to 4.3 KiB messages", func(i int) string {
+			return strings.Repeat("lorem ipsum dolor sit amet ", 20*(1+i%8)) + " AKIAIOSFODNN7EXAMPLE sk-live-" + strconv.Itoa(i)
+		}},
+	} {
+		before := r.Stats()
+		heap0, _ := memStats()
 		var res *runtime.Result
 		for i := range 300 {
 			var err error
-			if res, err = r.Invoke(ctx, m, runtime.Request{Tenant: tenant, Point: "message.outbound", Context: map[string]any{"outgoing": text(i)}}); err != nil || !res.Reused {
-				t.Fatalf("invocation %d: %v, reused %v", i, err, res != nil && res.Reused)
+			if res, err = r.Invoke(ctx, m, runtime.Request{Tenant: tc.name, Point: "message.outbound", Context: map[string]any{"outgoing": tc.text(i)}}); err != nil || !res.Reused {
+				t.Fatalf("%s, invocation %d: %v, reused %v", tc.name, i, err, res != nil && res.Reused)
 			}
 		}
-		return res.MemoryPages, r.Stats()
+		heap1, _ := memStats()
+		heap, counted := heap1-min(heap0, heap1), r.Stats().IdleBytes-before.IdleBytes
+		t.Logf("%s, 300 invocations: memory %d pages, the instance counted for %.2f MiB, HeapInuse +%.2f MiB",
+			tc.name, res.MemoryPages, mib(counted), mib(heap))
+		used := uint64(res.MemoryPages) * 65536
+		most := used + used/8 + 65536 + 2<<20
+		if heap > most || counted > most {
+			t.Errorf("%s: the instance holds %.2f MiB of heap, counted for %.2f MiB, for a memory of %.2f MiB; want at most %.2f MiB",
+				tc.name, mib(heap), mib(counted), mib(used), mib(most))
+		}
 	}
-	pages, st := run("fixed", func(int) string { return fixed })
-	t.Logf("1 KiB message, 300 invocations: memory %d pages, the instance counted for %.2f MiB", pages, mib(st.IdleBytes))
-	if st.Idle != 1 || st.IdleBytes > 6<<20 {
-		t.Errorf("stats %+v: a warm Go instance holds %.1f MiB, over 6 MiB", st, mib(st.IdleBytes))
-	}
-	before := st.IdleBytes
-	pages, st = run("varied", func(i int) string {
-		return strings.Repeat("lorem ipsum dolor sit amet ", 20*(1+i%8)) + " AKIAIOSFODNN7EXAMPLE sk-live-" + strconv.Itoa(i)
-	})
-	t.Logf("0.5 to 4.3 KiB messages, 300 invocations: memory %d pages, the instance counted for %.2f MiB", pages, mib(st.IdleBytes-before))
 }
 
 // tableGrower grows its table to 65,536 elements, and continues.
