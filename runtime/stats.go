@@ -4,8 +4,9 @@ package runtime
 type Stats struct {
 	// Modules counts the compiled modules in the in-memory cache.
 	Modules int `json:"modules"`
-	// Pools counts the instance pools, one per (module, tenant, memory
-	// limit) invoked since the module was loaded.
+	// Pools counts the instance pools, one per (compiled module, tenant,
+	// hook, memory limit) invoked since the module was loaded; a pool left
+	// empty and unused for Config.IdleTTL is dropped.
 	Pools int `json:"pools"`
 	// Instances counts the live instances of those pools, idle or busy.
 	Instances int `json:"instances"`
