@@ -69,7 +69,7 @@ func (s *idleSet) remove(inst *instance) {
 // collect moves into b the least recently used idle instances while the set
 // is over cfg's bounds or its oldest instance has waited past cfg.IdleTTL.
 // It reports whether more must go once b has been closed.
-func (s *idleSet) collect(b *victimBatch, now int64, cfg Config) (more bool) {
+func (s *idleSet) collect(b *victimBatch, now int64, cfg *Config) (more bool) {
 	for s.oldest != nil && s.over(now, cfg) {
 		if b.n == len(b.insts) {
 			return true
@@ -82,7 +82,7 @@ func (s *idleSet) collect(b *victimBatch, now int64, cfg Config) (more bool) {
 	return false
 }
 
-func (s *idleSet) over(now int64, cfg Config) bool {
+func (s *idleSet) over(now int64, cfg *Config) bool {
 	return s.count > cfg.MaxIdleInstances || s.bytes > uint64(cfg.MaxIdleBytes) ||
 		(cfg.IdleTTL > 0 && now-s.oldest.idleSince > int64(cfg.IdleTTL))
 }
@@ -136,7 +136,7 @@ func (r *Runtime) expire(ctx context.Context) {
 	var victims victimBatch
 	for more := true; more; {
 		r.idle.mu.Lock()
-		more = r.idle.collect(&victims, now, r.cfg)
+		more = r.idle.collect(&victims, now, &r.cfg)
 		r.idle.mu.Unlock()
 		victims.close(ctx)
 	}

@@ -207,7 +207,7 @@ func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, 
 		inst = p.idle[n-1] // the most recently used: its memory is the warmest
 		r.idle.remove(inst)
 	}
-	r.idle.collect(&victims, now, r.cfg)
+	r.idle.collect(&victims, now, &r.cfg)
 	r.idle.mu.Unlock()
 	victims.close(ctx)
 	if inst != nil {
@@ -238,12 +238,12 @@ func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bo
 			r.idle.add(inst)
 			kept = true
 		}
-		more := r.idle.collect(&victims, now, r.cfg)
+		more := r.idle.collect(&victims, now, &r.cfg)
 		r.idle.mu.Unlock()
 		victims.close(ctx)
 		for more { // a large instance displaced many small ones
 			r.idle.mu.Lock()
-			more = r.idle.collect(&victims, now, r.cfg)
+			more = r.idle.collect(&victims, now, &r.cfg)
 			r.idle.mu.Unlock()
 			victims.close(ctx)
 		}

@@ -467,7 +467,8 @@ const MaxDataGap = 32
 // every segment active in memory 0 at a constant offset, not empty, none
 // overlapping another. The merged segments cover no more than the
 // originals' extent, so instantiation fails on exactly the modules whose
-// segments did not fit.
+// segments did not fit. The zeros it adds are at most MaxDataGap per
+// segment of the input (3.2 MB for the reader's 100,000 segments).
 func mergeData(m *wasmbin.Module) []byte {
 	if m.DataCount != nil || len(m.Data) < 2 {
 		return nil
