@@ -3,6 +3,7 @@ package adversarial
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
+	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -248,5 +250,39 @@ func TestPoolsBindingsNeverShareInstances(t *testing.T) {
 		Context: map[string]any{"outgoing": "@@" + opQuote}})
 	if err != nil || res.Decision.Reason != secretA+"." {
 		t.Fatalf("binding A: %v %+v", err, res)
+	}
+}
+
+// The same threat through the chain: two observers bound to one module at
+// one point run one after the other for one tenant; the second must not
+// start on the instance the first left warm (the chain passes each
+// binding's name as Request.Hook).
+func TestPoolsChainBindingsNeverShareInstances(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	c, err := chain.New(ctx, chain.Config{
+		Modules: map[string][]byte{"hostile": corpus(t, "hostile.wat")},
+		Bindings: []chain.Binding{
+			{Name: "first", Module: "hostile", Point: "message.outbound", Phase: chain.Observer, Priority: 1},
+			{Name: "second", Module: "hostile", Point: "message.outbound", Phase: chain.Observer, Priority: 2},
+		},
+	}, chain.Options{Runtime: w.rt, HostCaller: w.runner, Logger: slog.New(slog.NewJSONHandler(w.oplog, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(ctx) })
+	// Each binding quotes what its instance remembers, then leaves a stash.
+	script := "@@" + opQuote + opStash("leftbyabinding")
+	out, err := c.Run(ctx, chain.Input{Tenant: "acme", Point: "message.outbound", Context: map[string]any{"outgoing": script}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Trace) != 2 {
+		t.Fatalf("trace %+v, want two steps", out.Trace)
+	}
+	for _, s := range out.Trace {
+		if s.Decision == nil || s.Decision.Reason != "." {
+			t.Errorf("binding %s started on an instance that remembered %+v; want a fresh one", s.Binding, s.Decision)
+		}
 	}
 }
