@@ -157,16 +157,18 @@ func (r *Runtime) expire(ctx context.Context) {
 }
 
 // footprint returns the bytes an idle instance is counted for: its linear
-// memory as allocated (capacity, not length) and what wazero keeps per
-// instance in proportion to the module's shape (see wazeroBytes).
+// memory as allocated (capacity, not length), its tables, and what wazero
+// keeps for its element and data segments (inst.segBytes, measured once:
+// those only shrink).
 func (inst *instance) footprint() uint64 {
-	return uint64(cap(inst.mem.buf)) + wazeroBytes(inst.mod)
+	return uint64(cap(inst.mem.buf)) + tableBytes(inst.mod) + inst.segBytes
 }
 
 // Sizes of what wazero keeps per instance: a table element or a passive
 // element segment's item is a Reference (a uintptr); each data segment
-// has a slice header in the instance (a Go hook has tens of thousands of
-// segments: about 1 MiB per instance).
+// has a slice header in the instance (Go's linker emits tens of thousands
+// of segments, 0.9 MiB per instance, which the instrumentation merges into
+// a few hundred: see meter.MaxDataGap).
 const (
 	refBytes         = uint64(unsafe.Sizeof(uintptr(0)))
 	sliceHeaderBytes = uint64(unsafe.Sizeof([]byte(nil)))
@@ -187,29 +189,50 @@ var instanceFields struct {
 	tables, refs, elems, data int // field indexes
 }
 
-// wazeroBytes returns what wazero keeps for mod in proportion to its
-// shape: its tables, its passive element segments and its data segments'
-// headers.
-func wazeroBytes(mod api.Module) uint64 {
+// instanceValue returns mod's wazero module instance, if its layout is
+// the one instanceFields located.
+func instanceValue(mod api.Module) (reflect.Value, bool) {
 	v := reflect.ValueOf(mod)
 	f := &instanceFields
 	f.once.Do(func() { f.ok = locateInstanceFields(v.Type()) })
 	if !f.ok || v.Type() != f.instanceT || v.IsNil() {
+		return reflect.Value{}, false
+	}
+	return v.Elem(), true
+}
+
+// tableBytes returns what mod's tables hold: they may grow at any time
+// (table.grow), and are few (the reader allows 16).
+func tableBytes(mod api.Module) uint64 {
+	m, ok := instanceValue(mod)
+	if !ok {
 		return 0
 	}
-	m := v.Elem()
 	var refs uint64
-	tables := m.Field(f.tables)
+	tables := m.Field(instanceFields.tables)
 	for i := range tables.Len() {
 		if t := tables.Index(i); !t.IsNil() {
-			refs += uint64(t.Elem().Field(f.refs).Len())
+			refs += uint64(t.Elem().Field(instanceFields.refs).Len())
 		}
 	}
-	elems := m.Field(f.elems)
+	return refs * refBytes
+}
+
+// segmentBytes returns what wazero keeps for mod's passive element
+// segments and its data segments' headers; elem.drop and data.drop only
+// make it smaller, so it is measured once, at instantiation (there may be
+// tens of thousands).
+func segmentBytes(mod api.Module) uint64 {
+	m, ok := instanceValue(mod)
+	if !ok {
+		return 0
+	}
+	var refs uint64
+	elems := m.Field(instanceFields.elems)
 	for i := range elems.Len() {
 		refs += uint64(elems.Index(i).Len())
 	}
-	headers := uint64(elems.Len() + m.Field(f.data).Len())
+	headers := uint64(elems.Len() + m.Field(instanceFields.data).Len())
 	return refs*refBytes + headers*sliceHeaderBytes
 }
 

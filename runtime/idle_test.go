@@ -282,6 +282,22 @@ func TestTableBytes(t *testing.T) {
 	if st, want := r.Stats(), uint64(65536+65536*8); st.IdleBytes < want || st.IdleBytes > want+2*65536 {
 		t.Fatalf("stats %+v: want the instance counted for its page and its 65,536 elements (%d bytes)", st, want)
 	}
+	// Passive element segments are counted too: 20,000 items.
+	items := strings.Repeat(" $f", 20000)
+	m2 := load(t, r, testutil.WAT(t, `(module
+  (memory (export "memory") 1)
+  (data (i32.const 16) "{\"action\":\"continue\"}")
+  (func $f)
+  (elem funcref`+strings.ReplaceAll(items, " $f", " (ref.func $f)")+`)
+  (func (export "hook_v1_handle") (param $n i32) (result i64)
+    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`))
+	before := r.Stats().IdleBytes
+	if res, err := r.Invoke(context.Background(), m2, runtime.Request{Tenant: "t"}); err != nil || !res.Reused {
+		t.Fatalf("%v, reused %v", err, res != nil && res.Reused)
+	}
+	if got := r.Stats().IdleBytes - before; got < 65536+20000*8 {
+		t.Fatalf("an instance with a passive segment of 20,000 items counted for %d bytes, want at least %d", got, 65536+20000*8)
+	}
 	small := newRuntime(t, runtime.Config{MaxIdleBytes: 256 << 10})
 	m = load(t, small, testutil.WAT(t, tableGrower))
 	if res, err = small.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil || res.Reused {

@@ -77,6 +77,9 @@ type instance struct {
 	newer, older *instance
 	idleSince    int64
 	cost         uint64
+	// segBytes is what wazero keeps for the instance's element and data
+	// segments (see footprint).
+	segBytes uint64
 }
 
 // metered reports whether the instance was instrumented.
@@ -286,7 +289,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 		return nil, r.initFailure(ctx, err, mem, nil)
 	}
 	p.live.Add(1)
-	inst := &instance{p: p, mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport)}
+	inst := &instance{p: p, mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport), segBytes: segmentBytes(mod)}
 	inst.ctx = context.WithValue(context.Background(), runKey{}, &inst.run)
 	if !r.cfg.DisableMetering {
 		fuel, ok1 := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
