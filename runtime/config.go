@@ -72,8 +72,8 @@ const (
 	// DefaultMaxIdleBytes bounds the memory of the warm (idle) instances
 	// the whole runtime keeps (128 MiB): their linear memories as reserved
 	// and their tables. Past it the least recently used are closed. A warm
-	// Go hook is counted for 4 to 6 MiB, so about 28 are kept; 1,000
-	// tenants invoking one then hold about 160 MiB of heap (BENCHMARKS.md).
+	// Go hook is counted for 4.5 to 7 MiB, so about 28 are kept; 1,000
+	// tenants invoking one then hold about 130 MiB of heap (BENCHMARKS.md).
 	DefaultMaxIdleBytes = 128 << 20
 	// DefaultIdleTTL is how long a warm instance may wait unused before it
 	// is closed.
@@ -256,12 +256,13 @@ type Config struct {
 	// See SECURITY.md.
 	MaxIdleInstances int
 	// MaxIdleBytes bounds the memory of the warm instances kept by the
-	// whole runtime: each counts its linear memory as reserved plus its
-	// tables (elements × 8 bytes). Past it the least recently used idle
+	// whole runtime: each counts its linear memory as reserved, its tables
+	// (elements × 8 bytes) and what wazero keeps for its passive element
+	// segments and data segments. Past it the least recently used idle
 	// instances are closed; an instance that alone is over it is not
 	// kept. Zero means DefaultMaxIdleBytes (128 MiB); negative means none
-	// are kept. wazero's own structures of an instance (about 1 MiB for a
-	// Go hook) are not counted.
+	// are kept. wazero's fixed structures of an instance (tens of KiB) are
+	// not counted. See SECURITY.md.
 	MaxIdleBytes int64
 	// IdleTTL is how long a warm instance may wait unused: older ones are
 	// closed, when an instance is acquired or released and by one
