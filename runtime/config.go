@@ -261,8 +261,8 @@ type Config struct {
 	// segments and data segments. Past it the least recently used idle
 	// instances are closed; an instance that alone is over it is not
 	// kept. Zero means DefaultMaxIdleBytes (128 MiB); negative means none
-	// are kept. wazero's fixed structures of an instance (0.2 MiB for a Go hook) are
-	// not counted. See SECURITY.md.
+	// are kept. wazero's fixed structures of an instance (0.2 MiB for a
+	// Go hook) are not counted. See SECURITY.md.
 	MaxIdleBytes int64
 	// IdleTTL is how long a warm instance may wait unused: older ones are
 	// closed, when an instance is acquired or released and by one
