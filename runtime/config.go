@@ -65,6 +65,19 @@ const (
 	DefaultMaxIdlePerPool = 4
 	// DefaultCacheModules bounds the compiled modules kept in memory.
 	DefaultCacheModules = 128
+	// DefaultMaxIdleInstances bounds the warm (idle) instances the whole
+	// runtime keeps, across every pool; past it the least recently used is
+	// closed.
+	DefaultMaxIdleInstances = 256
+	// DefaultMaxIdleBytes bounds the memory of the warm (idle) instances
+	// the whole runtime keeps (128 MiB): their linear memories as reserved
+	// and their tables. Past it the least recently used are closed. A warm
+	// Go hook is counted for 4.5 to 7 MiB, so about 28 are kept; 1,000
+	// tenants invoking one then hold about 130 MiB of heap (BENCHMARKS.md).
+	DefaultMaxIdleBytes = 128 << 20
+	// DefaultIdleTTL is how long a warm instance may wait unused before it
+	// is closed.
+	DefaultIdleTTL = time.Minute
 )
 
 // Limits bounds what one invocation of a hook may use. The zero value of every
@@ -259,6 +272,27 @@ type Config struct {
 	// MaxIdlePerPool bounds the warm instances kept per pool. Zero means 4;
 	// negative means none are kept.
 	MaxIdlePerPool int
+	// MaxIdleInstances bounds the warm (idle) instances kept by the whole
+	// runtime, across every pool: when one more would be kept, the least
+	// recently used idle instance, of whatever pool, is closed. Zero means
+	// DefaultMaxIdleInstances (256); negative means none are kept.
+	// See SECURITY.md.
+	MaxIdleInstances int
+	// MaxIdleBytes bounds the memory of the warm instances kept by the
+	// whole runtime: each counts its linear memory as reserved, its tables
+	// (elements × 8 bytes) and what wazero keeps for its passive element
+	// segments and data segments. Past it the least recently used idle
+	// instances are closed; an instance that alone is over it is not
+	// kept. Zero means DefaultMaxIdleBytes (128 MiB); negative means none
+	// are kept. wazero's fixed structures of an instance (0.2 MiB for a
+	// Go hook) are not counted. See SECURITY.md.
+	MaxIdleBytes int64
+	// IdleTTL is how long a warm instance may wait unused: older ones are
+	// closed, when an instance is acquired or released and by one
+	// background goroutine that Close stops. Zero means DefaultIdleTTL
+	// (1 minute); negative means idle instances never expire (the counts
+	// above still bound them).
+	IdleTTL time.Duration
 	// CacheModules bounds the compiled modules kept in memory (LRU, keyed
 	// by sha256). Zero means 128.
 	CacheModules int
@@ -305,6 +339,21 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxIdlePerPool < 0 {
 		c.MaxIdlePerPool = 0
+	}
+	if c.MaxIdleInstances == 0 {
+		c.MaxIdleInstances = DefaultMaxIdleInstances
+	}
+	if c.MaxIdleInstances < 0 {
+		c.MaxIdleInstances = 0
+	}
+	if c.MaxIdleBytes == 0 {
+		c.MaxIdleBytes = DefaultMaxIdleBytes
+	}
+	if c.MaxIdleBytes < 0 {
+		c.MaxIdleBytes = 0
+	}
+	if c.IdleTTL == 0 {
+		c.IdleTTL = DefaultIdleTTL
 	}
 	if c.CacheModules == 0 {
 		c.CacheModules = DefaultCacheModules

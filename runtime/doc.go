@@ -1,5 +1,6 @@
 // Package runtime is the wazero host of wasmhooks: it validates and compiles
-// hook modules, keeps warm instances in pools per (module, tenant), runs one
+// hook modules, keeps warm instances in pools per (module, tenant, hook)
+// under a runtime-wide budget (count, bytes, idle time), runs one
 // invocation at a time on an instance under per-hook limits, and serves the
 // hook's one door, hook_v1.host_call, by copying bytes in and out of guest
 // memory and handing each call to a HostCaller (the capability runner).
@@ -11,7 +12,7 @@
 //     counter and a stack limiter, runtime/internal/meter), then compiles
 //     it; compiled code is cached by the sha256 of the original bytes, in
 //     memory and optionally on disk.
-//  2. Invoke takes a warm instance from the pool of (module, tenant) or
+//  2. Invoke takes a warm instance from the pool of (module, tenant, hook) or
 //     creates one (running the start function and _initialize under
 //     Limits.InitFuel, where host calls are answered NOT_IN_INVOCATION),
 //     parks the invocation document, sets the fuel and stack budgets, and

@@ -19,8 +19,13 @@ type Request struct {
 	// Tenant owns the invocation. Instances, credit and data are scoped by
 	// it. Required.
 	Tenant string
-	// Hook is the hook's name as bound by the operator. Empty means the
-	// manifest's name, or "hook".
+	// Hook names the binding of the module, as the host knows it: it is
+	// the identity the capabilities see (abi.Caller.Hook: the key-value
+	// scope, logs) and part of the key of the warm instances, so two hooks
+	// of one tenant never share an instance (nor what one's traffic left
+	// in its memory). Requests that differ in Settings or Grants should
+	// differ in Hook. Empty means the module's digest (Module.Digest):
+	// never the manifest's name, which is the module's own claim.
 	Hook string
 	// Point is the hook point. Empty means "message.outbound".
 	Point string
@@ -142,11 +147,23 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, &LimitError{Limit: "input_bytes", Max: uint64(lim.MaxInputBytes), Got: uint64(len(doc))})
 	}
 
-	p, err := r.pool(poolKey{digest: m.Digest(), tenant: req.Tenant, memoryPages: lim.MemoryPages}, m.c)
-	if err != nil {
-		return err
+	key := poolKey{c: m.c, tenant: req.Tenant, hook: req.Hook, memoryPages: lim.MemoryPages}
+	var (
+		p    *pool
+		inst *instance
+	)
+	for try := 0; ; try++ {
+		if p, err = r.pool(key); err != nil {
+			return err
+		}
+		inst, err = r.acquire(ctx, p, lim)
+		if err != errPoolGone {
+			break
+		}
+		if try == 8 { // pools are only dropped when empty and idle: unreachable
+			return ErrClosed
+		}
 	}
-	inst, err := r.acquire(ctx, p, lim)
 	if err != nil {
 		if f, ok := AsFailure(err); ok {
 			*res = Result{InvocationID: req.InvocationID, Failure: f, Duration: time.Since(start)}
@@ -243,11 +260,9 @@ func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {
 		return Limits{}, abi.Point{}, fmt.Errorf("%w: the hook's manifest does not allow point %q (it allows %s)", ErrInvalidRequest, req.Point, strings.Join(man.Points, ", "))
 	}
 	if req.Hook == "" {
-		if man := m.Manifest(); man != nil && man.Name != "" {
-			req.Hook = man.Name
-		} else {
-			req.Hook = "hook"
-		}
+		// Never the manifest's name: a module could claim another's and
+		// read its key-value data, or a new name for every upload.
+		req.Hook = m.Digest()
 	}
 	if req.InvocationID == "" {
 		var b [12]byte

@@ -2,9 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
@@ -16,28 +16,38 @@ import (
 )
 
 // poolKey identifies a pool. Instances are never shared between tenants,
-// and all instances of a pool were created with the same memory limit.
-// See RATIONALE.md#why-pools-per-module-tenant.
+// nor between hooks (bindings) of one tenant, nor between copies of a
+// module compiled apart; all instances of a pool were created with the same
+// memory limit. See RATIONALE.md#why-pools-per-module-tenant.
 type poolKey struct {
-	digest      string
-	tenant      string
-	memoryPages uint32
+	// c is the compiled module the pool's instances come from: the pools
+	// of a compiled module are closed when the last Module holding it is,
+	// and never those of another copy of the same bytes.
+	c *compiled
+	// tenant and hook are the host's names for whom the instances serve
+	// (Request.Tenant and Request.Hook, never anything the module says).
+	tenant, hook string
+	memoryPages  uint32
 }
 
-// pool holds the warm instances of one module for one tenant.
+// pool holds the warm instances of one module for one (tenant, hook).
 type pool struct {
 	key  poolKey
 	c    *compiled
 	sem  chan struct{} // one token per instance in use
 	live atomic.Int64  // instances alive (idle or busy), for tests
 
-	mu     sync.Mutex // guards idle and closed
-	idle   []*instance
+	// Guarded by the runtime's idle.mu.
+	idle   []*instance // oldest first
 	closed bool
+	// used is when the pool last handed out or took back an instance, for
+	// the janitor's removal of empty pools.
+	used int64
 }
 
 // instance is one instantiated module. It serves one invocation at a time.
 type instance struct {
+	p           *pool
 	mod         api.Module
 	handle      api.Function
 	mem         *limitedMemory
@@ -60,6 +70,16 @@ type instance struct {
 	inv       invocation
 	out       []byte    // the copy of the decision document
 	stackSlot [1]uint64 // the handle's parameter, then its result
+
+	// While idle (guarded by the runtime's idle.mu): its place in the
+	// runtime-wide least-recently-used list, when it became idle
+	// (monotonic nanoseconds, see nanotime) and the bytes it was counted for.
+	newer, older *instance
+	idleSince    int64
+	cost         uint64
+	// segBytes is what wazero keeps for the instance's element and data
+	// segments (see footprint).
+	segBytes uint64
 }
 
 // metered reports whether the instance was instrumented.
@@ -122,7 +142,7 @@ func isStackOverflow(err error) bool {
 	return msg == "stack overflow" || msg == "wasm error: stack overflow"
 }
 
-func (r *Runtime) pool(key poolKey, c *compiled) (*pool, error) {
+func (r *Runtime) pool(key poolKey) (*pool, error) {
 	r.mu.RLock()
 	p, ok := r.pools[key]
 	closed := r.closed
@@ -140,26 +160,33 @@ func (r *Runtime) pool(key poolKey, c *compiled) (*pool, error) {
 	}
 	p, ok = r.pools[key]
 	if !ok {
-		p = &pool{key: key, c: c, sem: make(chan struct{}, r.cfg.MaxInstancesPerPool)}
+		p = &pool{key: key, c: key.c, sem: make(chan struct{}, r.cfg.MaxInstancesPerPool), used: nanotime()}
 		r.pools[key] = p
 	}
 	return p, nil
 }
 
-func (r *Runtime) closePools(ctx context.Context, digest string) {
+// closePools closes the pools of c, after the last Module holding c was
+// closed. Other copies of the same bytes (compiled apart after the compile
+// cache evicted c) have pools of their own and are not touched.
+func (r *Runtime) closePools(ctx context.Context, c *compiled) {
 	r.mu.Lock()
 	var victims []*pool
 	for k, p := range r.pools {
-		if k.digest == digest {
+		if k.c == c {
 			victims = append(victims, p)
 			delete(r.pools, k)
 		}
 	}
 	r.mu.Unlock()
 	for _, p := range victims {
-		p.close(ctx)
+		r.closePool(ctx, p)
 	}
 }
+
+// errPoolGone is acquire's answer when the pool was closed or pruned
+// between its lookup and the acquire: Invoke looks the pool up again.
+var errPoolGone = errors.New("runtime: pool gone")
 
 // acquire returns an idle instance or creates one, waiting while every
 // instance of the pool is busy. It honours ctx.
@@ -169,19 +196,26 @@ func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, 
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
 	}
-	p.mu.Lock()
+	now := nanotime()
+	var victims victimBatch
+	r.idle.mu.Lock()
 	if p.closed {
-		p.mu.Unlock()
+		r.idle.mu.Unlock()
 		<-p.sem
-		return nil, ErrClosed
+		return nil, errPoolGone
 	}
+	p.used = now
+	var inst *instance
 	if n := len(p.idle); n > 0 {
-		inst := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
+		inst = p.idle[n-1] // the most recently used: its memory is the warmest
+		r.idle.remove(inst)
+	}
+	r.idle.collect(&victims, now, &r.cfg)
+	r.idle.mu.Unlock()
+	victims.close(ctx)
+	if inst != nil {
 		return inst, nil
 	}
-	p.mu.Unlock()
 	inst, err := r.instantiate(ctx, p, lim)
 	if err != nil {
 		<-p.sem
@@ -191,17 +225,34 @@ func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, 
 }
 
 // release returns inst to the pool, or closes it when it must not be reused
-// or the pool keeps enough idle instances; it reports whether inst was kept.
+// or the pool or the runtime keeps enough idle instances; it reports whether
+// inst was kept. Keeping it may close the least recently used idle instances
+// of any pool, to stay within Config.MaxIdleInstances and MaxIdleBytes.
 func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool) (kept bool) {
 	defer func() { <-p.sem }()
 	if reuse {
-		p.mu.Lock()
-		if !p.closed && len(p.idle) < r.cfg.MaxIdlePerPool {
-			p.idle = append(p.idle, inst)
-			p.mu.Unlock()
+		cost := inst.footprint()
+		now := nanotime()
+		var victims victimBatch
+		r.idle.mu.Lock()
+		p.used = now
+		if !p.closed && len(p.idle) < r.cfg.MaxIdlePerPool && r.cfg.MaxIdleInstances > 0 && cost <= uint64(r.cfg.MaxIdleBytes) {
+			inst.idleSince, inst.cost = now, cost
+			r.idle.add(inst)
+			kept = true
+		}
+		more := r.idle.collect(&victims, now, &r.cfg)
+		r.idle.mu.Unlock()
+		victims.close(ctx)
+		for more { // a large instance displaced many small ones
+			r.idle.mu.Lock()
+			more = r.idle.collect(&victims, now, &r.cfg)
+			r.idle.mu.Unlock()
+			victims.close(ctx)
+		}
+		if kept {
 			return true
 		}
-		p.mu.Unlock()
 	}
 	p.discard(ctx, inst)
 	return false
@@ -212,12 +263,16 @@ func (p *pool) discard(ctx context.Context, inst *instance) {
 	p.live.Add(-1)
 }
 
-func (p *pool) close(ctx context.Context) {
-	p.mu.Lock()
+// closePool marks p closed and closes its idle instances; busy ones are
+// closed when they are released.
+func (r *Runtime) closePool(ctx context.Context, p *pool) {
+	r.idle.mu.Lock()
 	p.closed = true
-	idle := p.idle
-	p.idle = nil
-	p.mu.Unlock()
+	idle := append([]*instance(nil), p.idle...)
+	for _, inst := range idle {
+		r.idle.remove(inst)
+	}
+	r.idle.mu.Unlock()
 	for _, inst := range idle {
 		p.discard(ctx, inst)
 	}
@@ -234,7 +289,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 		return nil, r.initFailure(ctx, err, mem, nil)
 	}
 	p.live.Add(1)
-	inst := &instance{mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport)}
+	inst := &instance{p: p, mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport), segBytes: segmentBytes(mod)}
 	inst.ctx = context.WithValue(context.Background(), runKey{}, &inst.run)
 	if !r.cfg.DisableMetering {
 		fuel, ok1 := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)

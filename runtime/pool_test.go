@@ -117,9 +117,19 @@ func TestAcquireHonoursContext(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: time.Second}})
+		// MaxFuel: the loop must hold its instance until its timeout, not
+		// run out of fuel first on a fast machine.
+		_, _ = r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: 2 * time.Second, Fuel: runtime.MaxFuel}})
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Wait until the looping invocation holds the pool's one instance.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st := r.Stats(); st.Instances-st.Idle == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the looping invocation never took its instance")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@"}})
@@ -138,7 +148,7 @@ func TestCallerCancelIsNotAHookFailure(t *testing.T) {
 	m := load(t, r, scripted(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: 5 * time.Second}})
+	res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: 5 * time.Second, Fuel: runtime.MaxFuel}})
 	if _, isFailure := runtime.AsFailure(err); err == nil || isFailure || res != nil {
 		t.Fatalf("res %v err %v: want a plain error, the caller gave up", res, err)
 	}

@@ -42,6 +42,12 @@ type Runtime struct {
 	mu     sync.RWMutex // guards closed, pools
 	closed bool
 	pools  map[poolKey]*pool
+
+	// idle is every pool's warm instances, least recently used last.
+	idle idleSet
+	// stopJanitor and janitorDone stop and wait for the janitor (nil
+	// without an IdleTTL).
+	stopJanitor, janitorDone chan struct{}
 }
 
 // New returns a Runtime configured by cfg. Close it when done.
@@ -107,6 +113,10 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		_ = r.wr.Close(ctx)
 		return nil, err
 	}
+	if cfg.IdleTTL > 0 {
+		r.stopJanitor, r.janitorDone = make(chan struct{}), make(chan struct{})
+		go r.janitor(r.stopJanitor, r.janitorDone)
+	}
 	return r, nil
 }
 
@@ -139,8 +149,12 @@ func (r *Runtime) Close(ctx context.Context) error {
 	pools := r.pools
 	r.pools = nil
 	r.mu.Unlock()
+	if r.stopJanitor != nil {
+		close(r.stopJanitor)
+		<-r.janitorDone
+	}
 	for _, p := range pools {
-		p.close(ctx)
+		r.closePool(ctx, p)
 	}
 	r.cache.Purge()
 	return r.wr.Close(ctx)
@@ -250,13 +264,15 @@ func (m *Module) Info() *ModuleInfo { return m.c.info }
 // Manifest returns the module's manifest, or nil if it has none.
 func (m *Module) Manifest() *abi.Manifest { return m.c.info.Manifest }
 
-// Close releases the module. When no other Module loaded from the same bytes
-// is open, the warm instances of it are closed too; the compiled code stays
-// cached until evicted. Invoking a closed Module is a programming error.
+// Close releases the module. When no other Module sharing its compiled code
+// is open, its warm instances are closed too; those of another copy of the
+// same bytes (compiled again after the compile cache evicted this one) are
+// not touched. The compiled code stays cached until evicted. Invoking a
+// closed Module is a programming error.
 func (m *Module) Close(ctx context.Context) error {
 	m.once.Do(func() {
 		if m.c.release() {
-			m.rt.closePools(ctx, m.c.digest)
+			m.rt.closePools(ctx, m.c)
 		}
 	})
 	return nil

@@ -4,14 +4,19 @@ package runtime
 type Stats struct {
 	// Modules counts the compiled modules in the in-memory cache.
 	Modules int `json:"modules"`
-	// Pools counts the instance pools, one per (module, tenant, memory
-	// limit) invoked since the module was loaded.
+	// Pools counts the instance pools, one per (compiled module, tenant,
+	// hook, memory limit) invoked since the module was loaded; a pool left
+	// empty and unused for Config.IdleTTL is dropped.
 	Pools int `json:"pools"`
 	// Instances counts the live instances of those pools, idle or busy.
 	Instances int `json:"instances"`
 	// Idle counts the warm instances waiting in those pools. Instances -
 	// Idle are serving an invocation (or being created or discarded).
 	Idle int `json:"idle"`
+	// IdleBytes is what the idle instances are counted for against
+	// Config.MaxIdleBytes: their linear memories as reserved and their
+	// tables.
+	IdleBytes uint64 `json:"idle_bytes"`
 }
 
 // Stats returns a snapshot of the runtime's modules, pools and instances, for
@@ -26,10 +31,13 @@ func (r *Runtime) Stats() Stats {
 	}
 	r.mu.Unlock()
 	s := Stats{Modules: r.cache.Len(), Pools: len(pools)}
+	r.idle.mu.Lock()
 	for _, p := range pools {
-		p.mu.Lock()
 		s.Idle += len(p.idle)
-		p.mu.Unlock()
+	}
+	s.IdleBytes = r.idle.bytes
+	r.idle.mu.Unlock()
+	for _, p := range pools {
 		s.Instances += int(p.live.Load())
 	}
 	return s

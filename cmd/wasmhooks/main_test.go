@@ -68,7 +68,7 @@ func TestRun(t *testing.T) {
 		{"wat-legacy", []string{"run", "--hook", shapes, "--input", input, "--settings", `{"shape":"legacy"}`}, "", exitOK},
 		{"fail-closed", []string{"run", "--hook", scripted, "--input", trap}, "", exitOK},
 		{"fail-open", []string{"run", "--hook", scripted, "--input", trap, "--fail", "open"}, "", exitOK},
-		{"timeout", []string{"run", "--hook", scripted, "--input", writeTemp(t, "loop.json", `{"outgoing":"@@L"}`), "--timeout", "100ms"}, "", exitOK},
+		{"timeout", []string{"run", "--hook", scripted, "--input", writeTemp(t, "loop.json", `{"outgoing":"@@L"}`), "--timeout", "100ms", "--fuel", "4611686018427387904"}, "", exitOK},
 		{"load-refused", []string{"run", "--hook", garbage}, "", exitRefused},
 		{"bad-input", []string{"run", "--hook", shapes, "--input", "-"}, `{"a":1,"a":2}`, exitUsage},
 		{"bad-point", []string{"run", "--hook", shapes, "--point", "nowhere"}, "", exitUsage},

@@ -57,7 +57,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		memPages   = fs.Uint("memory-pages", 0, "linear-memory limit in 64 KiB pages (default 512)")
 		fuel       = fs.Uint64("fuel", 0, "fuel budget of the invocation, about one unit per WebAssembly instruction (default 400000000)")
 		tenant     = fs.String("tenant", "local", "the tenant the invocation runs for")
-		hookName   = fs.String("name", "", "the hook's name (default: the manifest's name)")
+		hookName   = fs.String("name", "", "the hook's name, its identity for capabilities such as kv (default: the module's sha256, never the manifest's name)")
 		cacheDir   = fs.String("cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
 	)
 	fs.Var(&credit, "credit", creditUsage)

@@ -89,7 +89,9 @@
 package meter
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/wasmhooks/wasmhooks/runtime/internal/wasmbin"
@@ -120,7 +122,7 @@ const (
 // Version identifies the instrumentation's output: the same Version and the
 // same input give the same output bytes. It changes whenever the rewrite
 // does, so that caches of instrumented modules keyed on it stay correct.
-const Version = "meter/2"
+const Version = "meter/3"
 
 // The cost model. See the package documentation.
 const (
@@ -359,6 +361,7 @@ func (mc *modCtx) assemble(wasm []byte, code []byte) ([]byte, error) {
 		}
 	}
 	repl[wasmbin.SectionCode] = code
+	repl[wasmbin.SectionData] = mergeData(m)
 
 	out := make([]byte, 0, len(wasm)+len(code)-sectionSize(m, wasmbin.SectionCode)+256)
 	out = append(out, wasm[:wasmbin.HeaderSize]...)
@@ -445,4 +448,75 @@ func appendTypes(b []byte, ts []wasmbin.ValueType) []byte {
 		b = append(b, byte(t))
 	}
 	return b
+}
+
+// MaxDataGap is the most zero bytes mergeData writes between two data
+// segments to make them one. Go's linker ends a segment at a run of more
+// than 8 zeros; most of its gaps are under 32 bytes: merging them takes a
+// Go hook from 40,000 segments to 200, for 0.7 MB more data in the module
+// (kept once, however many instances) and 0.9 MiB less in every instance.
+const MaxDataGap = 32
+
+// mergeData returns a data section in which active data segments that lie
+// at most MaxDataGap bytes apart are merged into one, the gap filled with
+// zeros (what memory holds there anyway), or nil to keep the section as
+// it is. wazero keeps a slice header per segment in every instance: Go's
+// linker emits some 37,000 segments, 0.9 MiB per instance, which merging
+// brings to a few hundred. It merges only when nothing can tell: no
+// datacount section (so no memory.init or data.drop names a segment), and
+// every segment active in memory 0 at a constant offset, not empty, none
+// overlapping another. The merged segments cover no more than the
+// originals' extent, so instantiation fails on exactly the modules whose
+// segments did not fit. The zeros it adds are at most MaxDataGap per
+// segment of the input (3.2 MB for the reader's 100,000 segments).
+func mergeData(m *wasmbin.Module) []byte {
+	if m.DataCount != nil || len(m.Data) < 2 {
+		return nil
+	}
+	type seg struct {
+		off  uint64
+		init []byte
+	}
+	segs := make([]seg, len(m.Data))
+	for i, d := range m.Data {
+		if d.Mode != wasmbin.SegmentActive || d.Memory != 0 || d.Offset.Op != wasmbin.OpI32Const || len(d.Init) == 0 {
+			return nil
+		}
+		segs[i] = seg{off: uint64(uint32(d.Offset.Value)), init: d.Init}
+	}
+	slices.SortStableFunc(segs, func(a, b seg) int { return cmp.Compare(a.off, b.off) })
+	runs := 1
+	for i := 1; i < len(segs); i++ {
+		end := segs[i-1].off + uint64(len(segs[i-1].init))
+		if segs[i].off < end {
+			return nil // overlapping: the order of application matters
+		}
+		if segs[i].off-end > MaxDataGap {
+			runs++
+		}
+	}
+	if runs == len(segs) {
+		return nil
+	}
+	out := wasmbin.AppendULEB128(nil, uint64(runs))
+	for i := 0; i < len(segs); {
+		j, end := i+1, segs[i].off+uint64(len(segs[i].init))
+		for j < len(segs) && segs[j].off-end <= MaxDataGap {
+			end = segs[j].off + uint64(len(segs[j].init))
+			j++
+		}
+		out = append(out, 0x00, wasmbin.OpI32Const) // active, memory 0
+		out = wasmbin.AppendSLEB128(out, int64(int32(uint32(segs[i].off))))
+		out = append(out, 0x0B) // end
+		out = wasmbin.AppendULEB128(out, end-segs[i].off)
+		for k := i; k < j; k++ {
+			if k > i {
+				prev := segs[k-1].off + uint64(len(segs[k-1].init))
+				out = append(out, make([]byte, segs[k].off-prev)...)
+			}
+			out = append(out, segs[k].init...)
+		}
+		i = j
+	}
+	return out
 }
