@@ -68,59 +68,61 @@ const (
 )
 
 // Limits bounds what one invocation of a hook may use. The zero value of every
-// field means its default; limits are per hook, set by the operator.
+// field means its default; limits are per hook, set by the operator. Validate
+// is its one check; its one JSON form (MarshalJSON, UnmarshalJSON) names each
+// field by its json tag, durations as Go duration strings ("2s").
 type Limits struct {
 	// MemoryPages limits the hook's linear memory, in 64 KiB pages.
 	// memory.grow past it fails (returns -1). Zero means
 	// DefaultMemoryPages (512, 32 MiB). It may not exceed
 	// Config.MaxMemoryPages.
-	MemoryPages uint32
+	MemoryPages uint32 `json:"memory_pages,omitempty"`
 	// MemoryHighWaterPages: an instance whose memory has grown past this
 	// many pages after an invocation is discarded rather than reused
 	// (linear memory never shrinks). Zero means 3/4 of MemoryPages.
-	MemoryHighWaterPages uint32
+	MemoryHighWaterPages uint32 `json:"memory_high_water_pages,omitempty"`
 	// Timeout is the wall-clock limit of one invocation, instance
 	// creation excluded. Zero means DefaultTimeout (2s). Metered guest
 	// code is stopped within a fuel slice of it (FuelSlice), host calls
 	// and sleeps at it; a decision returned after it is a timeout.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 	// InitTimeout is the wall-clock limit of creating an instance and
 	// running _initialize. Zero means 5s.
-	InitTimeout time.Duration
+	InitTimeout time.Duration `json:"init_timeout,omitempty"`
 	// MaxInputBytes bounds the invocation document. Zero means 1 MiB.
-	MaxInputBytes int
+	MaxInputBytes int `json:"max_input_bytes,omitempty"`
 	// MaxOutputBytes bounds the decision the hook returns. Zero means 1 MiB.
-	MaxOutputBytes int
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
 	// MaxHostCalls bounds the host calls of one invocation (takes are not
 	// counted). Zero means 64.
-	MaxHostCalls int
+	MaxHostCalls int `json:"max_host_calls,omitempty"`
 	// MaxHostCallBytes bounds the bytes of all host-call names, payloads
 	// and results of one invocation. Zero means 8 MiB.
-	MaxHostCallBytes int
+	MaxHostCallBytes int `json:"max_host_call_bytes,omitempty"`
 	// MaxRequestBytes bounds one host-call payload. Zero means 1 MiB.
-	MaxRequestBytes int
+	MaxRequestBytes int `json:"max_request_bytes,omitempty"`
 	// MaxResultBytes bounds one host-call result. Zero means 1 MiB.
-	MaxResultBytes int
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
 	// MaxLogBytes bounds stdout and stderr of one invocation. Zero means
 	// 64 KiB.
-	MaxLogBytes int
+	MaxLogBytes int `json:"max_log_bytes,omitempty"`
 	// Fuel is the deterministic work budget of one invocation, in units of
 	// about one WebAssembly instruction (bulk memory and table operations
 	// also cost one unit per 64 bytes or 8 elements). Running out fails
 	// the invocation with fuel_exhausted, whatever the clock says. Zero
 	// means DefaultFuel (400 million); at most MaxFuel.
-	Fuel uint64
+	Fuel uint64 `json:"fuel,omitempty"`
 	// InitFuel is the fuel of creating an instance: the module's start
 	// function and _initialize together. Zero means DefaultInitFuel
 	// (400 million); at most MaxFuel.
-	InitFuel uint64
+	InitFuel uint64 `json:"init_fuel,omitempty"`
 	// MaxStackBytes bounds the guest's call stack, in bytes as the
 	// instrumentation counts them: every function that makes calls costs
 	// 32 + 8 × (parameters + locals + its maximum operand-stack height)
 	// while it runs. Going past it fails the invocation with
 	// stack_exhausted. Zero means DefaultMaxStackBytes (512 KiB); at most
 	// MaxStackBytesLimit.
-	MaxStackBytes int
+	MaxStackBytes int `json:"max_stack_bytes,omitempty"`
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
