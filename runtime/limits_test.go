@@ -60,7 +60,8 @@ func aValue(t *testing.T, f reflect.Value, def reflect.Value) {
 
 // TestLimitsFieldsInEveryForm fails when a field of Limits is missing from
 // one of the places that must know every field: its JSON name, the JSON form
-// (both ways), the defaults and Validate. chain's TestConfigDigestCoversEveryLimit
+// (both ways), the defaults, Config.Limits as the default of a request, and
+// Validate. chain's TestConfigDigestCoversEveryLimit
 // and TestConfigFileTakesEveryLimit do the same for the chain's digest and
 // file.
 func TestLimitsFieldsInEveryForm(t *testing.T) {
@@ -96,6 +97,12 @@ func TestLimitsFieldsInEveryForm(t *testing.T) {
 			}
 			if err := l.WithDefaults().Validate(runtime.DefaultMaxMemoryPages); err != nil {
 				t.Errorf("Validate(%s) = %v, want nil", b, err)
+			}
+			// Config.Limits is the default of a request that leaves the
+			// field zero (mergeLimits).
+			eff, err := newRuntime(t, runtime.Config{Limits: l}).EffectiveLimits(runtime.Limits{})
+			if got, want := reflect.ValueOf(eff).Field(i).Interface(), reflect.ValueOf(l).Field(i).Interface(); err != nil || got != want {
+				t.Errorf("with Config.Limits %s, EffectiveLimits(zero) has %v (%v), want %v", b, got, err, want)
 			}
 
 			// Out of bounds: every field has one (no negative int or
