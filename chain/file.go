@@ -40,16 +40,16 @@ type fileBreaker struct {
 }
 
 type fileBinding struct {
-	Name     string         `json:"name"`
-	Module   string         `json:"module"`
-	Point    string         `json:"point"`
-	Phase    Phase          `json:"phase"`
-	Priority int            `json:"priority"`
-	Settings map[string]any `json:"settings"`
-	Grants   []string       `json:"grants"`
-	Fail     FailPolicy     `json:"fail"`
-	Limits   runtime.Limits `json:"limits"`
-	Approval *fileApproval  `json:"approval"`
+	Name     string          `json:"name"`
+	Module   string          `json:"module"`
+	Point    string          `json:"point"`
+	Phase    Phase           `json:"phase"`
+	Priority int             `json:"priority"`
+	Settings map[string]any  `json:"settings"`
+	Grants   []string        `json:"grants"`
+	Fail     FailPolicy      `json:"fail"`
+	Limits   json.RawMessage `json:"limits"` // runtime.Limits' JSON form
+	Approval *fileApproval   `json:"approval"`
 }
 
 type fileApproval struct {
@@ -101,10 +101,15 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	if fc.Breaker != nil {
 		cfg.Breaker = BreakerConfig{Failures: fc.Breaker.Failures, Backoff: time.Duration(fc.Breaker.Backoff), MaxBackoff: time.Duration(fc.Breaker.MaxBackoff)}
 	}
-	for _, fb := range fc.Bindings {
+	for i, fb := range fc.Bindings {
 		b := Binding{
 			Name: fb.Name, Module: fb.Module, Point: fb.Point, Phase: fb.Phase, Priority: fb.Priority,
-			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail, Limits: fb.Limits,
+			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail,
+		}
+		if fb.Limits != nil {
+			if err := b.Limits.UnmarshalJSON(fb.Limits); err != nil {
+				return Config{}, fmt.Errorf("chain config: binding %d (%q): %w", i, fb.Name, err)
+			}
 		}
 		if a := fb.Approval; a != nil {
 			b.Approval = ApprovalPolicy{Timeout: time.Duration(a.Timeout), OnExpiry: a.OnExpiry}
