@@ -169,3 +169,31 @@ func TestLimitsJSONRefused(t *testing.T) {
 		t.Errorf("null = %+v, %v; want it left as it was", l, err)
 	}
 }
+
+// FuzzLimitsJSON: whatever the JSON form accepts, it writes back in a form
+// it reads as the same limits, and equal limits have equal bytes.
+func FuzzLimitsJSON(f *testing.F) {
+	f.Add(bytes.TrimSpace(testutil.ReadFile(f, "runtime/testdata/limits.json")))
+	for _, s := range []string{`{}`, `null`, `{"timeout": "1.5ms", "init_timeout": "-1h2m3.000000001s"}`,
+		`{"fuel": 9007199254740991, "memory_pages": 4294967295, "max_host_calls": -9007199254740991}`,
+		`{"fuel": 1, "fuel": 2}`, `{"Fuel": 1}`, `{"timeout": "2s" }`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var l runtime.Limits
+		if json.Unmarshal(data, &l) != nil {
+			return
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back runtime.Limits
+		if err := json.Unmarshal(b, &back); err != nil || back != l {
+			t.Fatalf("%s: %+v, written %s, read back %+v, %v", data, l, b, back, err)
+		}
+		if b2, _ := json.Marshal(back); !bytes.Equal(b, b2) {
+			t.Fatalf("%+v written as %s, then %s", l, b, b2)
+		}
+	})
+}
