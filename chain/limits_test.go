@@ -7,25 +7,14 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // halfDefault returns a Limits whose field i is half its default: valid, and
 // neither zero nor the default.
 func halfDefault(t *testing.T, i int) runtime.Limits {
-	t.Helper()
-	var l runtime.Limits
-	def := reflect.ValueOf(runtime.Limits{}.WithDefaults()).Field(i)
-	f := reflect.ValueOf(&l).Elem().Field(i)
-	switch {
-	case f.CanInt():
-		f.SetInt(def.Int() / 2)
-	case f.CanUint():
-		f.SetUint(def.Uint() / 2)
-	default:
-		t.Fatalf("no test value for a %s", f.Type())
-	}
-	return l
+	return testutil.HalfField(t, runtime.Limits{}.WithDefaults(), i)
 }
 
 // TestConfigDigestCoversEveryLimit: two configurations that differ only in

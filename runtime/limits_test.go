@@ -44,20 +44,6 @@ func TestLimitsJSONGolden(t *testing.T) {
 	}
 }
 
-// aValue is a value of a Limits field's type, not zero and not its default,
-// within every bound.
-func aValue(t *testing.T, f reflect.Value, def reflect.Value) {
-	t.Helper()
-	switch {
-	case f.CanInt():
-		f.SetInt(def.Int() / 2)
-	case f.CanUint():
-		f.SetUint(def.Uint() / 2)
-	default:
-		t.Fatalf("no test value for a %s", f.Type())
-	}
-}
-
 // TestLimitsFieldsInEveryForm fails when a field of Limits is missing from
 // one of the places that must know every field: its JSON name, the JSON form
 // (both ways), the defaults, Config.Limits as the default of a request, and
@@ -81,8 +67,8 @@ func TestLimitsFieldsInEveryForm(t *testing.T) {
 				t.Errorf("WithDefaults leaves it zero")
 			}
 
-			var l runtime.Limits
-			aValue(t, reflect.ValueOf(&l).Elem().Field(i), defaults.Field(i))
+			// A valid value, neither zero nor the default.
+			l := testutil.HalfField(t, runtime.Limits{}.WithDefaults(), i)
 			b, err := json.Marshal(l)
 			if err != nil {
 				t.Fatal(err)
