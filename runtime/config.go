@@ -13,6 +13,9 @@ const (
 	DefaultMemoryPages = 512
 	// DefaultTimeout is the default wall-clock limit of one invocation.
 	DefaultTimeout = 2 * time.Second
+	// DefaultInitTimeout is the default wall-clock limit of creating an
+	// instance and running _initialize.
+	DefaultInitTimeout = 5 * time.Second
 	// DefaultMaxInputBytes bounds the invocation document (1 MiB).
 	DefaultMaxInputBytes = 1 << 20
 	// DefaultMaxOutputBytes bounds the decision document (1 MiB).
@@ -87,7 +90,7 @@ type Limits struct {
 	// and sleeps at it; a decision returned after it is a timeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// InitTimeout is the wall-clock limit of creating an instance and
-	// running _initialize. Zero means 5s.
+	// running _initialize. Zero means DefaultInitTimeout (5s).
 	InitTimeout time.Duration `json:"init_timeout,omitempty"`
 	// MaxInputBytes bounds the invocation document. Zero means 1 MiB.
 	MaxInputBytes int `json:"max_input_bytes,omitempty"`
@@ -127,52 +130,24 @@ type Limits struct {
 
 // WithDefaults returns l with every zero field replaced by its default.
 func (l Limits) WithDefaults() Limits {
-	if l.MemoryPages == 0 {
-		l.MemoryPages = DefaultMemoryPages
-	}
+	l = mergeLimits(l, defaultLimits)
 	if l.MemoryHighWaterPages == 0 {
 		l.MemoryHighWaterPages = l.MemoryPages * 3 / 4
 		if l.MemoryHighWaterPages == 0 {
 			l.MemoryHighWaterPages = l.MemoryPages
 		}
 	}
-	if l.Timeout == 0 {
-		l.Timeout = DefaultTimeout
-	}
-	if l.InitTimeout == 0 {
-		l.InitTimeout = 5 * time.Second
-	}
-	if l.MaxInputBytes == 0 {
-		l.MaxInputBytes = DefaultMaxInputBytes
-	}
-	if l.MaxOutputBytes == 0 {
-		l.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if l.MaxHostCalls == 0 {
-		l.MaxHostCalls = DefaultMaxHostCalls
-	}
-	if l.MaxHostCallBytes == 0 {
-		l.MaxHostCallBytes = DefaultMaxHostCallBytes
-	}
-	if l.MaxRequestBytes == 0 {
-		l.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if l.MaxResultBytes == 0 {
-		l.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if l.MaxLogBytes == 0 {
-		l.MaxLogBytes = DefaultMaxLogBytes
-	}
-	if l.Fuel == 0 {
-		l.Fuel = DefaultFuel
-	}
-	if l.InitFuel == 0 {
-		l.InitFuel = DefaultInitFuel
-	}
-	if l.MaxStackBytes == 0 {
-		l.MaxStackBytes = DefaultMaxStackBytes
-	}
 	return l
+}
+
+// defaultLimits holds the default of every field of Limits but
+// MemoryHighWaterPages, whose default is 3/4 of MemoryPages.
+var defaultLimits = Limits{
+	MemoryPages: DefaultMemoryPages, Timeout: DefaultTimeout, InitTimeout: DefaultInitTimeout,
+	MaxInputBytes: DefaultMaxInputBytes, MaxOutputBytes: DefaultMaxOutputBytes,
+	MaxHostCalls: DefaultMaxHostCalls, MaxHostCallBytes: DefaultMaxHostCallBytes,
+	MaxRequestBytes: DefaultMaxRequestBytes, MaxResultBytes: DefaultMaxResultBytes, MaxLogBytes: DefaultMaxLogBytes,
+	Fuel: DefaultFuel, InitFuel: DefaultInitFuel, MaxStackBytes: DefaultMaxStackBytes,
 }
 
 // Validate reports whether l, with its defaults applied (WithDefaults), is
