@@ -13,30 +13,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 )
 
-// The JSON form of Limits is the one encoding of a Limits: the chain's
-// configuration file takes it as a binding's "limits", and the chain's
-// configuration digest is computed over it. It is an object whose names are
-// the fields' json tags (snake case: "memory_pages", "fuel", "init_fuel",
-// "max_stack_bytes", ...), with
-//
-//   - durations (Timeout, InitTimeout) as Go duration strings ("250ms",
-//     "2s", "1m30s"; time.ParseDuration), and
-//   - every other field as a JSON integer, in the field's unit and range
-//     and, as everywhere in strict JSON (abi.ParseJSON), within ±(2^53-1):
-//     the form cannot say a Fuel or InitFuel beyond that (a budget of
-//     days), short of MaxFuel.
-//
-// A field left out, or null, is zero (the default). MarshalJSON writes the
-// non-zero fields only, names sorted, so equal limits have equal bytes.
-// UnmarshalJSON refuses unknown names, duplicate names, a number where a
-// duration goes (and the reverse), fractions, exponents and values out of the
-// field's range; bounds beyond the type's are Validate's. runtime/testdata/
-// limits.json is the golden form.
-//
-// The fields are read from the Limits struct itself, so a new field is in
-// the JSON form, the chain's file and the digest as soon as it has a json
-// tag; TestLimitsFieldsInEveryForm fails until it has.
-
 // limitField is one field of Limits in its JSON form.
 type limitField struct {
 	name     string // the json tag
@@ -65,8 +41,25 @@ var limitFields = func() []limitField {
 	return fs
 }()
 
-// MarshalJSON returns the JSON form of l: its non-zero fields, by JSON name
-// in sorted order.
+// MarshalJSON returns the JSON form of l, the one encoding of a Limits: the
+// chain's configuration file takes it as a binding's "limits", and the
+// chain's configuration digest is computed over it. It is an object whose
+// names are the fields' json tags, in snake case ("memory_pages", "fuel",
+// "init_fuel", "max_stack_bytes", ...), with
+//
+//   - durations (Timeout, InitTimeout) as Go duration strings ("250ms",
+//     "2s", "1m30s"; time.ParseDuration), and
+//   - every other field as a JSON integer, in the field's unit and range
+//     and, as everywhere in strict JSON (abi.ParseJSON), within ±(2^53-1):
+//     the form cannot say a Fuel or InitFuel beyond that (a budget of
+//     days), short of MaxFuel.
+//
+// MarshalJSON writes the non-zero fields only, names sorted, so equal limits
+// have equal bytes; a field left out is zero, the default.
+// runtime/testdata/limits.json is the golden form. The fields are read from
+// the Limits struct itself, so a new field is in the form, the chain's file
+// and its digest as soon as it has a json tag (TestLimitsFieldsInEveryForm
+// fails until it has).
 func (l Limits) MarshalJSON() ([]byte, error) {
 	v := reflect.ValueOf(l)
 	b := []byte{'{'}
@@ -92,9 +85,12 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// UnmarshalJSON sets l from its JSON form; fields the object does not name
-// are zero. null leaves l as it is. It checks the form and each value's
-// range, not the limits' bounds: see Validate.
+// UnmarshalJSON sets l from its JSON form (see MarshalJSON); fields the
+// object does not name, or names with null, are zero, and null leaves l as it
+// is. It refuses what strict JSON refuses (abi.ParseJSON: duplicate names,
+// more than 1 MiB, ...), unknown names (matched exactly, not ignoring case),
+// a number where a duration goes and the reverse, fractions, exponents and
+// values outside the field's type. The limits' own bounds are Validate's.
 func (l *Limits) UnmarshalJSON(b []byte) error {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return nil
