@@ -223,6 +223,10 @@ type bound struct {
 	key      string // name@digest: what a breaker is kept for
 	timeout  time.Duration
 	onExpiry ExpiryPolicy
+	// limits are the limits the binding's invocations run under
+	// (Runtime.EffectiveLimits of Binding.Limits): what the configuration
+	// digest covers.
+	limits runtime.Limits
 	// inputMax is the binding's effective input limit, and envelope the
 	// bytes its invocation document holds besides the context, the tenant
 	// and the invocation id: a transformer's modify before it is bounded by
@@ -393,7 +397,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: settings: %v", what, err)
 			continue
 		}
-		nb := &bound{Binding: b, index: i, point: point, fail: fail, onExpiry: onExpiry, timeout: b.Approval.Timeout}
+		nb := &bound{Binding: b, index: i, point: point, fail: fail, onExpiry: onExpiry, timeout: b.Approval.Timeout, limits: lim}
 		if nb.timeout == 0 {
 			nb.timeout = DefaultApprovalTimeout
 		}
@@ -485,23 +489,17 @@ func normalise(v map[string]any) (map[string]any, error) {
 }
 
 // configDigest identifies a configuration: the bindings as bound (with
-// their modules' digests and resolved defaults) and the breaker settings. A
-// pending approval records it to tell whether it resumes on the same
-// configuration.
+// their modules' digests and resolved defaults, their limits as they run, in
+// runtime.Limits' JSON form) and the breaker settings. A pending approval
+// records it to tell whether it resumes on the same configuration.
 func configDigest(cfg Config, s *snapshot) string {
-	type limits struct {
-		MemoryPages, MemoryHighWaterPages                      uint32
-		Timeout, InitTimeout                                   time.Duration
-		MaxInputBytes, MaxOutputBytes, MaxHostCalls            int
-		MaxHostCallBytes, MaxRequestBytes, MaxResultBytes, Log int
-	}
 	type entry struct {
 		Name, Module, Point, Phase string
 		Priority                   int
 		Settings                   map[string]any
 		Grants                     []string
 		Fail                       string
-		Limits                     limits
+		Limits                     runtime.Limits
 		Timeout                    time.Duration
 		OnExpiry                   string
 	}
@@ -511,12 +509,10 @@ func configDigest(cfg Config, s *snapshot) string {
 	}{Breaker: s.breaker}
 	for _, b := range cfg.Bindings {
 		nb := s.byName[b.Name]
-		l := nb.Limits
 		doc.Bindings = append(doc.Bindings, entry{
 			Name: nb.Name, Module: nb.digest, Point: nb.Point, Phase: string(nb.Phase), Priority: nb.Priority,
 			Settings: nb.Settings, Grants: nb.Grants, Fail: string(nb.fail), Timeout: nb.timeout, OnExpiry: string(nb.onExpiry),
-			Limits: limits{l.MemoryPages, l.MemoryHighWaterPages, l.Timeout, l.InitTimeout, l.MaxInputBytes, l.MaxOutputBytes,
-				l.MaxHostCalls, l.MaxHostCallBytes, l.MaxRequestBytes, l.MaxResultBytes, l.MaxLogBytes},
+			Limits: nb.limits,
 		})
 	}
 	b, _ := abi.Marshal(doc)

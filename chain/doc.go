@@ -3,7 +3,8 @@
 //
 // A Binding puts a hook module at a point, in a phase, with a priority,
 // settings (validated against the module's settings_schema when the
-// configuration is built), grants, a fail policy and limits.
+// configuration is built), grants, a fail policy and limits (runtime.Limits;
+// in the JSON configuration ParseConfig reads, its JSON form).
 //
 // # Order
 //

@@ -18,11 +18,15 @@ import (
 //	 "bindings": [
 //	   {"name": "redact-outbound", "module": "redact", "point": "message.outbound",
 //	    "phase": "transformer", "priority": 10, "settings": {}, "grants": [],
-//	    "fail": "closed", "limits": {"timeout": "2s", "memory_pages": 512},
+//	    "fail": "closed", "limits": {"timeout": "2s", "memory_pages": 512, "fuel": 50000000},
 //	    "approval": {"timeout": "15m", "on_expiry": "deny"}}]}
 //
-// Durations are Go durations ("250ms", "2s"). Unknown fields, duplicate keys
-// and anything strict JSON refuses are errors.
+// A binding's "limits" is runtime.Limits' JSON form (Limits.UnmarshalJSON):
+// every field of runtime.Limits by its json name, in snake case
+// ("memory_pages", "fuel", "init_fuel", "max_stack_bytes", ...); a field left
+// out means the runtime's default. Durations are Go durations ("250ms",
+// "2s"). Unknown fields, duplicate keys and anything strict JSON refuses are
+// errors.
 type fileConfig struct {
 	Modules  map[string]string `json:"modules"`
 	Breaker  *fileBreaker      `json:"breaker"`
@@ -36,30 +40,16 @@ type fileBreaker struct {
 }
 
 type fileBinding struct {
-	Name     string         `json:"name"`
-	Module   string         `json:"module"`
-	Point    string         `json:"point"`
-	Phase    Phase          `json:"phase"`
-	Priority int            `json:"priority"`
-	Settings map[string]any `json:"settings"`
-	Grants   []string       `json:"grants"`
-	Fail     FailPolicy     `json:"fail"`
-	Limits   *fileLimits    `json:"limits"`
-	Approval *fileApproval  `json:"approval"`
-}
-
-type fileLimits struct {
-	MemoryPages          uint32   `json:"memory_pages"`
-	MemoryHighWaterPages uint32   `json:"memory_high_water_pages"`
-	Timeout              duration `json:"timeout"`
-	InitTimeout          duration `json:"init_timeout"`
-	MaxInputBytes        int      `json:"max_input_bytes"`
-	MaxOutputBytes       int      `json:"max_output_bytes"`
-	MaxHostCalls         int      `json:"max_host_calls"`
-	MaxHostCallBytes     int      `json:"max_host_call_bytes"`
-	MaxRequestBytes      int      `json:"max_request_bytes"`
-	MaxResultBytes       int      `json:"max_result_bytes"`
-	MaxLogBytes          int      `json:"max_log_bytes"`
+	Name     string          `json:"name"`
+	Module   string          `json:"module"`
+	Point    string          `json:"point"`
+	Phase    Phase           `json:"phase"`
+	Priority int             `json:"priority"`
+	Settings map[string]any  `json:"settings"`
+	Grants   []string        `json:"grants"`
+	Fail     FailPolicy      `json:"fail"`
+	Limits   json.RawMessage `json:"limits"` // runtime.Limits' JSON form
+	Approval *fileApproval   `json:"approval"`
 }
 
 type fileApproval struct {
@@ -111,18 +101,14 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	if fc.Breaker != nil {
 		cfg.Breaker = BreakerConfig{Failures: fc.Breaker.Failures, Backoff: time.Duration(fc.Breaker.Backoff), MaxBackoff: time.Duration(fc.Breaker.MaxBackoff)}
 	}
-	for _, fb := range fc.Bindings {
+	for i, fb := range fc.Bindings {
 		b := Binding{
 			Name: fb.Name, Module: fb.Module, Point: fb.Point, Phase: fb.Phase, Priority: fb.Priority,
 			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail,
 		}
-		if l := fb.Limits; l != nil {
-			b.Limits = runtime.Limits{
-				MemoryPages: l.MemoryPages, MemoryHighWaterPages: l.MemoryHighWaterPages,
-				Timeout: time.Duration(l.Timeout), InitTimeout: time.Duration(l.InitTimeout),
-				MaxInputBytes: l.MaxInputBytes, MaxOutputBytes: l.MaxOutputBytes, MaxHostCalls: l.MaxHostCalls,
-				MaxHostCallBytes: l.MaxHostCallBytes, MaxRequestBytes: l.MaxRequestBytes, MaxResultBytes: l.MaxResultBytes,
-				MaxLogBytes: l.MaxLogBytes,
+		if fb.Limits != nil {
+			if err := b.Limits.UnmarshalJSON(fb.Limits); err != nil {
+				return Config{}, fmt.Errorf("chain config: binding %d (%q): %w", i, fb.Name, err)
 			}
 		}
 		if a := fb.Approval; a != nil {

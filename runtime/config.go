@@ -13,6 +13,9 @@ const (
 	DefaultMemoryPages = 512
 	// DefaultTimeout is the default wall-clock limit of one invocation.
 	DefaultTimeout = 2 * time.Second
+	// DefaultInitTimeout is the default wall-clock limit of creating an
+	// instance and running _initialize.
+	DefaultInitTimeout = 5 * time.Second
 	// DefaultMaxInputBytes bounds the invocation document (1 MiB).
 	DefaultMaxInputBytes = 1 << 20
 	// DefaultMaxOutputBytes bounds the decision document (1 MiB).
@@ -81,17 +84,19 @@ const (
 )
 
 // Limits bounds what one invocation of a hook may use. The zero value of every
-// field means its default; limits are per hook, set by the operator.
+// field means its default; limits are per hook, set by the operator. Validate
+// is its one check; its one JSON form (MarshalJSON, UnmarshalJSON) names each
+// field by its json tag, durations as Go duration strings ("2s").
 type Limits struct {
 	// MemoryPages limits the hook's linear memory, in 64 KiB pages.
 	// memory.grow past it fails (returns -1). Zero means
 	// DefaultMemoryPages (512, 32 MiB). It may not exceed
 	// Config.MaxMemoryPages.
-	MemoryPages uint32
+	MemoryPages uint32 `json:"memory_pages,omitempty"`
 	// MemoryHighWaterPages: an instance whose memory has grown past this
 	// many pages after an invocation is discarded rather than reused
 	// (linear memory never shrinks). Zero means 3/4 of MemoryPages.
-	MemoryHighWaterPages uint32
+	MemoryHighWaterPages uint32 `json:"memory_high_water_pages,omitempty"`
 	// Timeout is the wall-clock limit of one invocation, instance
 	// creation excluded. Zero means DefaultTimeout (2s). Metered guest
 	// code is stopped within a fuel slice of it (FuelSlice), host calls
@@ -109,27 +114,27 @@ type Limits struct {
 	// The bound does not cover a capability that ignores its context (it
 	// gets one that ends at the deadline), nor an unmetered runtime with
 	// Config.NoDeadlineInterrupt, whose guest code nothing stops.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 	// InitTimeout is the wall-clock limit of creating an instance and
-	// running _initialize. Zero means 5s.
-	InitTimeout time.Duration
+	// running _initialize. Zero means DefaultInitTimeout (5s).
+	InitTimeout time.Duration `json:"init_timeout,omitempty"`
 	// MaxInputBytes bounds the invocation document. Zero means 1 MiB.
-	MaxInputBytes int
+	MaxInputBytes int `json:"max_input_bytes,omitempty"`
 	// MaxOutputBytes bounds the decision the hook returns. Zero means 1 MiB.
-	MaxOutputBytes int
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
 	// MaxHostCalls bounds the host calls of one invocation (takes are not
 	// counted). Zero means 64.
-	MaxHostCalls int
+	MaxHostCalls int `json:"max_host_calls,omitempty"`
 	// MaxHostCallBytes bounds the bytes of all host-call names, payloads
 	// and results of one invocation. Zero means 8 MiB.
-	MaxHostCallBytes int
+	MaxHostCallBytes int `json:"max_host_call_bytes,omitempty"`
 	// MaxRequestBytes bounds one host-call payload. Zero means 1 MiB.
-	MaxRequestBytes int
+	MaxRequestBytes int `json:"max_request_bytes,omitempty"`
 	// MaxResultBytes bounds one host-call result. Zero means 1 MiB.
-	MaxResultBytes int
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
 	// MaxLogBytes bounds stdout and stderr of one invocation. Zero means
 	// 64 KiB.
-	MaxLogBytes int
+	MaxLogBytes int `json:"max_log_bytes,omitempty"`
 	// Fuel is the deterministic work budget of one invocation, in units of
 	// about one WebAssembly instruction (bulk memory and table operations
 	// also cost one unit per 64 bytes or 8 elements; a host function call
@@ -138,68 +143,40 @@ type Limits struct {
 	// line it logs). Running out fails
 	// the invocation with fuel_exhausted, whatever the clock says. Zero
 	// means DefaultFuel (400 million); at most MaxFuel.
-	Fuel uint64
+	Fuel uint64 `json:"fuel,omitempty"`
 	// InitFuel is the fuel of creating an instance: the module's start
 	// function and _initialize together. Zero means DefaultInitFuel
 	// (400 million); at most MaxFuel.
-	InitFuel uint64
+	InitFuel uint64 `json:"init_fuel,omitempty"`
 	// MaxStackBytes bounds the guest's call stack, in bytes as the
 	// instrumentation counts them: every function that makes calls costs
 	// 32 + 8 × (parameters + locals + its maximum operand-stack height)
 	// while it runs. Going past it fails the invocation with
 	// stack_exhausted. Zero means DefaultMaxStackBytes (512 KiB); at most
 	// MaxStackBytesLimit.
-	MaxStackBytes int
+	MaxStackBytes int `json:"max_stack_bytes,omitempty"`
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
 func (l Limits) WithDefaults() Limits {
-	if l.MemoryPages == 0 {
-		l.MemoryPages = DefaultMemoryPages
-	}
+	l = mergeLimits(l, defaultLimits)
 	if l.MemoryHighWaterPages == 0 {
 		l.MemoryHighWaterPages = l.MemoryPages * 3 / 4
 		if l.MemoryHighWaterPages == 0 {
 			l.MemoryHighWaterPages = l.MemoryPages
 		}
 	}
-	if l.Timeout == 0 {
-		l.Timeout = DefaultTimeout
-	}
-	if l.InitTimeout == 0 {
-		l.InitTimeout = 5 * time.Second
-	}
-	if l.MaxInputBytes == 0 {
-		l.MaxInputBytes = DefaultMaxInputBytes
-	}
-	if l.MaxOutputBytes == 0 {
-		l.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if l.MaxHostCalls == 0 {
-		l.MaxHostCalls = DefaultMaxHostCalls
-	}
-	if l.MaxHostCallBytes == 0 {
-		l.MaxHostCallBytes = DefaultMaxHostCallBytes
-	}
-	if l.MaxRequestBytes == 0 {
-		l.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if l.MaxResultBytes == 0 {
-		l.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if l.MaxLogBytes == 0 {
-		l.MaxLogBytes = DefaultMaxLogBytes
-	}
-	if l.Fuel == 0 {
-		l.Fuel = DefaultFuel
-	}
-	if l.InitFuel == 0 {
-		l.InitFuel = DefaultInitFuel
-	}
-	if l.MaxStackBytes == 0 {
-		l.MaxStackBytes = DefaultMaxStackBytes
-	}
 	return l
+}
+
+// defaultLimits holds the default of every field of Limits but
+// MemoryHighWaterPages, whose default is 3/4 of MemoryPages.
+var defaultLimits = Limits{
+	MemoryPages: DefaultMemoryPages, Timeout: DefaultTimeout, InitTimeout: DefaultInitTimeout,
+	MaxInputBytes: DefaultMaxInputBytes, MaxOutputBytes: DefaultMaxOutputBytes,
+	MaxHostCalls: DefaultMaxHostCalls, MaxHostCallBytes: DefaultMaxHostCallBytes,
+	MaxRequestBytes: DefaultMaxRequestBytes, MaxResultBytes: DefaultMaxResultBytes, MaxLogBytes: DefaultMaxLogBytes,
+	Fuel: DefaultFuel, InitFuel: DefaultInitFuel, MaxStackBytes: DefaultMaxStackBytes,
 }
 
 // Validate reports whether l, with its defaults applied (WithDefaults), is
