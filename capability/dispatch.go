@@ -302,7 +302,9 @@ func newDispatchQueue(d Dispatcher, o DispatchOptions, log *slog.Logger) (*dispa
 }
 
 // enqueue queues the follow-ups of a settled call and returns how many it
-// dropped. It never blocks on the Dispatcher.
+// dropped. It never blocks on the Dispatcher. Each drop goes to OnFailure;
+// the operator's log gets one line per call, whatever the number of drops,
+// so that a capability returning thousands cannot flood it.
 func (q *dispatchQueue) enqueue(ctx context.Context, c *callRun, fus []FollowUp) (dropped int) {
 	caller := c.call.Caller
 	base := Dispatch{
@@ -314,15 +316,41 @@ func (q *dispatchQueue) enqueue(ctx context.Context, c *callRun, fus []FollowUp)
 	if caller.Invocation != "" {
 		base.IdempotencyKey = c.call.IdempotencyKey()
 	}
-	queued := 0
+	drops := q.put(base, fus)
+	if len(drops) == 0 {
+		return 0
+	}
+	q.dropped.Add(uint64(len(drops)))
 	defer func() {
-		if p := recover(); p != nil { // a logging handler's bug: the reply stands
-			q.dropped.Add(uint64(len(fus) - queued - dropped)) // those not yet counted
-			dropped = len(fus) - queued
-			q.log.ErrorContext(ctx, "capability: panic while queueing follow-ups",
-				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		// Only the operator's log handler can panic here (OnFailure's
+		// panics are contained by notify); the reply must stand.
+		if recover() != nil {
+			dropped = len(drops)
 		}
 	}()
+	if q.log.Enabled(ctx, slog.LevelWarn) {
+		counts := map[string]int{}
+		for _, e := range drops {
+			counts[e.Err.Error()]++
+		}
+		q.log.WarnContext(ctx, "capability: follow-ups dropped",
+			slog.String("capability", c.name),
+			slog.String("tenant", caller.Tenant),
+			slog.String("hook", caller.Hook),
+			slog.String("invocation", caller.Invocation),
+			slog.Int("seq", c.call.Seq),
+			slog.Int("returned", len(fus)),
+			slog.Int("dropped", len(drops)),
+			slog.Any("reasons", counts))
+	}
+	for _, e := range drops {
+		q.notify(ctx, e)
+	}
+	return len(drops)
+}
+
+// put queues what it can of fus, without blocking, and returns the rest.
+func (q *dispatchQueue) put(base Dispatch, fus []FollowUp) (drops []*DispatchError) {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	for i, f := range fus {
@@ -346,18 +374,15 @@ func (q *dispatchQueue) enqueue(ctx context.Context, c *callRun, fus []FollowUp)
 			select {
 			case q.queue <- d:
 				q.queued.Add(1)
-				queued++
 				continue
 			default:
 				q.pending.Add(-1)
 				why = ErrDispatchQueueFull
 			}
 		}
-		dropped++
-		q.dropped.Add(1)
-		q.report(ctx, slog.LevelWarn, "capability: follow-up dropped", &DispatchError{Dispatch: d, Err: why})
+		drops = append(drops, &DispatchError{Dispatch: d, Err: why})
 	}
-	return dropped
+	return drops
 }
 
 func (q *dispatchQueue) startWorkers() {
@@ -437,15 +462,12 @@ func (q *dispatchQueue) backoff(attempt int) time.Duration {
 	return half + rand.N(w-half+1)
 }
 
-// fail reports a follow-up that left the queue undelivered.
+// fail reports a follow-up that left the queue undelivered: a log line and
+// OnFailure.
 func (q *dispatchQueue) fail(e *DispatchError) {
 	q.failed.Add(1)
-	q.report(context.Background(), slog.LevelError, "capability: follow-up not delivered", e)
-}
-
-// report logs e and tells OnFailure.
-func (q *dispatchQueue) report(ctx context.Context, level slog.Level, msg string, e *DispatchError) {
-	if q.log.Enabled(ctx, level) {
+	ctx := context.Background()
+	if q.log.Enabled(ctx, slog.LevelError) {
 		d := &e.Dispatch
 		attrs := []any{
 			slog.String("capability", d.Capability),
@@ -461,8 +483,13 @@ func (q *dispatchQueue) report(ctx context.Context, level slog.Level, msg string
 		if e.Panic != nil {
 			attrs = append(attrs, slog.String("stack", string(e.Stack)))
 		}
-		q.log.Log(ctx, level, msg, attrs...)
+		q.log.Log(ctx, slog.LevelError, "capability: follow-up not delivered", attrs...)
 	}
+	q.notify(ctx, e)
+}
+
+// notify tells OnFailure, containing its panic.
+func (q *dispatchQueue) notify(ctx context.Context, e *DispatchError) {
 	if q.opts.OnFailure == nil {
 		return
 	}

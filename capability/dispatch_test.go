@@ -392,9 +392,10 @@ func TestDispatchDropsAreReported(t *testing.T) {
 			f := &failures{}
 			tc.opts.OnFailure = f.on
 			usage := &MemoryUsageSink{}
+			logs := &logBuffer{}
 			reg := NewRegistry()
 			reg.MustRegister(followCap("svc.do", 0))
-			r := mustRunner(t, reg, RunnerOptions{Dispatcher: tc.disp, Dispatch: tc.opts, Usage: usage})
+			r := mustRunner(t, reg, RunnerOptions{Dispatcher: tc.disp, Dispatch: tc.opts, Usage: usage, Logger: logs.logger()})
 			follow, _ := json.Marshal(tc.follow)
 			call := newCall("svc.do", `{"follow": `+string(follow)+`}`)
 			if tc.wantErr == ErrDispatchQueueFull {
@@ -433,6 +434,10 @@ func TestDispatchDropsAreReported(t *testing.T) {
 				if !errors.Is(e, tc.wantErr) || !errors.Is(e, ErrDispatchFailed) || e.Attempts != 0 {
 					t.Errorf("failure %v, want %v with no attempt", e, tc.wantErr)
 				}
+			}
+			// One log line for the call's drops, however many.
+			if n := strings.Count(logs.String(), "follow-ups dropped"); n != 1 || !strings.Contains(logs.String(), fmt.Sprintf(`"dropped":%d`, tc.wantDropped)) {
+				t.Errorf("%d drop log lines, want 1 counting %d: %s", n, tc.wantDropped, logs.String())
 			}
 			if s := r.DispatchStats(); s.Dropped != uint64(tc.wantDropped) {
 				t.Errorf("stats %+v, want %d dropped", s, tc.wantDropped)

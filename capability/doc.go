@@ -107,8 +107,10 @@
 // closed, no Dispatcher, a malformed Kind, more than MaxPerCall, 16, in one
 // call) is dropped at once; one whose attempts are exhausted, whose error is
 // permanent, whose Dispatcher panicked or that Close abandoned has failed.
-// Both are logged (Warn for a drop, Error for a failure, with the call's
-// identity and the key), counted in Runner.DispatchStats, passed to
+// Both are logged with the call's identity (a drop at Warn, one line per
+// call with the count by reason, so that a capability returning thousands
+// cannot flood the log; a failure at Error, one line each with its key),
+// counted in Runner.DispatchStats, passed to
 // DispatchOptions.OnFailure as a *DispatchError (a dead-letter hook) and, for
 // drops, counted in the usage record (UsageRecord.FollowUpsDropped).
 // Dropping rather than waiting is deliberate: a full queue means the
