@@ -74,11 +74,11 @@ var (
 	// still waiting when Close gave up.
 	ErrRunnerClosed = errors.New("capability: runner closed")
 
-	// ErrPermanent marks a Dispatcher error that retrying cannot cure (the
+	// ErrDispatchPermanent marks a Dispatcher error that retrying cannot cure (the
 	// follow-up is malformed for the platform): a Dispatcher returns an
 	// error wrapping it and the runner reports the follow-up at once
 	// instead of retrying.
-	ErrPermanent = errors.New("capability: permanent dispatch failure")
+	ErrDispatchPermanent = errors.New("capability: permanent dispatch failure")
 )
 
 // FollowUp is one piece of work a capability asks the platform to do after
@@ -99,7 +99,8 @@ type FollowUp struct {
 }
 
 // Dispatch is one follow-up as the Dispatcher receives it: the work and who
-// it is for. It is a plain value, the Dispatcher's to keep.
+// it is for. It is a plain value, the Dispatcher's to keep (FollowUp.Data
+// is shared by every attempt and must be treated as read-only).
 type Dispatch struct {
 	// Caller is the identity of the hook whose call returned the work:
 	// Tenant, Hook, Module, Invocation and Point. Granted, Requested and
@@ -127,7 +128,7 @@ type Dispatch struct {
 // unique per tenant: delivery is at least once, so a Dispatcher (or what it
 // feeds) deduplicates on (Caller.Tenant, Key). It is "" when the call had no
 // invocation id, and such follow-ups cannot be deduplicated.
-func (d *Dispatch) Key() string {
+func (d Dispatch) Key() string {
 	if d.IdempotencyKey == "" {
 		return ""
 	}
@@ -139,7 +140,7 @@ func (d *Dispatch) Key() string {
 // context bounded by DispatchOptions.AttemptTimeout that is cancelled when
 // Runner.Close gives up. It returns nil once the work is accepted (queued,
 // stored, sent); an error makes the runner retry later, unless it wraps
-// ErrPermanent. A panic is recovered and reported, and not retried.
+// ErrDispatchPermanent. A panic is recovered and reported, and not retried.
 //
 // Delivery is at least once: the same Dispatch (same Tenant and Key) may
 // arrive more than once, for example after an attempt that timed out but had
@@ -155,8 +156,9 @@ type DispatcherFunc func(ctx context.Context, d Dispatch) error
 // Dispatch implements Dispatcher.
 func (f DispatcherFunc) Dispatch(ctx context.Context, d Dispatch) error { return f(ctx, d) }
 
-// DispatchOptions configures the dispatch step. The zero value gives the
-// defaults: a queue of 1024 follow-ups served by 4 workers, 5 attempts per
+// DispatchOptions configures the dispatch step. It is a plain value that
+// NewRunner copies; OnFailure must be safe for concurrent use. The zero
+// value gives the defaults: a queue of 1024 follow-ups served by 4 workers, 5 attempts per
 // follow-up with a backoff from 100 ms doubling to at most 5 s (each wait
 // drawn between half and all of it), 10 s per attempt, at most 16
 // follow-ups per call.
@@ -231,7 +233,8 @@ func (e *DispatchError) Error() string {
 // Unwrap returns ErrDispatchFailed and Err.
 func (e *DispatchError) Unwrap() []error { return []error{ErrDispatchFailed, e.Err} }
 
-// DispatchStats counts the runner's follow-ups since NewRunner. Every
+// DispatchStats counts the runner's follow-ups since NewRunner. It is a
+// plain value, a snapshot whose counters are read one by one. Every
 // follow-up a settled call returned ends up in exactly one of Delivered,
 // Failed and Dropped, or is still Pending.
 type DispatchStats struct {
@@ -422,7 +425,7 @@ func (q *dispatchQueue) deliver(d Dispatch) {
 		case p != nil:
 			q.fail(&DispatchError{Dispatch: d, Attempts: attempt, Err: err, Panic: p, Stack: stack})
 			return
-		case errors.Is(err, ErrPermanent), attempt >= q.opts.MaxAttempts:
+		case errors.Is(err, ErrDispatchPermanent), attempt >= q.opts.MaxAttempts:
 			q.fail(&DispatchError{Dispatch: d, Attempts: attempt, Err: err})
 			return
 		}

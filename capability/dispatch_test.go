@@ -202,7 +202,7 @@ func TestDispatchFailureNeverChangesTheReply(t *testing.T) {
 			wantAttempts: DefaultDispatchAttempts, wantFailed: true, wantErr: "unavailable"},
 		{name: "always fails: 2 attempts", disp: &recordingDispatcher{failFirst: -1},
 			opts: func(o *DispatchOptions) { o.MaxAttempts = 2 }, wantAttempts: 2, wantFailed: true, wantErr: "unavailable"},
-		{name: "permanent error is not retried", disp: &recordingDispatcher{failFirst: -1, err: fmt.Errorf("bad address: %w", ErrPermanent)},
+		{name: "permanent error is not retried", disp: &recordingDispatcher{failFirst: -1, err: fmt.Errorf("bad address: %w", ErrDispatchPermanent)},
 			wantAttempts: 1, wantFailed: true, wantErr: "bad address"},
 		{name: "panic is contained and not retried", disp: DispatcherFunc(func(context.Context, Dispatch) error { panic("dispatcher bug") }),
 			wantAttempts: 1, wantFailed: true, wantPanic: true, wantErr: "dispatcher bug"},
@@ -522,7 +522,7 @@ func TestDispatchConcurrent(t *testing.T) {
 			return errors.New("flaky")
 		}
 		if want := "tenant-" + strings.Split(d.Caller.Invocation, "-")[1]; d.Caller.Tenant != want {
-			return fmt.Errorf("%w: tenant %q for invocation %q", ErrPermanent, d.Caller.Tenant, d.Caller.Invocation)
+			return fmt.Errorf("%w: tenant %q for invocation %q", ErrDispatchPermanent, d.Caller.Tenant, d.Caller.Invocation)
 		}
 		mu.Lock()
 		delivered[d.Caller.Tenant+"|"+d.Key()]++

@@ -100,7 +100,7 @@
 // bounded by AttemptTimeout (10 s), and retry a failure up to MaxAttempts
 // (5) times in all, waiting Backoff (100 ms) doubled after each failure up
 // to MaxBackoff (5 s), each wait drawn between half and all of it. An error
-// wrapping ErrPermanent and a panic are not retried. The reply the hook
+// wrapping ErrDispatchPermanent and a panic are not retried. The reply the hook
 // receives is decided before any of this and never changes.
 //
 // What is reported: a follow-up that cannot be queued (queue full, runner
