@@ -193,12 +193,14 @@ type DispatchOptions struct {
 	AttemptTimeout time.Duration
 
 	// MaxPerCall is how many follow-ups one call may return; the excess is
-	// dropped and reported with ErrTooManyFollowUps. Zero means
+	// dropped and reported with ErrTooManyFollowUps, in one DispatchError
+	// (see DispatchError.Count). Zero means
 	// DefaultMaxFollowUps (16).
 	MaxPerCall int
 
 	// OnFailure, if set, is told of every follow-up that was not
-	// delivered: dropped before the queue (on the call's goroutine) or
+	// delivered (those past MaxPerCall together, in one error):
+	// dropped before the queue (on the call's goroutine) or
 	// failed after its attempts (on a worker). It must be quick and safe
 	// for concurrent use; a panic in it is recovered and logged. Use it to
 	// keep a dead-letter record.
@@ -213,6 +215,11 @@ type DispatchError struct {
 	Dispatch Dispatch
 	// Attempts is how many times the Dispatcher was called.
 	Attempts int
+	// Count is how many follow-ups the error stands for: 1, except for
+	// ErrTooManyFollowUps, reported once per call for every follow-up
+	// past MaxPerCall (Dispatch is the first of them, at Index
+	// MaxPerCall), so that reporting them costs no more than MaxPerCall.
+	Count int
 	// Err is why: ErrDispatchQueueFull, ErrNoDispatcher,
 	// ErrTooManyFollowUps, ErrInvalidFollowUp, ErrRunnerClosed, or the
 	// Dispatcher's last error.
@@ -226,8 +233,12 @@ type DispatchError struct {
 // Error implements error.
 func (e *DispatchError) Error() string {
 	d := &e.Dispatch
-	return fmt.Sprintf("capability: follow-up %s #%d of %s (tenant %q, key %q) not dispatched after %d attempts: %v",
-		d.FollowUp.Kind, d.Index, d.Capability, d.Caller.Tenant, d.Key(), e.Attempts, e.Err)
+	what := fmt.Sprintf("follow-up %s #%d", d.FollowUp.Kind, d.Index)
+	if e.Count > 1 {
+		what = fmt.Sprintf("%d follow-ups from #%d", e.Count, d.Index)
+	}
+	return fmt.Sprintf("capability: %s of %s (tenant %q, key %q) not dispatched after %d attempts: %v",
+		what, d.Capability, d.Caller.Tenant, d.Key(), e.Attempts, e.Err)
 }
 
 // Unwrap returns ErrDispatchFailed and Err.
@@ -323,18 +334,22 @@ func (q *dispatchQueue) enqueue(ctx context.Context, c *callRun, fus []FollowUp)
 	if len(drops) == 0 {
 		return 0
 	}
-	q.dropped.Add(uint64(len(drops)))
+	n := 0
+	for _, e := range drops {
+		n += e.Count
+	}
+	q.dropped.Add(uint64(n))
 	defer func() {
 		// Only the operator's log handler can panic here (OnFailure's
 		// panics are contained by notify); the reply must stand.
 		if recover() != nil {
-			dropped = len(drops)
+			dropped = n
 		}
 	}()
 	if q.log.Enabled(ctx, slog.LevelWarn) {
 		counts := map[string]int{}
 		for _, e := range drops {
-			counts[e.Err.Error()]++
+			counts[e.Err.Error()] += e.Count
 		}
 		q.log.WarnContext(ctx, "capability: follow-ups dropped",
 			slog.String("capability", c.name),
@@ -343,17 +358,26 @@ func (q *dispatchQueue) enqueue(ctx context.Context, c *callRun, fus []FollowUp)
 			slog.String("invocation", caller.Invocation),
 			slog.Int("seq", c.call.Seq),
 			slog.Int("returned", len(fus)),
-			slog.Int("dropped", len(drops)),
+			slog.Int("dropped", n),
 			slog.Any("reasons", counts))
 	}
 	for _, e := range drops {
 		q.notify(ctx, e)
 	}
-	return len(drops)
+	return n
 }
 
-// put queues what it can of fus, without blocking, and returns the rest.
+// put queues what it can of fus, without blocking, and returns the rest:
+// one error per follow-up within MaxPerCall, and one for all those past it,
+// so that the work and memory stay bounded by MaxPerCall.
 func (q *dispatchQueue) put(base Dispatch, fus []FollowUp) (drops []*DispatchError) {
+	if len(fus) > q.opts.MaxPerCall {
+		d := base
+		d.Index = q.opts.MaxPerCall
+		d.FollowUp = fus[d.Index]
+		drops = append(drops, &DispatchError{Dispatch: d, Err: ErrTooManyFollowUps, Count: len(fus) - q.opts.MaxPerCall})
+		fus = fus[:q.opts.MaxPerCall]
+	}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	for i, f := range fus {
@@ -362,8 +386,6 @@ func (q *dispatchQueue) put(base Dispatch, fus []FollowUp) (drops []*DispatchErr
 		d.FollowUp = f
 		var why error
 		switch {
-		case i >= q.opts.MaxPerCall:
-			why = ErrTooManyFollowUps
 		case !ValidName(f.Kind):
 			why = ErrInvalidFollowUp
 		case q.d == nil:
@@ -383,7 +405,7 @@ func (q *dispatchQueue) put(base Dispatch, fus []FollowUp) (drops []*DispatchErr
 				why = ErrDispatchQueueFull
 			}
 		}
-		drops = append(drops, &DispatchError{Dispatch: d, Err: why})
+		drops = append(drops, &DispatchError{Dispatch: d, Err: why, Count: 1})
 	}
 	return drops
 }
@@ -413,7 +435,7 @@ func (q *dispatchQueue) deliver(d Dispatch) {
 	var last error
 	for attempt := 1; ; attempt++ {
 		if q.stop.Err() != nil {
-			q.fail(&DispatchError{Dispatch: d, Attempts: attempt - 1, Err: errors.Join(ErrRunnerClosed, last)})
+			q.fail(&DispatchError{Dispatch: d, Count: 1, Attempts: attempt - 1, Err: errors.Join(ErrRunnerClosed, last)})
 			return
 		}
 		d.Attempt = attempt
@@ -423,10 +445,10 @@ func (q *dispatchQueue) deliver(d Dispatch) {
 			q.delivered.Add(1)
 			return
 		case p != nil:
-			q.fail(&DispatchError{Dispatch: d, Attempts: attempt, Err: err, Panic: p, Stack: stack})
+			q.fail(&DispatchError{Dispatch: d, Count: 1, Attempts: attempt, Err: err, Panic: p, Stack: stack})
 			return
 		case errors.Is(err, ErrDispatchPermanent), attempt >= q.opts.MaxAttempts:
-			q.fail(&DispatchError{Dispatch: d, Attempts: attempt, Err: err})
+			q.fail(&DispatchError{Dispatch: d, Count: 1, Attempts: attempt, Err: err})
 			return
 		}
 		last = err

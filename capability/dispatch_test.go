@@ -427,12 +427,20 @@ func TestDispatchDropsAreReported(t *testing.T) {
 				t.Errorf("usage record follow-ups %d dropped %d, want %d, %d", last.FollowUps, last.FollowUpsDropped, len(tc.follow), tc.wantDropped)
 			}
 			fails := f.all()
-			if len(fails) != tc.wantDropped {
-				t.Fatalf("%d failures reported, want %d: %v", len(fails), tc.wantDropped, fails)
-			}
+			total := 0
 			for _, e := range fails {
+				total += e.Count
 				if !errors.Is(e, tc.wantErr) || !errors.Is(e, ErrDispatchFailed) || e.Attempts != 0 {
 					t.Errorf("failure %v, want %v with no attempt", e, tc.wantErr)
+				}
+			}
+			if total != tc.wantDropped {
+				t.Fatalf("failures reported for %d follow-ups, want %d: %v", total, tc.wantDropped, fails)
+			}
+			if tc.wantErr == ErrTooManyFollowUps {
+				// One error for all those past the limit, however many.
+				if len(fails) != 1 || fails[0].Dispatch.Index != len(tc.follow)-tc.wantDropped {
+					t.Errorf("failures %v, want one at index %d", fails, len(tc.follow)-tc.wantDropped)
 				}
 			}
 			// One log line for the call's drops, however many.
@@ -630,5 +638,34 @@ func TestRunnerAllocationsWithDispatcher(t *testing.T) {
 	})
 	if allocs > 6 {
 		t.Errorf("%v allocations per call, want at most 6", allocs)
+	}
+}
+
+// TestDispatchExcessCostsNoMoreThanMaxPerCall: a call returning 100,000
+// follow-ups costs the runner what MaxPerCall of them cost (one error for
+// the excess), not an error each: the hook may choose the count.
+func TestDispatchExcessCostsNoMoreThanMaxPerCall(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	q, err := newDispatchQueue(nil, DispatchOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fus := make([]FollowUp, 100_000)
+	for i := range fus {
+		fus[i] = FollowUp{Kind: "notify.send"}
+	}
+	var drops []*DispatchError
+	allocs := testing.AllocsPerRun(10, func() { drops = q.put(Dispatch{}, fus) })
+	n := 0
+	for _, e := range drops {
+		n += e.Count
+	}
+	if n != len(fus) || len(drops) != DefaultMaxFollowUps+1 {
+		t.Errorf("%d errors for %d follow-ups, want %d for %d", len(drops), n, DefaultMaxFollowUps+1, len(fus))
+	}
+	if allocs > 2*DefaultMaxFollowUps {
+		t.Errorf("%v allocations for a call of %d follow-ups, want at most %d", allocs, len(fus), 2*DefaultMaxFollowUps)
 	}
 }

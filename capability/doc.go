@@ -105,7 +105,7 @@
 //
 // What is reported: a follow-up that cannot be queued (queue full, runner
 // closed, no Dispatcher, a malformed Kind, more than MaxPerCall, 16, in one
-// call) is dropped at once; one whose attempts are exhausted, whose error is
+// call, reported together in one DispatchError) is dropped at once; one whose attempts are exhausted, whose error is
 // permanent, whose Dispatcher panicked or that Close abandoned has failed.
 // Both are logged with the call's identity (a drop at Warn, one line per
 // call with the count by reason, so that a capability returning thousands

@@ -164,7 +164,7 @@ func TestDispatchFloodIsBoundedAndNeverWaitedFor(t *testing.T) {
 	rec := &dispatchRecorder{block: make(chan struct{})}
 	var reported atomic.Int64
 	w := newDispatchWorld(t, rec, capability.DispatchOptions{QueueSize: 8, Workers: 1,
-		OnFailure: func(e *capability.DispatchError) { reported.Add(1) }})
+		OnFailure: func(e *capability.DispatchError) { reported.Add(int64(e.Count)) }})
 	to := make([]string, 1000)
 	for i := range to {
 		to[i] = fmt.Sprintf(`"u%d@x"`, i)
