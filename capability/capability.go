@@ -81,6 +81,13 @@ type Result struct {
 	Value any
 	// Usage is what the call actually consumed.
 	Usage Usage
+	// FollowUps is work for the platform to do after the call (a usage
+	// event, a notification, a job). The runner hands each to the
+	// Dispatcher with the call's identity and idempotency key, at least
+	// once, only if the call completed and was settled (status OK or
+	// RESULT_TOO_LARGE): the follow-ups of a call that failed, was refused
+	// or could not be billed are never dispatched. See Dispatcher.
+	FollowUps []FollowUp
 }
 
 // Usage is what one call consumed. It is a plain value and is not safe for

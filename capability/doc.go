@@ -71,7 +71,59 @@
 //     consumption is still settled, because the work was done. If a hold
 //     cannot be settled, the result is withheld and the hook gets
 //     CAPABILITY_FAILED. A UsageRecord is emitted for every call, whatever its
-//     outcome, and Reply.Charged reports the credit actually charged.
+//     outcome, and Reply.Charged reports the credit actually charged. Last,
+//     the follow-up work the capability returned (Result.FollowUps) is queued
+//     for the platform's Dispatcher, if and only if every hold was settled
+//     (status OK or RESULT_TOO_LARGE); see "Follow-up work" below.
+//
+// # Follow-up work
+//
+// A capability may return work for the platform to do after the call: a
+// usage event, a notification, an asynchronous job (Result.FollowUps, each a
+// FollowUp with a Kind and Data). The runner delivers each to the
+// RunnerOptions.Dispatcher as a Dispatch carrying the hook's identity (the
+// Caller's tenant, hook, module, invocation and point, never its grants),
+// the capability, and the call's idempotency key with the follow-up's index
+// (Dispatch.Key, "invocation/seq/index"), so that a platform can deduplicate.
+//
+// When: only for a call that completed and was settled, the call whose effect
+// happened and was paid for: OK, and RESULT_TOO_LARGE (the work was done and
+// charged; only the answer did not fit). The follow-ups of a call that was
+// refused (grant, schema, gate, credit), cancelled, failed or panicked in
+// Execute, returned an unencodable result or could not be settled are never
+// dispatched: a follow-up describes the consequence of an effect, and a
+// call that was not billed had none the platform should act on.
+//
+// How: the call's goroutine only puts the follow-ups on a bounded queue
+// (DispatchOptions.QueueSize, 1024 by default) without ever blocking, and
+// returns; a few workers (Workers, 4) call the Dispatcher, each attempt
+// bounded by AttemptTimeout (10 s), and retry a failure up to MaxAttempts
+// (5) times in all, waiting Backoff (100 ms) doubled after each failure up
+// to MaxBackoff (5 s), each wait drawn between half and all of it. An error
+// wrapping ErrDispatchPermanent and a panic are not retried. The reply the hook
+// receives is decided before any of this and never changes.
+//
+// What is reported: a follow-up that cannot be queued (queue full, runner
+// closed, no Dispatcher, a malformed Kind, more than MaxPerCall, 16, in one
+// call, reported together in one DispatchError) is dropped at once; one whose attempts are exhausted, whose error is
+// permanent, whose Dispatcher panicked or that Close abandoned has failed.
+// Both are logged with the call's identity (a drop at Warn, one line per
+// call with the count by reason, so that a capability returning thousands
+// cannot flood the log; a failure at Error, one line each with its key),
+// counted in Runner.DispatchStats, passed to
+// DispatchOptions.OnFailure as a *DispatchError (a dead-letter hook) and, for
+// drops, counted in the usage record (UsageRecord.FollowUpsDropped).
+// Dropping rather than waiting is deliberate: a full queue means the
+// platform is not keeping up, and making hooks wait would turn its outage
+// into theirs.
+//
+// Durability: delivery is at least once for a process that lives: every
+// queued follow-up is delivered, reported as failed, or still pending, and
+// Runner.Close drains the queue. The queue is in memory: a follow-up queued
+// when the process crashes is lost without a report. A durable store (issue
+// 13) is what will make it survive a crash; until then, a platform that
+// cannot lose a follow-up should make its Dispatcher write to its own
+// durable queue, which is quick and rarely fails.
 //
 // # Errors
 //

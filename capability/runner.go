@@ -34,7 +34,8 @@ const (
 const maxMessageBytes = 512
 
 // RunnerOptions configures a Runner. The zero value is valid: no logging, no
-// usage records, 1 MiB payloads nested at most 64 deep, no spend cap.
+// usage records, 1 MiB payloads nested at most 64 deep, no spend cap, no
+// dispatcher (follow-up work is dropped and reported).
 // NewRunner copies what it needs, so the options may be reused; the Logger
 // and Usage sink must be safe for concurrent use.
 type RunnerOptions struct {
@@ -63,6 +64,17 @@ type RunnerOptions struct {
 	// even when the call's context is cancelled. Zero means
 	// DefaultSettleTimeout (10 s).
 	SettleTimeout time.Duration
+
+	// Dispatcher receives the follow-up work (Result.FollowUps) of every
+	// call that was settled, after its reply is decided, from a bounded
+	// queue; see DispatchOptions and the package documentation. Nil drops
+	// follow-ups and reports them (ErrNoDispatcher). Call Runner.Close to
+	// drain the queue.
+	Dispatcher Dispatcher
+
+	// Dispatch configures the queue, the workers and the retries of the
+	// dispatch step. The zero value gives the defaults.
+	Dispatch DispatchOptions
 }
 
 // Runner answers host calls: every call goes through the same pipeline
@@ -78,6 +90,7 @@ type Runner struct {
 	settleTimeout time.Duration
 	spend         *spendCap // nil when there is no cap
 	flights       *inflight // the calls being answered, by idempotency key
+	dispatch      *dispatchQueue
 }
 
 // NewRunner returns a Runner serving the capabilities of reg. It returns an
@@ -111,6 +124,10 @@ func NewRunner(reg *Registry, opts RunnerOptions) (*Runner, error) {
 	}
 	if opts.MaxCreditPerInvocation > 0 {
 		r.spend = newSpendCap(opts.MaxCreditPerInvocation)
+	}
+	var err error
+	if r.dispatch, err = newDispatchQueue(opts.Dispatcher, opts.Dispatch, r.log); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -360,6 +377,13 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		reply, err := c.failed(serr, "settle")
 		reply.Charged = charged
 		return reply, err
+	}
+	// The call completed and was settled: its follow-up work goes out
+	// (also with RESULT_TOO_LARGE, whose work was done and charged). It is
+	// queued, never delivered here; see dispatch.go.
+	if len(res.FollowUps) > 0 {
+		c.rec.FollowUps = len(res.FollowUps)
+		c.rec.FollowUpsDropped = c.r.dispatch.enqueue(ctx, c, res.FollowUps)
 	}
 	if limit := call.MaxResultBytes; limit > 0 && len(body) > limit {
 		// The work was done, so the consumption stands. See NOTES.md.

@@ -44,6 +44,13 @@ type UsageRecord struct {
 	Units map[string]int64
 	// Duration is how long the runner took to answer.
 	Duration time.Duration
+	// FollowUps is how many follow-ups the call returned for dispatch
+	// (zero unless it was settled), and FollowUpsDropped how many of them
+	// never reached the dispatch queue. Delivery happens after the record
+	// is written: its failures are in Runner.DispatchStats and
+	// DispatchOptions.OnFailure.
+	FollowUps        int
+	FollowUpsDropped int
 }
 
 // UsageSink receives a UsageRecord for every host call. Record is called on

@@ -56,6 +56,13 @@ const cancelWait = 5 * time.Second
 //   - random: RandomPayloads random valid-JSON payloads never make Cost or
 //     Execute panic, always get a known status and never negative usage.
 //
+// In every subtest, the follow-up work a successful Execute returns
+// (Result.FollowUps) must be dispatchable: at most
+// capability.DefaultMaxFollowUps of them, each Kind 1 to 128 bytes of
+// [a-z0-9_.-], each Data JSON-encodable (abi.Marshal), so that a durable
+// dispatch queue can store it. Follow-ups returned with an error are never
+// dispatched, and are not checked.
+//
 // The capability's Gates are not run: the kit checks the capability, not the
 // gates guarding it. Give at least one valid case.
 func Run(t *testing.T, c capability.Capability, cases ...Case) {
@@ -234,6 +241,11 @@ func newHarness(t *testing.T, c capability.Capability) *harness {
 			h.note(ev)
 		}()
 		res, err = c.Execute(ctx, req)
+		if res != nil && err == nil {
+			if p := followUpProblem(res.FollowUps); p != "" {
+				ev.problem = p
+			}
+		}
 		if res != nil {
 			if res.Usage.Credit < 0 {
 				ev.problem = fmt.Sprintf("negative Usage.Credit %d", res.Usage.Credit)
@@ -256,6 +268,22 @@ func newHarness(t *testing.T, c capability.Capability) *harness {
 	}
 	h.runner = r
 	return h
+}
+
+// followUpProblem says what makes fus undispatchable, or "".
+func followUpProblem(fus []capability.FollowUp) string {
+	if len(fus) > capability.DefaultMaxFollowUps {
+		return fmt.Sprintf("%d follow-ups, over the runner's default limit of %d per call", len(fus), capability.DefaultMaxFollowUps)
+	}
+	for i, f := range fus {
+		if !capability.ValidName(f.Kind) {
+			return fmt.Sprintf("follow-up %d: kind %q is not 1 to %d bytes of [a-z0-9_.-]", i, f.Kind, capability.MaxNameBytes)
+		}
+		if _, err := abi.Marshal(f.Data); err != nil {
+			return fmt.Sprintf("follow-up %d (%s): Data is not JSON-encodable: %v", i, f.Kind, err)
+		}
+	}
+	return ""
 }
 
 func (h *harness) note(e event) {

@@ -89,6 +89,29 @@ var broken = map[string]func() capability.Capability{
 		c.Schema = `{}`
 		return c
 	},
+	"undispatchable follow-up": func() capability.Capability {
+		c := good()
+		c.Execute = func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return &capability.Result{Value: 1, FollowUps: []capability.FollowUp{
+				{Kind: "usage.event", Data: map[string]any{"n": 1}},
+				{Kind: "notify", Data: make(chan int)},
+			}}, nil
+		}
+		return c
+	},
+	"follow-up with a bad kind": func() capability.Capability {
+		c := good()
+		c.Execute = func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return &capability.Result{Value: 1, FollowUps: []capability.FollowUp{{Kind: "Send Mail"}}}, nil
+		}
+		return c
+	},
 	"error without a message": func() capability.Capability {
 		c := good()
 		c.Execute = func(ctx context.Context, _ *capability.Request) (*capability.Result, error) {
@@ -113,6 +136,8 @@ func TestBrokenCapabilitiesFail(t *testing.T) {
 		"negative usage":              "negative Usage.Units",
 		"negative cost":               "negative cost",
 		"schema too loose":            "Execute ran for a payload the schema should refuse",
+		"undispatchable follow-up":    "Data is not JSON-encodable",
+		"follow-up with a bad kind":   `kind "Send Mail" is not 1 to 128 bytes`,
 	}
 	for name := range broken {
 		t.Run(name, func(t *testing.T) {

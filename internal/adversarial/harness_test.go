@@ -260,6 +260,7 @@ type options struct {
 	cfg    runtime.Config
 	runner capability.RunnerOptions
 	lateBy time.Duration
+	caps   []capability.Capability // registered besides the world's own
 }
 
 // allGrants grants every capability of the world.
@@ -333,6 +334,9 @@ func newWorld(t *testing.T, opt ...func(*options)) *world {
 			return &capability.Result{Value: req.Payload, Usage: capability.Usage{Credit: 1}}, nil
 		},
 	})
+	for _, c := range o.caps {
+		reg.MustRegister(c)
+	}
 	o.runner.Logger = logger
 	o.runner.Usage = w.usage
 	runner, err := capability.NewRunner(reg, o.runner)
