@@ -406,12 +406,12 @@ func TestSmallStep(t *testing.T) {
 		{map[string]any{"a": 1}, map[string]any{"a": "1"}, false},
 	}
 	for _, tt := range tests {
-		a, b := leavesOf(jsonValue(t, tt.a)), leavesOf(jsonValue(t, tt.b))
+		a, b := leavesOf(jsonValue(t, tt.a), true), leavesOf(jsonValue(t, tt.b), true)
 		if got := smallStep("t", a, "t", b, 1, 16); got != tt.want {
 			t.Errorf("smallStep(%v, %v) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}
-	if smallStep("t", leavesOf(jsonValue(t, temp(0.1))), "u", leavesOf(jsonValue(t, temp(0.2))), 1, 16) {
+	if smallStep("t", leavesOf(jsonValue(t, temp(0.1)), true), "u", leavesOf(jsonValue(t, temp(0.2)), true), 1, 16) {
 		t.Error("a step between tools")
 	}
 }
@@ -478,6 +478,33 @@ func TestSaveFitsMaxStateBytes(t *testing.T) {
 	for _, c := range got.Convs {
 		if c.Seen < 100-uint64(len(got.Convs))+1 {
 			t.Errorf("kept conversation seen at %d", c.Seen)
+		}
+	}
+}
+
+// TestStateHoldsNoArgumentText checks that, by default, neither arguments
+// nor results are stored, only hashes of them (tool arguments can hold
+// secrets); with drift_max_edit > 0 short strings are kept, as documented.
+func TestStateHoldsNoArgumentText(t *testing.T) {
+	secret := "sk-live-0123456789abcdef"
+	for _, tt := range []struct {
+		settings map[string]any
+		stored   bool
+	}{{nil, false}, {map[string]any{"drift_max_edit": 8}, true}} {
+		h := newHost(t)
+		s := step{tool: "http.get", args: map[string]any{"headers": map[string]any{"Authorization": secret}, "retries": 987654}, result: "token " + secret}
+		s.run(t, h, tt.settings)
+		s.result = nil
+		s.run(t, h, tt.settings)
+		var all strings.Builder
+		for _, c := range h.Calls() {
+			if c.Name == "kv.set" {
+				all.Write(c.Payload)
+			}
+		}
+		got := all.String()
+		if strings.Contains(got, secret) != tt.stored || strings.Contains(got, "987654") || strings.Contains(got, "Authorization") {
+			t.Errorf("settings %v: stored state %s", tt.settings, got)
 		}
 	}
 }

@@ -215,7 +215,7 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 	conv.Seen = b.Clock
 
 	cur := call{Tool: cut(tool, maxToolBytes), Sig: digest(tool, args)}
-	leaves := leavesOf(args)
+	leaves := leavesOf(args, cfg.driftMaxEdit > 0)
 	if len(conv.Calls) > 0 && smallStep(conv.Calls[len(conv.Calls)-1].Tool, conv.Last, cur.Tool, leaves, cfg.driftMaxChanged, cfg.driftMaxEdit) {
 		cur.Flags |= flagSmall
 	}
@@ -383,11 +383,14 @@ func cut(s string, n int) string {
 	return s[:n]
 }
 
-// leavesOf flattens a tool's arguments into sorted "path\x00value" strings,
-// for the drift step of the next call. It returns nil when there are more
-// than maxLeaves leaves or a path is longer than maxPathBytes. Strings of
-// more than maxLeafString bytes are kept as a hash.
-func leavesOf(args any) []string {
+// leavesOf flattens a tool's arguments into sorted "PATH\x00TYPE:VALUE"
+// strings, for the drift step of the next call. PATH is a hash of the leaf's
+// path; VALUE is a hash of the value, except for strings of at most
+// maxLeafString bytes when keepStrings (drift_max_edit > 0 needs the text to
+// measure an edit). So by default the state holds no argument text. It
+// returns nil when there are more than maxLeaves leaves or a path is longer
+// than maxPathBytes: such a call is never a small step.
+func leavesOf(args any, keepStrings bool) []string {
 	var out []string
 	ok := true
 	var walk func(path string, v any)
@@ -399,27 +402,31 @@ func leavesOf(args any) []string {
 			ok = false
 			return
 		}
+		var leaf string
 		switch v := v.(type) {
 		case map[string]any:
 			for k, e := range v {
-				walk(path+"/"+k, e)
+				walk(path+"/"+strings.ReplaceAll(k, "/", "~1"), e)
 			}
+			return
 		case []any:
 			for i, e := range v {
 				walk(fmt.Sprintf("%s/%d", path, i), e)
 			}
+			return
 		case string:
-			if len(v) > maxLeafString {
-				out = append(out, path+"\x00h:"+digest("s", v))
+			if keepStrings && len(v) <= maxLeafString {
+				leaf = "s:" + v
 			} else {
-				out = append(out, path+"\x00s:"+v)
+				leaf = "h:" + digest("s", v)
 			}
 		case json.Number:
-			out = append(out, path+"\x00n:"+v.String())
+			leaf = "n:" + digest("n", v.String())
 		default:
 			enc, _ := json.Marshal(v)
-			out = append(out, path+"\x00j:"+string(enc))
+			leaf = "j:" + string(enc)
 		}
+		out = append(out, digest("p", path)+"\x00"+leaf)
 	}
 	walk("", args)
 	if !ok || len(out) == 0 {
