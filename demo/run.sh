@@ -93,7 +93,7 @@ echo "# Part 3: the loop detector (wasmhooks chain --config demo/loop-chain.json
 # recent calls lives in kv, kept in a file by --kv; each binding has its own
 # kv scope and one window per conversation (the context's "conversation").
 loop=(--config "$here/loop-chain.json" --module-dir "$hooks" --kv "$work/kv.json")
-field() { grep -o "\"$1\": \"[^\"]*" | head -1 | cut -d'"' -f4 | cut -c1-160; }
+field() { { grep -o "\"$1\": \"[^\"]*" || true; } | head -1 | cut -d'"' -f4 | cut -c1-160; }
 echo
 echo "== 14. an agent in conversation c_9f2 reads the same file again and again; each call runs the chain at"
 echo "   tool.before and, if allowed, at tool.after (expect: allow; from call 2 a warning injected into the"
