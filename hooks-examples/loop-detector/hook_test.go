@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/sdk"
@@ -506,5 +507,23 @@ func TestStateHoldsNoArgumentText(t *testing.T) {
 		if strings.Contains(got, secret) != tt.stored || strings.Contains(got, "987654") || strings.Contains(got, "Authorization") {
 			t.Errorf("settings %v: stored state %s", tt.settings, got)
 		}
+	}
+}
+
+// TestLongToolNames: a tool name over maxToolBytes is cut at a character
+// boundary, so it reads back from kv as it was stored and calls of it still
+// compare equal.
+func TestLongToolNames(t *testing.T) {
+	h := newHost(t)
+	tool := strings.Repeat("€", 30) // 90 bytes, 3 a character
+	var dec *abi.Decision
+	for range 2 {
+		dec = step{tool: tool, args: read("/a"), result: strings.Repeat("r", 80)}.run(t, h, nil)
+	}
+	if dec.Action != abi.ActionModify || !strings.Contains(dec.Reason, "redundant") {
+		t.Errorf("second identical call: %+v, want a redundant warning", dec)
+	}
+	if got := cut(tool, maxToolBytes); len(got) != 63 || !utf8.ValidString(got) {
+		t.Errorf("cut = %q", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/wasmhooks/wasmhooks/sdk"
 )
@@ -376,9 +377,14 @@ func digest(tag string, v any) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
+// cut returns at most the first n bytes of s, cut at a character boundary
+// (so the stored name reads back as it was written).
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }
