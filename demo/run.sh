@@ -2,7 +2,9 @@
 # The demo: the example hooks, built from source, run by the wasmhooks CLI over
 # sample agent traffic; first one hook at a time, then as a chain
 # (demo/chain.json): an injection guard, secret redaction, a summariser paid
-# for in credit, and a guard that holds shell commands for a human's approval.
+# for in credit, and a guard that holds shell commands for a human's approval;
+# then the loop detector (demo/loop-chain.json) stopping an agent that repeats
+# a tool call, its state kept in kv between processes (--kv).
 # Usage: demo/run.sh CLI HOOKS_DIR
 set -euo pipefail
 cli=${1:?usage: demo/run.sh CLI HOOKS_DIR}
@@ -81,3 +83,36 @@ if "$cli" chain verify "$work/audit.jsonl"; then
   echo "tampering went unnoticed" >&2
   exit 1
 fi
+
+
+echo
+echo "# Part 3: the loop detector (wasmhooks chain --config demo/loop-chain.json --kv kv.json)"
+# loop-detector is bound twice: loop-guard, a guard at tool.before (it blocks),
+# and loop-warn, a transformer at tool.after (it injects a warning into the
+# result the agent reads). Each invocation is a new process, so the window of
+# recent calls lives in kv, kept in a file by --kv; each binding has its own
+# kv scope and one window per conversation (the context's "conversation").
+loop=(--config "$here/loop-chain.json" --module-dir "$hooks" --kv "$work/kv.json")
+field() { { grep -o "\"$1\": \"[^\"]*" || true; } | head -1 | cut -d'"' -f4 | cut -c1-160; }
+echo
+echo "== 14. an agent in conversation c_9f2 reads the same file again and again; each call runs the chain at"
+echo "   tool.before and, if allowed, at tool.after (expect: allow; from call 2 a warning injected into the"
+echo "   result; from call 3 a warning in loop-guard's reason)"
+echo "\$ wasmhooks chain ${loop[*]} --point tool.before --input traffic/08-tool-read-config.json" | sed "s|$hooks/||g; s|$here/||g; s|$work/||g"
+echo "\$ wasmhooks chain ${loop[*]} --point tool.after --input traffic/09-tool-read-config-result.json" | sed "s|$hooks/||g; s|$here/||g; s|$work/||g"
+for i in 1 2 3 4; do
+  out=$("$cli" chain "${loop[@]}" --point tool.before --input "$here/traffic/08-tool-read-config.json")
+  verdict=$(field verdict <<<"$out")
+  reason=$(field reason <<<"$out")
+  echo "call $i tool.before: $verdict${reason:+ ($reason)}"
+  [ "$verdict" = allow ] || { echo "the loop detector blocked too early" >&2; exit 1; }
+  out=$("$cli" chain "${loop[@]}" --point tool.after --input "$here/traffic/09-tool-read-config-result.json")
+  echo "call $i tool.after:  $(field verdict <<<"$out"), modified: $(grep -o '"modified": [a-z]*' <<<"$out" | cut -d' ' -f2); result: $(field result <<<"$out")"
+done
+
+step "15. the fifth call: loop-guard blocks it before the tool runs (expect: block by loop-guard, repetition)" \
+  chain "${loop[@]}" --brief --point tool.before --input "$here/traffic/08-tool-read-config.json" | tee "$work/blocked.json"
+grep -q '"verdict": "block"' "$work/blocked.json" || { echo "the loop was not stopped" >&2; exit 1; }
+
+step "16. the same read in another conversation (c_a11) has its own window (expect: allow)" \
+  chain "${loop[@]}" --brief --point tool.before --input "$here/traffic/10-tool-read-config-other-conversation.json"

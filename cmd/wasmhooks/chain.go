@@ -20,10 +20,10 @@ import (
 const chainUsage = `usage:
   wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
                   [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
-                  [--key FILE] [--audit-checkpoint FILE]
+                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
                   [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
-                  [--key FILE] [--audit-checkpoint FILE]
+                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
 
 The host key (--key; default $WASMHOOKS_KEY_FILE, else host.key in the user's
@@ -35,7 +35,7 @@ chain. It is created (32 random bytes, hex, mode 0600) when --approvals or
 // chainFlags are the flags that build a chain, shared by run and resolve.
 type chainFlags struct {
 	config, moduleDir, tenant, auditPath, approvals, cacheDir string
-	keyFile, checkpoint                                       string
+	keyFile, checkpoint, kvPath                               string
 	credit                                                    creditFlag
 	auditValues, brief                                        bool
 }
@@ -52,6 +52,7 @@ func (f *chainFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.brief, "brief", false, "print a summary: the outcome, one line per step, and each audit record's seq, decision and hash")
 	fs.StringVar(&f.keyFile, "key", "", "the host key file that seals approvals and keys the audit chain (default $WASMHOOKS_KEY_FILE, else <user config dir>/wasmhooks/host.key; created if missing)")
 	fs.StringVar(&f.checkpoint, "audit-checkpoint", "", "where the audit log's checkpoint is kept, apart from the log if you can (default FILE.jsonl.checkpoint)")
+	fs.StringVar(&f.kvPath, "kv", "", kvUsage)
 }
 
 // chainEnv is a chain wired to a runtime and the built-in capabilities.
@@ -81,6 +82,14 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 	}
 	logs := &builtin.MemoryLogSink{}
 	bcfg := builtin.Config{Provider: llmProvider(), Logs: logs, Logger: logger}
+	if f.kvPath != "" {
+		kv, err := openFileKV(f.kvPath)
+		if err != nil {
+			cleanup()
+			return nil, fail(stdout, exitUsage, "invalid_input", "%v", err)
+		}
+		bcfg.KV = kv
+	}
 	if f.credit.set {
 		ledger := capability.NewMemoryLedger()
 		if f.credit.n > 0 {

@@ -23,11 +23,11 @@ import (
 
 const usage = `usage:
   wasmhooks run --hook FILE.wasm [--point P] [--input FILE|-] [--settings JSON|@FILE]
-                [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D]
+                [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D] [--kv FILE]
   wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
   wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
-                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--key FILE]
+                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--key FILE] [--kv FILE]
   wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
                   [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N] [--key FILE]
   wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl

@@ -59,6 +59,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		tenant     = fs.String("tenant", "local", "the tenant the invocation runs for")
 		hookName   = fs.String("name", "", "the hook's name, its identity for capabilities such as kv (default: the module's sha256, never the manifest's name)")
 		cacheDir   = fs.String("cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
+		kvPath     = fs.String("kv", "", kvUsage)
 	)
 	fs.Var(&credit, "credit", creditUsage)
 	if err := fs.Parse(args); err != nil {
@@ -105,6 +106,13 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	// credit balance is given.
 	var ledger *capability.MemoryLedger
 	cfg := builtin.Config{Provider: llmProvider(), Logs: &builtin.MemoryLogSink{}, Logger: logger}
+	if *kvPath != "" {
+		kv, err := openFileKV(*kvPath)
+		if err != nil {
+			return fail(stdout, exitUsage, "invalid_input", "%v", err)
+		}
+		cfg.KV = kv
+	}
 	if credit.set {
 		ledger = capability.NewMemoryLedger()
 		if credit.n == 0 {
