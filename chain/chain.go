@@ -286,10 +286,6 @@ const (
 	ByApproval   = "approval"
 )
 
-// FailCircuitOpen is the failure code of a binding the circuit breaker
-// skipped; its fail policy applied without running it.
-const FailCircuitOpen runtime.FailureCode = "circuit_open"
-
 // Outcome is the result of a chain run (or of resuming one).
 type Outcome struct {
 	// Run identifies the run.
@@ -314,7 +310,7 @@ type Outcome struct {
 	// conversation; set if any applied decision asked for it.
 	DoNotReplyAgain bool `json:"do_not_reply_again,omitempty"`
 	// Failure is the hook failure a fail-closed policy blocked on.
-	Failure *runtime.Failure `json:"failure,omitempty"`
+	Failure *abi.Failure `json:"failure,omitempty"`
 	// Context is the traffic after the run: as the transformers left it,
 	// or as it was when a guard blocked or asked.
 	Context map[string]any `json:"context"`
@@ -338,7 +334,7 @@ type Step struct {
 	// skipped, or the step is a resolution.
 	Decision *abi.Decision `json:"decision"`
 	// Failure says why the hook reached no decision.
-	Failure *runtime.Failure `json:"failure,omitempty"`
+	Failure *abi.Failure `json:"failure,omitempty"`
 	// FailPolicy is the policy that decided after a failure.
 	FailPolicy FailPolicy `json:"fail_policy,omitempty"`
 	// Breaker is the breaker's state when it was not closed: "open" (the

@@ -191,7 +191,7 @@ func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, d
 
 // policyReason is the reason a fail policy gives. It names the failure so it
 // can never be read as the hook's own words.
-func policyReason(binding string, f *runtime.Failure, p FailPolicy) string {
+func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 	code := "unknown"
 	if f != nil {
 		code = string(f.Code)
@@ -216,13 +216,13 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 	p := br.allow(c.now(), s.breaker)
 	var (
 		res  *runtime.Result
-		fail *runtime.Failure
+		fail *abi.Failure
 		dec  *abi.Decision
 		next = st.Context
 	)
 	if !p.run {
 		step.Breaker = BreakerOpen
-		fail = &runtime.Failure{Code: FailCircuitOpen, Message: fmt.Sprintf(
+		fail = &abi.Failure{Code: abi.FailCircuitOpen, Message: fmt.Sprintf(
 			"not run: the binding failed %d times in a row for this tenant; the breaker lets a trial through after %s",
 			p.fails, p.until.UTC().Format(time.RFC3339))}
 	} else {
@@ -249,7 +249,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		default:
 			// The runtime refused the request (the context grew past
 			// the input limit, say): the binding reached no decision.
-			fail = &runtime.Failure{Code: runtime.FailureCode(runtime.Code(err)), Message: err.Error()}
+			fail = &abi.Failure{Code: runtime.Code(err), Message: err.Error()}
 		}
 		if fail == nil {
 			// What the decision applies is decided before the breaker
@@ -384,10 +384,10 @@ func article(p Phase) string {
 // limit leaves room for (output_too_large; a context that was already past
 // it when the transformer got it is not the transformer's failure). next is the context
 // after the modify; changed lists the fields it changed.
-func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *runtime.Failure {
+func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *abi.Failure {
 	for _, f := range changed {
 		if err := b.point.CheckField(f, next[f]); err != nil {
-			return &runtime.Failure{Code: runtime.FailInvalidOutput, Message: "modify: " + err.Error()}
+			return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
 		}
 	}
 	room, who, ok := roomAfter(s.points[st.Point][st.Next:], st, len(st.Trace)+1)
@@ -396,7 +396,7 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	}
 	size, err := contextBytes(next)
 	if err != nil {
-		return &runtime.Failure{Code: runtime.FailInvalidOutput, Message: "modify: " + err.Error()}
+		return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
 	}
 	if size <= room {
 		return nil
@@ -407,7 +407,7 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	if before, err := contextBytes(st.Context); err == nil && before > room {
 		return nil
 	}
-	return &runtime.Failure{Code: runtime.FailOutputTooLarge, Message: fmt.Sprintf(
+	return &abi.Failure{Code: abi.FailOutputTooLarge, Message: fmt.Sprintf(
 		"modify makes the context %d bytes; binding %s after it takes at most %d (its input limit less its invocation envelope)", size, who, room)}
 }
 
@@ -532,7 +532,8 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 	}
 	r.Actor = step.Actor
 	if step.Failure != nil {
-		r.Failure = &audit.Failure{Code: string(step.Failure.Code), Message: step.Failure.Message}
+		f := *step.Failure // the record keeps its own copy
+		r.Failure = &f
 		r.Reason = policyReason(binding, step.Failure, step.FailPolicy)
 	}
 	if len(step.Changed) > 0 {

@@ -30,7 +30,7 @@ type invocation struct {
 	takes     int   // takes made
 	bytes     int   // host-call bytes used
 	charged   int64 // credit charged by host calls
-	violation *Failure
+	violation *abi.Failure
 
 	log logBuffer
 }
@@ -56,7 +56,7 @@ func (st *initState) tail() string {
 // recovered by wazero and surfaces as the error of the export call; the
 // recorded Failure is what Invoke reports.
 func abiViolation(inv *invocation, format string, args ...any) {
-	f := &Failure{Code: FailABIViolation, Message: fmt.Sprintf(format, args...)}
+	f := &abi.Failure{Code: abi.FailABIViolation, Message: fmt.Sprintf(format, args...)}
 	if inv != nil && inv.violation == nil {
 		inv.violation = f
 	}
@@ -100,7 +100,7 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	if g.fuel != nil && g.fuelLeft() < 0 {
 		// The fuel ran out between two checks: nothing more runs.
-		panic(&Failure{Code: FailFuelExhausted, Message: "the hook used up its fuel budget"})
+		panic(&abi.Failure{Code: abi.FailFuelExhausted, Message: "the hook used up its fuel budget"})
 	}
 	if f := g.interrupted(); f != nil {
 		// Past the deadline nothing more runs: a guest that spends little

@@ -53,7 +53,7 @@ type Result struct {
 	// Decision is the hook's decision in canonical form; nil on failure.
 	Decision *abi.Decision `json:"decision"`
 	// Failure says why the hook failed; nil when it reached a decision.
-	Failure *Failure `json:"failure"`
+	Failure *abi.Failure `json:"failure"`
 	// HostCalls counts the host calls made, takes excluded.
 	HostCalls int `json:"host_calls"`
 	// HostCallBytes counts the bytes the host calls moved.
@@ -86,13 +86,14 @@ type Result struct {
 // caller's context ended after the hook started, the error is an
 // *AbandonedError that carries the host calls made and the credit they were
 // charged: that credit was spent, and must reach the caller's books. When the
-// hook fails, it returns both a Result whose Failure is set and that *Failure
-// as the error; the caller's fail policy decides what follows. An instance
-// that failed in any way is discarded, never reused.
+// hook fails, it returns both a Result whose Failure is set and that
+// *abi.Failure as the error (Code gives any error's code); the caller's fail
+// policy decides what follows. An instance that failed in any way is
+// discarded, never reused.
 func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, error) {
 	res := new(Result)
 	if err := r.InvokeInto(ctx, m, req, res); err != nil {
-		if _, ok := err.(*Failure); !ok {
+		if _, ok := err.(*abi.Failure); !ok {
 			return nil, err
 		}
 		return res, err
@@ -105,7 +106,7 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 // continues allocates nothing on the host (BENCHMARKS.md). The Decision
 // res already points to, if any, is reused for the new decision, so the
 // caller must not keep it across calls. The error is that of Invoke: when
-// it is a *Failure, res holds the report; when it is an *AbandonedError, res
+// it is a *abi.Failure, res holds the report; when it is an *AbandonedError, res
 // holds the host-call report (HostCalls, HostCallBytes, CreditCharged) and
 // no decision; otherwise res holds nothing of use.
 func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
@@ -165,7 +166,7 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		}
 	}
 	if err != nil {
-		if f, ok := AsFailure(err); ok {
+		if f, ok := abi.AsFailure(err); ok {
 			*res = Result{InvocationID: req.InvocationID, Failure: f, Duration: time.Since(start)}
 			return f
 		}
@@ -204,7 +205,7 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		CreditCharged: inv.charged,
 		FuelUsed:      inst.fuelUsed(lim.Fuel),
 	}
-	var fail *Failure
+	var fail *abi.Failure
 	if callErr != nil && ctx.Err() != nil && inv.violation == nil && time.Now().Before(deadline) {
 		// The caller gave up; that is not the hook's failure.
 		inst.run.end()
@@ -328,17 +329,17 @@ const canonicalContinue = `{"action":"continue"}`
 
 // readDecision bounds-checks, copies and decodes the hook's output.
 // A continue goes into spare when it is not nil.
-func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point, spare *abi.Decision) (*abi.Decision, *Failure) {
+func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point, spare *abi.Decision) (*abi.Decision, *abi.Failure) {
 	if ret == 0 {
-		return nil, &Failure{Code: FailInvalidOutput, Message: abi.HandleExport + " returned 0 (no decision)"}
+		return nil, &abi.Failure{Code: abi.FailInvalidOutput, Message: abi.HandleExport + " returned 0 (no decision)"}
 	}
 	ptr, n := abi.UnpackPtrLen(ret)
 	if int64(n) > int64(inv.lim.MaxOutputBytes) {
-		return nil, &Failure{Code: FailOutputTooLarge, Message: fmt.Sprintf("decision is %d bytes, over the limit of %d", n, inv.lim.MaxOutputBytes)}
+		return nil, &abi.Failure{Code: abi.FailOutputTooLarge, Message: fmt.Sprintf("decision is %d bytes, over the limit of %d", n, inv.lim.MaxOutputBytes)}
 	}
 	out, ok := readGuestInto(inst.out[:0], inst.mod.Memory(), ptr, n)
 	if !ok {
-		return nil, &Failure{Code: FailABIViolation, Message: fmt.Sprintf("output [%d, %d+%d) is outside linear memory of %d bytes", ptr, ptr, n, inst.mod.Memory().Size())}
+		return nil, &abi.Failure{Code: abi.FailABIViolation, Message: fmt.Sprintf("output [%d, %d+%d) is outside linear memory of %d bytes", ptr, ptr, n, inst.mod.Memory().Size())}
 	}
 	inst.out = out // DecodeDecision copies what it keeps
 	if string(out) == canonicalContinue {
@@ -352,7 +353,7 @@ func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, poin
 	}
 	d, err := abi.DecodeDecision(out, point, abi.JSONLimits{MaxBytes: inv.lim.MaxOutputBytes})
 	if err != nil {
-		return nil, &Failure{Code: FailInvalidOutput, Message: err.Error()}
+		return nil, &abi.Failure{Code: abi.FailInvalidOutput, Message: err.Error()}
 	}
 	return d, nil
 }
@@ -360,28 +361,28 @@ func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, poin
 // classify turns the error of a guest call into a Failure. The message keeps
 // the first line of wazero's error: the wasm stack trace and any Go stack
 // trace stay out of it.
-func classify(ctx context.Context, err error, mem *limitedMemory, inv *invocation) *Failure {
+func classify(ctx context.Context, err error, mem *limitedMemory, inv *invocation) *abi.Failure {
 	if inv != nil && inv.violation != nil {
 		return inv.violation
 	}
-	if f, ok := AsFailure(err); ok {
+	if f, ok := abi.AsFailure(err); ok {
 		return f
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+			return &abi.Failure{Code: abi.FailTimeout, Message: "the hook ran past its time limit"}
 		case sys.ExitCodeContextCanceled:
-			return &Failure{Code: FailTimeout, Message: "the invocation was cancelled"}
+			return &abi.Failure{Code: abi.FailTimeout, Message: "the invocation was cancelled"}
 		}
 		if mem != nil && mem.refused.Load() > 0 {
-			return &Failure{Code: FailMemory, Message: fmt.Sprintf("the hook exited with code %d after its memory limit of %d pages was reached", exit.ExitCode(), mem.limit/pageSize)}
+			return &abi.Failure{Code: abi.FailMemory, Message: fmt.Sprintf("the hook exited with code %d after its memory limit of %d pages was reached", exit.ExitCode(), mem.limit/pageSize)}
 		}
-		return &Failure{Code: FailTrap, Message: fmt.Sprintf("the hook exited with code %d", exit.ExitCode())}
+		return &abi.Failure{Code: abi.FailTrap, Message: fmt.Sprintf("the hook exited with code %d", exit.ExitCode())}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+		return &abi.Failure{Code: abi.FailTimeout, Message: "the hook ran past its time limit"}
 	}
 	msg := err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -389,7 +390,7 @@ func classify(ctx context.Context, err error, mem *limitedMemory, inv *invocatio
 	}
 	msg = strings.TrimSuffix(msg, " (recovered by wazero)")
 	if mem != nil && mem.refused.Load() > 0 {
-		return &Failure{Code: FailMemory, Message: fmt.Sprintf("%s, after its memory limit of %d pages was reached", msg, mem.limit/pageSize)}
+		return &abi.Failure{Code: abi.FailMemory, Message: fmt.Sprintf("%s, after its memory limit of %d pages was reached", msg, mem.limit/pageSize)}
 	}
-	return &Failure{Code: FailTrap, Message: msg}
+	return &abi.Failure{Code: abi.FailTrap, Message: msg}
 }

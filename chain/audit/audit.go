@@ -76,8 +76,9 @@ type Record struct {
 	// Reason is the decision's reason (the hook's, the policy's or the
 	// approver's).
 	Reason string `json:"reason,omitempty"`
-	// Failure is the hook failure the fail policy answered.
-	Failure *Failure `json:"failure,omitempty"`
+	// Failure is the failure the fail policy answered: a code of
+	// abi.FailureCodes and a message.
+	Failure *abi.Failure `json:"failure,omitempty"`
 	// Ignored says which part of the hook's decision its phase did not
 	// allow.
 	Ignored string `json:"ignored,omitempty"`
@@ -102,12 +103,6 @@ type Record struct {
 	// Hash is the hex sha256 of the record's JSON encoding without Hash
 	// (see Hash). It is always the last field of the stored form.
 	Hash string `json:"hash,omitempty"`
-}
-
-// Failure is a hook failure: a stable code and a message.
-type Failure struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
 }
 
 // Change is one field a modify changed. Before and After are Digest of the
