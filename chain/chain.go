@@ -83,8 +83,10 @@ type Options struct {
 // configuration can be swapped with Reload while runs are in flight. It is
 // safe for concurrent use by multiple goroutines.
 type Chain struct {
-	rt        *runtime.Runtime
-	caller    runtime.HostCaller
+	rt *runtime.Runtime
+	// caller serves the hooks' host calls: Options.HostCaller with a span
+	// per call. The runtime reports the calls themselves (Result.Calls).
+	caller    *tracedCaller
 	sink      audit.Sink
 	values    bool
 	approvals ApprovalStore
@@ -111,7 +113,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		return nil, errors.New("chain: Options.Runtime is required")
 	}
 	c := &Chain{
-		rt: opts.Runtime, caller: opts.HostCaller, sink: opts.Audit, values: opts.AuditValues,
+		rt: opts.Runtime, sink: opts.Audit, values: opts.AuditValues,
 		approvals: opts.Approvals, log: opts.Logger, now: opts.Now,
 	}
 	c.invoke = c.rt.Invoke
@@ -137,6 +139,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		tp = otel.GetTracerProvider()
 	}
 	c.tracer = tp.Tracer("github.com/wasmhooks/wasmhooks/chain")
+	c.caller = &tracedCaller{next: opts.HostCaller, tracer: c.tracer}
 	if c.log == nil {
 		c.log = slog.Default()
 	}

@@ -103,11 +103,10 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 	}()
 	records := make([]audit.Record, 0, len(list)-st.Next)
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
-	hc := &tracedCaller{next: c.caller, tracer: c.tracer} // one per run: its steps run one at a time
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
-		step, dec, nextCtx, err := c.step(ctx, s, b, st, hc)
+		step, dec, nextCtx, err := c.step(ctx, s, b, st)
 		if err != nil {
 			return nil, err
 		}
@@ -203,9 +202,8 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 }
 
 // step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), and the context after the step. hc
-// collects the hook's host calls; step empties it.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, hc *tracedCaller) (Step, *abi.Decision, map[string]any, error) {
+// the hook's decision (nil on failure), and the context after the step.
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (Step, *abi.Decision, map[string]any, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	ctx, span := c.tracer.Start(ctx, "chain.hook", b.spanStart...)
 	defer span.End()
@@ -233,9 +231,8 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		var err error
 		res, err = c.invoke(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
-			Grants: b.Grants, Limits: b.Limits, HostCaller: hc, InvocationID: step.Invocation,
+			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation,
 		})
-		step.HostCalls = hc.take()
 		switch {
 		case res != nil:
 			fail = res.Failure
@@ -284,6 +281,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		}
 	}
 	if res != nil {
+		step.HostCalls = hostCalls(res.Calls)
 		step.CreditCharged = res.CreditCharged
 		step.Logs = res.Logs
 		step.LogBytesDropped = res.LogBytesDropped

@@ -56,6 +56,10 @@ type Result struct {
 	Failure *abi.Failure `json:"failure"`
 	// HostCalls counts the host calls made, takes excluded.
 	HostCalls int `json:"host_calls"`
+	// Calls reports each of those calls in order (len(Calls) ==
+	// HostCalls, at most Limits.MaxHostCalls): name, status, charge and
+	// duration. InvokeInto reuses its array, as it reuses Decision.
+	Calls []HostCall `json:"calls,omitempty"`
 	// HostCallBytes counts the bytes the host calls moved.
 	HostCallBytes int `json:"host_call_bytes"`
 	// CreditCharged is the credit the host calls were charged.
@@ -104,15 +108,16 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 // InvokeInto is Invoke writing its report into res, which it overwrites:
 // for a caller that reuses one Result, a warm invocation whose hook
 // continues allocates nothing on the host (BENCHMARKS.md). The Decision
-// res already points to, if any, is reused for the new decision, so the
-// caller must not keep it across calls. The error is that of Invoke: when
-// it is a *abi.Failure, res holds the report; when it is an *AbandonedError, res
-// holds the host-call report (HostCalls, HostCallBytes, CreditCharged) and
-// no decision; otherwise res holds nothing of use.
+// res already points to, if any, is reused for the new decision, and so is
+// the array of res.Calls, so the caller must not keep either across calls.
+// The error is that of Invoke: when it is a *abi.Failure, res holds the
+// report; when it is an *AbandonedError, res holds the host-call report
+// (HostCalls, Calls, HostCallBytes, CreditCharged) and no decision;
+// otherwise res holds nothing of use.
 func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
 	start := time.Now()
-	spare := res.Decision
-	*res = Result{}
+	spare, calls := res.Decision, res.Calls[:0]
+	*res = Result{Calls: calls}
 	lim, point, err := r.prepare(m, &req)
 	if err != nil {
 		return err
@@ -167,13 +172,13 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 	}
 	if err != nil {
 		if f, ok := abi.AsFailure(err); ok {
-			*res = Result{InvocationID: req.InvocationID, Failure: f, Duration: time.Since(start)}
+			*res = Result{InvocationID: req.InvocationID, Failure: f, Calls: calls, Duration: time.Since(start)}
 			return f
 		}
 		return err
 	}
 
-	inst.inv = invocation{lim: lim, caller: caller, who: who}
+	inst.inv = invocation{lim: lim, caller: caller, who: who, record: calls}
 	inv := &inst.inv
 	inv.log.limit = lim.MaxLogBytes
 	// The input is parked before the call, as ABI.md says.
@@ -201,6 +206,7 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 	*res = Result{
 		InvocationID:  req.InvocationID,
 		HostCalls:     inv.calls,
+		Calls:         inv.record,
 		HostCallBytes: inv.bytes,
 		CreditCharged: inv.charged,
 		FuelUsed:      inst.fuelUsed(lim.Fuel),
@@ -213,7 +219,7 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		// The host calls made so far stand (the runner settled them with
 		// a context the caller's does not cancel): the report keeps them,
 		// with no decision and no failure, and so does the error.
-		*res = Result{InvocationID: req.InvocationID, HostCalls: inv.calls, HostCallBytes: inv.bytes,
+		*res = Result{InvocationID: req.InvocationID, HostCalls: inv.calls, Calls: inv.record, HostCallBytes: inv.bytes,
 			CreditCharged: inv.charged, Duration: time.Since(start)}
 		return &AbandonedError{InvocationID: req.InvocationID, HostCalls: inv.calls, CreditCharged: inv.charged, Err: ctx.Err()}
 	}

@@ -117,7 +117,12 @@ type Change struct {
 	AfterValue  any    `json:"after_value,omitempty"`
 }
 
-// HostCall is one host call a hook made.
+// HostCall is one host call a hook made, as the runtime reported it
+// (runtime.Result.Calls): Status is the code of the status the hook was
+// answered, the runtime's own refusals (request_too_large,
+// result_too_large, ...) included; Capability is "" for a call refused
+// before its name was read. Calls past the invocation's host-call limit are
+// not listed.
 type HostCall struct {
 	Capability string `json:"capability"`
 	Status     string `json:"status"`
