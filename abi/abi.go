@@ -1,7 +1,8 @@
 // Package abi is the contract between the wasmhooks host and an untrusted hook:
 // the names of the one import and the exports, the host_call status codes and
-// their stable lower-case error codes, result packing, strict JSON, and the
-// invocation, decision and manifest documents.
+// their stable lower-case error codes, result packing, strict JSON, the
+// invocation, decision and manifest documents, and the closed list of failure
+// codes the host reports when an invocation reaches no decision.
 //
 // The normative text is ABI.md at the repository root. This package implements
 // it, imports only the standard library, and builds both for the host and for

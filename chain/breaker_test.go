@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -27,7 +28,7 @@ func TestBreaker(t *testing.T) {
 	boom := map[string]any{"outgoing": "boom"}
 	calm := map[string]any{"outgoing": "calm"}
 	type want struct {
-		code       runtime.FailureCode // "" for none
+		code       abi.FailureCode // "" for none
 		breaker    string
 		breakerNow string
 		ran        bool
@@ -39,16 +40,16 @@ func TestBreaker(t *testing.T) {
 		ctx     map[string]any
 		want    want
 	}{
-		{"failure 1", 0, "acme", boom, want{runtime.FailInvalidOutput, "", "", true}},
-		{"failure 2", 0, "acme", boom, want{runtime.FailInvalidOutput, "", "", true}},
-		{"failure 3 opens", 0, "acme", boom, want{runtime.FailInvalidOutput, "", BreakerOpen, true}},
-		{"open: skipped", 0, "acme", calm, want{FailCircuitOpen, BreakerOpen, "", false}},
+		{"failure 1", 0, "acme", boom, want{abi.FailInvalidOutput, "", "", true}},
+		{"failure 2", 0, "acme", boom, want{abi.FailInvalidOutput, "", "", true}},
+		{"failure 3 opens", 0, "acme", boom, want{abi.FailInvalidOutput, "", BreakerOpen, true}},
+		{"open: skipped", 0, "acme", calm, want{abi.FailCircuitOpen, BreakerOpen, "", false}},
 		{"other tenant unaffected", 0, "globex", calm, want{"", "", "", true}},
-		{"still open", 9 * time.Second, "acme", calm, want{FailCircuitOpen, BreakerOpen, "", false}},
-		{"half-open trial fails", time.Second, "acme", boom, want{runtime.FailInvalidOutput, BreakerHalfOpen, BreakerOpen, true}},
-		{"open for a doubled backoff, capped at 15s", 14 * time.Second, "acme", calm, want{FailCircuitOpen, BreakerOpen, "", false}},
+		{"still open", 9 * time.Second, "acme", calm, want{abi.FailCircuitOpen, BreakerOpen, "", false}},
+		{"half-open trial fails", time.Second, "acme", boom, want{abi.FailInvalidOutput, BreakerHalfOpen, BreakerOpen, true}},
+		{"open for a doubled backoff, capped at 15s", 14 * time.Second, "acme", calm, want{abi.FailCircuitOpen, BreakerOpen, "", false}},
 		{"half-open trial succeeds", time.Second, "acme", calm, want{"", BreakerHalfOpen, BreakerClosed, true}},
-		{"closed again", 0, "acme", boom, want{runtime.FailInvalidOutput, "", "", true}},
+		{"closed again", 0, "acme", boom, want{abi.FailInvalidOutput, "", "", true}},
 		{"failures counted afresh", 0, "acme", calm, want{"", "", "", true}},
 	}
 	for _, s := range steps {
@@ -59,7 +60,7 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		st := out.Trace[0]
-		var code runtime.FailureCode
+		var code abi.FailureCode
 		if st.Failure != nil {
 			code = st.Failure.Code
 		}
@@ -80,7 +81,7 @@ func TestBreakerFailClosedBlocksWhileOpen(t *testing.T) {
 	e := newEnv(t, cfg)
 	e.run(t, outbound, nil)
 	out := e.run(t, outbound, nil)
-	if out.Verdict != Block || out.By != ByFailPolicy || out.Failure.Code != FailCircuitOpen {
+	if out.Verdict != Block || out.By != ByFailPolicy || out.Failure.Code != abi.FailCircuitOpen {
 		t.Errorf("outcome %+v", out)
 	}
 }
@@ -90,7 +91,7 @@ func TestBreakerDisabled(t *testing.T) {
 	cfg.Breaker = BreakerConfig{Failures: -1}
 	e := newEnv(t, cfg)
 	for i := 0; i < 10; i++ {
-		if out := e.run(t, outbound, nil); out.Trace[0].Failure.Code != runtime.FailTrap {
+		if out := e.run(t, outbound, nil); out.Trace[0].Failure.Code != abi.FailTrap {
 			t.Fatalf("run %d: %+v", i, out.Trace[0].Failure)
 		}
 	}
@@ -109,7 +110,7 @@ func TestBreakerSurvivesAReloadThatKeepsTheBinding(t *testing.T) {
 	if err := e.c.Reload(context.Background(), cfg2); err != nil {
 		t.Fatal(err)
 	}
-	if out := e.run(t, outbound, nil); out.Trace[1].Failure.Code != FailCircuitOpen {
+	if out := e.run(t, outbound, nil); out.Trace[1].Failure.Code != abi.FailCircuitOpen {
 		t.Errorf("after reload: %+v", out.Trace[1])
 	}
 	// Another module under the same name is a new binding: a new breaker.

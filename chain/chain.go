@@ -83,8 +83,10 @@ type Options struct {
 // configuration can be swapped with Reload while runs are in flight. It is
 // safe for concurrent use by multiple goroutines.
 type Chain struct {
-	rt        *runtime.Runtime
-	caller    runtime.HostCaller
+	rt *runtime.Runtime
+	// caller serves the hooks' host calls: Options.HostCaller with a span
+	// per call. The runtime reports the calls themselves (Result.Calls).
+	caller    *tracedCaller
 	sink      audit.Sink
 	values    bool
 	approvals ApprovalStore
@@ -111,7 +113,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		return nil, errors.New("chain: Options.Runtime is required")
 	}
 	c := &Chain{
-		rt: opts.Runtime, caller: opts.HostCaller, sink: opts.Audit, values: opts.AuditValues,
+		rt: opts.Runtime, sink: opts.Audit, values: opts.AuditValues,
 		approvals: opts.Approvals, log: opts.Logger, now: opts.Now,
 	}
 	c.invoke = c.rt.Invoke
@@ -137,6 +139,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		tp = otel.GetTracerProvider()
 	}
 	c.tracer = tp.Tracer("github.com/wasmhooks/wasmhooks/chain")
+	c.caller = &tracedCaller{next: opts.HostCaller, tracer: c.tracer}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -286,10 +289,6 @@ const (
 	ByApproval   = "approval"
 )
 
-// FailCircuitOpen is the failure code of a binding the circuit breaker
-// skipped; its fail policy applied without running it.
-const FailCircuitOpen runtime.FailureCode = "circuit_open"
-
 // Outcome is the result of a chain run (or of resuming one).
 type Outcome struct {
 	// Run identifies the run.
@@ -314,7 +313,7 @@ type Outcome struct {
 	// conversation; set if any applied decision asked for it.
 	DoNotReplyAgain bool `json:"do_not_reply_again,omitempty"`
 	// Failure is the hook failure a fail-closed policy blocked on.
-	Failure *runtime.Failure `json:"failure,omitempty"`
+	Failure *abi.Failure `json:"failure,omitempty"`
 	// Context is the traffic after the run: as the transformers left it,
 	// or as it was when a guard blocked or asked.
 	Context map[string]any `json:"context"`
@@ -338,7 +337,7 @@ type Step struct {
 	// skipped, or the step is a resolution.
 	Decision *abi.Decision `json:"decision"`
 	// Failure says why the hook reached no decision.
-	Failure *runtime.Failure `json:"failure,omitempty"`
+	Failure *abi.Failure `json:"failure,omitempty"`
 	// FailPolicy is the policy that decided after a failure.
 	FailPolicy FailPolicy `json:"fail_policy,omitempty"`
 	// Breaker is the breaker's state when it was not closed: "open" (the

@@ -174,7 +174,7 @@ func TestModifyOfAFieldThePointDoesNotAllowIsAFailure(t *testing.T) {
 		Settings: decide(`{"action":"modify","context":{"incoming":"rewritten"}}`)}))
 	out := e.run(t, outbound, map[string]any{"incoming": "hi", "outgoing": "x"})
 	st := out.Trace[0]
-	if st.Failure == nil || st.Failure.Code != runtime.FailInvalidOutput {
+	if st.Failure == nil || st.Failure.Code != abi.FailInvalidOutput {
 		t.Fatalf("failure %+v, want invalid_output", st.Failure)
 	}
 	// message.outbound transformers fail closed by default.
@@ -246,19 +246,19 @@ func TestFailPolicies(t *testing.T) {
 		(func (export "_initialize") unreachable)
 		(func (export "hook_v1_handle") (param i32) (result i64) (i64.const 0)))`)
 	tests := []struct {
-		code     runtime.FailureCode
+		code     abi.FailureCode
 		module   string
 		settings map[string]any
 		limits   runtime.Limits
 	}{
-		{runtime.FailTrap, "scripted", script("U"), runtime.Limits{}},
-		{runtime.FailTimeout, "scripted", script("L"), runtime.Limits{Timeout: 50 * time.Millisecond}},
-		{runtime.FailMemory, "scripted", script("G00000100S00100000"), runtime.Limits{MemoryPages: 8}},
-		{runtime.FailInvalidOutput, "scripted", script("Z"), runtime.Limits{}},
-		{runtime.FailInvalidOutput, "policy", decide(`{"action":"allow"}`), runtime.Limits{}},
-		{runtime.FailOutputTooLarge, "policy", decide(`{"action":"continue"}`), runtime.Limits{MaxOutputBytes: 8}},
-		{runtime.FailABIViolation, "scripted", script("O0010000000000010"), runtime.Limits{}},
-		{runtime.FailInit, "init", nil, runtime.Limits{}},
+		{abi.FailTrap, "scripted", script("U"), runtime.Limits{}},
+		{abi.FailTimeout, "scripted", script("L"), runtime.Limits{Timeout: 50 * time.Millisecond}},
+		{abi.FailMemory, "scripted", script("G00000100S00100000"), runtime.Limits{MemoryPages: 8}},
+		{abi.FailInvalidOutput, "scripted", script("Z"), runtime.Limits{}},
+		{abi.FailInvalidOutput, "policy", decide(`{"action":"allow"}`), runtime.Limits{}},
+		{abi.FailOutputTooLarge, "policy", decide(`{"action":"continue"}`), runtime.Limits{MaxOutputBytes: 8}},
+		{abi.FailABIViolation, "scripted", script("O0010000000000010"), runtime.Limits{}},
+		{abi.FailInit, "init", nil, runtime.Limits{}},
 		{"limit_exceeded", "policy", nil, runtime.Limits{MaxInputBytes: 16}}, // the runtime refused the invocation
 	}
 	for _, tt := range tests {
@@ -277,7 +277,7 @@ func TestFailPolicies(t *testing.T) {
 					t.Errorf("step %+v", st)
 				}
 				rec := e.sink.Records()[0]
-				if rec.Failure == nil || rec.Failure.Code != string(tt.code) || rec.By != ByFailPolicy || rec.HookAction != "" {
+				if rec.Failure == nil || rec.Failure.Code != tt.code || rec.By != ByFailPolicy || rec.HookAction != "" {
 					t.Errorf("audit record %+v", rec)
 				}
 				switch policy {
@@ -299,12 +299,12 @@ func TestFailPolicies(t *testing.T) {
 // TestFailureCodesFromLaterRuntimes: codes the runtime adds later (fuel,
 // stack) flow through the same policies.
 func TestFailureCodesFromLaterRuntimes(t *testing.T) {
-	for _, code := range []runtime.FailureCode{"fuel_exhausted", "stack_exhausted"} {
+	for _, code := range []abi.FailureCode{"fuel_exhausted", "stack_exhausted"} {
 		for _, policy := range []FailPolicy{FailOpen, FailClosed} {
 			t.Run(string(code)+"/"+string(policy), func(t *testing.T) {
 				e := newEnv(t, policyConfig(t, Binding{Name: "hook", Point: outbound, Phase: Transformer, Fail: policy}))
 				e.c.invoke = func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error) {
-					f := &runtime.Failure{Code: code, Message: "ran out"}
+					f := &abi.Failure{Code: code, Message: "ran out"}
 					return &runtime.Result{Failure: f}, f
 				}
 				out := e.run(t, outbound, map[string]any{"outgoing": "x"})

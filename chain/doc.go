@@ -37,11 +37,11 @@
 //
 // # Failures
 //
-// A hook that reaches no decision (runtime.Failure codes: trap, timeout,
-// memory, invalid_output, output_too_large, abi_violation, init_failed and
-// any later ones such as fuel_exhausted; runtime.Code of the error when the
-// runtime refuses the invocation, such as limit_exceeded for a context that
-// grew past the input limit; circuit_open when the breaker skipped it) is
+// A hook that reaches no decision (an abi.Failure, whose code is one of
+// abi.FailureCodes: trap, timeout, memory, invalid_output and the other
+// hook failures; runtime.Code of the error when the runtime refuses the
+// invocation, such as limit_exceeded for a context that grew past the input
+// limit; circuit_open when the breaker skipped it) is
 // answered by its binding's fail policy: open continues, closed blocks with a
 // reason that names the failure and By = "fail_policy", so it is never
 // mistaken for a hook's block. DefaultFailPolicy gives the defaults. A

@@ -2,8 +2,6 @@ package chain
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -27,14 +25,12 @@ func TracedHostCaller(next runtime.HostCaller, tp trace.TracerProvider) runtime.
 	return &tracedCaller{next: next, tracer: tp.Tracer("github.com/wasmhooks/wasmhooks/chain")}
 }
 
-// tracedCaller is the chain's HostCaller decorator: a span per host call, and
-// a list of the calls of one invocation for the trace and the audit record.
+// tracedCaller is the chain's HostCaller decorator: a span per host call.
+// The runtime reports the calls themselves (runtime.Result.Calls), which the
+// trace and the audit record take (hostCalls).
 type tracedCaller struct {
 	next   runtime.HostCaller
 	tracer trace.Tracer
-
-	mu    sync.Mutex // guards calls
-	calls []audit.HostCall
 }
 
 func (t *tracedCaller) HostCall(ctx context.Context, call *abi.Call) abi.Reply {
@@ -42,7 +38,6 @@ func (t *tracedCaller) HostCall(ctx context.Context, call *abi.Call) abi.Reply {
 		attribute.String("wasmhooks.capability", call.Name),
 		attribute.Int("wasmhooks.seq", call.Seq),
 	))
-	start := time.Now()
 	var reply abi.Reply
 	if t.next == nil {
 		reply = abi.ErrorReply(abi.StatusUnknownCapability, "no capabilities are served")
@@ -59,22 +54,15 @@ func (t *tracedCaller) HostCall(ctx context.Context, call *abi.Call) abi.Reply {
 		}
 	}
 	span.End()
-	t.mu.Lock()
-	t.calls = append(t.calls, audit.HostCall{
-		Capability: call.Name, Status: reply.Status.Code(), Charged: reply.Charged, LatencyUS: time.Since(start).Microseconds(),
-	})
-	t.mu.Unlock()
 	return reply
 }
 
-// take returns the calls collected so far (never nil) and starts a new list.
-func (t *tracedCaller) take() []audit.HostCall {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	calls := t.calls
-	t.calls = nil
-	if calls == nil {
-		return []audit.HostCall{}
+// hostCalls is the trace's and the audit record's form of the host calls a
+// result reports (never nil).
+func hostCalls(calls []runtime.HostCall) []audit.HostCall {
+	out := make([]audit.HostCall, len(calls))
+	for i, c := range calls {
+		out[i] = audit.HostCall{Capability: c.Name, Status: c.Status.Code(), Charged: c.Charged, LatencyUS: c.Duration.Microseconds()}
 	}
-	return calls
+	return out
 }

@@ -61,10 +61,10 @@ func TestModifyBoundedByLaterInputLimits(t *testing.T) {
 			for i := 0; i < 7; i++ {
 				out := e.run(t, "message.outbound", map[string]any{"outgoing": "grow-me"})
 				grow := out.Trace[0]
-				if i < 5 && (grow.Failure == nil || grow.Failure.Code != runtime.FailOutputTooLarge || !strings.Contains(grow.Failure.Message, "binding guard")) {
+				if i < 5 && (grow.Failure == nil || grow.Failure.Code != abi.FailOutputTooLarge || !strings.Contains(grow.Failure.Message, "binding guard")) {
 					t.Fatalf("run %d: transformer step %+v, want its own output_too_large", i, grow)
 				}
-				if i >= 5 && (grow.Failure == nil || grow.Failure.Code != FailCircuitOpen) {
+				if i >= 5 && (grow.Failure == nil || grow.Failure.Code != abi.FailCircuitOpen) {
 					t.Fatalf("run %d: transformer's breaker did not open: %+v", i, grow.Failure)
 				}
 				switch policy {
@@ -82,7 +82,7 @@ func TestModifyBoundedByLaterInputLimits(t *testing.T) {
 				// The transformer's own policy and breaker block: the
 				// platform chose to fail it closed.
 				out := e.run(t, "message.outbound", map[string]any{"outgoing": "hello"})
-				if out.Verdict != Block || out.Binding != "grow" || out.Failure == nil || out.Failure.Code != FailCircuitOpen {
+				if out.Verdict != Block || out.Binding != "grow" || out.Failure == nil || out.Failure.Code != abi.FailCircuitOpen {
 					t.Fatalf("clean traffic: %s by %s (%+v)", out.Verdict, out.Binding, out.Failure)
 				}
 				return
@@ -148,7 +148,7 @@ func TestModifyFieldTypes(t *testing.T) {
 				}
 				return
 			}
-			if st.Failure == nil || st.Failure.Code != runtime.FailInvalidOutput || out.Modified || st.Applied != abi.ActionContinue {
+			if st.Failure == nil || st.Failure.Code != abi.FailInvalidOutput || out.Modified || st.Applied != abi.ActionContinue {
 				t.Fatalf("accepted a wrongly typed modify: failure %+v applied %s modified %v context %v", st.Failure, st.Applied, out.Modified, out.Context)
 			}
 		})

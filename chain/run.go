@@ -103,11 +103,10 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 	}()
 	records := make([]audit.Record, 0, len(list)-st.Next)
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
-	hc := &tracedCaller{next: c.caller, tracer: c.tracer} // one per run: its steps run one at a time
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
-		step, dec, nextCtx, err := c.step(ctx, s, b, st, hc)
+		step, dec, nextCtx, err := c.step(ctx, s, b, st)
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +190,7 @@ func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, d
 
 // policyReason is the reason a fail policy gives. It names the failure so it
 // can never be read as the hook's own words.
-func policyReason(binding string, f *runtime.Failure, p FailPolicy) string {
+func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 	code := "unknown"
 	if f != nil {
 		code = string(f.Code)
@@ -203,9 +202,8 @@ func policyReason(binding string, f *runtime.Failure, p FailPolicy) string {
 }
 
 // step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), and the context after the step. hc
-// collects the hook's host calls; step empties it.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, hc *tracedCaller) (Step, *abi.Decision, map[string]any, error) {
+// the hook's decision (nil on failure), and the context after the step.
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (Step, *abi.Decision, map[string]any, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	ctx, span := c.tracer.Start(ctx, "chain.hook", b.spanStart...)
 	defer span.End()
@@ -216,13 +214,13 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 	p := br.allow(c.now(), s.breaker)
 	var (
 		res  *runtime.Result
-		fail *runtime.Failure
+		fail *abi.Failure
 		dec  *abi.Decision
 		next = st.Context
 	)
 	if !p.run {
 		step.Breaker = BreakerOpen
-		fail = &runtime.Failure{Code: FailCircuitOpen, Message: fmt.Sprintf(
+		fail = &abi.Failure{Code: abi.FailCircuitOpen, Message: fmt.Sprintf(
 			"not run: the binding failed %d times in a row for this tenant; the breaker lets a trial through after %s",
 			p.fails, p.until.UTC().Format(time.RFC3339))}
 	} else {
@@ -233,9 +231,8 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		var err error
 		res, err = c.invoke(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
-			Grants: b.Grants, Limits: b.Limits, HostCaller: hc, InvocationID: step.Invocation,
+			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation,
 		})
-		step.HostCalls = hc.take()
 		switch {
 		case res != nil:
 			fail = res.Failure
@@ -249,7 +246,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		default:
 			// The runtime refused the request (the context grew past
 			// the input limit, say): the binding reached no decision.
-			fail = &runtime.Failure{Code: runtime.FailureCode(runtime.Code(err)), Message: err.Error()}
+			fail = &abi.Failure{Code: runtime.Code(err), Message: err.Error()}
 		}
 		if fail == nil {
 			// What the decision applies is decided before the breaker
@@ -284,6 +281,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 		}
 	}
 	if res != nil {
+		step.HostCalls = hostCalls(res.Calls)
 		step.CreditCharged = res.CreditCharged
 		step.Logs = res.Logs
 		step.LogBytesDropped = res.LogBytesDropped
@@ -384,10 +382,10 @@ func article(p Phase) string {
 // limit leaves room for (output_too_large; a context that was already past
 // it when the transformer got it is not the transformer's failure). next is the context
 // after the modify; changed lists the fields it changed.
-func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *runtime.Failure {
+func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *abi.Failure {
 	for _, f := range changed {
 		if err := b.point.CheckField(f, next[f]); err != nil {
-			return &runtime.Failure{Code: runtime.FailInvalidOutput, Message: "modify: " + err.Error()}
+			return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
 		}
 	}
 	room, who, ok := roomAfter(s.points[st.Point][st.Next:], st, len(st.Trace)+1)
@@ -396,7 +394,7 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	}
 	size, err := contextBytes(next)
 	if err != nil {
-		return &runtime.Failure{Code: runtime.FailInvalidOutput, Message: "modify: " + err.Error()}
+		return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
 	}
 	if size <= room {
 		return nil
@@ -407,7 +405,7 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	if before, err := contextBytes(st.Context); err == nil && before > room {
 		return nil
 	}
-	return &runtime.Failure{Code: runtime.FailOutputTooLarge, Message: fmt.Sprintf(
+	return &abi.Failure{Code: abi.FailOutputTooLarge, Message: fmt.Sprintf(
 		"modify makes the context %d bytes; binding %s after it takes at most %d (its input limit less its invocation envelope)", size, who, room)}
 }
 
@@ -532,7 +530,8 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 	}
 	r.Actor = step.Actor
 	if step.Failure != nil {
-		r.Failure = &audit.Failure{Code: string(step.Failure.Code), Message: step.Failure.Message}
+		f := *step.Failure // the record keeps its own copy
+		r.Failure = &f
 		r.Reason = policyReason(binding, step.Failure, step.FailPolicy)
 	}
 	if len(step.Changed) > 0 {

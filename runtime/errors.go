@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+
+	"github.com/wasmhooks/wasmhooks/abi"
 )
 
 // Sentinel errors for states of the runtime.
@@ -15,67 +17,6 @@ var (
 	// ErrInvalidRequest wraps problems with a Request (not with the hook).
 	ErrInvalidRequest = errors.New("runtime: invalid request")
 )
-
-// FailureCode is the stable, lower-case code of a hook failure: something the
-// hook did (or failed to do) that kept it from reaching a decision. Failures
-// are never confused with a deliberate block; the caller's fail policy decides
-// what happens next.
-type FailureCode string
-
-// Hook failure codes.
-const (
-	// FailTrap: the guest trapped (unreachable, out-of-bounds access,
-	// division by zero, stack overflow) or exited (proc_exit, a Go panic).
-	FailTrap FailureCode = "trap"
-	// FailTimeout: the invocation ran past its wall-clock limit.
-	FailTimeout FailureCode = "timeout"
-	// FailMemory: the guest failed after the host refused to grow its
-	// memory past Limits.MemoryPages.
-	FailMemory FailureCode = "memory"
-	// FailInvalidOutput: the hook returned 0, or output that is not a valid
-	// decision for the point.
-	FailInvalidOutput FailureCode = "invalid_output"
-	// FailOutputTooLarge: the decision was over Limits.MaxOutputBytes.
-	FailOutputTooLarge FailureCode = "output_too_large"
-	// FailABIViolation: a host_call pointer or length, or the output
-	// pointer, was outside linear memory.
-	FailABIViolation FailureCode = "abi_violation"
-	// FailInit: creating the instance or running _initialize failed.
-	FailInit FailureCode = "init_failed"
-	// FailFuelExhausted: the hook used more than its fuel budget
-	// (Limits.Fuel, or Limits.InitFuel while the instance was being
-	// created). Deterministic: the same module and input run out at the
-	// same instruction on every run and every machine.
-	FailFuelExhausted FailureCode = "fuel_exhausted"
-	// FailStackExhausted: the hook's call stack went past
-	// Limits.MaxStackBytes (or the engine's own ceiling, which the
-	// interpreter reaches at 2000 frames).
-	FailStackExhausted FailureCode = "stack_exhausted"
-)
-
-// Failure is a hook failure. Invoke returns it as its error, beside a Result
-// whose Failure field is the same value.
-type Failure struct {
-	Code FailureCode `json:"code"`
-	// Message says what happened, for the hook's author and the operator.
-	// It never carries a host stack trace.
-	Message string `json:"message"`
-}
-
-func (f *Failure) Error() string { return "hook failed: " + string(f.Code) + ": " + f.Message }
-
-// Is makes errors.Is(err, &Failure{Code: c}) match any failure of code c.
-func (f *Failure) Is(target error) bool {
-	t, ok := target.(*Failure)
-	return ok && (t.Code == f.Code || t.Code == "")
-}
-
-// AsFailure returns the *Failure in err's chain.
-func AsFailure(err error) (*Failure, bool) {
-	var f *Failure
-	ok := errors.As(err, &f)
-	return f, ok
-}
 
 // LimitError reports a value over a limit.
 type LimitError struct {
@@ -145,31 +86,37 @@ func (e *ValidationError) Error() string {
 
 func (e *ValidationError) Unwrap() error { return e.Err }
 
-// Code returns the stable error code of an error from Load or Validate, for
-// the CLI and other trust boundaries.
-func Code(err error) string {
+// Code returns the failure code of an error from Load, Validate, Invoke or
+// InvokeInto, for the CLI, the chain and other trust boundaries: the code of
+// a *abi.Failure, the refusal code of the runtime's other errors, and
+// abi.FailInternal for an error it does not know. Every code it returns is
+// in abi.FailureCodes; "" only for a nil error.
+func Code(err error) abi.FailureCode {
 	var (
 		v *ValidationError
 		l *LimitError
-		f *Failure
+		f *abi.Failure
 	)
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &f):
-		return string(f.Code)
-	case errors.As(err, &l):
-		return "limit_exceeded"
-	case errors.As(err, &v):
-		return "invalid_module"
-	case errors.Is(err, ErrClosed):
-		return "closed"
-	case errors.Is(err, ErrPoolExhausted):
-		return "pool_exhausted"
-	case errors.Is(err, ErrInvalidRequest):
-		return "invalid_request"
+		if !f.Code.Known() {
+			return abi.FailInternal
+		}
+		return f.Code
 	case errors.Is(err, ErrAbandoned):
-		return "abandoned"
+		return abi.FailAbandoned
+	case errors.As(err, &l):
+		return abi.FailLimitExceeded
+	case errors.As(err, &v):
+		return abi.FailInvalidModule
+	case errors.Is(err, ErrClosed):
+		return abi.FailRuntimeClosed
+	case errors.Is(err, ErrPoolExhausted):
+		return abi.FailPoolExhausted
+	case errors.Is(err, ErrInvalidRequest):
+		return abi.FailInvalidRequest
 	}
-	return "internal"
+	return abi.FailInternal
 }

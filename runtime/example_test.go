@@ -45,7 +45,7 @@ func Example() {
 		Context:  map[string]any{"outgoing": "the agent's reply"},
 		Settings: map[string]any{"shape": "legacy"},
 	})
-	if f, ok := runtime.AsFailure(err); ok {
+	if f, ok := abi.AsFailure(err); ok {
 		fmt.Println("hook failed:", f.Code) // apply the binding's fail policy
 		return
 	}

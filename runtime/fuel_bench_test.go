@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -232,7 +233,7 @@ func BenchmarkRunawayTree(b *testing.B) {
 	m := load(b, r, testutil.WAT(b, treeWAT()))
 	req := runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: time.Minute}}
 	for b.Loop() {
-		if _, err := r.Invoke(context.Background(), m, req); !errors.Is(err, &runtime.Failure{Code: runtime.FailFuelExhausted}) {
+		if _, err := r.Invoke(context.Background(), m, req); !errors.Is(err, &abi.Failure{Code: abi.FailFuelExhausted}) {
 			b.Fatal(err)
 		}
 	}

@@ -70,13 +70,13 @@ func TestRunawayGuestsStopped(t *testing.T) {
 	tests := []struct {
 		name  string
 		wat   string
-		want  runtime.FailureCode
+		want  abi.FailureCode
 		whole bool // the whole fuel budget is used
 	}{
-		{"infinite loop", loopGuest, runtime.FailFuelExhausted, true},
-		{"exponential call tree", treeWAT(), runtime.FailFuelExhausted, true},
-		{"unbounded recursion", recursionGuest, runtime.FailStackExhausted, false},
-		{"unbounded recursion, big frames", bigFrameGuest, runtime.FailStackExhausted, false},
+		{"infinite loop", loopGuest, abi.FailFuelExhausted, true},
+		{"exponential call tree", treeWAT(), abi.FailFuelExhausted, true},
+		{"unbounded recursion", recursionGuest, abi.FailStackExhausted, false},
+		{"unbounded recursion, big frames", bigFrameGuest, abi.FailStackExhausted, false},
 	}
 	const fuel = 400_000
 	for _, e := range engines() {
@@ -89,7 +89,7 @@ func TestRunawayGuestsStopped(t *testing.T) {
 					start := time.Now()
 					res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", InvocationID: "i",
 						Limits: runtime.Limits{Fuel: fuel, Timeout: time.Minute}})
-					f, ok := runtime.AsFailure(err)
+					f, ok := abi.AsFailure(err)
 					if !ok || f.Code != tt.want {
 						t.Fatalf("err = %v, want %s", err, tt.want)
 					}
@@ -119,7 +119,7 @@ func TestRecursionWithDefaultLimits(t *testing.T) {
 	m := load(t, r, testutil.WAT(t, recursionGuest))
 	start := time.Now()
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"})
-	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailStackExhausted {
+	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailStackExhausted {
 		t.Fatalf("err = %v, want stack_exhausted", err)
 	}
 	t.Logf("stack_exhausted after %v, fuel used %d", time.Since(start), res.FuelUsed)
@@ -136,8 +136,8 @@ func TestInitialisationRunaway(t *testing.T) {
 			r := newRuntime(t, runtime.Config{})
 			m := load(t, r, testutil.WAT(t, hookWAT("", extra)))
 			_, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Limits: runtime.Limits{InitFuel: 1_000_000, InitTimeout: time.Minute}})
-			f, ok := runtime.AsFailure(err)
-			if !ok || f.Code != runtime.FailFuelExhausted || !strings.Contains(f.Message, "initialisation") {
+			f, ok := abi.AsFailure(err)
+			if !ok || f.Code != abi.FailFuelExhausted || !strings.Contains(f.Message, "initialisation") {
 				t.Fatalf("err = %v, want fuel_exhausted during initialisation", err)
 			}
 		})
@@ -212,7 +212,7 @@ func TestFuelDeterministic(t *testing.T) {
 		t.Fatalf("with a budget of exactly %d: %v", want, err)
 	}
 	exact.Limits.Fuel = want - 1
-	if res, err := r.Invoke(context.Background(), m, exact); !errors.Is(err, &runtime.Failure{Code: runtime.FailFuelExhausted}) || res.FuelUsed != want-1 {
+	if res, err := r.Invoke(context.Background(), m, exact); !errors.Is(err, &abi.Failure{Code: abi.FailFuelExhausted}) || res.FuelUsed != want-1 {
 		t.Fatalf("with a budget of %d: %v", want-1, err)
 	}
 
@@ -252,7 +252,7 @@ func TestHostCallRefusedOnceFuelIsOut(t *testing.T) {
 	// 300 units short, the branch's 800 units are charged at its start
 	// without a check, and the fuel is below zero at the call.
 	res, err = r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", InvocationID: "i", HostCaller: host, Limits: runtime.Limits{Fuel: full - 300}})
-	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailFuelExhausted {
+	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailFuelExhausted {
 		t.Fatalf("err = %v, want fuel_exhausted", err)
 	}
 	if n := len(host.Calls()); n != 1 {
@@ -291,7 +291,7 @@ func TestRecursionHeapCeiling(t *testing.T) {
 			wg.Wait()
 			close(errs)
 			for err := range errs {
-				if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailStackExhausted {
+				if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailStackExhausted {
 					t.Fatalf("err = %v, want stack_exhausted", err)
 				}
 			}

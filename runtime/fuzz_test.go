@@ -137,7 +137,7 @@ func checkUpload(t *testing.T, wasm []byte) {
 		}
 		return
 	}
-	if f, ok := runtime.AsFailure(err); ok {
+	if f, ok := abi.AsFailure(err); ok {
 		if res == nil || res.Failure != f || res.Decision != nil || res.Reused {
 			t.Fatalf("failure %v with result %+v", f, res)
 		}
@@ -242,7 +242,7 @@ func FuzzHostCallArgs(f *testing.F) {
 		calls := host.calls
 		host.mu.Unlock()
 		if !in(p1, p2) || !in(p3, p4) || !in(p5, p6) {
-			if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailABIViolation || res.Reused {
+			if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailABIViolation || res.Reused {
 				t.Fatalf("out of range: err %v, want an abi_violation", err)
 			}
 			if len(calls) != 0 {

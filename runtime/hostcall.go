@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -26,11 +27,12 @@ type invocation struct {
 	parkedStatus abi.Status
 	hasParked    bool
 
-	calls     int   // non-take host calls made
-	takes     int   // takes made
-	bytes     int   // host-call bytes used
-	charged   int64 // credit charged by host calls
-	violation *Failure
+	calls     int        // non-take host calls made
+	record    []HostCall // one per call counted in calls; Result.Calls
+	takes     int        // takes made
+	bytes     int        // host-call bytes used
+	charged   int64      // credit charged by host calls
+	violation *abi.Failure
 
 	log logBuffer
 }
@@ -56,7 +58,7 @@ func (st *initState) tail() string {
 // recovered by wazero and surfaces as the error of the export call; the
 // recorded Failure is what Invoke reports.
 func abiViolation(inv *invocation, format string, args ...any) {
-	f := &Failure{Code: FailABIViolation, Message: fmt.Sprintf(format, args...)}
+	f := &abi.Failure{Code: abi.FailABIViolation, Message: fmt.Sprintf(format, args...)}
 	if inv != nil && inv.violation == nil {
 		inv.violation = f
 	}
@@ -100,7 +102,7 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	if g.fuel != nil && g.fuelLeft() < 0 {
 		// The fuel ran out between two checks: nothing more runs.
-		panic(&Failure{Code: FailFuelExhausted, Message: "the hook used up its fuel budget"})
+		panic(&abi.Failure{Code: abi.FailFuelExhausted, Message: "the hook used up its fuel budget"})
 	}
 	if f := g.interrupted(); f != nil {
 		// Past the deadline nothing more runs: a guest that spends little
@@ -139,41 +141,74 @@ type deliverReply struct {
 	body   []byte
 }
 
+// HostCall reports one host call of an invocation (Result.Calls), takes
+// excluded: what the hook asked for and what it was answered.
+type HostCall struct {
+	// Name is the capability name as the hook wrote it; "" when the call
+	// was refused before the name was read (the name or the payload over
+	// its limit, the byte budget spent), which nothing is charged for. The
+	// hook chooses it: a name the runner does not know answers
+	// StatusUnknownCapability.
+	Name string `json:"name"`
+	// Status is the status the hook was answered, the runtime's own
+	// refusals (StatusRequestTooLarge, StatusQuotaExceeded,
+	// StatusResultTooLarge, ...) included.
+	Status abi.Status `json:"status"`
+	// Charged is the credit the call was charged.
+	Charged int64 `json:"charged,omitempty"`
+	// Duration is how long the host took to answer the call.
+	Duration time.Duration `json:"duration"`
+}
+
+// call serves one non-take host call and records it in inv.record. The
+// calls past MaxHostCalls are answered StatusQuotaExceeded and neither
+// counted nor recorded, so the record holds at most MaxHostCalls entries.
 func (inv *invocation) call(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr, inLen uint32) deliverReply {
-	errReply := func(s abi.Status, format string, args ...any) deliverReply {
-		return deliverReply{s, abi.Errorf(s, format, args...).Encode()}
-	}
 	if inv.calls >= inv.lim.MaxHostCalls {
 		return errReply(abi.StatusQuotaExceeded, "this invocation already made %d host calls, the limit", inv.lim.MaxHostCalls)
 	}
 	inv.calls++
+	start := time.Now()
+	name, charged, reply := inv.serve(g, mem, namePtr, nameLen, inPtr, inLen)
+	inv.record = append(inv.record, HostCall{Name: name, Status: reply.status, Charged: charged, Duration: time.Since(start)})
+	return reply
+}
+
+// serve is call after the call was counted: the name it read (if any), the
+// credit charged and the reply.
+func (inv *invocation) serve(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr, inLen uint32) (string, int64, deliverReply) {
 	if nameLen > MaxNameBytes {
-		return errReply(abi.StatusRequestTooLarge, "capability name is %d bytes, over the limit of %d", nameLen, MaxNameBytes)
+		return "", 0, errReply(abi.StatusRequestTooLarge, "capability name is %d bytes, over the limit of %d", nameLen, MaxNameBytes)
 	}
 	if int64(inLen) > int64(inv.lim.MaxRequestBytes) {
-		return errReply(abi.StatusRequestTooLarge, "payload is %d bytes, over the limit of %d", inLen, inv.lim.MaxRequestBytes)
+		return "", 0, errReply(abi.StatusRequestTooLarge, "payload is %d bytes, over the limit of %d", inLen, inv.lim.MaxRequestBytes)
 	}
 	if int64(inv.bytes)+int64(nameLen)+int64(inLen) > int64(inv.lim.MaxHostCallBytes) {
-		return errReply(abi.StatusQuotaExceeded, "this invocation's host-call byte budget of %d is spent", inv.lim.MaxHostCallBytes)
+		return "", 0, errReply(abi.StatusQuotaExceeded, "this invocation's host-call byte budget of %d is spent", inv.lim.MaxHostCallBytes)
 	}
 	inv.bytes += int(nameLen) + int(inLen)
 	g.charge((uint64(nameLen) + uint64(inLen)) * HostByteFuel) // the copies out of the guest's memory
 	name, _ := readGuestString(mem, namePtr, nameLen)
 	payload, _ := readGuest(mem, inPtr, inLen)
 	if inv.caller == nil {
-		return errReply(abi.StatusUnknownCapability, "no capability named %q", name)
+		return name, 0, errReply(abi.StatusUnknownCapability, "no capability named %q", name)
 	}
 	call := &abi.Call{Name: name, Payload: payload, Seq: inv.calls, MaxResultBytes: inv.lim.MaxResultBytes, Caller: inv.who}
 	reply := inv.caller.HostCall(g.hostContext(), call)
 	inv.charged += reply.Charged
 	if !reply.Status.Known() {
-		return errReply(abi.StatusCapabilityFailed, "capability %q failed", name)
+		return name, reply.Charged, errReply(abi.StatusCapabilityFailed, "capability %q failed", name)
 	}
 	if len(reply.Body) > inv.lim.MaxResultBytes {
-		return errReply(abi.StatusResultTooLarge, "result is %d bytes, over the limit of %d", len(reply.Body), inv.lim.MaxResultBytes)
+		return name, reply.Charged, errReply(abi.StatusResultTooLarge, "result is %d bytes, over the limit of %d", len(reply.Body), inv.lim.MaxResultBytes)
 	}
 	inv.bytes += len(reply.Body)
-	return deliverReply{reply.Status, reply.Body}
+	return name, reply.Charged, deliverReply{reply.Status, reply.Body}
+}
+
+// errReply is a reply of status s with an error object.
+func errReply(s abi.Status, format string, args ...any) deliverReply {
+	return deliverReply{s, abi.Errorf(s, format, args...).Encode()}
 }
 
 // See RATIONALE.md#why-park-and-take-never-re-run.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -161,12 +162,12 @@ func TestHostFunctionFuel(t *testing.T) {
 				t.Errorf("with a budget of exactly %d: %v", rg.FuelUsed, err)
 			}
 			res, err := used(t, big, rg.FuelUsed-1)
-			if !errors.Is(err, &runtime.Failure{Code: runtime.FailFuelExhausted}) || res.FuelUsed != rg.FuelUsed-1 {
+			if !errors.Is(err, &abi.Failure{Code: abi.FailFuelExhausted}) || res.FuelUsed != rg.FuelUsed-1 {
 				t.Errorf("with a budget of %d: %v", rg.FuelUsed-1, err)
 			}
 			// Short by less than the work: the host function fails it.
 			res, err = used(t, big, rg.FuelUsed-tt.extra/2)
-			if !errors.Is(err, &runtime.Failure{Code: runtime.FailFuelExhausted}) || res.FuelUsed != rg.FuelUsed-tt.extra/2 {
+			if !errors.Is(err, &abi.Failure{Code: abi.FailFuelExhausted}) || res.FuelUsed != rg.FuelUsed-tt.extra/2 {
 				t.Errorf("with a budget of %d: %v", rg.FuelUsed-tt.extra/2, err)
 			}
 		})
@@ -200,7 +201,7 @@ func TestHostWorkChecksTheDeadline(t *testing.T) {
 				m := load(t, r, testutil.WAT(t, workHook(`(call $subs (i32.const 1024)) (loop $l `+l.body+` (br $l))`)))
 				start := time.Now()
 				_, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: timeout, Fuel: runtime.MaxFuel}})
-				if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout {
+				if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout {
 					t.Fatalf("err = %v, want a timeout", err)
 				}
 				// A coarse bound, for loaded machines and -race; the

@@ -53,9 +53,13 @@ type Result struct {
 	// Decision is the hook's decision in canonical form; nil on failure.
 	Decision *abi.Decision `json:"decision"`
 	// Failure says why the hook failed; nil when it reached a decision.
-	Failure *Failure `json:"failure"`
+	Failure *abi.Failure `json:"failure"`
 	// HostCalls counts the host calls made, takes excluded.
 	HostCalls int `json:"host_calls"`
+	// Calls reports each of those calls in order (len(Calls) ==
+	// HostCalls, at most Limits.MaxHostCalls): name, status, charge and
+	// duration. InvokeInto reuses its array, as it reuses Decision.
+	Calls []HostCall `json:"calls,omitempty"`
 	// HostCallBytes counts the bytes the host calls moved.
 	HostCallBytes int `json:"host_call_bytes"`
 	// CreditCharged is the credit the host calls were charged.
@@ -86,13 +90,14 @@ type Result struct {
 // caller's context ended after the hook started, the error is an
 // *AbandonedError that carries the host calls made and the credit they were
 // charged: that credit was spent, and must reach the caller's books. When the
-// hook fails, it returns both a Result whose Failure is set and that *Failure
-// as the error; the caller's fail policy decides what follows. An instance
-// that failed in any way is discarded, never reused.
+// hook fails, it returns both a Result whose Failure is set and that
+// *abi.Failure as the error (Code gives any error's code); the caller's fail
+// policy decides what follows. An instance that failed in any way is
+// discarded, never reused.
 func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, error) {
 	res := new(Result)
 	if err := r.InvokeInto(ctx, m, req, res); err != nil {
-		if _, ok := err.(*Failure); !ok {
+		if _, ok := err.(*abi.Failure); !ok {
 			return nil, err
 		}
 		return res, err
@@ -103,15 +108,16 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 // InvokeInto is Invoke writing its report into res, which it overwrites:
 // for a caller that reuses one Result, a warm invocation whose hook
 // continues allocates nothing on the host (BENCHMARKS.md). The Decision
-// res already points to, if any, is reused for the new decision, so the
-// caller must not keep it across calls. The error is that of Invoke: when
-// it is a *Failure, res holds the report; when it is an *AbandonedError, res
-// holds the host-call report (HostCalls, HostCallBytes, CreditCharged) and
-// no decision; otherwise res holds nothing of use.
+// res already points to, if any, is reused for the new decision, and so is
+// the array of res.Calls, so the caller must not keep either across calls.
+// The error is that of Invoke: when it is a *abi.Failure, res holds the
+// report; when it is an *AbandonedError, res holds the host-call report
+// (HostCalls, Calls, HostCallBytes, CreditCharged) and no decision;
+// otherwise res holds nothing of use.
 func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
 	start := time.Now()
-	spare := res.Decision
-	*res = Result{}
+	spare, calls := res.Decision, res.Calls[:0]
+	*res = Result{Calls: calls}
 	lim, point, err := r.prepare(m, &req)
 	if err != nil {
 		return err
@@ -165,14 +171,14 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		}
 	}
 	if err != nil {
-		if f, ok := AsFailure(err); ok {
-			*res = Result{InvocationID: req.InvocationID, Failure: f, Duration: time.Since(start)}
+		if f, ok := abi.AsFailure(err); ok {
+			*res = Result{InvocationID: req.InvocationID, Failure: f, Calls: calls, Duration: time.Since(start)}
 			return f
 		}
 		return err
 	}
 
-	inst.inv = invocation{lim: lim, caller: caller, who: who}
+	inst.inv = invocation{lim: lim, caller: caller, who: who, record: calls}
 	inv := &inst.inv
 	inv.log.limit = lim.MaxLogBytes
 	// The input is parked before the call, as ABI.md says.
@@ -200,11 +206,12 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 	*res = Result{
 		InvocationID:  req.InvocationID,
 		HostCalls:     inv.calls,
+		Calls:         inv.record,
 		HostCallBytes: inv.bytes,
 		CreditCharged: inv.charged,
 		FuelUsed:      inst.fuelUsed(lim.Fuel),
 	}
-	var fail *Failure
+	var fail *abi.Failure
 	if callErr != nil && ctx.Err() != nil && inv.violation == nil && time.Now().Before(deadline) {
 		// The caller gave up; that is not the hook's failure.
 		inst.run.end()
@@ -212,7 +219,7 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		// The host calls made so far stand (the runner settled them with
 		// a context the caller's does not cancel): the report keeps them,
 		// with no decision and no failure, and so does the error.
-		*res = Result{InvocationID: req.InvocationID, HostCalls: inv.calls, HostCallBytes: inv.bytes,
+		*res = Result{InvocationID: req.InvocationID, HostCalls: inv.calls, Calls: inv.record, HostCallBytes: inv.bytes,
 			CreditCharged: inv.charged, Duration: time.Since(start)}
 		return &AbandonedError{InvocationID: req.InvocationID, HostCalls: inv.calls, CreditCharged: inv.charged, Err: ctx.Err()}
 	}
@@ -328,17 +335,17 @@ const canonicalContinue = `{"action":"continue"}`
 
 // readDecision bounds-checks, copies and decodes the hook's output.
 // A continue goes into spare when it is not nil.
-func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point, spare *abi.Decision) (*abi.Decision, *Failure) {
+func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, point abi.Point, spare *abi.Decision) (*abi.Decision, *abi.Failure) {
 	if ret == 0 {
-		return nil, &Failure{Code: FailInvalidOutput, Message: abi.HandleExport + " returned 0 (no decision)"}
+		return nil, &abi.Failure{Code: abi.FailInvalidOutput, Message: abi.HandleExport + " returned 0 (no decision)"}
 	}
 	ptr, n := abi.UnpackPtrLen(ret)
 	if int64(n) > int64(inv.lim.MaxOutputBytes) {
-		return nil, &Failure{Code: FailOutputTooLarge, Message: fmt.Sprintf("decision is %d bytes, over the limit of %d", n, inv.lim.MaxOutputBytes)}
+		return nil, &abi.Failure{Code: abi.FailOutputTooLarge, Message: fmt.Sprintf("decision is %d bytes, over the limit of %d", n, inv.lim.MaxOutputBytes)}
 	}
 	out, ok := readGuestInto(inst.out[:0], inst.mod.Memory(), ptr, n)
 	if !ok {
-		return nil, &Failure{Code: FailABIViolation, Message: fmt.Sprintf("output [%d, %d+%d) is outside linear memory of %d bytes", ptr, ptr, n, inst.mod.Memory().Size())}
+		return nil, &abi.Failure{Code: abi.FailABIViolation, Message: fmt.Sprintf("output [%d, %d+%d) is outside linear memory of %d bytes", ptr, ptr, n, inst.mod.Memory().Size())}
 	}
 	inst.out = out // DecodeDecision copies what it keeps
 	if string(out) == canonicalContinue {
@@ -352,7 +359,7 @@ func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, poin
 	}
 	d, err := abi.DecodeDecision(out, point, abi.JSONLimits{MaxBytes: inv.lim.MaxOutputBytes})
 	if err != nil {
-		return nil, &Failure{Code: FailInvalidOutput, Message: err.Error()}
+		return nil, &abi.Failure{Code: abi.FailInvalidOutput, Message: err.Error()}
 	}
 	return d, nil
 }
@@ -360,28 +367,28 @@ func (r *Runtime) readDecision(inst *instance, inv *invocation, ret uint64, poin
 // classify turns the error of a guest call into a Failure. The message keeps
 // the first line of wazero's error: the wasm stack trace and any Go stack
 // trace stay out of it.
-func classify(ctx context.Context, err error, mem *limitedMemory, inv *invocation) *Failure {
+func classify(ctx context.Context, err error, mem *limitedMemory, inv *invocation) *abi.Failure {
 	if inv != nil && inv.violation != nil {
 		return inv.violation
 	}
-	if f, ok := AsFailure(err); ok {
+	if f, ok := abi.AsFailure(err); ok {
 		return f
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+			return &abi.Failure{Code: abi.FailTimeout, Message: "the hook ran past its time limit"}
 		case sys.ExitCodeContextCanceled:
-			return &Failure{Code: FailTimeout, Message: "the invocation was cancelled"}
+			return &abi.Failure{Code: abi.FailTimeout, Message: "the invocation was cancelled"}
 		}
 		if mem != nil && mem.refused.Load() > 0 {
-			return &Failure{Code: FailMemory, Message: fmt.Sprintf("the hook exited with code %d after its memory limit of %d pages was reached", exit.ExitCode(), mem.limit/pageSize)}
+			return &abi.Failure{Code: abi.FailMemory, Message: fmt.Sprintf("the hook exited with code %d after its memory limit of %d pages was reached", exit.ExitCode(), mem.limit/pageSize)}
 		}
-		return &Failure{Code: FailTrap, Message: fmt.Sprintf("the hook exited with code %d", exit.ExitCode())}
+		return &abi.Failure{Code: abi.FailTrap, Message: fmt.Sprintf("the hook exited with code %d", exit.ExitCode())}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+		return &abi.Failure{Code: abi.FailTimeout, Message: "the hook ran past its time limit"}
 	}
 	msg := err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -389,7 +396,7 @@ func classify(ctx context.Context, err error, mem *limitedMemory, inv *invocatio
 	}
 	msg = strings.TrimSuffix(msg, " (recovered by wazero)")
 	if mem != nil && mem.refused.Load() > 0 {
-		return &Failure{Code: FailMemory, Message: fmt.Sprintf("%s, after its memory limit of %d pages was reached", msg, mem.limit/pageSize)}
+		return &abi.Failure{Code: abi.FailMemory, Message: fmt.Sprintf("%s, after its memory limit of %d pages was reached", msg, mem.limit/pageSize)}
 	}
-	return &Failure{Code: FailTrap, Message: msg}
+	return &abi.Failure{Code: abi.FailTrap, Message: msg}
 }

@@ -179,7 +179,7 @@ func TestModuleCacheRoundTrip(t *testing.T) {
 
 			// The module loaded from the cache runs.
 			if _, err := second.rt.Invoke(ctx, second, Request{Tenant: "t", Context: map[string]any{"s": "@@"}}); err != nil {
-				var f *Failure
+				var f *abi.Failure
 				if !errors.As(err, &f) {
 					t.Fatalf("Invoke: %v", err)
 				}

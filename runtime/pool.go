@@ -111,13 +111,13 @@ func (inst *instance) fuelUsed(budget uint64) uint64 {
 // function entries, so it may end a little below zero without a trap); a
 // trap with the stack budget below zero is a stack overflow, as is the
 // engine's own stack overflow. See RATIONALE.md#why-fuel-and-how-much.
-func (inst *instance) exhausted(lim Limits, fuel uint64, err error) *Failure {
+func (inst *instance) exhausted(lim Limits, fuel uint64, err error) *abi.Failure {
 	if inst.metered() {
 		if int32(uint32(inst.stack.Get())) < 0 {
 			return stackFailure(lim)
 		}
 		if inst.run.fuelLeft() < 0 {
-			return &Failure{Code: FailFuelExhausted, Message: fmt.Sprintf("the hook used up its fuel budget of %d", fuel)}
+			return &abi.Failure{Code: abi.FailFuelExhausted, Message: fmt.Sprintf("the hook used up its fuel budget of %d", fuel)}
 		}
 	}
 	if err != nil && isStackOverflow(err) {
@@ -126,8 +126,8 @@ func (inst *instance) exhausted(lim Limits, fuel uint64, err error) *Failure {
 	return nil
 }
 
-func stackFailure(lim Limits) *Failure {
-	return &Failure{Code: FailStackExhausted, Message: fmt.Sprintf("the hook's call stack went past its limit of %d bytes", lim.MaxStackBytes)}
+func stackFailure(lim Limits) *abi.Failure {
+	return &abi.Failure{Code: abi.FailStackExhausted, Message: fmt.Sprintf("the hook's call stack went past its limit of %d bytes", lim.MaxStackBytes)}
 }
 
 // isStackOverflow reports whether err is the engine's own stack overflow
@@ -296,7 +296,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 		stack, ok2 := mod.ExportedGlobal(meter.StackExport).(api.MutableGlobal)
 		if !ok1 || !ok2 { // the instrumentation guarantees them; be defensive
 			p.discard(ctx, inst)
-			return nil, &Failure{Code: FailInit, Message: "the instrumented module lacks its fuel and stack globals"}
+			return nil, &abi.Failure{Code: abi.FailInit, Message: "the instrumented module lacks its fuel and stack globals"}
 		}
 		inst.run.fuel, inst.run.sliced, inst.stack = fuel, p.c.sliced, stack
 	}
@@ -317,7 +317,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 		_, err := fn.Call(cctx)
 		if f := inst.exhausted(lim, lim.InitFuel, err); f != nil {
 			p.discard(ctx, inst)
-			return nil, initFailure(&Failure{Code: f.Code, Message: "during initialisation: " + f.Message}, st)
+			return nil, initFailure(&abi.Failure{Code: f.Code, Message: "during initialisation: " + f.Message}, st)
 		}
 		if err == nil {
 			if f := inst.run.interrupted(); f != nil {
@@ -331,7 +331,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	}
 	if inst.handle == nil { // validation guarantees it; be defensive
 		p.discard(ctx, inst)
-		return nil, &Failure{Code: FailInit, Message: "module does not export " + abi.HandleExport}
+		return nil, &abi.Failure{Code: abi.FailInit, Message: "module does not export " + abi.HandleExport}
 	}
 	if pages := mem.pages(); pages > p.c.initPages.Load() {
 		p.c.initPages.Store(pages) // a racing smaller store only reserves less
@@ -363,8 +363,8 @@ func (r *Runtime) initFailure(ctx context.Context, err error, mem *limitedMemory
 	if f == nil {
 		return err
 	}
-	out := &Failure{Code: FailInit, Message: string(f.Code) + ": " + f.Message}
-	if f.Code == FailTimeout || f.Code == FailMemory {
+	out := &abi.Failure{Code: abi.FailInit, Message: string(f.Code) + ": " + f.Message}
+	if f.Code == abi.FailTimeout || f.Code == abi.FailMemory {
 		out.Code = f.Code
 		out.Message = "during initialisation: " + f.Message
 	}
@@ -372,7 +372,7 @@ func (r *Runtime) initFailure(ctx context.Context, err error, mem *limitedMemory
 }
 
 // initFailure adds the tail of what the guest printed to f.
-func initFailure(f *Failure, st *initState) *Failure {
+func initFailure(f *abi.Failure, st *initState) *abi.Failure {
 	if tail := st.tail(); tail != "" {
 		f.Message += " (output: " + tail + ")"
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -69,7 +70,7 @@ func TestPoolsPerTenantAndDiscard(t *testing.T) {
 	for i, s := range steps {
 		got, err := count(t, r, m, s.tenant, s.text)
 		if s.fail {
-			if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTrap {
+			if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTrap {
 				t.Fatalf("step %d: err = %v, want a trap", i, err)
 			}
 			continue
@@ -102,7 +103,7 @@ func TestTimedOutInstanceNeverReused(t *testing.T) {
 	r := newRuntime(t, runtime.Config{})
 	m := load(t, r, scripted(t))
 	res, err := runScript(t, r, m, echoHost(), runtime.Limits{Timeout: 50 * time.Millisecond}, "L")
-	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout || res.Reused {
+	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout || res.Reused {
 		t.Fatalf("err %v reused %v", err, res != nil && res.Reused)
 	}
 	// The pool must hand out a working instance afterwards.
@@ -149,7 +150,7 @@ func TestCallerCancelIsNotAHookFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: 5 * time.Second, Fuel: runtime.MaxFuel}})
-	if _, isFailure := runtime.AsFailure(err); err == nil || isFailure || res != nil {
+	if _, isFailure := abi.AsFailure(err); err == nil || isFailure || res != nil {
 		t.Fatalf("res %v err %v: want a plain error, the caller gave up", res, err)
 	}
 }

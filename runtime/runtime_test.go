@@ -147,8 +147,8 @@ func TestABIViolations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			host := echoHost()
 			res, err := runScript(t, r, m, host, runtime.Limits{MaxOutputBytes: 1 << 30}, tt.script)
-			var f *runtime.Failure
-			if !errors.As(err, &f) || f.Code != runtime.FailABIViolation {
+			var f *abi.Failure
+			if !errors.As(err, &f) || f.Code != abi.FailABIViolation {
 				t.Fatalf("err = %v, want an abi_violation failure", err)
 			}
 			if res == nil || res.Failure == nil || res.Decision != nil || res.Reused {
@@ -168,21 +168,21 @@ func TestFailures(t *testing.T) {
 		name   string
 		lim    runtime.Limits
 		script string
-		want   runtime.FailureCode
+		want   abi.FailureCode
 	}{
-		{"trap", runtime.Limits{}, "U", runtime.FailTrap},
-		{"out of bounds store", runtime.Limits{}, "S" + "00040000", runtime.FailTrap},
-		{"timeout", runtime.Limits{Timeout: 100 * time.Millisecond}, "L", runtime.FailTimeout},
-		{"returns 0", runtime.Limits{}, "Z", runtime.FailInvalidOutput},
-		{"output not JSON", runtime.Limits{}, "O" + "00037f00" + "00000010", runtime.FailInvalidOutput},
-		{"output too large", runtime.Limits{MaxOutputBytes: 8}, "", runtime.FailOutputTooLarge},
-		{"output of 2 GiB claimed length", runtime.Limits{}, "O" + "00000000" + "80000000", runtime.FailOutputTooLarge},
-		{"grow past the limit then write", runtime.Limits{MemoryPages: 8}, "G" + "00000100" + "S" + "00100000", runtime.FailMemory},
+		{"trap", runtime.Limits{}, "U", abi.FailTrap},
+		{"out of bounds store", runtime.Limits{}, "S" + "00040000", abi.FailTrap},
+		{"timeout", runtime.Limits{Timeout: 100 * time.Millisecond}, "L", abi.FailTimeout},
+		{"returns 0", runtime.Limits{}, "Z", abi.FailInvalidOutput},
+		{"output not JSON", runtime.Limits{}, "O" + "00037f00" + "00000010", abi.FailInvalidOutput},
+		{"output too large", runtime.Limits{MaxOutputBytes: 8}, "", abi.FailOutputTooLarge},
+		{"output of 2 GiB claimed length", runtime.Limits{}, "O" + "00000000" + "80000000", abi.FailOutputTooLarge},
+		{"grow past the limit then write", runtime.Limits{MemoryPages: 8}, "G" + "00000100" + "S" + "00100000", abi.FailMemory},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := runScript(t, r, m, echoHost(), tt.lim, tt.script)
-			f, ok := runtime.AsFailure(err)
+			f, ok := abi.AsFailure(err)
 			if !ok || f.Code != tt.want {
 				t.Fatalf("err = %v, want failure %s", err, tt.want)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime/internal/meter"
 )
 
@@ -156,7 +157,7 @@ func (g *guestRun) refill() {
 // the last look. It fails the guest with fuel_exhausted when the budget
 // runs out (the fuel left is then below zero, exactly as when guest code
 // runs out), and with timeout past the deadline, by panicking with the
-// *Failure, which wazero recovers and returns as the call's error. The
+// *abi.Failure, which wazero recovers and returns as the call's error. The
 // instrumentation flushes the guest's use into the global before every call
 // of an imported function, so the global is exact here and the accounting
 // stays exact: fuel left is the global plus the reserve, before and after.
@@ -172,7 +173,7 @@ func (g *guestRun) charge(units uint64) {
 			// yield would, and stop if the budget is spent too.
 			g.refill()
 			if g.fuelLeft() < 0 {
-				panic(&Failure{Code: FailFuelExhausted, Message: "the hook used up its fuel budget"})
+				panic(&abi.Failure{Code: abi.FailFuelExhausted, Message: "the hook used up its fuel budget"})
 			}
 		}
 	}
@@ -197,14 +198,14 @@ func chargeHost(ctx context.Context, units uint64) *guestRun {
 
 // interrupted returns the failure that stops guest code now, or nil: the
 // deadline passed, or the caller's context ended.
-func (g *guestRun) interrupted() *Failure {
+func (g *guestRun) interrupted() *abi.Failure {
 	select {
 	case <-g.done:
-		return &Failure{Code: FailTimeout, Message: "the invocation was cancelled"}
+		return &abi.Failure{Code: abi.FailTimeout, Message: "the invocation was cancelled"}
 	default:
 	}
 	if !g.deadline.IsZero() && !time.Now().Before(g.deadline) {
-		return &Failure{Code: FailTimeout, Message: "the hook ran past its time limit"}
+		return &abi.Failure{Code: abi.FailTimeout, Message: "the hook ran past its time limit"}
 	}
 	return nil
 }

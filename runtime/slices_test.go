@@ -54,8 +54,8 @@ func TestInvokeIntoReport(t *testing.T) {
 	res := runtime.Result{HostCalls: 99, Logs: []runtime.LogLine{{Stream: "stdout", Text: "stale"}}}
 	// A failure fills res and returns the *Failure.
 	err := r.InvokeInto(ctx, m, runtime.Request{Tenant: "t1", Context: map[string]any{"s": "@@U"}}, &res)
-	var f *runtime.Failure
-	if !errors.As(err, &f) || f.Code != runtime.FailTrap || res.Failure != f || res.HostCalls != 0 || res.Logs != nil {
+	var f *abi.Failure
+	if !errors.As(err, &f) || f.Code != abi.FailTrap || res.Failure != f || res.HostCalls != 0 || res.Logs != nil {
 		t.Fatalf("err %v, res %+v: want a trap reported in a fresh res", err, res)
 	}
 	// An error that is not the hook's leaves nothing of use.
@@ -91,7 +91,7 @@ func TestGarbageCollectionWhileGuestLoops(t *testing.T) {
 		t.Error("the collection waited for the looping guest to end")
 	}
 	err := <-errc
-	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout {
+	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout {
 		t.Fatalf("err = %v, want a timeout", err)
 	}
 }
@@ -152,7 +152,7 @@ func TestDeadlineStopsCheapLoops(t *testing.T) {
 				Tenant: "t1", HostCaller: host,
 				Limits: runtime.Limits{Timeout: 100 * time.Millisecond, MaxHostCalls: 1 << 30, MaxHostCallBytes: 1 << 30},
 			})
-			if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout {
+			if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout {
 				t.Fatalf("err = %v, want a timeout", err)
 			}
 		})

@@ -108,7 +108,7 @@ func TestPollOneoffSleepsAndHonoursDeadline(t *testing.T) {
 		t.Errorf("poll_oneoff returned after %v, want about 300ms", d)
 	}
 	_, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: 50 * time.Millisecond}})
-	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout {
+	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout {
 		t.Fatalf("err = %v, want a timeout", err)
 	}
 }

@@ -76,8 +76,9 @@ type Record struct {
 	// Reason is the decision's reason (the hook's, the policy's or the
 	// approver's).
 	Reason string `json:"reason,omitempty"`
-	// Failure is the hook failure the fail policy answered.
-	Failure *Failure `json:"failure,omitempty"`
+	// Failure is the failure the fail policy answered: a code of
+	// abi.FailureCodes and a message.
+	Failure *abi.Failure `json:"failure,omitempty"`
 	// Ignored says which part of the hook's decision its phase did not
 	// allow.
 	Ignored string `json:"ignored,omitempty"`
@@ -104,12 +105,6 @@ type Record struct {
 	Hash string `json:"hash,omitempty"`
 }
 
-// Failure is a hook failure: a stable code and a message.
-type Failure struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // Change is one field a modify changed. Before and After are Digest of the
 // field's values ("" when absent). BeforeValue and AfterValue hold the values
 // themselves only when the chain was configured to record them: a modify
@@ -122,7 +117,12 @@ type Change struct {
 	AfterValue  any    `json:"after_value,omitempty"`
 }
 
-// HostCall is one host call a hook made.
+// HostCall is one host call a hook made, as the runtime reported it
+// (runtime.Result.Calls): Status is the code of the status the hook was
+// answered, the runtime's own refusals (request_too_large,
+// result_too_large, ...) included; Capability is "" for a call refused
+// before its name was read. Calls past the invocation's host-call limit are
+// not listed.
 type HostCall struct {
 	Capability string `json:"capability"`
 	Status     string `json:"status"`

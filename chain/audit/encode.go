@@ -179,7 +179,7 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	b = appendOptional(b, "reason", r.Reason)
 	if r.Failure != nil {
 		b = append(b, `,"failure":{"code":`...)
-		b = appendString(b, r.Failure.Code)
+		b = appendString(b, string(r.Failure.Code))
 		b = appendField(b, "message", r.Failure.Message)
 		b = append(b, '}')
 	}

@@ -83,7 +83,7 @@ func fullRecord() *Record {
 		Seq: 42, Time: time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC), Run: "run-1", Tenant: "acme", Point: "message.outbound",
 		Config: "sha256:cfg", Binding: "redact", Phase: "transformer", Module: strings.Repeat("ab", 32),
 		Decision: "modify", By: "hook", HookAction: "modify", Resolution: "edited", Approval: "ap-1", Actor: "alice",
-		Reason: "redacted 1 secret", Failure: &Failure{Code: "trap", Message: "unreachable <at> 0x12 & more"},
+		Reason: "redacted 1 secret", Failure: &abi.Failure{Code: abi.FailTrap, Message: "unreachable <at> 0x12 & more"},
 		Ignored: "a transformer cannot block", Input: "sha256:in", Output: "sha256:out",
 		Diff: []Change{
 			{Field: "outgoing", Before: "sha256:a", After: "sha256:b"},
@@ -239,7 +239,7 @@ func FuzzRecordEncoding(f *testing.F) {
 			Input: s3, Output: s1, LatencyUS: n, CreditCharged: -n, Prev: s2,
 		}
 		if numbers {
-			r.Failure = &Failure{Code: s1, Message: s2}
+			r.Failure = &abi.Failure{Code: abi.FailureCode(s1), Message: s2}
 			r.HostCalls = []HostCall{{Capability: s3, Status: s1, Charged: n, LatencyUS: n / 3}}
 		}
 		if len(v1) > 0 || len(v2) > 0 {

@@ -320,7 +320,7 @@ func chainCode(err error) string {
 	case errors.Is(err, chain.ErrClosed):
 		return "closed"
 	}
-	return runtime.Code(err)
+	return string(runtime.Code(err))
 }
 
 func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
@@ -358,17 +358,17 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Hash     string `json:"hash"`
 	}
 	doc := struct {
-		Verdict     chain.Verdict    `json:"verdict"`
-		Modified    bool             `json:"modified"`
-		Binding     string           `json:"binding,omitempty"`
-		By          string           `json:"by,omitempty"`
-		Reason      string           `json:"reason,omitempty"`
-		UserMessage string           `json:"user_message,omitempty"`
-		Failure     *runtime.Failure `json:"failure,omitempty"`
-		Context     map[string]any   `json:"context"`
-		Approval    *approval        `json:"approval,omitempty"`
-		Trace       []step           `json:"trace"`
-		Audit       []record         `json:"audit"`
+		Verdict     chain.Verdict  `json:"verdict"`
+		Modified    bool           `json:"modified"`
+		Binding     string         `json:"binding,omitempty"`
+		By          string         `json:"by,omitempty"`
+		Reason      string         `json:"reason,omitempty"`
+		UserMessage string         `json:"user_message,omitempty"`
+		Failure     *abi.Failure   `json:"failure,omitempty"`
+		Context     map[string]any `json:"context"`
+		Approval    *approval      `json:"approval,omitempty"`
+		Trace       []step         `json:"trace"`
+		Audit       []record       `json:"audit"`
 	}{Verdict: out.Verdict, Modified: out.Modified, Binding: out.Binding, By: out.By, Reason: out.Reason,
 		UserMessage: out.UserMessage, Failure: out.Failure, Context: out.Context, Trace: []step{}, Audit: []record{}}
 	if a := out.Approval; a != nil {

@@ -23,14 +23,14 @@ type runOutput struct {
 }
 
 type runReport struct {
-	HostCalls     int              `json:"host_calls"`
-	CreditCharged int64            `json:"credit_charged"`
-	CreditLeft    *int64           `json:"credit_left,omitempty"`
-	FuelUsed      uint64           `json:"fuel_used"`
-	DurationMS    float64          `json:"duration_ms"`
-	Failure       *runtime.Failure `json:"failure"`
-	FailPolicy    string           `json:"fail_policy,omitempty"`
-	Logs          []logLine        `json:"logs"`
+	HostCalls     int          `json:"host_calls"`
+	CreditCharged int64        `json:"credit_charged"`
+	CreditLeft    *int64       `json:"credit_left,omitempty"`
+	FuelUsed      uint64       `json:"fuel_used"`
+	DurationMS    float64      `json:"duration_ms"`
+	Failure       *abi.Failure `json:"failure"`
+	FailPolicy    string       `json:"fail_policy,omitempty"`
+	Logs          []logLine    `json:"logs"`
 }
 
 // logLine is one line of the hook's output (stdout, stderr) or one log.write
@@ -96,7 +96,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer rt.Close(context.Background())
 	mod, err := rt.Load(ctx, wasm)
 	if err != nil {
-		return fail(stdout, exitRefused, runtime.Code(err), "%v", err)
+		return fail(stdout, exitRefused, string(runtime.Code(err)), "%v", err)
 	}
 	if err := validateSettings(mod.Manifest(), settings); err != nil {
 		return fail(stdout, exitRefused, settingsCode(err), "%v", err)
@@ -141,7 +141,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	out := runOutput{}
 	if res == nil {
 		// Not the hook's failure: a bad request or an interrupted run.
-		return fail(stdout, exitUsage, runtime.Code(err), "%v", err)
+		return fail(stdout, exitUsage, string(runtime.Code(err)), "%v", err)
 	}
 	out.Decision = res.Decision
 	out.Report = runReport{
@@ -172,7 +172,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 
 // policyDecision is the decision a fail policy reaches after a hook failure.
 // It says so in its reason, so it is never confused with the hook's own block.
-func policyDecision(policy string, f *runtime.Failure) *abi.Decision {
+func policyDecision(policy string, f *abi.Failure) *abi.Decision {
 	if policy == "open" {
 		return &abi.Decision{Action: abi.ActionContinue, Reason: "hook failed (" + string(f.Code) + "); fail-open policy continues"}
 	}

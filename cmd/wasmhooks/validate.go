@@ -27,7 +27,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	info, err := runtime.Validate(wasm, runtime.ValidateOptions{MaxMemoryPages: uint32(*maxPages)})
 	if err != nil {
-		doc := errorDoc{Error: errorBody{Code: runtime.Code(err), Message: err.Error()}}
+		doc := errorDoc{Error: errorBody{Code: string(runtime.Code(err)), Message: err.Error()}}
 		if info != nil {
 			doc.Info = info
 		}
@@ -72,7 +72,7 @@ func cmdManifest(args []string, stdout, stderr io.Writer) int {
 	}
 	info, err := runtime.Validate(out, runtime.ValidateOptions{})
 	if err != nil {
-		return fail(stdout, exitRefused, runtime.Code(err), "%v", err)
+		return fail(stdout, exitRefused, string(runtime.Code(err)), "%v", err)
 	}
 	if err := checkSettingsSchema(info.Manifest); err != nil {
 		return fail(stdout, exitRefused, settingsCode(err), "%v", err)

@@ -46,7 +46,7 @@ func TestABIHostCallArgumentsOutOfBounds(t *testing.T) {
 			w.fund(t, "acme", 1000)
 			a := tt.args
 			script := opWrite(namePtr, []byte("llm.run")) + opWrite(inPtr, []byte(payload)) + opCall(a[0], a[1], a[2], a[3], a[4], a[5])
-			_, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{}, script, runtime.FailABIViolation)
+			_, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{}, script, abi.FailABIViolation)
 			if !strings.Contains(f.Message, "outside linear memory") {
 				t.Errorf("message %q does not say what was wrong", f.Message)
 			}
@@ -78,15 +78,15 @@ func TestABIOutputOutOfBounds(t *testing.T) {
 		ptr  uint32
 		n    uint32
 		lim  runtime.Limits
-		want runtime.FailureCode
+		want abi.FailureCode
 	}{
-		{"pointer past the end", hostileMemory - 8, 64, runtime.Limits{}, runtime.FailABIViolation},
-		{"pointer wraps 32 bits", 0xFFFFFFF0, 0x20, runtime.Limits{}, runtime.FailABIViolation},
-		{"length past the end", 0x40000, hostileMemory, runtime.Limits{}, runtime.FailABIViolation},
-		{"2 GiB claimed", 0, 0x80000000, runtime.Limits{}, runtime.FailOutputTooLarge},
-		{"2 GiB claimed, 1 GiB allowed", 0, 0x80000000, runtime.Limits{MaxOutputBytes: 1 << 30}, runtime.FailOutputTooLarge},
-		{"4 GiB claimed", 0, 0xFFFFFFFF, runtime.Limits{}, runtime.FailOutputTooLarge},
-		{"1 GiB claimed and allowed, memory of 512 KiB", 0, 1 << 30, runtime.Limits{MaxOutputBytes: 1 << 30}, runtime.FailABIViolation},
+		{"pointer past the end", hostileMemory - 8, 64, runtime.Limits{}, abi.FailABIViolation},
+		{"pointer wraps 32 bits", 0xFFFFFFF0, 0x20, runtime.Limits{}, abi.FailABIViolation},
+		{"length past the end", 0x40000, hostileMemory, runtime.Limits{}, abi.FailABIViolation},
+		{"2 GiB claimed", 0, 0x80000000, runtime.Limits{}, abi.FailOutputTooLarge},
+		{"2 GiB claimed, 1 GiB allowed", 0, 0x80000000, runtime.Limits{MaxOutputBytes: 1 << 30}, abi.FailOutputTooLarge},
+		{"4 GiB claimed", 0, 0xFFFFFFFF, runtime.Limits{}, abi.FailOutputTooLarge},
+		{"1 GiB claimed and allowed, memory of 512 KiB", 0, 1 << 30, runtime.Limits{MaxOutputBytes: 1 << 30}, abi.FailABIViolation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

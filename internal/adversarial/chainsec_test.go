@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
@@ -128,7 +129,7 @@ func TestChainsecTransformerCannotFailAGuardBySize(t *testing.T) {
 		if out.Verdict != chain.Allow || out.Trace[1].Failure != nil {
 			t.Fatalf("run %d: %s by %s, guard %+v", i, out.Verdict, out.Binding, out.Trace[1].Failure)
 		}
-		if f := out.Trace[0].Failure; f == nil || (f.Code != runtime.FailOutputTooLarge && f.Code != chain.FailCircuitOpen) {
+		if f := out.Trace[0].Failure; f == nil || (f.Code != abi.FailOutputTooLarge && f.Code != abi.FailCircuitOpen) {
 			t.Fatalf("run %d: transformer %+v", i, f)
 		}
 	}
@@ -152,7 +153,7 @@ func TestChainsecWronglyTypedModify(t *testing.T) {
 			cw := newChainsecWorld(t, chain.Binding{Name: "tx", Point: tt.point, Phase: chain.Transformer, Fail: chain.FailOpen,
 				Settings: decideSettings(t, `{"action":"modify","context":{"`+tt.field+`":`+tt.value+`}}`)})
 			out := cw.run(t, tt.point, map[string]any{tt.field: "before"})
-			if f := out.Trace[0].Failure; f == nil || f.Code != runtime.FailInvalidOutput || out.Modified {
+			if f := out.Trace[0].Failure; f == nil || f.Code != abi.FailInvalidOutput || out.Modified {
 				t.Fatalf("failure %+v, modified %v, context %v", f, out.Modified, out.Context)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -19,7 +20,7 @@ func TestCPUInfiniteLoop(t *testing.T) {
 		var msgs []string
 		for i := 0; i < 2; i++ {
 			within(t, 10*time.Second, "an infinite loop with 500k fuel", func() {
-				res, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{Timeout: time.Minute, Fuel: 500_000}, opLoop, runtime.FailFuelExhausted)
+				res, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{Timeout: time.Minute, Fuel: 500_000}, opLoop, abi.FailFuelExhausted)
 				if res.FuelUsed != 500_000 {
 					t.Errorf("fuel used %d, want the whole budget", res.FuelUsed)
 				}
@@ -33,7 +34,7 @@ func TestCPUInfiniteLoop(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		const timeout = 150 * time.Millisecond
 		within(t, timeout+time.Second, "an infinite loop with unlimited fuel", func() {
-			res, _ := w.faultOnWarmInstance(t, "acme", runtime.Limits{Timeout: timeout, Fuel: runtime.MaxFuel}, opLoop, runtime.FailTimeout)
+			res, _ := w.faultOnWarmInstance(t, "acme", runtime.Limits{Timeout: timeout, Fuel: runtime.MaxFuel}, opLoop, abi.FailTimeout)
 			if res.Duration < timeout {
 				t.Errorf("timed out after %v, before the limit of %v", res.Duration, timeout)
 			}
@@ -50,10 +51,10 @@ func TestCPUInfiniteLoopDuringInitialisation(t *testing.T) {
 		for _, tt := range []struct {
 			name string
 			lim  runtime.Limits
-			want runtime.FailureCode
+			want abi.FailureCode
 		}{
-			{"fuel", runtime.Limits{InitTimeout: time.Minute, InitFuel: 500_000}, runtime.FailFuelExhausted},
-			{"deadline", runtime.Limits{InitTimeout: 150 * time.Millisecond, InitFuel: runtime.MaxFuel}, runtime.FailTimeout},
+			{"fuel", runtime.Limits{InitTimeout: time.Minute, InitFuel: 500_000}, abi.FailFuelExhausted},
+			{"deadline", runtime.Limits{InitTimeout: 150 * time.Millisecond, InitFuel: runtime.MaxFuel}, abi.FailTimeout},
 		} {
 			t.Run(file+"/"+tt.name, func(t *testing.T) {
 				w := newWorld(t)
@@ -89,7 +90,7 @@ func TestCPUBurnThenBillableCall(t *testing.T) {
 		w.fund(t, "acme", 1000)
 		res, err := w.run(t, "acme", runtime.Limits{Timeout: 300 * time.Millisecond, Fuel: runtime.MaxFuel},
 			opHostCall("llm.run", payload, 4096)+opLoop)
-		wantFailure(t, res, err, runtime.FailTimeout)
+		wantFailure(t, res, err, abi.FailTimeout)
 		if n := w.llm.calls.Load(); n != 1 {
 			t.Errorf("the provider ran %d times, want 1", n)
 		}
@@ -115,7 +116,7 @@ func TestCPUBurnThenBillableCall(t *testing.T) {
 			if err == nil {
 				return true
 			}
-			wantFailure(t, res, err, runtime.FailFuelExhausted)
+			wantFailure(t, res, err, abi.FailFuelExhausted)
 			return false
 		}
 		lo, hi := uint32(0), uint32(fuel)
@@ -152,7 +153,7 @@ func TestCPUBurnThenBillableCall(t *testing.T) {
 
 		// Then the budget runs out: the completed charge stands, once.
 		res, err = w.run(t, "acme", lim, opBusy(lo)+call+opBusy(0xFFFFFFFF))
-		wantFailure(t, res, err, runtime.FailFuelExhausted)
+		wantFailure(t, res, err, abi.FailFuelExhausted)
 		if res.CreditCharged != 3 || w.llm.calls.Load() != 2 {
 			t.Errorf("charged %d with %d provider calls in all; want 3 and 2", res.CreditCharged, w.llm.calls.Load())
 		}
@@ -174,7 +175,7 @@ func TestCPULoopFreeCallTree(t *testing.T) {
 	var msgs []string
 	for i := 0; i < 2; i++ {
 		within(t, 5*time.Second, "a loop-free call tree", func() {
-			res, f := w.faultOnWarmInstance(t, "acme", lim, opTree(0), runtime.FailFuelExhausted)
+			res, f := w.faultOnWarmInstance(t, "acme", lim, opTree(0), abi.FailFuelExhausted)
 			if res.FuelUsed != 1_000_000 {
 				t.Errorf("fuel used %d, want the whole budget", res.FuelUsed)
 			}
@@ -200,7 +201,7 @@ func TestCPURecursion(t *testing.T) {
 	var msgs []string
 	for i := 0; i < 2; i++ {
 		before := heapInuse()
-		_, f := w.faultOnWarmInstance(t, "acme", lim, opRecurse(0xFFFFFFFF), runtime.FailStackExhausted)
+		_, f := w.faultOnWarmInstance(t, "acme", lim, opRecurse(0xFFFFFFFF), abi.FailStackExhausted)
 		msgs = append(msgs, f.Message)
 		if grew := int64(heapInuse()) - int64(before); grew > 64<<20 {
 			t.Errorf("one runaway recursion grew the heap by %d MiB", grew>>20)
@@ -249,7 +250,7 @@ func TestCPUConcurrentRecursionStaysUnderCeiling(t *testing.T) {
 			defer wg.Done()
 			<-start
 			res, err := w.run(t, "acme", lim, opRecurse(0xFFFFFFFF))
-			if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailStackExhausted || res.Reused {
+			if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailStackExhausted || res.Reused {
 				t.Errorf("err %v, want stack_exhausted and the instance discarded", err)
 			}
 		}()

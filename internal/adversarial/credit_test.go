@@ -170,7 +170,7 @@ func TestCreditCapabilityOutlivesTheDeadline(t *testing.T) {
 			w := newWorld(t, func(o *options) { o.lateBy = 3 * timeout })
 			w.fund(t, "acme", 1000)
 			res, err := w.run(t, "acme", runtime.Limits{Timeout: timeout}, opHostCall("llm.run", llmPayload(tt.prompt, 1), 4096))
-			wantFailure(t, res, err, runtime.FailTimeout)
+			wantFailure(t, res, err, abi.FailTimeout)
 			reserved, settled, released := w.ledger.counts()
 			if reserved != 1 || settled != tt.settled || released != tt.released {
 				t.Errorf("reserved %d, settled %d, released %d; want 1, %d, %d", reserved, settled, released, tt.settled, tt.released)

@@ -442,9 +442,9 @@ func checkSanitised(t testing.TB, what, s string) {
 }
 
 // wantFailure fails unless err is a hook failure of one of codes.
-func wantFailure(t testing.TB, res *runtime.Result, err error, codes ...runtime.FailureCode) *runtime.Failure {
+func wantFailure(t testing.TB, res *runtime.Result, err error, codes ...abi.FailureCode) *abi.Failure {
 	t.Helper()
-	f, ok := runtime.AsFailure(err)
+	f, ok := abi.AsFailure(err)
 	if !ok {
 		t.Fatalf("err = %v, want a hook failure %v", err, codes)
 	}
@@ -698,7 +698,7 @@ var _ capability.Ledger = (*countingLedger)(nil)
 // that very instance, and checks that the next invocation gets a fresh
 // instance: an empty stash and a first invocation. Reusing the faulted
 // instance would show the stash, or fail.
-func (w *world) faultOnWarmInstance(t *testing.T, tenant string, lim runtime.Limits, fault string, codes ...runtime.FailureCode) (*runtime.Result, *runtime.Failure) {
+func (w *world) faultOnWarmInstance(t *testing.T, tenant string, lim runtime.Limits, fault string, codes ...abi.FailureCode) (*runtime.Result, *abi.Failure) {
 	t.Helper()
 	same := runtime.Limits{MemoryPages: lim.MemoryPages} // instances are pooled by memory limit too
 	warm, err := w.run(t, tenant, same, opStash("warm"))

@@ -67,19 +67,19 @@ func TestIsolationFaultedInstanceNeverReused(t *testing.T) {
 		name  string
 		lim   runtime.Limits
 		fault string
-		codes []runtime.FailureCode
+		codes []abi.FailureCode
 	}{
-		{"trap", runtime.Limits{}, opTrap, []runtime.FailureCode{runtime.FailTrap}},
-		{"out-of-bounds store", runtime.Limits{}, opStore(0xFFFFFFF0), []runtime.FailureCode{runtime.FailTrap}},
-		{"timeout in a loop", runtime.Limits{Timeout: 100 * time.Millisecond, Fuel: runtime.MaxFuel}, opLoop, []runtime.FailureCode{runtime.FailTimeout}},
-		{"timeout inside a host call", runtime.Limits{Timeout: 100 * time.Millisecond}, opHostCall("llm.run", llmPayload("LATE-HONOUR", 1), 4096), []runtime.FailureCode{runtime.FailTimeout}},
-		{"abi violation", runtime.Limits{}, opCall(0xFFFFFFFF, 1, 0, 0, 0, 0), []runtime.FailureCode{runtime.FailABIViolation}},
-		{"no decision", runtime.Limits{}, opZero, []runtime.FailureCode{runtime.FailInvalidOutput}},
-		{"invalid output", runtime.Limits{}, opReturnRaw([]byte(`{"action":"allow"}`)), []runtime.FailureCode{runtime.FailInvalidOutput}},
-		{"output too large", runtime.Limits{MaxOutputBytes: 4}, "", []runtime.FailureCode{runtime.FailOutputTooLarge}},
-		{"memory", runtime.Limits{MemoryPages: 16}, opGrow(0x100) + opStore(16*65536), []runtime.FailureCode{runtime.FailMemory}},
-		{"fuel", runtime.Limits{Timeout: 10 * time.Second, Fuel: 500_000}, opBusy(0xFFFFFFFF), []runtime.FailureCode{runtime.FailFuelExhausted}},
-		{"stack", runtime.Limits{Timeout: 10 * time.Second}, opRecurse(0xFFFFFFFF), []runtime.FailureCode{runtime.FailStackExhausted}},
+		{"trap", runtime.Limits{}, opTrap, []abi.FailureCode{abi.FailTrap}},
+		{"out-of-bounds store", runtime.Limits{}, opStore(0xFFFFFFF0), []abi.FailureCode{abi.FailTrap}},
+		{"timeout in a loop", runtime.Limits{Timeout: 100 * time.Millisecond, Fuel: runtime.MaxFuel}, opLoop, []abi.FailureCode{abi.FailTimeout}},
+		{"timeout inside a host call", runtime.Limits{Timeout: 100 * time.Millisecond}, opHostCall("llm.run", llmPayload("LATE-HONOUR", 1), 4096), []abi.FailureCode{abi.FailTimeout}},
+		{"abi violation", runtime.Limits{}, opCall(0xFFFFFFFF, 1, 0, 0, 0, 0), []abi.FailureCode{abi.FailABIViolation}},
+		{"no decision", runtime.Limits{}, opZero, []abi.FailureCode{abi.FailInvalidOutput}},
+		{"invalid output", runtime.Limits{}, opReturnRaw([]byte(`{"action":"allow"}`)), []abi.FailureCode{abi.FailInvalidOutput}},
+		{"output too large", runtime.Limits{MaxOutputBytes: 4}, "", []abi.FailureCode{abi.FailOutputTooLarge}},
+		{"memory", runtime.Limits{MemoryPages: 16}, opGrow(0x100) + opStore(16*65536), []abi.FailureCode{abi.FailMemory}},
+		{"fuel", runtime.Limits{Timeout: 10 * time.Second, Fuel: 500_000}, opBusy(0xFFFFFFFF), []abi.FailureCode{abi.FailFuelExhausted}},
+		{"stack", runtime.Limits{Timeout: 10 * time.Second}, opRecurse(0xFFFFFFFF), []abi.FailureCode{abi.FailStackExhausted}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +121,7 @@ func TestIsolationTimedOutInstancesUnderLoad(t *testing.T) {
 			}
 			res, err := w.run(t, "acme", lim, script)
 			if i%4 == 0 {
-				if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTimeout {
+				if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout {
 					t.Errorf("err %v, want a timeout", err)
 				}
 				return

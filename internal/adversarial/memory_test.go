@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -32,7 +33,7 @@ func TestMemoryGrowPastLimitThenWrite(t *testing.T) {
 		t.Errorf("memory is %d pages, want the limit of 16", res.MemoryPages)
 	}
 	t.Run("past the hook's limit", func(t *testing.T) {
-		w.faultOnWarmInstance(t, "acme", lim, opGrow(0x100)+opStore(16*65536), runtime.FailMemory)
+		w.faultOnWarmInstance(t, "acme", lim, opGrow(0x100)+opStore(16*65536), abi.FailMemory)
 	})
 	t.Run("past the runtime's ceiling", func(t *testing.T) {
 		// wazero refuses a grow past its own limit (Config.MaxMemoryPages,
@@ -40,7 +41,7 @@ func TestMemoryGrowPastLimitThenWrite(t *testing.T) {
 		// the refusal: the write still traps and the instance is discarded,
 		// but the failure is reported as a trap, not memory. SECURITY.md,
 		// "Known gaps".
-		w.faultOnWarmInstance(t, "acme", lim, opGrow(0x10000)+opStore(16*65536), runtime.FailMemory, runtime.FailTrap)
+		w.faultOnWarmInstance(t, "acme", lim, opGrow(0x10000)+opStore(16*65536), abi.FailMemory, abi.FailTrap)
 	})
 }
 

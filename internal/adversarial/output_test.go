@@ -42,7 +42,7 @@ func TestOutputRefused(t *testing.T) {
 			if tt.output == "" {
 				script = opOutput(rawPtr, 0)
 			}
-			_, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{}, script, runtime.FailInvalidOutput)
+			_, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{}, script, abi.FailInvalidOutput)
 			checkSanitised(t, "failure message", f.Message)
 		})
 	}

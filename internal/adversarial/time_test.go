@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -149,7 +150,7 @@ func TestTimeHostFunctionsAtTheirWorst(t *testing.T) {
 					wall := within(t, timeout+timeOverrunBound, tt.name, func() {
 						res, err = w.invoke(t, m, runtime.Request{Tenant: "acme", Limits: lim})
 					})
-					f := wantFailure(t, res, err, runtime.FailTimeout, runtime.FailFuelExhausted)
+					f := wantFailure(t, res, err, abi.FailTimeout, abi.FailFuelExhausted)
 					if res.Duration > timeout+timeOverrunBound {
 						t.Errorf("ran %v past its timeout of %v", res.Duration-timeout, timeout)
 					}

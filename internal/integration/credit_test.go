@@ -24,7 +24,7 @@ func TestTrapAfterBillableCallIsChargedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := w.run(t, "acme", []string{"paid"}, runtime.Limits{}, opHostCall("paid", `{}`)+"U")
-	if f, ok := runtime.AsFailure(err); !ok || f.Code != runtime.FailTrap {
+	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTrap {
 		t.Fatalf("err = %v, want a trap", err)
 	}
 	if res.CreditCharged != 6 {
@@ -44,7 +44,7 @@ func TestTrapBeforeBillableCallIsChargedNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := w.run(t, "acme", []string{"paid"}, runtime.Limits{}, "U"+opHostCall("paid", `{}`))
-	if _, ok := runtime.AsFailure(err); !ok {
+	if _, ok := abi.AsFailure(err); !ok {
 		t.Fatalf("err = %v, want a failure", err)
 	}
 	if a, p := balance(t, w, "acme"); a != 100 || p != 0 {

@@ -128,8 +128,8 @@ func TestGoHookFailsOnBadSettings(t *testing.T) {
 	m := exampleHook(t, rt, "redact-secrets")
 	res, err := rt.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "x"},
 		Settings: map[string]any{"patterns": []any{"("}}})
-	f, ok := runtime.AsFailure(err)
-	if !ok || f.Code != runtime.FailInvalidOutput || res.Decision != nil {
+	f, ok := abi.AsFailure(err)
+	if !ok || f.Code != abi.FailInvalidOutput || res.Decision != nil {
 		t.Fatalf("err %v: want an invalid_output failure and no decision", err)
 	}
 	if len(res.Logs) == 0 {
