@@ -283,6 +283,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 	if res != nil {
 		step.HostCalls = hostCalls(res.Calls)
 		step.CreditCharged = res.CreditCharged
+		step.FuelUsed = res.FuelUsed
 		step.Logs = res.Logs
 		step.LogBytesDropped = res.LogBytesDropped
 		for _, l := range res.Logs {

@@ -27,6 +27,11 @@ const MaxSettingsSchemaValues = 4096
 // MaxSettingsSchemaValues.
 var ErrInvalidSettingsSchema = errors.New("chain: invalid settings_schema")
 
+// ErrInvalidSettings means settings do not match their hook's
+// settings_schema: what ValidateSettings, and a Chain for a binding's
+// settings (in ConfigError.Errs), return wrapped.
+var ErrInvalidSettings = errors.New("settings do not match the hook's settings_schema")
+
 // SettingsSchemaError reports a refused settings_schema, naming the hook
 // (its manifest's name) and where in the schema the problem is. It wraps
 // ErrInvalidSettingsSchema and the compiler's error, if any.
@@ -168,7 +173,7 @@ func (s *settingsSchema) validate(settings map[string]any) error {
 	// Settings in the form abi.ParseJSON produces hold json.Number, which
 	// the validator compares exactly.
 	if err := s.s.Validate(any(settings)); err != nil {
-		return fmt.Errorf("settings do not match the hook's settings_schema: %w", err)
+		return fmt.Errorf("%w: %w", ErrInvalidSettings, err)
 	}
 	return nil
 }
