@@ -6,12 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
-	"github.com/wasmhooks/wasmhooks/capability"
-	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -55,11 +52,10 @@ func (f *chainFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kvPath, "kv", "", kvUsage)
 }
 
-// chainEnv is a chain wired to a runtime and the built-in capabilities.
+// chainEnv is a chain wired to a host.
 type chainEnv struct {
-	c     *chain.Chain
-	logs  *builtin.MemoryLogSink
-	close func()
+	*host
+	c *chain.Chain
 }
 
 // openChain builds the chain the flags describe. On failure it has printed
@@ -69,84 +65,18 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 	if err != nil {
 		return nil, fail(stdout, exitRefused, "invalid_config", "%v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rt, err := runtime.New(ctx, runtime.Config{CacheDir: f.cacheDir, Logger: logger})
-	if err != nil {
-		return nil, fail(stdout, exitRefused, "internal", "%v", err)
+	h, cerr := openHost(ctx, hostFlags{cacheDir: f.cacheDir, tenant: f.tenant, credit: f.credit, kvPath: f.kvPath}, stderr)
+	if cerr != nil {
+		return nil, cerr.print(stdout)
 	}
-	closers := []func(){func() { rt.Close(context.Background()) }}
-	cleanup := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+	c, cerr := h.newChain(ctx, cfg, chainStores{
+		auditPath: f.auditPath, checkpoint: f.checkpoint, approvals: f.approvals, keyFile: f.keyFile, auditValues: f.auditValues,
+	}, nil)
+	if cerr != nil {
+		h.close()
+		return nil, cerr.print(stdout)
 	}
-	logs := &builtin.MemoryLogSink{}
-	bcfg := builtin.Config{Provider: llmProvider(), Logs: logs, Logger: logger}
-	if f.kvPath != "" {
-		kv, err := openFileKV(f.kvPath)
-		if err != nil {
-			cleanup()
-			return nil, fail(stdout, exitUsage, "invalid_input", "%v", err)
-		}
-		bcfg.KV = kv
-	}
-	if f.credit.set {
-		ledger := capability.NewMemoryLedger()
-		if f.credit.n > 0 {
-			if err := ledger.Credit(f.tenant, f.credit.n); err != nil {
-				cleanup()
-				return nil, fail(stdout, exitUsage, "usage", "--credit: %v", err)
-			}
-		}
-		bcfg.Ledger = ledger
-	}
-	reg := capability.NewRegistry()
-	if err := builtin.Register(reg, bcfg); err != nil {
-		cleanup()
-		return nil, fail(stdout, exitRefused, "internal", "%v", err)
-	}
-	runner, err := capability.NewRunner(reg, capability.RunnerOptions{Logger: logger})
-	if err != nil {
-		cleanup()
-		return nil, fail(stdout, exitRefused, "internal", "%v", err)
-	}
-	opts := chain.Options{Runtime: rt, HostCaller: runner, Logger: logger, AuditValues: f.auditValues}
-	var key []byte
-	if f.auditPath != "" || f.approvals != "" {
-		if key, err = loadHostKey(f.keyFile, true); err != nil {
-			cleanup()
-			return nil, fail(stdout, exitRefused, "key", "%v", err)
-		}
-		opts.ApprovalKey = approvalKey(key)
-	}
-	if f.auditPath != "" {
-		cp := f.checkpoint
-		if cp == "" {
-			cp = f.auditPath + ".checkpoint"
-		}
-		sink, err := audit.OpenFile(f.auditPath, audit.FileOptions{Key: key, Checkpoint: cp})
-		if err != nil {
-			cleanup()
-			return nil, fail(stdout, exitRefused, "audit", "%v", err)
-		}
-		closers = append(closers, func() { sink.Close() })
-		opts.Audit = sink
-	}
-	if f.approvals != "" {
-		store, err := chain.NewDirApprovals(f.approvals)
-		if err != nil {
-			cleanup()
-			return nil, fail(stdout, exitRefused, "approvals", "%v", err)
-		}
-		opts.Approvals = store
-	}
-	c, err := chain.New(ctx, cfg, opts)
-	if err != nil {
-		cleanup()
-		return nil, fail(stdout, exitRefused, "invalid_config", "%v", err)
-	}
-	closers = append(closers, func() { c.Close(context.Background()) })
-	return &chainEnv{c: c, logs: logs, close: cleanup}, exitOK
+	return &chainEnv{host: h, c: c}, exitOK
 }
 
 // attachLogWrites adds each step's log.write lines to its logs.

@@ -72,6 +72,11 @@ func TestRun(t *testing.T) {
 		{"load-refused", []string{"run", "--hook", garbage}, "", exitRefused},
 		{"bad-input", []string{"run", "--hook", shapes, "--input", "-"}, `{"a":1,"a":2}`, exitUsage},
 		{"bad-point", []string{"run", "--hook", shapes, "--point", "nowhere"}, "", exitUsage},
+		{"phase-transformer-block", []string{"run", "--hook", shapes, "--input", input, "--settings", `{"shape":"legacy"}`, "--phase", "transformer"}, "", exitOK},
+		{"phase-transformer-modify", []string{"run", "--hook", shapes, "--input", input, "--settings", `{"shape":"canonical"}`, "--phase", "transformer"}, "", exitOK},
+		{"phase-fail-default", []string{"run", "--hook", scripted, "--point", "message.inbound", "--input", "-", "--phase", "transformer"}, `{"incoming":"@@U"}`, exitOK},
+		{"bad-grant", []string{"run", "--hook", shapes, "--grant", "kv.get,shell.exec"}, "", exitUsage},
+		{"input-invocation", []string{"run", "--hook", shapes, "--input", "-"}, `{"abi":1,"point":"message.outbound","context":{"outgoing":"x"}}`, exitUsage},
 		{"validate", []string{"validate", shapes}, "", exitOK},
 		{"validate-refused", []string{"validate", garbage}, "", exitRefused},
 	}
