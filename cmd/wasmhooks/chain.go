@@ -102,21 +102,19 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
 	var f chainFlags
 	f.register(fs)
 	point := fs.String("point", "", "the hook point; required")
 	inputPath := fs.String("input", "", "the traffic at the point (its context object), a JSON file or - for stdin (default {})")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
 	}
 	if f.config == "" || *point == "" || fs.NArg() != 0 {
 		fmt.Fprint(stderr, "wasmhooks chain: --config and --point are required and no positional arguments are taken\n"+chainUsage)
 		return exitUsage
 	}
-	if _, ok := abi.LookupPoint(*point); !ok {
-		return fail(stdout, exitUsage, "usage", "unknown hook point %q", *point)
+	if err := checkPoint(*point); err != nil {
+		return fail(stdout, exitUsage, "usage", "%v", err)
 	}
 	input, err := readContext(*inputPath, stdin)
 	if err != nil {
@@ -138,8 +136,6 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chain resolve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
 	var f chainFlags
 	f.register(fs)
 	id := fs.String("id", "", "the pending approval's id; required")
@@ -147,8 +143,8 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	edit := fs.String("edit", "", "for edit: the changed fields, a JSON object (or @FILE)")
 	actor := fs.String("actor", "", "who resolves it, for the audit log")
 	reason := fs.String("reason", "", "the approver's note (a deny's reason)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
 	}
 	if f.config == "" || f.approvals == "" || *id == "" || *decision == "" || fs.NArg() != 0 {
 		fmt.Fprint(stderr, "wasmhooks chain resolve: --config, --approvals, --id and --decision are required\n"+chainUsage)
@@ -182,12 +178,10 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 
 func cmdChainVerify(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chain verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
 	keyFile := fs.String("key", "", "the host key the log was written under: every record's mac is checked, and the checkpoint")
 	cpFile := fs.String("checkpoint", "", "the log's checkpoint (default FILE.jsonl.checkpoint); needs --key")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprint(stderr, "wasmhooks chain verify: one audit file is required\n"+chainUsage)

@@ -79,3 +79,25 @@ func TestIsInvocation(t *testing.T) {
 		}
 	}
 }
+
+// --help is an answer, not a usage error: every command prints its synopsis
+// and each flag's help on stdout and exits 0 (issue 15: `run --help` exited
+// 2, `chain --help` printed the synopsis alone).
+func TestHelpExitsZero(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		flag string // a flag its help describes
+	}{
+		{[]string{"run", "--help"}, "-phase"},
+		{[]string{"run", "-h"}, "-fuel"},
+		{[]string{"chain", "--help"}, "-audit-checkpoint"},
+		{[]string{"chain", "resolve", "--help"}, "-decision"},
+		{[]string{"chain", "verify", "--help"}, "-checkpoint"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr)
+		if code != exitOK || !strings.Contains(stdout.String(), tt.flag) || !strings.Contains(stdout.String(), "usage:") {
+			t.Errorf("%v: exit %d, want 0 with the usage and %s on stdout\nstdout: %s\nstderr: %s", tt.args, code, tt.flag, stdout.String(), stderr.String())
+		}
+	}
+}
