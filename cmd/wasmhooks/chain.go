@@ -14,15 +14,18 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-const chainUsage = `usage:
-  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
+// chainSynopsis is the chain commands' synopsis, in their usage and the
+// top-level one.
+const chainSynopsis = `  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
                   [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
                   [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
                   [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
                   [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
+`
 
+const chainUsage = "usage:\n" + chainSynopsis + `
 The host key (--key; default $WASMHOOKS_KEY_FILE, else host.key in the user's
 configuration directory under wasmhooks/) seals approvals and keys the audit
 chain. It is created (32 random bytes, hex, mode 0600) when --approvals or

@@ -23,20 +23,9 @@ import (
 	"os/signal"
 )
 
-const usage = `usage:
-  wasmhooks run --hook FILE.wasm [--point P] [--phase observer|transformer|guard] [--input FILE|-]
-                [--settings JSON|@FILE] [--grant cap,cap] [--credit N] [--fail closed|open]
-                [--timeout D] [--fuel N] [--memory-pages N] [--tenant T] [--name NAME] [--kv FILE]
-  wasmhooks validate FILE.wasm
+const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
-  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
-                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
-                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
-  wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
-                  [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
-                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
-  wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
-  wasmhooks version
+` + chainSynopsis + `  wasmhooks version
 
 wasmhooks COMMAND --help lists the command's flags.
 `

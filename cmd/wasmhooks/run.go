@@ -17,12 +17,15 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// runUsage is `run`'s synopsis; parseFlags adds each flag's help.
-const runUsage = `usage: wasmhooks run --hook FILE.wasm [--point P] [--phase observer|transformer|guard]
-                     [--input FILE|-] [--settings JSON|@FILE] [--grant cap,cap] [--credit N]
-                     [--fail closed|open] [--timeout D] [--fuel N] [--memory-pages N]
-                     [--tenant T] [--name NAME] [--kv FILE] [--cache-dir DIR]
+// runSynopsis is run's synopsis, in its usage and the top-level one.
+const runSynopsis = `  wasmhooks run --hook FILE.wasm [--point P] [--phase observer|transformer|guard] [--input FILE|-]
+                [--settings JSON|@FILE] [--grant cap,cap] [--credit N] [--fail closed|open]
+                [--timeout D] [--fuel N] [--memory-pages N] [--tenant T] [--name NAME] [--kv FILE]
+                [--cache-dir DIR]
+`
 
+// runUsage is run's usage; parseFlags adds each flag's help.
+const runUsage = "usage:\n" + runSynopsis + `
 Runs one hook on one invocation, as a chain of one binding, and prints its
 decision and a report. See README.md (The CLI) for the output and exit codes.
 `
