@@ -69,10 +69,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var (
 		hookPath   = fs.String("hook", "", "the hook module (.wasm); required")
 		point      = fs.String("point", "message.outbound", "the hook point")
-		phase      = fs.String("phase", "", "bind the hook in this phase (observer, transformer or guard): the report then says what the chain applies of its decision (default: the decision is reported as the hook made it)")
+		phase      = fs.String("phase", "", "bind the hook in this phase (observer, transformer or guard): the report then says what the chain applies of its decision (default: a guard, and the report leaves that out)")
 		inputPath  = fs.String("input", "", "the invocation's context object (not the whole invocation), a JSON file or - for stdin (default {})")
 		settingsIn = fs.String("settings", "", "the hook's settings: JSON, or @FILE")
-		grants     = fs.String("grant", "", "capabilities granted to the hook, comma-separated (llm.run, kv.get, kv.set, log.write)")
+		grants     = fs.String("grant", "", "capabilities granted to the hook, comma-separated; one the host does not have is refused")
 		credit     creditFlag
 		failPolicy = fs.String("fail", "", "what a hook failure decides: closed (block) or open (continue) (default: the chain's default for the phase and point; closed without --phase)")
 		timeout    = fs.Duration("timeout", 0, "wall-clock limit of the invocation (default 2s)")
@@ -91,16 +91,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprint(stderr, "wasmhooks run: --hook is required and no positional arguments are taken\n"+runUsage)
 		return exitUsage
 	}
-	if *failPolicy != "" && *failPolicy != "closed" && *failPolicy != "open" {
-		return fail(stdout, exitUsage, "usage", "--fail must be closed or open, not %q", *failPolicy)
-	}
-	bindPhase := chain.Guard // without --phase: a guard fails closed, as run always has
-	switch chain.Phase(*phase) {
-	case "":
-	case chain.Observer, chain.Transformer, chain.Guard:
-		bindPhase = chain.Phase(*phase)
-	default:
-		return fail(stdout, exitUsage, "usage", "--phase must be observer, transformer or guard, not %q", *phase)
+	// The chain checks --phase and --fail, with the binding.
+	bindPhase := chain.Phase(*phase)
+	if bindPhase == "" {
+		bindPhase = chain.Guard // a guard fails closed, as run always has
 	}
 	if *timeout < 0 {
 		return fail(stdout, exitUsage, "usage", "--timeout must be positive")
@@ -155,12 +149,17 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		// Not the hook's failure: a bad input or an interrupted run.
 		return fail(stdout, exitUsage, chainCode(err), "%v", err)
 	}
+	if len(out.Trace) != 1 || len(out.Audit) != 1 {
+		// One binding at the point makes one step and one record.
+		return fail(stdout, exitRefused, "internal", "the chain of one binding made %d steps and %d audit records", len(out.Trace), len(out.Audit))
+	}
 	printJSON(stdout, h.runOutput(ctx, out, *tenant, *phase != ""))
 	return exitOK
 }
 
-// runOutput is the outcome of run's one-binding chain as run prints it: the
-// hook's decision, or the one its fail policy reached, in the chain's words.
+// runOutput is the outcome of run's one-binding chain (one step, one audit
+// record) as run prints it: the hook's decision, or the one its fail policy
+// reached, in the chain's words.
 func (h *host) runOutput(ctx context.Context, out *chain.Outcome, tenant string, withPhase bool) runOutput {
 	st := out.Trace[0] // the one binding's step
 	r := runOutput{Decision: st.Decision, Report: runReport{
