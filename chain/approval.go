@@ -23,6 +23,7 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // Approval is a run paused by a guard's ask, waiting for a human. It holds
@@ -681,6 +682,28 @@ func NewDirApprovals(dir string) (*DirApprovals, error) {
 
 var idRE = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
 
+// MaxApprovalBytes bounds the file of one approval in a DirApprovals: Put
+// refuses to write a larger one, and Get and Take refuse to read one (or
+// anything but a regular file) as ApprovalCorrupt. It defends the host
+// against whoever can write the directory planting a huge sparse file, a
+// link to /dev/zero (read until memory runs out) or a FIFO (Get, Due and so
+// ExpirePending blocked for ever). An approval holds its context twice
+// (Proposed and the paused run's), so this admits contexts of about 30 MiB.
+const MaxApprovalBytes = 64 << 20
+
+// readApproval reads and decodes the approval file p, stored as id.
+func readApproval(id, p string) (*Approval, error) {
+	b, err := runtime.ReadFileLimit(p, MaxApprovalBytes, "approval_bytes")
+	var le *runtime.LimitError
+	switch {
+	case errors.Is(err, runtime.ErrNotRegularFile), errors.As(err, &le):
+		return nil, refuse(id, ApprovalCorrupt, "%v", err)
+	case err != nil:
+		return nil, err
+	}
+	return decodeApproval(id, b)
+}
+
 func (d *DirApprovals) path(id string) (string, error) {
 	if !idRE.MatchString(id) {
 		return "", fmt.Errorf("%w: %q is not an approval id", ErrUnknownApproval, id)
@@ -701,6 +724,9 @@ func (d *DirApprovals) put(id string, a *Approval) error {
 	b, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
 		return err
+	}
+	if len(b) > MaxApprovalBytes {
+		return fmt.Errorf("chain: approval %s: %w", id, &runtime.LimitError{Limit: "approval_bytes", Max: MaxApprovalBytes, Got: uint64(len(b))})
 	}
 	// A new file of a random name (O_EXCL): a name planted in the
 	// directory (a symlink, say) is never written through.
@@ -745,14 +771,11 @@ func (d *DirApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	if err := d.resolved(id, p); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	a, err := readApproval(id, p)
 	if os.IsNotExist(err) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return decodeApproval(id, b)
+	return a, err
 }
 
 // Take claims the pending approval id, leaves its tombstone and removes its
@@ -784,11 +807,7 @@ func (d *DirApprovals) Take(_ context.Context, id string) (*Approval, error) {
 	}
 	t.Close()
 	defer os.Remove(claimed)
-	b, err := os.ReadFile(claimed)
-	if err != nil {
-		return nil, err
-	}
-	return decodeApproval(id, b)
+	return readApproval(id, claimed)
 }
 
 // Release makes a, taken as id, pending again: it writes its file and
