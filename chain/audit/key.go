@@ -10,6 +10,8 @@ import (
 	"hash"
 	"os"
 	"strconv"
+
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // MinKeyBytes is the shortest key a keyed chain accepts: 32 bytes, the size
@@ -184,8 +186,12 @@ func (c *Checkpoint) Check(key []byte) error {
 
 // ReadCheckpoint reads the checkpoint file at path. It does not check its
 // MAC: Check or VerifyOptions does.
+//
+// The file must be a regular file of at most 4 KiB (a FileSink writes 256
+// bytes): a FIFO or a link to /dev/zero planted in its place is refused at
+// once rather than read for ever.
 func ReadCheckpoint(path string) (*Checkpoint, error) {
-	b, err := os.ReadFile(path)
+	b, err := runtime.ReadFileLimit(path, maxCheckpointFileBytes, "checkpoint_bytes")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
@@ -195,6 +201,9 @@ func ReadCheckpoint(path string) (*Checkpoint, error) {
 	}
 	return &c, nil
 }
+
+// maxCheckpointFileBytes bounds the checkpoint file ReadCheckpoint reads.
+const maxCheckpointFileBytes = 4 << 10
 
 // checkpointBytes is the size a FileSink writes its checkpoint file at: the
 // JSON padded with spaces, so each one overwrites the last in place.
