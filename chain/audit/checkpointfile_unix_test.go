@@ -63,3 +63,32 @@ func TestCheckpointFileNotRegular(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteCheckpointNeverWritesThroughALink plants a link named as
+// WriteCheckpoint's temporary file used to be (PATH.tmp) to a file of the
+// host's: it was truncated and overwritten with the checkpoint, and the link
+// renamed over PATH. The victim must be left as it was.
+func TestWriteCheckpointNeverWritesThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	victim, cp := dir+"/victim", dir+"/audit.checkpoint"
+	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, cp+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCheckpoint(testKey, 3, "ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCheckpoint(cp, c, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious" {
+		t.Fatalf("the file the planted link named now holds %q", b)
+	}
+	got, err := ReadCheckpoint(cp)
+	if err != nil || *got != c {
+		t.Fatalf("ReadCheckpoint = %+v, %v; want %+v", got, err, c)
+	}
+}

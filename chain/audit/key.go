@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -228,19 +229,23 @@ func encodeCheckpoint(c Checkpoint) ([]byte, error) {
 	return out, nil
 }
 
-// WriteCheckpoint writes c to path atomically (a temporary file renamed over
-// it), with fsync when sync is set.
+// WriteCheckpoint writes c to path atomically (a new temporary file of a
+// random name, O_EXCL, renamed over it: a name planted next to path is never
+// written through), with fsync when sync is set.
 func WriteCheckpoint(path string, c Checkpoint, sync bool) error {
 	b, err := encodeCheckpoint(c)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	if _, err = f.Write(b); err == nil && sync {
+	tmp := f.Name()
+	if err = f.Chmod(0o600); err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
