@@ -295,7 +295,7 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 	if err != nil {
 		return nil, err
 	}
-	if err := c.admit(ap, id, s, r); err != nil {
+	if _, err := c.admit(ap, id, s, r); err != nil {
 		return nil, err
 	}
 	if r.Decision == Edit {
@@ -320,10 +320,11 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 			return nil, fmt.Errorf("%w: edit: %v", ErrInvalidResolution, err)
 		}
 	}
-	if ap, err = c.take(ctx, id, s, r); err != nil {
+	ap, eff, err := c.take(ctx, id, s, r)
+	if err != nil {
 		return nil, err
 	}
-	return c.resume(ctx, s, ap, r)
+	return c.resume(ctx, s, ap, r, eff)
 }
 
 // editFits reports whether the context an edit makes fits the bindings the
@@ -352,47 +353,58 @@ func editFits(s *snapshot, ap *Approval, edit map[string]any) error {
 	return nil
 }
 
-// admit checks ap, stored as id, before r resolves it on s: a stale approval
-// (its binding or module changed) admits only a deny, by r or by expiry.
-func (c *Chain) admit(ap *Approval, id string, s *snapshot, r Resolution) error {
+// admit checks ap, stored as id, before r resolves it on s, and returns the
+// decision r makes of it now (effective): a stale approval (its binding or
+// module changed) admits only a deny, by r or by expiry.
+func (c *Chain) admit(ap *Approval, id string, s *snapshot, r Resolution) (effect, error) {
+	eff := c.effective(ap, r)
 	aerr := c.checkApproval(ap, id, s)
 	if aerr == nil {
-		return nil
+		return eff, nil
 	}
-	if aerr.Code == ApprovalStale && c.effective(ap, r) == Deny {
-		return nil
+	if aerr.Code == ApprovalStale && eff.decision == Deny {
+		return eff, nil
 	}
 	c.log.Warn("chain: stored approval refused; it stays as it is", "approval", id, "code", aerr.Code, "reason", aerr.Reason)
-	return aerr
+	return effect{}, aerr
 }
 
 // take claims the pending approval id and checks the copy it claimed (the
 // store may have changed between Get and Take): a refused copy is released,
-// pending again.
-func (c *Chain) take(ctx context.Context, id string, s *snapshot, r Resolution) (*Approval, error) {
+// pending again. It returns the decision the copy was admitted with, which
+// resume applies: the clock is not read again, so an approval that expires
+// in between is not resumed with another decision than the one admitted.
+func (c *Chain) take(ctx context.Context, id string, s *snapshot, r Resolution) (*Approval, effect, error) {
 	ap, err := c.approvals.Take(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, effect{}, err
 	}
-	if err := c.admit(ap, id, s, r); err != nil {
+	eff, err := c.admit(ap, id, s, r)
+	if err != nil {
 		if rerr := c.approvals.Release(context.WithoutCancel(ctx), id, ap); rerr != nil {
 			c.log.Error("chain: a refused approval could not be put back", "approval", id, "error", rerr)
 		}
-		return nil, err
+		return nil, effect{}, err
 	}
-	return ap, nil
+	return ap, eff, nil
+}
+
+// effect is the decision a resolution makes of an approval at one instant.
+type effect struct {
+	decision ResolutionDecision
+	expired  bool // the approval had expired: its expiry policy decided
 }
 
 // effective is the decision r makes of ap now: r's, or the expiry policy's
 // once ap has expired.
-func (c *Chain) effective(ap *Approval, r Resolution) ResolutionDecision {
+func (c *Chain) effective(ap *Approval, r Resolution) effect {
 	if !c.now().Before(ap.Expires) {
 		if ap.OnExpiry == ExpireApprove {
-			return Approve
+			return effect{Approve, true}
 		}
-		return Deny
+		return effect{Deny, true}
 	}
-	return r.Decision
+	return effect{r.Decision, false}
 }
 
 // ExpirePending applies the expiry policy of every pending approval whose
@@ -414,16 +426,17 @@ func (c *Chain) ExpirePending(ctx context.Context) ([]*Outcome, error) {
 		}
 		ap, err := c.approvals.Get(ctx, id)
 		if err == nil {
-			err = c.admit(ap, id, s, Resolution{})
+			_, err = c.admit(ap, id, s, Resolution{})
 		}
+		var eff effect
 		if err == nil {
-			ap, err = c.take(ctx, id, s, Resolution{})
+			ap, eff, err = c.take(ctx, id, s, Resolution{})
 		}
 		if err != nil {
 			s.release(ctx)
 			continue // resolved meanwhile, or refused (and logged)
 		}
-		out, err := c.resume(ctx, s, ap, Resolution{})
+		out, err := c.resume(ctx, s, ap, Resolution{}, eff)
 		s.release(ctx)
 		if err != nil {
 			return outs, err
@@ -433,8 +446,9 @@ func (c *Chain) ExpirePending(ctx context.Context) ([]*Outcome, error) {
 	return outs, nil
 }
 
-// resume records the resolution of ap and continues its run on s.
-func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolution) (*Outcome, error) {
+// resume records the resolution of ap, eff (what take admitted it with),
+// and continues its run on s.
+func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolution, eff effect) (*Outcome, error) {
 	st := ap.State
 	ctx, span := c.tracer.Start(ctx, "chain.resume", trace.WithAttributes(
 		attribute.String("wasmhooks.run", st.Run),
@@ -446,8 +460,8 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	defer span.End()
 	start := time.Now()
 
-	decision, word := c.effective(ap, r), ""
-	if !c.now().Before(ap.Expires) {
+	decision, word := eff.decision, ""
+	if eff.expired {
 		word = "expired"
 		r = Resolution{Decision: decision, Reason: fmt.Sprintf("approval expired at %s; the expiry policy %ss", ap.Expires.Format(time.RFC3339), decision)}
 	}
