@@ -3,9 +3,13 @@ package chain
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
 )
 
 // takeClock is a clock that, once its store's Take has returned, reads the
@@ -75,5 +79,77 @@ func TestResolveDecidesOnce(t *testing.T) {
 		t.Fatal(err)
 	case out.Verdict != Block:
 		t.Fatalf("a deny admitted for a stale approval resumed as %s (%s); want block", out.Verdict, out.Trace[len(out.Trace)-1].Resolution)
+	}
+}
+
+// manifestFilledWith returns a manifest whose settings_schema holds, in
+// container (an object member of the schema), as many members made by
+// member(i) as fit a manifest of abi.MaxManifestBytes.
+func manifestFilledWith(t *testing.T, container string, member func(i int) string) *abi.Manifest {
+	t.Helper()
+	var b strings.Builder
+	head := `{"name":"evil","settings_schema":{"type":"object","` + container + `":{`
+	b.WriteString(head)
+	for i := 0; ; i++ {
+		m := member(i)
+		if b.Len()+len(m)+8 > abi.MaxManifestBytes {
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m)
+	}
+	b.WriteString(`}}}`)
+	man, err := abi.DecodeManifest([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return man
+}
+
+// Threat: a settings_schema whose regular expressions cost the host far more
+// than their size: 3,300 patternProperties keys `\pL{1000}N` in a 64 KiB
+// manifest took 1.5 s and held 150 MiB of compiled programs (793 MiB
+// allocated) at every New, Reload and `wasmhooks run`, for each such module
+// of a configuration at once. Defence: CheckSettingsSchema bounds the
+// instructions of the schema's patterns, estimated from their syntax before
+// anything is compiled (MaxSettingsSchemaRegexpInsts).
+func TestSettingsSchemaRegexpCost(t *testing.T) {
+	refused := []struct {
+		name string
+		man  *abi.Manifest
+	}{
+		{"patternProperties", manifestFilledWith(t, "patternProperties", func(i int) string { return fmt.Sprintf(`"\\pL{1000}%d":{}`, i) })},
+		{"pattern", manifestFilledWith(t, "properties", func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"\\pL{1000}"}`, i) })},
+		{"nested repeat", manifestFilledWith(t, "properties", func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"(?:(?:[^a]{10}){10}){10}"}`, i) })},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			err := CheckSettingsSchema(tt.man)
+			var se *SettingsSchemaError
+			if !errors.As(err, &se) || !strings.Contains(se.Reason, "regular expressions") {
+				t.Fatalf("CheckSettingsSchema = %v, want a *SettingsSchemaError for its regular expressions", err)
+			}
+			if el := time.Since(start); el > 5*time.Second { // coarse: refused in milliseconds
+				t.Errorf("refusing took %v", el)
+			}
+		})
+	}
+	accepted := []string{
+		`{"properties":{"id":{"type":"string","pattern":"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+			"name":{"type":"string","pattern":"^[A-Za-z0-9._-]{1,64}$"},"text":{"type":"string","pattern":"^.{0,1000}$"}},
+			"patternProperties":{"^x-[a-z]+$":{"type":"string"}}}`,
+		`{"properties":{"pattern":{"type":"string"},"patternProperties":{"type":"object"}}}`,
+	}
+	for i, s := range accepted {
+		m, err := abi.DecodeManifest([]byte(`{"name":"ok","settings_schema":` + s + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckSettingsSchema(m); err != nil {
+			t.Errorf("schema %d: %v", i, err)
+		}
 	}
 }

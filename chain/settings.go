@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -21,6 +22,20 @@ import (
 // once per value of the document: the work is bounded by this times the
 // size of the settings. Typical schemas hold tens of values.
 const MaxSettingsSchemaValues = 4096
+
+// MaxSettingsSchemaRegexpInsts bounds the regular expressions of a
+// manifest's settings_schema (every "pattern" string and "patternProperties"
+// key, anywhere): the instructions of their compiled programs, summed,
+// estimated from their syntax before anything is compiled (a counted
+// repetition {n} counts its body n times, as the compiler expands it). A
+// pattern costs the host about 45 bytes of heap and some 0.5 us of
+// compilation per instruction, twice (the compiler checks each pattern
+// against the meta-schema's "regex" format, then compiles it), so a 64 KiB
+// manifest of `\pL{1000}` patterns cost 1.5 s and held 150 MiB. At this bound
+// a schema's patterns compile in about 10 ms and hold about 1.5 MiB
+// (TestSettingsSchemaRegexpCost); typical patterns count tens to a few
+// thousand (`^.{0,1000}$` is about 2,000).
+const MaxSettingsSchemaRegexpInsts = 1 << 16
 
 // ErrInvalidSettingsSchema means a manifest's settings_schema is refused: it
 // does not compile, it holds a reference, or it is over
@@ -81,6 +96,8 @@ type settingsSchema struct {
 //     each an allOf of two $refs to the previous validate a value 2^40
 //     times) and, to other documents, reach the disk or the network;
 //   - holds more than MaxSettingsSchemaValues values;
+//   - holds regular expressions of more than MaxSettingsSchemaRegexpInsts
+//     instructions in all;
 //   - does not compile (an unknown type such as "objekt", a bad pattern).
 //
 // See RATIONALE.md#why-are-references-refused-in-a-settings-schema.
@@ -102,6 +119,17 @@ func compileSettingsSchema(m *abi.Manifest) (*settingsSchema, error) {
 		return &SettingsSchemaError{Hook: m.Name, Path: path, Reason: reason, Err: err}
 	}
 	values := 0
+	var insts int64 // of the regular expressions so far (regexpInsts)
+	addRegexp := func(path, expr string) error {
+		re, err := syntax.Parse(expr, syntax.Perl)
+		if err != nil {
+			return nil // the compiler refuses it, with its reason
+		}
+		if insts += regexpInsts(re); insts > MaxSettingsSchemaRegexpInsts {
+			return refuse(path, fmt.Sprintf("its regular expressions are over %d instructions in all", MaxSettingsSchemaRegexpInsts), nil)
+		}
+		return nil
+	}
 	var walk func(v any, path string) error
 	walk = func(v any, path string) error {
 		values++
@@ -115,6 +143,22 @@ func compileSettingsSchema(m *abi.Manifest) (*settingsSchema, error) {
 				p := path + "/" + pointerEscaper.Replace(k)
 				if refKeywords[k] {
 					return refuse(p, k+" is not allowed: a settings schema is one self-contained tree", nil)
+				}
+				switch x := x.(type) {
+				case string:
+					if k == "pattern" {
+						if err := addRegexp(p, x); err != nil {
+							return err
+						}
+					}
+				case map[string]any:
+					if k == "patternProperties" {
+						for _, expr := range slices.Sorted(maps.Keys(x)) {
+							if err := addRegexp(p+"/"+pointerEscaper.Replace(expr), expr); err != nil {
+								return err
+							}
+						}
+					}
 				}
 				if err := walk(x, p); err != nil {
 					return err
@@ -151,6 +195,29 @@ func compileSettingsSchema(m *abi.Manifest) (*settingsSchema, error) {
 		return nil, refuse("", "does not compile", err)
 	}
 	return &settingsSchema{s: schema}, nil
+}
+
+// regexpInsts estimates the instructions of re's compiled program: as
+// Simplify expands them, a counted repetition repeats its body up to its
+// maximum (its minimum and one more when unbounded). The parser bounds
+// nested repetition counts (their product is at most 1000), so this cannot
+// overflow.
+func regexpInsts(re *syntax.Regexp) int64 {
+	var n int64
+	for _, sub := range re.Sub {
+		n += regexpInsts(sub)
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		return int64(len(re.Rune)) + 1
+	case syntax.OpRepeat:
+		times := re.Max
+		if times < 0 {
+			times = re.Min + 1
+		}
+		return int64(max(times, 1)) * (n + 1)
+	}
+	return n + 1
 }
 
 // settingsSchemaURL is the URL a settings schema is compiled under: one that
