@@ -153,3 +153,79 @@ func TestSettingsSchemaRegexpCost(t *testing.T) {
 		}
 	}
 }
+
+// Threat: numbers the validator turns into exact rationals (math/big.Rat)
+// at a cost that grows with their exponent: `"multipleOf":1e-9999999` (which
+// strict JSON takes: it underflows to 0, it does not overflow) made the
+// validator dereference a nil *big.Rat, a panic in CheckSettingsSchema, so in
+// New, Reload, `validate` and `run`; each `1e-999999` cost some 80 ms, so a
+// schema of them took minutes; the same numbers in settings panicked or
+// slowed ValidateSettings. Defence: a number in a settings schema, or in
+// settings checked against one, has a small decimal exponent (as written, within ±MaxSettingsNumberExponent); and a panic of the validator is a refusal, not a crash.
+func TestSettingsSchemaNumbers(t *testing.T) {
+	many := make([]string, 30)
+	for i := range many {
+		many[i] = fmt.Sprintf(`"a%d":{"multipleOf":1e-999999}`, i)
+	}
+	refused := []struct{ name, schema string }{
+		{"panicking multipleOf", `{"properties":{"a":{"multipleOf":1e-9999999}}}`},
+		{"costly multipleOf", `{"properties":{` + strings.Join(many, ",") + `}}`},
+		{"costly enum", `{"properties":{"a":{"enum":[` + strings.Repeat("1e-999999,", 30) + `0]}}}`},
+		{"past the bound", `{"properties":{"a":{"minimum":1E-401}}}`},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := abi.DecodeManifest([]byte(`{"name":"evil","settings_schema":` + tt.schema + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var se *SettingsSchemaError
+			err = func() (err error) {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				return CheckSettingsSchema(m)
+			}()
+			if !errors.As(err, &se) || !strings.Contains(se.Reason, "number") {
+				t.Fatalf("CheckSettingsSchema = %v, want a *SettingsSchemaError for a number", err)
+			}
+		})
+	}
+	m, err := abi.DecodeManifest([]byte(`{"name":"ok","settings_schema":{"properties":{"a":{"minimum":0},"b":{"multipleOf":0.01}},
+		"additionalProperties":{"type":"number","maximum":1e308,"exclusiveMinimum":-1e-300}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSettingsSchema(m); err != nil {
+		t.Fatalf("an ordinary schema: %v", err)
+	}
+	for _, tt := range []struct {
+		settings string
+		ok       bool
+	}{
+		{`{"a":1e-9999999}`, false},
+		{`{"a":[` + strings.Repeat("1e-999999,", 30) + `1]}`, false},
+		{`{"a":9007199254740991,"b":0.5,"c":1e-400,"d":-0.00001e-395}`, true},
+	} {
+		v, err := abi.ParseJSON([]byte(tt.settings), abi.JSONLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			return ValidateSettings(m, v.(map[string]any))
+		}()
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("settings %.40s: %v", tt.settings, err)
+		case !tt.ok && (err == nil || strings.Contains(err.Error(), "panic") || !strings.Contains(err.Error(), "number")):
+			t.Errorf("settings %.40s: got %v, want a refusal naming the number", tt.settings, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -36,6 +37,53 @@ const MaxSettingsSchemaValues = 4096
 // (TestSettingsSchemaRegexpCost); typical patterns count tens to a few
 // thousand (`^.{0,1000}$` is about 2,000).
 const MaxSettingsSchemaRegexpInsts = 1 << 16
+
+// MaxSettingsNumberExponent bounds the decimal exponent, as written, of a
+// number in a settings_schema and in settings checked against one (1e-400
+// is accepted, 1e-401 refused; float64 spans about ±324). The validator
+// turns numbers into exact rationals (math/big.Rat), at a cost that grows
+// with the exponent: 1e-999999 cost about 80 ms per use, and 1e-9999999,
+// which strict JSON takes (it underflows to 0), made it panic. abi.ParseJSON
+// already bounds a number's text to 128 bytes.
+const MaxSettingsNumberExponent = 400
+
+// checkNumber refuses a JSON number whose exponent, as written, is beyond
+// ±MaxSettingsNumberExponent.
+func checkNumber(n json.Number) error {
+	s := string(n)
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return nil
+	}
+	e := strings.TrimLeft(s[i+1:], "+-")
+	e = strings.TrimLeft(e, "0")
+	if x, err := strconv.Atoi(e); e == "" || (err == nil && x <= MaxSettingsNumberExponent) {
+		return nil
+	}
+	return fmt.Errorf("the number %.40s has an exponent beyond ±%d", s, MaxSettingsNumberExponent)
+}
+
+// checkSettingsNumbers applies checkNumber to every number of v, settings
+// to be checked against a schema.
+func checkSettingsNumbers(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, x := range v {
+			if err := checkSettingsNumbers(x); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if err := checkSettingsNumbers(x); err != nil {
+				return err
+			}
+		}
+	case json.Number:
+		return checkNumber(v)
+	}
+	return nil
+}
 
 // ErrInvalidSettingsSchema means a manifest's settings_schema is refused: it
 // does not compile, it holds a reference, or it is over
@@ -95,7 +143,8 @@ type settingsSchema struct {
 //     are what let a small schema describe exponential work (40 $defs
 //     each an allOf of two $refs to the previous validate a value 2^40
 //     times) and, to other documents, reach the disk or the network;
-//   - holds more than MaxSettingsSchemaValues values;
+//   - holds more than MaxSettingsSchemaValues values, or a number whose
+//     exponent is beyond ±MaxSettingsNumberExponent;
 //   - holds regular expressions of more than MaxSettingsSchemaRegexpInsts
 //     instructions in all;
 //   - does not compile (an unknown type such as "objekt", a bad pattern).
@@ -170,7 +219,11 @@ func compileSettingsSchema(m *abi.Manifest) (*settingsSchema, error) {
 					return err
 				}
 			}
-		case string, bool, nil, json.Number, float64, int, int64:
+		case json.Number:
+			if err := checkNumber(v); err != nil {
+				return refuse(path, err.Error(), nil)
+			}
+		case string, bool, nil, float64, int, int64:
 		default:
 			return refuse(path, fmt.Sprintf("a %T is not a JSON value", v), nil)
 		}
@@ -190,11 +243,24 @@ func compileSettingsSchema(m *abi.Manifest) (*settingsSchema, error) {
 	if err := c.AddResource(settingsSchemaURL, strings.NewReader(string(src))); err != nil {
 		return nil, refuse("", "not a schema", err)
 	}
-	schema, err := c.Compile(settingsSchemaURL)
+	schema, err := compileGuarded(c)
 	if err != nil {
 		return nil, refuse("", "does not compile", err)
 	}
 	return &settingsSchema{s: schema}, nil
+}
+
+// compileGuarded compiles the settings schema, turning a panic of the
+// compiler (a third party's code, fed the hook author's schema) into an
+// error: the checks above are meant to keep it from panicking, this keeps
+// a case they miss from crashing the host.
+func compileGuarded(c *jsonschema.Compiler) (s *jsonschema.Schema, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("the schema compiler failed: %v", p)
+		}
+	}()
+	return c.Compile(settingsSchemaURL)
 }
 
 // regexpInsts estimates the instructions of re's compiled program: as
@@ -233,11 +299,26 @@ func (s *settingsSchema) validate(settings map[string]any) error {
 		return nil
 	}
 	// Settings in the form abi.ParseJSON produces hold json.Number, which
-	// the validator compares exactly.
-	if err := s.s.Validate(any(settings)); err != nil {
+	// the validator compares exactly: at a cost that grows with their
+	// exponent, which is bounded first.
+	if err := checkSettingsNumbers(settings); err != nil {
+		return fmt.Errorf("settings refused before their schema is applied: %w", err)
+	}
+	if err := s.validateGuarded(settings); err != nil {
 		return fmt.Errorf("settings do not match the hook's settings_schema: %w", err)
 	}
 	return nil
+}
+
+// validateGuarded is the validator's Validate, a panic of which is an error
+// (see compileGuarded).
+func (s *settingsSchema) validateGuarded(settings map[string]any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the schema validator failed: %v", p)
+		}
+	}()
+	return s.s.Validate(any(settings))
 }
 
 // ValidateSettings checks settings against m's settings_schema (absent: any
