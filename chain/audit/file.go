@@ -30,9 +30,11 @@ type FileOptions struct {
 	// Checkpoint, when set (it needs Key), is a file where the sink keeps
 	// a Checkpoint of its head, rewritten after every record; keep it
 	// apart from the log (another directory or volume, shipped
-	// elsewhere). OpenFile refuses a log that does not end where the
-	// checkpoint says (cut, or extended by another writer), and a
-	// non-empty log without one.
+	// elsewhere). OpenFile refuses a log that does not hold the
+	// checkpoint's records with its head (cut, or rewritten), and a
+	// non-empty log without one. A log longer than its checkpoint (the
+	// writer stopped between a record and its checkpoint) opens if it
+	// verifies against it, every record after it MACed under Key.
 	Checkpoint string
 }
 
@@ -133,11 +135,20 @@ func (s *FileSink) resume(path string, opts FileOptions) error {
 	if err := c.Check(opts.Key); err != nil {
 		return err
 	}
-	if c.Records != s.l.next || c.Head != s.l.head {
-		return fmt.Errorf("%w: %s ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut or added; verify and repair it first",
-			ErrCheckpoint, path, s.l.next, s.l.head, c.Records, c.Head)
+	if c.Records == s.l.next && c.Head == s.l.head {
+		return nil
 	}
-	return nil
+	if c.Records < s.l.next {
+		// The checkpoint is behind the log: the writer stopped between a
+		// record and its checkpoint. The records after it stand if the
+		// whole log verifies against it (each of them MACed under the
+		// key); the checkpoint then catches up.
+		if _, err := VerifyFileWith(path, VerifyOptions{Key: opts.Key, Checkpoint: c}); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut, or the log rewritten; verify and repair it first",
+		ErrCheckpoint, path, s.l.next, s.l.head, c.Records, c.Head)
 }
 
 // lastLine returns the last non-empty line of f and its number (from 1).
@@ -276,6 +287,7 @@ func VerifyFileWith(path string, opts VerifyOptions) (int, error) {
 		return 0, err
 	}
 	prev, seq, n := "", uint64(0), 0
+	var atCheckpoint string
 	err = eachLine(path, func(i int, line []byte) error {
 		var head struct {
 			Seq  uint64 `json:"seq"`
@@ -298,13 +310,14 @@ func VerifyFileWith(path string, opts VerifyOptions) (int, error) {
 			}
 		}
 		prev, seq = head.Hash, head.Seq+1
+		atCheckpoint = opts.atCheckpoint(seq, prev, atCheckpoint)
 		n++
 		return nil
 	})
 	if err != nil {
 		return n, err
 	}
-	return n, opts.checkEnd(n, seq, prev)
+	return n, opts.checkEnd(n, seq, prev, atCheckpoint)
 }
 
 func eachLine(path string, f func(i int, line []byte) error) error {

@@ -1,0 +1,69 @@
+package audit
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+// TestCheckpointBehindTheLog: a checkpoint older than its log (the process
+// died between a record's write and the checkpoint's, the checkpoint's write
+// failed after the record's, or it is a copy shipped elsewhere earlier, as
+// SECURITY.md advises) made OpenFile refuse the log for ever and
+// VerifyFileWith report it broken, though every record past the checkpoint
+// carries a MAC only the key's holder can make. Such a log verifies and
+// opens (the checkpoint catches up); a log cut short of its checkpoint, or
+// rewritten before it, is still refused.
+func TestCheckpointBehindTheLog(t *testing.T) {
+	path, cpPath, _ := keyedLog(t, 3)
+	old, err := ReadCheckpoint(cpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two records written with the key, the checkpoint left behind.
+	s, err := OpenFile(path, FileOptions{Key: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s, 2)
+	s.Close()
+	if n, err := VerifyFileWith(path, VerifyOptions{Key: testKey, Checkpoint: old}); err != nil || n != 5 {
+		t.Fatalf("VerifyFileWith against an older checkpoint = %d, %v; want 5, nil", n, err)
+	}
+	s, err = OpenFile(path, FileOptions{Key: testKey, Checkpoint: cpPath})
+	if err != nil {
+		t.Fatalf("OpenFile with a checkpoint behind the log: %v", err)
+	}
+	fill(t, s, 1)
+	s.Close()
+	now, err := ReadCheckpoint(cpPath)
+	if err != nil || now.Records != 6 {
+		t.Fatalf("checkpoint after reopening: %+v, %v; want 6 records", now, err)
+	}
+	if n, err := VerifyFileWith(path, VerifyOptions{Key: testKey, Checkpoint: now}); err != nil || n != 6 {
+		t.Fatalf("VerifyFileWith = %d, %v", n, err)
+	}
+
+	// A checkpoint naming a record the log does not hold at its place: the
+	// log was rewritten before it (or the checkpoint is another log's).
+	forged, err := NewCheckpoint(testKey, 3, "00"+old.Head[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ve *VerifyError
+	if _, err := VerifyFileWith(path, VerifyOptions{Key: testKey, Checkpoint: &forged}); !errors.As(err, &ve) {
+		t.Errorf("a checkpoint whose head is not the log's record = %v, want a *VerifyError", err)
+	}
+	if err := WriteCheckpoint(cpPath, forged, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFile(path, FileOptions{Key: testKey, Checkpoint: cpPath}); err == nil {
+		t.Error("OpenFile accepted a checkpoint whose head is not the log's record")
+	}
+	// A log cut short of its checkpoint is refused, as before.
+	ahead, _ := NewCheckpoint(testKey, 7, now.Head)
+	if _, err := VerifyFileWith(path, VerifyOptions{Key: testKey, Checkpoint: &ahead}); !errors.As(err, &ve) {
+		t.Errorf("a log cut short of its checkpoint = %v", err)
+	}
+	os.Remove(cpPath)
+}
