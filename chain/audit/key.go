@@ -41,17 +41,11 @@ func mac(key, msg []byte) []byte {
 // recordMAC returns the MAC of r (whose MAC field must be empty): of its
 // stored form without MAC and Hash.
 func recordMAC(key []byte, r *Record) (string, error) {
-	bp := getScratch()
-	body, ok := appendRecord((*bp)[:0], r)
-	if ok {
-		defer putScratch(bp, body)
-	} else {
-		scratch.Put(bp)
-		var err error
-		if body, err = encodeReflect(r); err != nil {
-			return "", err
-		}
+	bp, body, err := storedBody(r)
+	if err != nil {
+		return "", err
 	}
+	defer releaseBody(bp, body)
 	return hex.EncodeToString(mac(key, body)), nil
 }
 
