@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
 )
 
 // takeClock is a clock that, once its store's Take has returned, reads the
@@ -227,5 +228,47 @@ func TestSettingsSchemaNumbers(t *testing.T) {
 		case !tt.ok && (err == nil || strings.Contains(err.Error(), "panic") || !strings.Contains(err.Error(), "number")):
 			t.Errorf("settings %.40s: got %v, want a refusal naming the number", tt.settings, err)
 		}
+	}
+}
+
+// checkpointFailingSink stores every record, then reports that its
+// checkpoint could not be written, as a FileSink whose checkpoint volume
+// fails does.
+type checkpointFailingSink struct{ *audit.MemorySink }
+
+func (s checkpointFailingSink) Append(ctx context.Context, r *audit.Record) error {
+	if err := s.MemorySink.Append(ctx, r); err != nil {
+		return err
+	}
+	return &audit.CheckpointError{Seq: r.Seq, Err: errors.New("disk full")}
+}
+
+// TestCheckpointFailureIsNotALostRecord: a record stored whose checkpoint
+// failed is a stored record. The chain took Append's error for a record
+// not stored: a run stopped without its verdict though the log had it, and
+// a resolution went back to pending though the log said it was resolved,
+// so it could be resolved again (two resolutions of one approval).
+func TestCheckpointFailureIsNotALostRecord(t *testing.T) {
+	sink := checkpointFailingSink{audit.NewMemorySink()}
+	e := newEnv(t, approvalConfig(t, ""), func(o *Options) { o.Audit = sink })
+	out, err := e.c.Run(context.Background(), Input{Tenant: "acme", Point: toolBefore, Context: shellCall("ls")})
+	if err != nil || out.Verdict != Pending {
+		t.Fatalf("Run = %v, %v; want pending", out, err)
+	}
+	out, err = e.c.Resolve(context.Background(), out.Approval.ID, Resolution{Decision: Approve})
+	if err != nil || out.Verdict != Allow {
+		t.Fatalf("Resolve = %v, %v; want allow", out, err)
+	}
+	if e.store.Len() != 0 {
+		t.Fatal("the resolved approval is pending again")
+	}
+	var resolutions int
+	for _, r := range sink.Records() {
+		if r.Resolution != "" {
+			resolutions++
+		}
+	}
+	if resolutions != 1 {
+		t.Fatalf("%d resolutions in the log, want 1", resolutions)
 	}
 }

@@ -554,7 +554,16 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 		}
 		r.Diff = append(r.Diff, ch)
 	}
-	if err := c.sink.Append(ctx, &r); err != nil {
+	err := c.sink.Append(ctx, &r)
+	var ckpt *audit.CheckpointError
+	if errors.As(err, &ckpt) {
+		// The record is stored; only the checkpoint after it is not.
+		// Treating it as lost would stop a run whose verdict the log
+		// holds, or put back an approval whose resolution it holds.
+		c.log.Error("chain: audit checkpoint not written; the record stands", "run", st.Run, "binding", binding, "error", err)
+		err = nil
+	}
+	if err != nil {
 		c.log.Error("chain: audit record not stored; the run stops without a verdict", "run", st.Run, "binding", binding, "error", err)
 		return r, fmt.Errorf("%w: %w", ErrAudit, err)
 	}

@@ -191,15 +191,34 @@ func (s *FileSink) Append(_ context.Context, r *Record) error {
 	}
 	s.l.commit(r)
 	if s.ckpt != nil {
-		// The record is stored: a failure here is reported, and the next
-		// OpenFile refuses the log until it is repaired, but the record
-		// stands.
+		// The record is stored: a failure here is reported as a
+		// *CheckpointError, the record stands, and the next OpenFile
+		// catches the checkpoint up (the log verifies against the older
+		// one).
 		if err := s.writeCheckpoint(); err != nil {
-			return fmt.Errorf("audit: writing the checkpoint after record %d: %w", r.Seq, err)
+			return &CheckpointError{Seq: r.Seq, Err: err}
 		}
 	}
 	return nil
 }
+
+// CheckpointError is FileSink.Append's error when the record was stored but
+// the checkpoint after it could not be written. The record stands: a caller
+// must count it as stored (and report the failure). It wraps ErrCheckpoint
+// and the write's error.
+type CheckpointError struct {
+	// Seq is the stored record's.
+	Seq uint64
+	// Err is the checkpoint write's error.
+	Err error
+}
+
+func (e *CheckpointError) Error() string {
+	return fmt.Sprintf("audit: record %d stored, but the checkpoint after it was not written: %v", e.Seq, e.Err)
+}
+
+// Unwrap returns ErrCheckpoint and Err.
+func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
 
 // writeCheckpoint overwrites the checkpoint file with the head's. A crash
 // in the middle of it leaves a checkpoint that does not verify: OpenFile

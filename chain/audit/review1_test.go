@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"errors"
 	"os"
 	"testing"
@@ -66,4 +67,36 @@ func TestCheckpointBehindTheLog(t *testing.T) {
 		t.Errorf("a log cut short of its checkpoint = %v", err)
 	}
 	os.Remove(cpPath)
+}
+
+// TestCheckpointWriteFailureKeepsTheRecord: when the checkpoint cannot be
+// written after a record is, Append's error says the record was stored (a
+// *CheckpointError), so a caller does not treat it as lost (the chain put a
+// resolved approval back as pending although its resolution was in the log,
+// so it could be resolved again). The next OpenFile catches the checkpoint up.
+func TestCheckpointWriteFailureKeepsTheRecord(t *testing.T) {
+	path, cpPath, _ := keyedLog(t, 2)
+	s, err := OpenFile(path, FileOptions{Key: testKey, Checkpoint: cpPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ckpt.Close() // every checkpoint write now fails
+	err = s.Append(context.Background(), rec(9))
+	var ce *CheckpointError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCheckpoint) || ce.Seq != 2 {
+		t.Fatalf("Append with a failing checkpoint = %v, want a *CheckpointError for seq 2", err)
+	}
+	s.ckpt = nil
+	s.Close()
+	if n, err := VerifyFileWith(path, VerifyOptions{Key: testKey}); err != nil || n != 3 {
+		t.Fatalf("the record was not stored: %d, %v", n, err)
+	}
+	s, err = OpenFile(path, FileOptions{Key: testKey, Checkpoint: cpPath})
+	if err != nil {
+		t.Fatalf("reopening: %v", err)
+	}
+	s.Close()
+	if c, err := ReadCheckpoint(cpPath); err != nil || c.Records != 3 {
+		t.Fatalf("checkpoint %+v, %v; want 3 records", c, err)
+	}
 }
