@@ -389,6 +389,9 @@ func (c *Chain) take(ctx context.Context, id string, s *snapshot, r Resolution) 
 	return ap, eff, nil
 }
 
+// errNotExpired: ExpirePending took an approval that had not expired.
+var errNotExpired = errors.New("chain: approval not expired")
+
 // effect is the decision a resolution makes of an approval at one instant.
 type effect struct {
 	decision ResolutionDecision
@@ -432,9 +435,19 @@ func (c *Chain) ExpirePending(ctx context.Context) ([]*Outcome, error) {
 		if err == nil {
 			ap, eff, err = c.take(ctx, id, s, Resolution{})
 		}
+		if err == nil && !eff.expired {
+			// Due but not expired when taken (the clock stepped back):
+			// only its expiry policy may resolve it here, and it has
+			// not come yet. Resuming it would apply the empty decision
+			// as an approval.
+			if rerr := c.approvals.Release(context.WithoutCancel(ctx), id, ap); rerr != nil {
+				c.log.Error("chain: an unexpired approval could not be put back", "approval", id, "error", rerr)
+			}
+			err = errNotExpired
+		}
 		if err != nil {
 			s.release(ctx)
-			continue // resolved meanwhile, or refused (and logged)
+			continue // resolved meanwhile, not yet expired, or refused (and logged)
 		}
 		out, err := c.resume(ctx, s, ap, Resolution{}, eff)
 		s.release(ctx)

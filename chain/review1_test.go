@@ -272,3 +272,52 @@ func TestCheckpointFailureIsNotALostRecord(t *testing.T) {
 		t.Fatalf("%d resolutions in the log, want 1", resolutions)
 	}
 }
+
+// backClock reads past the expiry once, then before it: the wall clock
+// stepped back (NTP) between ExpirePending's listing and its resolution.
+type backClock struct {
+	mu           sync.Mutex
+	before, past time.Time
+	reads        int
+	armed        bool
+}
+
+func (c *backClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed {
+		return c.before
+	}
+	c.reads++
+	if c.reads == 1 {
+		return c.past
+	}
+	return c.before
+}
+
+// TestExpirePendingOnlyResolvesExpired: ExpirePending resolves an approval
+// only by its expiry policy. An approval it listed as due but found
+// unexpired when it took it (the clock stepped back) was resumed with the
+// empty decision of ExpirePending's Resolution, which resume applied as an
+// approval: a deny-on-expiry approval approved with no human.
+func TestExpirePendingOnlyResolvesExpired(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	clk := &backClock{before: t0, past: t0.Add(time.Hour)}
+	e := newEnv(t, approvalConfig(t, ExpireDeny), func(o *Options) { o.Now = clk.Now })
+	ap := e.run(t, toolBefore, shellCall("ls")).Approval
+	clk.mu.Lock()
+	clk.armed = true
+	clk.mu.Unlock()
+	outs, err := e.c.ExpirePending(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range outs {
+		if out.Verdict != Block {
+			t.Fatalf("ExpirePending resolved an unexpired deny-on-expiry approval as %s", out.Verdict)
+		}
+	}
+	if len(outs) == 0 && e.store.Len() != 1 {
+		t.Fatalf("approval %s neither resolved nor pending", ap.ID)
+	}
+}
