@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // takeClock is a clock that, once its store's Take has returned, reads the
@@ -319,5 +320,39 @@ func TestExpirePendingOnlyResolvesExpired(t *testing.T) {
 	}
 	if len(outs) == 0 && e.store.Len() != 1 {
 		t.Fatalf("approval %s neither resolved nor pending", ap.ID)
+	}
+}
+
+// TestOversizedTrafficDoesNotOpenAGuardsBreaker: traffic larger than a
+// guard's input limit is refused by the runtime before the guard runs: that
+// is no failure of the guard's, so it must not count toward its breaker.
+// Any sender could otherwise open the breaker of a tenant's guard with five
+// oversized messages: a fail-open guard then let everything through unseen
+// (a bypass), a fail-closed one blocked clean traffic. The oversized message
+// itself still meets the guard's fail policy.
+func TestOversizedTrafficDoesNotOpenAGuardsBreaker(t *testing.T) {
+	big := strings.Repeat("x", 2000)
+	for _, policy := range []FailPolicy{FailOpen, FailClosed} {
+		t.Run(string(policy), func(t *testing.T) {
+			e := newEnv(t, policyConfig(t,
+				Binding{Name: "guard", Point: "message.outbound", Phase: Guard, Fail: policy, Limits: runtime.Limits{MaxInputBytes: 1024},
+					Settings: when("SECRET", `{"action":"block","reason":"secret"}`)}))
+			for i := 0; i < 8; i++ {
+				out := e.run(t, "message.outbound", map[string]any{"outgoing": big})
+				if f := out.Trace[0].Failure; f == nil || f.Code == FailCircuitOpen {
+					t.Fatalf("oversized message %d: guard step %+v, want its input refused, the guard not skipped", i, out.Trace[0])
+				}
+				if want := map[FailPolicy]Verdict{FailOpen: Allow, FailClosed: Block}[policy]; out.Verdict != want {
+					t.Fatalf("oversized message %d: %s, want %s by the fail policy", i, out.Verdict, want)
+				}
+			}
+			out := e.run(t, "message.outbound", map[string]any{"outgoing": "the SECRET"})
+			if out.Verdict != Block || out.By != ByHook {
+				t.Fatalf("after oversized traffic the guard no longer guards: %s by %s/%s (%+v)", out.Verdict, out.Binding, out.By, out.Failure)
+			}
+			if out := e.run(t, "message.outbound", map[string]any{"outgoing": "hello"}); out.Verdict != Allow {
+				t.Fatalf("clean traffic after oversized traffic: %s by %s/%s", out.Verdict, out.Binding, out.By)
+			}
+		})
 	}
 }

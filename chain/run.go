@@ -230,7 +230,10 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 			step.Breaker = BreakerHalfOpen
 		}
 		step.Invocation = st.Run + "." + strconv.Itoa(len(st.Trace))
-		var err error
+		var (
+			err     error
+			refused bool // the runtime refused the request: the hook did not run
+		)
 		res, err = c.invoke(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
 			Grants: b.Grants, Limits: b.Limits, HostCaller: hc, InvocationID: step.Invocation,
@@ -250,6 +253,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 			// The runtime refused the request (the context grew past
 			// the input limit, say): the binding reached no decision.
 			fail = &runtime.Failure{Code: runtime.FailureCode(runtime.Code(err)), Message: err.Error()}
+			refused = errors.Is(err, runtime.ErrInvalidRequest)
 		}
 		if fail == nil {
 			// What the decision applies is decided before the breaker
@@ -274,7 +278,14 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, h
 				}
 			}
 		}
-		if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
+		if refused {
+			// Refused before the hook ran (traffic over its input
+			// limit, say): nothing about the hook's health, and any
+			// sender can cause it, so the breaker does not count it;
+			// five oversized messages would otherwise open it and
+			// leave the binding unrun for every message after them.
+			br.abort(p)
+		} else if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
 			step.BreakerNow = moved
 			if moved == BreakerOpen {
 				log.log(slog.LevelWarn, "chain: breaker opened; the binding's fail policy applies without running it until the backoff ends", "fail_policy", b.fail)
