@@ -68,3 +68,23 @@ func TestReview1SettingsSchemaCosts(t *testing.T) {
 		})
 	}
 }
+
+// TestReview1OversizedTrafficCannotSilenceAGuard: a sender's messages over
+// a fail-open guard's input limit, refused before the guard ran, opened its
+// breaker after five; the guard was then skipped and the next message, a
+// secret, went through unseen. The refusals no longer count: the guard still
+// blocks the secret.
+func TestReview1OversizedTrafficCannotSilenceAGuard(t *testing.T) {
+	cw := newChainsecWorld(t,
+		chain.Binding{Name: "guard", Point: "message.outbound", Phase: chain.Guard, Fail: chain.FailOpen,
+			Limits:   runtime.Limits{MaxInputBytes: 4 << 10},
+			Settings: map[string]any{"when": "SECRET", "decide": map[string]any{"action": "block", "reason": "secret"}}})
+	for i := 0; i < 10; i++ {
+		cw.run(t, "message.outbound", map[string]any{"outgoing": strings.Repeat("A", 8<<10)})
+	}
+	out := cw.run(t, "message.outbound", map[string]any{"outgoing": "the SECRET is 42"})
+	if out.Verdict != chain.Block || out.Binding != "guard" || out.By != chain.ByHook {
+		t.Fatalf("after oversized traffic: %s by %s/%s (%+v); want the guard's block", out.Verdict, out.Binding, out.By, out.Failure)
+	}
+	cw.w.checkInvariants(t)
+}
