@@ -58,9 +58,11 @@ type FileSink struct {
 // appending after it would hide the damage.
 //
 // With FileOptions.Key, the last record must carry a valid MAC; with
-// FileOptions.Checkpoint, the log must end where the checkpoint says. A log
-// that fails either is refused (an error wrapping ErrCheckpoint for the
-// second): verify it (VerifyFileWith) and repair it first.
+// FileOptions.Checkpoint, the log must hold the checkpoint's records, the
+// last of them its head (records after it, each MACed under the key, are
+// the writer's own that the checkpoint missed: it catches up). A log that
+// fails either is refused (an error wrapping ErrCheckpoint for the second):
+// verify it (VerifyFileWith) and repair it first.
 func OpenFile(path string, opts FileOptions) (*FileSink, error) {
 	var k *keys
 	if opts.Key != nil {

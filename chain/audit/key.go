@@ -133,7 +133,8 @@ func (k *keys) checkLine(i int, seq uint64, line []byte) error {
 
 // Checkpoint is the head of a keyed chain, MACed under its key, to keep
 // apart from the log (another file, another host, a log shipper): a log that
-// does not end where its newest checkpoint says was cut or extended.
+// does not hold its checkpoint's records, the last of them with its head,
+// was cut or rewritten. Records after them verify by their MACs.
 type Checkpoint struct {
 	// Records is how many records the chain held (the next record's Seq).
 	Records uint64 `json:"records"`
