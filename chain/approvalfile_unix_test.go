@@ -7,9 +7,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
 // TestDirApprovalsRefuseNonRegularFiles plants, where an approval's file
@@ -19,37 +20,19 @@ import (
 // approval, at once; Due passes over it.
 func TestDirApprovalsRefuseNonRegularFiles(t *testing.T) {
 	const id = "00000000000000000000000000000001"
-	plants := []struct {
-		name  string
-		plant func(t *testing.T, p string)
-	}{
-		{"fifo", func(t *testing.T, p string) {
-			if err := syscall.Mkfifo(p, 0o600); err != nil {
-				t.Skipf("mkfifo: %v", err)
-			}
-		}},
-		{"link to /dev/zero", func(t *testing.T, p string) {
-			if _, err := os.Stat("/dev/zero"); err != nil {
-				t.Skip("no /dev/zero")
-			}
-			if err := os.Symlink("/dev/zero", p); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"directory", func(t *testing.T, p string) {
-			if err := os.Mkdir(p, 0o700); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	}
+	plants := append(testutil.NonRegularPlants(), testutil.Plant{Name: "directory", At: func(tb testing.TB, p string) {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+	}})
 	for _, pl := range plants {
-		t.Run(pl.name, func(t *testing.T) {
+		t.Run(pl.Name, func(t *testing.T) {
 			dir := t.TempDir()
 			store, err := NewDirApprovals(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			pl.plant(t, filepath.Join(dir, id+".json"))
+			pl.At(t, filepath.Join(dir, id+".json"))
 			done := make(chan error, 3)
 			go func() {
 				ctx := context.Background()

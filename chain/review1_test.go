@@ -14,40 +14,41 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// takeClock is a clock that, once its store's Take has returned, reads the
-// time before the approval's expiry once and past it ever after: the
-// approval expires between the last check of the approval and its
-// resumption.
-type takeClock struct {
-	mu           sync.Mutex
-	before, past time.Time
-	taken        bool
-	reads        int
+// scriptClock reads unarmed until it is armed, then script(n) at its n-th
+// read (from 1): a clock that moves at a chosen point of a resolution.
+type scriptClock struct {
+	mu      sync.Mutex
+	unarmed time.Time
+	script  func(read int) time.Time
+	armed   bool
+	reads   int
 }
 
-func (c *takeClock) Now() time.Time {
+func (c *scriptClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.taken {
-		return c.before
+	if !c.armed {
+		return c.unarmed
 	}
 	c.reads++
-	if c.reads == 1 {
-		return c.before
-	}
-	return c.past
+	return c.script(c.reads)
 }
 
+func (c *scriptClock) arm() {
+	c.mu.Lock()
+	c.armed = true
+	c.mu.Unlock()
+}
+
+// takeStore arms its clock when an approval is taken.
 type takeStore struct {
 	*MemoryApprovals
-	clock *takeClock
+	clock *scriptClock
 }
 
 func (s takeStore) Take(ctx context.Context, id string) (*Approval, error) {
 	a, err := s.MemoryApprovals.Take(ctx, id)
-	s.clock.mu.Lock()
-	s.clock.taken = true
-	s.clock.mu.Unlock()
+	s.clock.arm()
 	return a, err
 }
 
@@ -59,7 +60,14 @@ func (s takeStore) Take(ctx context.Context, id string) (*Approval, error) {
 // into an approval.
 func TestResolveDecidesOnce(t *testing.T) {
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	clk := &takeClock{before: t0, past: t0.Add(time.Hour)}
+	// Once the approval is taken: before its expiry once (the last
+	// check), past it ever after.
+	clk := &scriptClock{unarmed: t0, script: func(read int) time.Time {
+		if read == 1 {
+			return t0
+		}
+		return t0.Add(time.Hour)
+	}}
 	store := takeStore{NewMemoryApprovals(), clk}
 	e := newEnv(t, approvalConfig(t, ExpireApprove), func(o *Options) { o.Approvals = store; o.Now = clk.Now })
 	ap := e.run(t, toolBefore, shellCall("ls")).Approval
@@ -274,28 +282,6 @@ func TestCheckpointFailureIsNotALostRecord(t *testing.T) {
 	}
 }
 
-// backClock reads past the expiry once, then before it: the wall clock
-// stepped back (NTP) between ExpirePending's listing and its resolution.
-type backClock struct {
-	mu           sync.Mutex
-	before, past time.Time
-	reads        int
-	armed        bool
-}
-
-func (c *backClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.armed {
-		return c.before
-	}
-	c.reads++
-	if c.reads == 1 {
-		return c.past
-	}
-	return c.before
-}
-
 // TestExpirePendingOnlyResolvesExpired: ExpirePending resolves an approval
 // only by its expiry policy. An approval it listed as due but found
 // unexpired when it took it (the clock stepped back) was resumed with the
@@ -303,12 +289,17 @@ func (c *backClock) Now() time.Time {
 // approval: a deny-on-expiry approval approved with no human.
 func TestExpirePendingOnlyResolvesExpired(t *testing.T) {
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	clk := &backClock{before: t0, past: t0.Add(time.Hour)}
+	// Past the expiry once (ExpirePending's listing), then before it:
+	// the wall clock stepped back (NTP).
+	clk := &scriptClock{unarmed: t0, script: func(read int) time.Time {
+		if read == 1 {
+			return t0.Add(time.Hour)
+		}
+		return t0
+	}}
 	e := newEnv(t, approvalConfig(t, ExpireDeny), func(o *Options) { o.Now = clk.Now })
 	ap := e.run(t, toolBefore, shellCall("ls")).Approval
-	clk.mu.Lock()
-	clk.armed = true
-	clk.mu.Unlock()
+	clk.arm()
 	outs, err := e.c.ExpirePending(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,10 @@ package audit
 import (
 	"errors"
 	"os"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
 // TestCheckpointFileNotRegular plants, where a log's checkpoint goes, a FIFO
@@ -15,31 +16,14 @@ import (
 // /dev/zero (read until memory ran out): ReadCheckpoint and OpenFile refuse
 // each at once with ErrCheckpoint.
 func TestCheckpointFileNotRegular(t *testing.T) {
-	plants := []struct {
-		name  string
-		plant func(t *testing.T, p string)
-	}{
-		{"fifo", func(t *testing.T, p string) {
-			if err := syscall.Mkfifo(p, 0o600); err != nil {
-				t.Skipf("mkfifo: %v", err)
-			}
-		}},
-		{"link to /dev/zero", func(t *testing.T, p string) {
-			if _, err := os.Stat("/dev/zero"); err != nil {
-				t.Skip("no /dev/zero")
-			}
-			if err := os.Symlink("/dev/zero", p); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	}
+	plants := testutil.NonRegularPlants()
 	for _, pl := range plants {
-		t.Run(pl.name, func(t *testing.T) {
+		t.Run(pl.Name, func(t *testing.T) {
 			path, cp, _ := keyedLog(t, 3)
 			if err := os.Remove(cp); err != nil {
 				t.Fatal(err)
 			}
-			pl.plant(t, cp)
+			pl.At(t, cp)
 			done := make(chan error, 2)
 			go func() {
 				_, err := ReadCheckpoint(cp)
