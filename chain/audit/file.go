@@ -30,9 +30,11 @@ type FileOptions struct {
 	// Checkpoint, when set (it needs Key), is a file where the sink keeps
 	// a Checkpoint of its head, rewritten after every record; keep it
 	// apart from the log (another directory or volume, shipped
-	// elsewhere). OpenFile refuses a log that does not end where the
-	// checkpoint says (cut, or extended by another writer), and a
-	// non-empty log without one.
+	// elsewhere). OpenFile refuses a log that does not hold the
+	// checkpoint's records with its head (cut, or rewritten), and a
+	// non-empty log without one. A log longer than its checkpoint (the
+	// writer stopped between a record and its checkpoint) opens if it
+	// verifies against it, every record after it MACed under Key.
 	Checkpoint string
 }
 
@@ -56,9 +58,11 @@ type FileSink struct {
 // appending after it would hide the damage.
 //
 // With FileOptions.Key, the last record must carry a valid MAC; with
-// FileOptions.Checkpoint, the log must end where the checkpoint says. A log
-// that fails either is refused (an error wrapping ErrCheckpoint for the
-// second): verify it (VerifyFileWith) and repair it first.
+// FileOptions.Checkpoint, the log must hold the checkpoint's records, the
+// last of them its head (records after it, each MACed under the key, are
+// the writer's own that the checkpoint missed: it catches up). A log that
+// fails either is refused (an error wrapping ErrCheckpoint for the second):
+// verify it (VerifyFileWith) and repair it first.
 func OpenFile(path string, opts FileOptions) (*FileSink, error) {
 	var k *keys
 	if opts.Key != nil {
@@ -133,11 +137,20 @@ func (s *FileSink) resume(path string, opts FileOptions) error {
 	if err := c.Check(opts.Key); err != nil {
 		return err
 	}
-	if c.Records != s.l.next || c.Head != s.l.head {
-		return fmt.Errorf("%w: %s ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut or added; verify and repair it first",
-			ErrCheckpoint, path, s.l.next, s.l.head, c.Records, c.Head)
+	if c.Records == s.l.next && c.Head == s.l.head {
+		return nil
 	}
-	return nil
+	if c.Records < s.l.next {
+		// The checkpoint is behind the log: the writer stopped between a
+		// record and its checkpoint. The records after it stand if the
+		// whole log verifies against it (each of them MACed under the
+		// key); the checkpoint then catches up.
+		if _, err := VerifyFileWith(path, VerifyOptions{Key: opts.Key, Checkpoint: c}); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut, or the log rewritten; verify and repair it first",
+		ErrCheckpoint, path, s.l.next, s.l.head, c.Records, c.Head)
 }
 
 // lastLine returns the last non-empty line of f and its number (from 1).
@@ -180,15 +193,34 @@ func (s *FileSink) Append(_ context.Context, r *Record) error {
 	}
 	s.l.commit(r)
 	if s.ckpt != nil {
-		// The record is stored: a failure here is reported, and the next
-		// OpenFile refuses the log until it is repaired, but the record
-		// stands.
+		// The record is stored: a failure here is reported as a
+		// *CheckpointError, the record stands, and the next OpenFile
+		// catches the checkpoint up (the log verifies against the older
+		// one).
 		if err := s.writeCheckpoint(); err != nil {
-			return fmt.Errorf("audit: writing the checkpoint after record %d: %w", r.Seq, err)
+			return &CheckpointError{Seq: r.Seq, Err: err}
 		}
 	}
 	return nil
 }
+
+// CheckpointError is FileSink.Append's error when the record was stored but
+// the checkpoint after it could not be written. The record stands: a caller
+// must count it as stored (and report the failure). It wraps ErrCheckpoint
+// and the write's error.
+type CheckpointError struct {
+	// Seq is the stored record's.
+	Seq uint64
+	// Err is the checkpoint write's error.
+	Err error
+}
+
+func (e *CheckpointError) Error() string {
+	return fmt.Sprintf("audit: record %d stored, but the checkpoint after it was not written: %v", e.Seq, e.Err)
+}
+
+// Unwrap returns ErrCheckpoint and Err.
+func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
 
 // writeCheckpoint overwrites the checkpoint file with the head's. A crash
 // in the middle of it leaves a checkpoint that does not verify: OpenFile
@@ -276,6 +308,7 @@ func VerifyFileWith(path string, opts VerifyOptions) (int, error) {
 		return 0, err
 	}
 	prev, seq, n := "", uint64(0), 0
+	var atCheckpoint string
 	err = eachLine(path, func(i int, line []byte) error {
 		var head struct {
 			Seq  uint64 `json:"seq"`
@@ -298,13 +331,14 @@ func VerifyFileWith(path string, opts VerifyOptions) (int, error) {
 			}
 		}
 		prev, seq = head.Hash, head.Seq+1
+		atCheckpoint = opts.atCheckpoint(seq, prev, atCheckpoint)
 		n++
 		return nil
 	})
 	if err != nil {
 		return n, err
 	}
-	return n, opts.checkEnd(n, seq, prev)
+	return n, opts.checkEnd(n, seq, prev, atCheckpoint)
 }
 
 func eachLine(path string, f func(i int, line []byte) error) error {
