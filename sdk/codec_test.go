@@ -37,7 +37,7 @@ var jsonValues = []string{
 	`{}`, `{"a":1}`, `{"a":1,"b":2}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":1,}`, `{a:1}`,
 	`{"a" 1}`, `{"a":}`, `{"a":1 "b":2}`, `{"":0}`, `{"a":{"a":{"a":{}}}}`,
 	` 1 `, "\t[ 1 , 2 ]\r\n", `tru`, `nul`, `falsey`, `'a'`, `/**/1`,
-	nested(127), nested(128), nested(129),
+	nested(61), nested(62), nested(63), nested(64),
 }
 
 // nested returns depth nested arrays.
@@ -95,31 +95,51 @@ func invocationDocs(tb testing.TB) []string {
 		` { "abi" : 1 , "point" : "tool.before" , "context" : { "arguments" : { "a" : [ 1 , { } ] } } } `,
 		`{"abi":1,"point":"tool.before","context":{"tool":"t","arguments":{"k":[1,"2",null,true,{"n":-1.5e3}]}}}`,
 		`{"abi":1,"point":"message.outbound","context":{"outgoing":"x"},"settings":{"patterns":["a","b"],"n":3}}`,
-		`{"abi":1,"point":"p","context":{"x":`+nested(126)+`}}`,
+		`{"abi":1,"point":"p","context":{"x":`+nested(62)+`}}`,
 		`{"abi":1,"point":"p","context":{"x":`+nested(127)+`}}`,
-		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(125)+`}}`,
-		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(126)+`}}`,
+		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(61)+`}}`,
+		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(62)+`}}`,
 	)
 	return docs
 }
 
-// checkDecode holds decodeInvocation's fast path to abi.DecodeInvocation.
+// checkDecode holds decodeInvocation's scan and lazy accessors to
+// abi.DecodeInvocation: the same documents accepted, the same values read
+// one by one before anything is decoded, and the same objects decoded whole.
 func checkDecode(t *testing.T, doc []byte) {
 	t.Helper()
-	ref, err := abi.DecodeInvocation(doc, decodeLimits(len(doc)))
-	got, ok := fastInvocation(append([]byte(nil), doc...))
+	ref, err := abi.DecodeInvocation(doc, abi.JSONLimits{MaxBytes: max(len(doc), 1)})
+	got := &Invocation{doc: append([]byte(nil), doc...)}
+	ok := got.scan()
 	if ok != (err == nil) {
-		t.Fatalf("document %q: fast decoder ok=%t, reference error %v", doc, ok, err)
+		t.Fatalf("document %q: scan ok=%t, reference error %v", doc, ok, err)
 	}
 	if !ok {
 		return
 	}
-	want := &Invocation{
-		Point: ref.Point, Context: ref.Context, Settings: ref.Settings,
-		Meta: Meta{Hook: ref.Meta.Hook, Invocation: ref.Meta.Invocation, Tenant: ref.Meta.Tenant},
+	meta := Meta{Hook: ref.Meta.Hook, Invocation: ref.Meta.Invocation, Tenant: ref.Meta.Tenant}
+	if got.Point != ref.Point || got.Meta != meta {
+		t.Fatalf("document %q: point %q meta %+v, reference %q %+v", doc, got.Point, got.Meta, ref.Point, meta)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("document %q:\nfast      %#v\nreference %#v", doc, got, want)
+	for _, f := range []struct {
+		name   string
+		ref    map[string]any
+		lookup func(string) (any, bool)
+	}{
+		{"context", ref.Context, got.ContextValue},
+		{"settings", ref.Settings, got.Setting},
+	} {
+		for k, want := range f.ref {
+			if v, found := f.lookup(k); (!found && want != nil) || !reflect.DeepEqual(v, want) {
+				t.Fatalf("document %q: %s field %q = %#v (found %t), reference %#v", doc, f.name, k, v, found, want)
+			}
+		}
+		if v, found := f.lookup("\x00not a key"); found && v != nil {
+			t.Fatalf("document %q: %s has a field the reference has not: %#v", doc, f.name, v)
+		}
+	}
+	if c, s := got.Context(), got.Settings(); !reflect.DeepEqual(c, ref.Context) || !reflect.DeepEqual(s, ref.Settings) {
+		t.Fatalf("document %q:\nscan      %#v %#v\nreference %#v %#v", doc, c, s, ref.Context, ref.Settings)
 	}
 }
 
@@ -131,7 +151,7 @@ func TestDecodeInvocationMatchesABI(t *testing.T) {
 
 func TestDecodeInvocationErrorsAreTheReferences(t *testing.T) {
 	for _, doc := range []string{`{"abi":2,"point":"p","context":{}}`, `{"abi":1,"point":"p","context":{},"x":1,"x":2}`, `[`} {
-		_, want := abi.DecodeInvocation([]byte(doc), decodeLimits(len(doc)))
+		_, want := abi.DecodeInvocation([]byte(doc), abi.JSONLimits{MaxBytes: len(doc)})
 		_, err := decodeInvocation([]byte(doc))
 		if err == nil || want == nil || err.Error() != want.Error() {
 			t.Errorf("%s: error %v, want %v", doc, err, want)
@@ -148,7 +168,7 @@ func TestDecodeInvocationViews(t *testing.T) {
 	if inv.Point != "message.outbound" || inv.ContextString("outgoing") != "plain" || inv.ContextString("escaped") != "a\nb" || inv.Meta.Hook != "h" {
 		t.Fatalf("decoded %+v", inv)
 	}
-	if inv.Settings == nil {
+	if inv.Settings() == nil {
 		t.Fatal("Settings is nil")
 	}
 	// The point is the package constant, not a view of the document.

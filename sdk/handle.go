@@ -61,8 +61,9 @@ var (
 	outBuf []byte
 )
 
-// decodeLimits bounds documents the SDK parses. The host has already checked
-// them strictly, so these only keep the parser's recursion bounded.
+// decodeLimits bounds the capability replies the SDK parses. The host has
+// already checked them strictly, so these only keep the parser's recursion
+// bounded. (The invocation document has abi's limits, as the host's.)
 func decodeLimits(n int) abi.JSONLimits {
 	return abi.JSONLimits{MaxBytes: max(n, 1), MaxDepth: 128}
 }

@@ -13,27 +13,43 @@ import (
 // the operator's settings for it. The SDK builds it from the host's
 // invocation document; a handler must not keep it after returning.
 //
-// Values in Context and Settings are what strict JSON decodes to:
+// The SDK checks the whole document before the handler runs (a malformed one
+// makes the hook fail, and the handler never runs), but decodes the context
+// and the settings only when the handler asks: an accessor such as
+// PrimaryText, ContextString or SettingString finds its one field in the
+// document, and Context or Settings decode the whole object the first time
+// they are called. A handler that reads nothing pays for nothing.
+//
+// Values in the context and the settings are what strict JSON decodes to:
 // map[string]any, []any, string, bool, nil, and json.Number for numbers. The
 // typed accessors also accept Go numbers (int, float64, ...), so an
-// Invocation built by hand in a test works the same way.
+// Invocation built by hand with NewInvocation, in a test, works the same way.
 //
-// An Invocation is not safe for concurrent use: the setting accessors record
-// type errors in it.
+// An Invocation is not safe for concurrent use: the accessors decode into it
+// and record setting type errors in it.
 type Invocation struct {
 	// Point is the hook point, such as "message.outbound".
 	Point string
-	// Context is the traffic at the point; its fields depend on Point
-	// ("outgoing" for message.outbound, "result" for tool.after, ...).
-	Context map[string]any
-	// Settings are the operator's settings for this hook, already
-	// validated by the host against the manifest's settings_schema. Never
-	// nil when the SDK builds the Invocation.
-	Settings map[string]any
 	// Meta identifies the invocation.
 	Meta Meta
 
+	// context and settings are the decoded objects, or those given to
+	// NewInvocation.
+	context, settings map[string]any
+	// doc is the invocation document when the SDK built the Invocation,
+	// and lex reads it. contextAt and settingsAt are where the objects
+	// not decoded yet start in doc (0: decoded, or none).
+	doc                   []byte
+	lex                   abi.Lexer
+	contextAt, settingsAt int
+
 	settingErrs []error
+}
+
+// NewInvocation returns an Invocation built by hand, such as a test passes
+// to its handler: the accessors read context and settings as given.
+func NewInvocation(point string, context, settings map[string]any, meta Meta) *Invocation {
+	return &Invocation{Point: point, Meta: meta, context: context, settings: settings}
 }
 
 // Meta identifies an invocation. It is for logs and correlation only; the
@@ -47,16 +63,49 @@ type Meta struct {
 	Tenant string
 }
 
+// Context returns the traffic at the point; its fields depend on Point
+// ("outgoing" for message.outbound, "result" for tool.after, ...). The first
+// call decodes it; later calls return the same map, and the accessors read
+// it from then on (so a change the handler makes to it is seen by them).
+func (inv *Invocation) Context() map[string]any {
+	if inv.contextAt > 0 {
+		inv.context = inv.decodeObject(inv.contextAt)
+		inv.contextAt = 0
+	}
+	return inv.context
+}
+
+// Settings returns the operator's settings for this hook, already validated
+// by the host against the manifest's settings_schema. It is never nil when
+// the SDK builds the Invocation. The first call decodes them; later calls
+// return the same map, and the accessors read it from then on.
+func (inv *Invocation) Settings() map[string]any {
+	if inv.settingsAt > 0 {
+		inv.settings = inv.decodeObject(inv.settingsAt)
+		inv.settingsAt = 0
+	}
+	if inv.settings == nil && inv.doc != nil {
+		inv.settings = map[string]any{}
+	}
+	return inv.settings
+}
+
 // ContextValue returns the context field key and whether it is present.
 func (inv *Invocation) ContextValue(key string) (any, bool) {
-	v, ok := inv.Context[key]
+	if inv.contextAt > 0 {
+		if v, found, whole := inv.lookup(inv.contextAt, key); !whole {
+			return v, found
+		}
+	}
+	v, ok := inv.Context()[key]
 	return v, ok
 }
 
 // ContextString returns the context field key if it is a string, and ""
 // otherwise.
 func (inv *Invocation) ContextString(key string) string {
-	s, _ := inv.Context[key].(string)
+	v, _ := inv.ContextValue(key)
+	s, _ := v.(string)
 	return s
 }
 
@@ -82,7 +131,12 @@ func (inv *Invocation) PrimaryText() string {
 
 // Setting returns the raw setting key and whether it is present and not null.
 func (inv *Invocation) Setting(key string) (any, bool) {
-	v, ok := inv.Settings[key]
+	if inv.settingsAt > 0 {
+		if v, found, whole := inv.lookup(inv.settingsAt, key); !whole {
+			return v, found && v != nil
+		}
+	}
+	v, ok := inv.Settings()[key]
 	return v, ok && v != nil
 }
 
