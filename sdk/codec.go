@@ -31,20 +31,33 @@ import (
 // one is refused as it always was, and the lazy accessors never meet an
 // error.
 func decodeInvocation(doc []byte) (*Invocation, error) {
-	inv := &Invocation{doc: doc}
+	inv := new(Invocation)
+	if err := inv.decode(doc); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// decode is decodeInvocation into inv, which it resets.
+func (inv *Invocation) decode(doc []byte) error {
+	*inv = Invocation{doc: doc}
 	if inv.scan() {
-		return inv, nil
+		return nil
 	}
 	// The reference decoder says precisely what is wrong. (It accepts
 	// nothing scan refuses; the differential fuzz test holds the two to
 	// that.)
 	ai, err := abi.DecodeInvocation(doc, abi.JSONLimits{MaxBytes: max(len(doc), 1)})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return NewInvocation(ai.Point, ai.Context, ai.Settings,
-		Meta{Hook: ai.Meta.Hook, Invocation: ai.Meta.Invocation, Tenant: ai.Meta.Tenant}), nil
+	*inv = Invocation{Point: ai.Point, context: lazyObject{m: ai.Context}, settings: lazyObject{m: ai.Settings},
+		Meta: Meta{Hook: ai.Meta.Hook, Invocation: ai.Meta.Invocation, Tenant: ai.Meta.Tenant}}
+	return nil
 }
+
+// majorLiteral is abi.Major as JSON writes it.
+var majorLiteral = strconv.Itoa(abi.Major)
 
 // scan checks inv.doc with abi's lexer, as abi.DecodeInvocation would, and
 // fills Point and Meta; of "context" and "settings" it keeps only where they
@@ -60,6 +73,7 @@ func (inv *Invocation) scan() bool {
 	l := &inv.lex
 	l.Reset(inv.doc, abi.DefaultMaxJSONDepth)
 	l.AliasStrings(true)
+	l.KeySpace(inv.keys[:])
 	l.SkipSpace()
 	if !l.Consume('{') {
 		return false
@@ -79,11 +93,10 @@ func (inv *Invocation) scan() bool {
 		l.SkipSpace()
 		switch {
 		case l.Equal(key, "abi"):
+			// The one integer literal of Major's value (the grammar
+			// has no leading zeros or plus sign).
 			n, ok := l.Number()
-			if !ok {
-				return false
-			}
-			if v, err := strconv.ParseInt(string(l.Bytes(n)), 10, 64); err != nil || v != abi.Major {
+			if !ok || string(l.Bytes(n)) != majorLiteral {
 				return false
 			}
 			seen |= seenABI
@@ -98,7 +111,7 @@ func (inv *Invocation) scan() bool {
 			}
 			seen |= seenPoint
 		case l.Equal(key, "context"):
-			if inv.contextAt, ok = object(l); !ok {
+			if !readObject(l, &inv.context) {
 				return false
 			}
 			seen |= seenContext
@@ -106,7 +119,7 @@ func (inv *Invocation) scan() bool {
 			if l.Literal("null") {
 				break
 			}
-			if inv.settingsAt, ok = object(l); !ok {
+			if !readObject(l, &inv.settings) {
 				return false
 			}
 		case l.Equal(key, "meta"):
@@ -131,11 +144,51 @@ func (inv *Invocation) scan() bool {
 	return l.AtEnd() && seen == seenABI|seenPoint|seenContext
 }
 
-// object checks the object at the top level's member value and returns
-// where it starts.
-func object(l *abi.Lexer) (at int, ok bool) {
-	at = l.Pos()
-	return at, l.Peek() == '{' && l.Skip(1)
+// readObject checks the object that is the top level's member value and
+// records where it starts and its first members in o.
+func readObject(l *abi.Lexer, o *lazyObject) bool {
+	o.at = l.Pos()
+	if !l.Consume('{') {
+		return false
+	}
+	l.SkipSpace()
+	if l.Consume('}') {
+		return true
+	}
+	keys := l.Keys()
+	for {
+		l.SkipSpace()
+		key, ok := l.String()
+		if !ok || !l.Add(&keys, key) {
+			return false
+		}
+		l.SkipSpace()
+		if !l.Consume(':') {
+			return false
+		}
+		l.SkipSpace()
+		m := member{key: key, val: abi.Span{Start: l.Pos()}}
+		if l.Peek() == '"' {
+			if m.val, ok = l.String(); !ok {
+				return false
+			}
+			m.str = true
+		} else if !l.Skip(2) {
+			return false
+		}
+		if o.n < len(o.members) {
+			o.members[o.n] = m
+			o.n++
+		} else {
+			o.more = true
+		}
+		l.SkipSpace()
+		if l.Consume(',') {
+			continue
+		}
+		l.Drop(keys)
+		return l.Consume('}')
+	}
 }
 
 // meta reads the meta object into m: "hook", "invocation" and "tenant"
@@ -149,7 +202,6 @@ func meta(l *abi.Lexer, m *Meta) bool {
 		return true
 	}
 	keys := l.Keys()
-	defer l.Drop(keys)
 	for {
 		l.SkipSpace()
 		key, ok := l.String()
@@ -183,46 +235,45 @@ func meta(l *abi.Lexer, m *Meta) bool {
 		if l.Consume(',') {
 			continue
 		}
+		l.Drop(keys)
 		return l.Consume('}')
 	}
 }
 
-// lookup finds key in the object at offset at of the document, which scan
-// has checked. A string, number, boolean or null comes back as v; for an
-// object or array, whole is true and the caller decodes the whole object,
-// so that a composite value is the same each time it is asked for.
-func (inv *Invocation) lookup(at int, key string) (v any, found, whole bool) {
+// lookup finds key in o, which scan has checked. A string, number, boolean
+// or null comes back as v; for an object or array, whole is true and the
+// caller decodes the whole object, so that a composite value is the same
+// each time it is asked for.
+func (inv *Invocation) lookup(o *lazyObject, key string) (v any, found, whole bool) {
 	l := &inv.lex
-	l.Seek(at)
-	l.Consume('{')
-	for {
-		l.SkipSpace()
-		if l.Peek() != '"' {
-			return nil, false, false // the closing brace
+	for _, m := range o.members[:o.n] {
+		if !l.Equal(m.key, key) {
+			continue
 		}
-		k, _ := l.String()
-		l.SkipSpace()
-		l.Consume(':')
-		l.SkipSpace()
-		if l.Equal(k, key) {
-			if c := l.Peek(); c == '{' || c == '[' {
-				return nil, false, true
-			}
-			v, _ = l.Value(1)
-			return v, true, false
+		if m.str {
+			return l.Text(m.val), true, false
 		}
-		l.Skip(1)
-		l.SkipSpace()
-		l.Consume(',')
+		l.Seek(m.val.Start)
+		if c := l.Peek(); c == '{' || c == '[' {
+			return nil, false, true
+		}
+		v, _ = l.Value(1)
+		return v, true, false
 	}
+	// A large object: decode it.
+	return nil, false, o.more
 }
 
-// decodeObject decodes the object at offset at of the document.
-func (inv *Invocation) decodeObject(at int) map[string]any {
-	inv.lex.Seek(at)
-	v, _ := inv.lex.Value(1)
-	m, _ := v.(map[string]any)
-	return m
+// decodeObject decodes o, once, and returns the map (nil if the document has
+// none).
+func (inv *Invocation) decodeObject(o *lazyObject) map[string]any {
+	if o.at > 0 {
+		inv.lex.Seek(o.at)
+		v, _ := inv.lex.Value(1)
+		o.m, _ = v.(map[string]any)
+		o.at = 0
+	}
+	return o.m
 }
 
 // maxEncodeDepth bounds the nesting the fast encoder follows; deeper values
@@ -287,3 +338,4 @@ func appendString(b []byte, s string) []byte {
 func appendValue(b []byte, v any, _ int) ([]byte, bool) { return abi.AppendJSON(b, v) }
 
 func appendObject(b []byte, m map[string]any, _ int) ([]byte, bool) { return abi.AppendJSON(b, m) }
+

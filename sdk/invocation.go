@@ -33,23 +33,41 @@ type Invocation struct {
 	// Meta identifies the invocation.
 	Meta Meta
 
-	// context and settings are the decoded objects, or those given to
-	// NewInvocation.
-	context, settings map[string]any
+	// context and settings are the objects, decoded or given to
+	// NewInvocation, or where to find them in doc.
+	context, settings lazyObject
 	// doc is the invocation document when the SDK built the Invocation,
-	// and lex reads it. contextAt and settingsAt are where the objects
-	// not decoded yet start in doc (0: decoded, or none).
-	doc                   []byte
-	lex                   abi.Lexer
-	contextAt, settingsAt int
+	// and lex reads it.
+	doc  []byte
+	lex  abi.Lexer
+	keys [8]abi.Span // the lexer's KeySpace
 
 	settingErrs []error
+}
+
+// lazyObject is the context or the settings: the map once decoded (or
+// given), or while at is not 0 the offset of the object in the document
+// and its first members.
+type lazyObject struct {
+	m       map[string]any
+	at      int
+	members [6]member
+	n       int
+	// more says the object has more members than members holds.
+	more bool
+}
+
+// member is a member of a lazyObject: val is its string if str, otherwise
+// val.Start is where its value starts.
+type member struct {
+	key, val abi.Span
+	str      bool
 }
 
 // NewInvocation returns an Invocation built by hand, such as a test passes
 // to its handler: the accessors read context and settings as given.
 func NewInvocation(point string, context, settings map[string]any, meta Meta) *Invocation {
-	return &Invocation{Point: point, Meta: meta, context: context, settings: settings}
+	return &Invocation{Point: point, Meta: meta, context: lazyObject{m: context}, settings: lazyObject{m: settings}}
 }
 
 // Meta identifies an invocation. It is for logs and correlation only; the
@@ -68,11 +86,7 @@ type Meta struct {
 // call decodes it; later calls return the same map, and the accessors read
 // it from then on (so a change the handler makes to it is seen by them).
 func (inv *Invocation) Context() map[string]any {
-	if inv.contextAt > 0 {
-		inv.context = inv.decodeObject(inv.contextAt)
-		inv.contextAt = 0
-	}
-	return inv.context
+	return inv.decodeObject(&inv.context)
 }
 
 // Settings returns the operator's settings for this hook, already validated
@@ -80,20 +94,18 @@ func (inv *Invocation) Context() map[string]any {
 // the SDK builds the Invocation. The first call decodes them; later calls
 // return the same map, and the accessors read it from then on.
 func (inv *Invocation) Settings() map[string]any {
-	if inv.settingsAt > 0 {
-		inv.settings = inv.decodeObject(inv.settingsAt)
-		inv.settingsAt = 0
+	m := inv.decodeObject(&inv.settings)
+	if m == nil && inv.doc != nil {
+		m = map[string]any{}
+		inv.settings.m = m
 	}
-	if inv.settings == nil && inv.doc != nil {
-		inv.settings = map[string]any{}
-	}
-	return inv.settings
+	return m
 }
 
 // ContextValue returns the context field key and whether it is present.
 func (inv *Invocation) ContextValue(key string) (any, bool) {
-	if inv.contextAt > 0 {
-		if v, found, whole := inv.lookup(inv.contextAt, key); !whole {
+	if inv.context.at > 0 {
+		if v, found, whole := inv.lookup(&inv.context, key); !whole {
 			return v, found
 		}
 	}
@@ -131,8 +143,8 @@ func (inv *Invocation) PrimaryText() string {
 
 // Setting returns the raw setting key and whether it is present and not null.
 func (inv *Invocation) Setting(key string) (any, bool) {
-	if inv.settingsAt > 0 {
-		if v, found, whole := inv.lookup(inv.settingsAt, key); !whole {
+	if inv.settings.at > 0 {
+		if v, found, whole := inv.lookup(&inv.settings, key); !whole {
 			return v, found && v != nil
 		}
 	}
