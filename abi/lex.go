@@ -64,8 +64,13 @@ func (l *Lexer) Reset(data []byte, maxDepth int) {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxJSONDepth
 	}
-	*l = Lexer{data: data, maxDepth: maxDepth, alias: l.alias, keys: l.keys[:0], scratch: l.scratch}
+	l.data, l.pos, l.maxDepth, l.err = data, 0, maxDepth, nil
+	l.keys = l.keys[:0]
 }
+
+// KeySpace gives the Lexer room for the keys it holds to find duplicates
+// (Skip, KeySet), so that a small document costs it no allocation.
+func (l *Lexer) KeySpace(keys []Span) { l.keys = keys[:0] }
 
 // AliasStrings makes Value and Text return strings and numbers that share
 // the document's memory instead of copies: no copy is made, and the
@@ -128,14 +133,17 @@ func (l *Lexer) Consume(c byte) bool {
 	return false
 }
 
-// Literal moves past word (true, false or null) if it comes next.
-func (l *Lexer) Literal(word string) bool {
-	if len(l.data)-l.pos >= len(word) && string(l.data[l.pos:l.pos+len(word)]) == word {
-		l.pos += len(word)
+// ConsumeString moves past s if it comes next, byte for byte.
+func (l *Lexer) ConsumeString(s string) bool {
+	if len(l.data)-l.pos >= len(s) && string(l.data[l.pos:l.pos+len(s)]) == s {
+		l.pos += len(s)
 		return true
 	}
 	return false
 }
+
+// Literal moves past word (true, false or null) if it comes next.
+func (l *Lexer) Literal(word string) bool { return l.ConsumeString(word) }
 
 // literal reads word, which the next byte announces.
 func (l *Lexer) literal(word string) bool {
@@ -359,6 +367,10 @@ func (l *Lexer) Equal(s Span, str string) bool {
 	if !s.escaped {
 		return string(l.data[s.Start:s.End]) == str
 	}
+	return l.equalEscaped(s, str)
+}
+
+func (l *Lexer) equalEscaped(s Span, str string) bool {
 	l.scratch[0] = l.AppendText(l.scratch[0][:0], s)
 	return string(l.scratch[0]) == str
 }
@@ -594,10 +606,9 @@ func (l *Lexer) object(depth int, m map[string]any) bool {
 	if l.Consume('}') {
 		return true
 	}
-	var keys KeySet
+	var keys KeySet // (dropped when the object ends; after a failure the read is over)
 	if m == nil {
 		keys = l.Keys()
-		defer l.Drop(keys)
 	}
 	for {
 		l.SkipSpace()
@@ -639,6 +650,9 @@ func (l *Lexer) object(depth int, m map[string]any) bool {
 		switch {
 		case l.Consume(','):
 		case l.Consume('}'):
+			if m == nil {
+				l.Drop(keys)
+			}
 			return true
 		case l.AtEnd():
 			return l.fail(l.pos, "unexpected end of document in object")

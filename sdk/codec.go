@@ -41,6 +41,10 @@ func decodeInvocation(doc []byte) (*Invocation, error) {
 // decode is decodeInvocation into inv, which it resets.
 func (inv *Invocation) decode(doc []byte) error {
 	*inv = Invocation{doc: doc}
+	if inv.scanHost() {
+		return nil
+	}
+	*inv = Invocation{doc: doc}
 	if inv.scan() {
 		return nil
 	}
@@ -58,6 +62,47 @@ func (inv *Invocation) decode(doc []byte) error {
 
 // majorLiteral is abi.Major as JSON writes it.
 var majorLiteral = strconv.Itoa(abi.Major)
+
+// The parts of the document as the host writes it (abi.Invocation.AppendTo),
+// around the values.
+var (
+	hostOpen       = `{"abi":` + majorLiteral + `,"point":`
+	hostContext    = `,"context":`
+	hostSettings   = `,"settings":`
+	hostHook       = `,"meta":{"hook":`
+	hostInvocation = `,"invocation":`
+	hostTenant     = `,"tenant":`
+	hostClose      = `}}`
+)
+
+// scanHost is scan for a document laid out exactly as the host writes it:
+// the keys in their order, no whitespace. It checks every value as scan
+// does, but the keys by comparing bytes (they are fixed and distinct). It
+// returns false for anything else, and decode then runs scan.
+func (inv *Invocation) scanHost() bool {
+	l := &inv.lex
+	l.Reset(inv.doc, abi.DefaultMaxJSONDepth)
+	l.AliasStrings(true)
+	l.KeySpace(inv.keys[:])
+	str := func(part string, dst *string) bool {
+		if !l.ConsumeString(part) {
+			return false
+		}
+		s, ok := l.String()
+		*dst = l.Text(s)
+		return ok
+	}
+	if !str(hostOpen, &inv.Point) {
+		return false
+	}
+	if p, known := abi.LookupPoint(inv.Point); known {
+		inv.Point = p.Name // the constant, not a view of doc
+	}
+	return l.ConsumeString(hostContext) && readObject(l, &inv.context) &&
+		l.ConsumeString(hostSettings) && readObject(l, &inv.settings) &&
+		str(hostHook, &inv.Meta.Hook) && str(hostInvocation, &inv.Meta.Invocation) &&
+		str(hostTenant, &inv.Meta.Tenant) && l.ConsumeString(hostClose) && l.AtEnd()
+}
 
 // scan checks inv.doc with abi's lexer, as abi.DecodeInvocation would, and
 // fills Point and Meta; of "context" and "settings" it keeps only where they
