@@ -109,14 +109,26 @@ func invocationDocs(tb testing.TB) []string {
 func checkDecode(t *testing.T, doc []byte) {
 	t.Helper()
 	ref, err := abi.DecodeInvocation(doc, abi.JSONLimits{MaxBytes: max(len(doc), 1)})
+	// The host-layout fast path accepts a subset of what scan accepts.
+	if host := (&Invocation{doc: append([]byte(nil), doc...)}); host.scanHost() {
+		if err != nil {
+			t.Fatalf("document %q: scanHost accepted it, reference error %v", doc, err)
+		}
+		checkAgainst(t, doc, host, ref)
+	}
 	got := &Invocation{doc: append([]byte(nil), doc...)}
 	ok := got.scan()
 	if ok != (err == nil) {
 		t.Fatalf("document %q: scan ok=%t, reference error %v", doc, ok, err)
 	}
-	if !ok {
-		return
+	if ok {
+		checkAgainst(t, doc, got, ref)
 	}
+}
+
+// checkAgainst holds the accessors of got, which has been scanned, to ref.
+func checkAgainst(t *testing.T, doc []byte, got *Invocation, ref *abi.Invocation) {
+	t.Helper()
 	meta := Meta{Hook: ref.Meta.Hook, Invocation: ref.Meta.Invocation, Tenant: ref.Meta.Tenant}
 	if got.Point != ref.Point || got.Meta != meta {
 		t.Fatalf("document %q: point %q meta %+v, reference %q %+v", doc, got.Point, got.Meta, ref.Point, meta)
@@ -187,6 +199,14 @@ func FuzzDecodeInvocationMatchesABI(f *testing.F) {
 		// The same bytes as a context value reach deeper into the parser.
 		wrapped := append([]byte(`{"abi":1,"point":"message.outbound","context":{"outgoing":`), data...)
 		checkDecode(t, append(wrapped, "}}"...))
+		// And in the layout the host writes, which scanHost reads.
+		for _, w := range [][2]string{
+			{`{"abi":1,"point":"message.outbound","context":{"outgoing":`, `},"settings":{},"meta":{"hook":"h","invocation":"i","tenant":"t"}}`},
+			{`{"abi":1,"point":"message.outbound","context":{},"settings":`, `,"meta":{"hook":"h","invocation":"i","tenant":"t"}}`},
+			{`{"abi":1,"point":"message.outbound","context":{},"settings":{},"meta":{"hook":`, `,"invocation":"i","tenant":"t"}}`},
+		} {
+			checkDecode(t, append(append([]byte(w[0]), data...), w[1]...))
+		}
 	})
 }
 
