@@ -383,4 +383,3 @@ func appendString(b []byte, s string) []byte {
 func appendValue(b []byte, v any, _ int) ([]byte, bool) { return abi.AppendJSON(b, v) }
 
 func appendObject(b []byte, m map[string]any, _ int) ([]byte, bool) { return abi.AppendJSON(b, m) }
-
