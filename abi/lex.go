@@ -646,20 +646,28 @@ func (l *Lexer) object(depth int, m map[string]any) bool {
 			}
 			m[k] = v
 		}
-		l.SkipSpace()
-		switch {
-		case l.Consume(','):
-		case l.Consume('}'):
+		if more, ok := l.next('}', "object"); !more {
 			if m == nil {
 				l.Drop(keys)
 			}
-			return true
-		case l.AtEnd():
-			return l.fail(l.pos, "unexpected end of document in object")
-		default:
-			return l.fail(l.pos, "expected ',' or '}' in object")
+			return ok
 		}
 	}
+}
+
+// next moves past the ',' that announces another element of the object or
+// array being read (more), or past its closing byte (not more, ok).
+func (l *Lexer) next(closing byte, in string) (more, ok bool) {
+	l.SkipSpace()
+	switch {
+	case l.Consume(','):
+		return true, true
+	case l.Consume(closing):
+		return false, true
+	case l.AtEnd():
+		return false, l.fail(l.pos, "unexpected end of document in %s", in)
+	}
+	return false, l.fail(l.pos, "expected ',' or '%c' in %s", closing, in)
 }
 
 // array reads an array at depth into *a, or only checks it if a is nil.
@@ -685,15 +693,8 @@ func (l *Lexer) array(depth int, a *[]any) bool {
 			}
 			*a = append(*a, v)
 		}
-		l.SkipSpace()
-		switch {
-		case l.Consume(','):
-		case l.Consume(']'):
-			return true
-		case l.AtEnd():
-			return l.fail(l.pos, "unexpected end of document in array")
-		default:
-			return l.fail(l.pos, "expected ',' or ']' in array")
+		if more, ok := l.next(']', "array"); !more {
+			return ok
 		}
 	}
 }

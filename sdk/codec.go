@@ -193,6 +193,43 @@ func (inv *Invocation) scan() bool {
 // records where it starts and its first members in o.
 func readObject(l *abi.Lexer, o *lazyObject) bool {
 	o.at = l.Pos()
+	return members(l, func(m member) bool {
+		if o.n < len(o.members) {
+			o.members[o.n] = m
+			o.n++
+		} else {
+			o.more = true
+		}
+		return true
+	})
+}
+
+// meta reads the meta object into m: "hook", "invocation" and "tenant"
+// must be strings when present; other fields are checked and ignored.
+func meta(l *abi.Lexer, m *Meta) bool {
+	return members(l, func(f member) bool {
+		var dst *string
+		switch {
+		case l.Equal(f.key, "hook"):
+			dst = &m.Hook
+		case l.Equal(f.key, "invocation"):
+			dst = &m.Invocation
+		case l.Equal(f.key, "tenant"):
+			dst = &m.Tenant
+		default:
+			return true
+		}
+		if !f.str {
+			return false
+		}
+		*dst = l.Text(f.val)
+		return true
+	})
+}
+
+// members checks the object that is the top level's member value (keys
+// unique, values checked) and calls each for its members in order.
+func members(l *abi.Lexer, each func(member) bool) bool {
 	if !l.Consume('{') {
 		return false
 	}
@@ -221,59 +258,7 @@ func readObject(l *abi.Lexer, o *lazyObject) bool {
 		} else if !l.Skip(2) {
 			return false
 		}
-		if o.n < len(o.members) {
-			o.members[o.n] = m
-			o.n++
-		} else {
-			o.more = true
-		}
-		l.SkipSpace()
-		if l.Consume(',') {
-			continue
-		}
-		l.Drop(keys)
-		return l.Consume('}')
-	}
-}
-
-// meta reads the meta object into m: "hook", "invocation" and "tenant"
-// must be strings when present; other fields are checked and ignored.
-func meta(l *abi.Lexer, m *Meta) bool {
-	if !l.Consume('{') {
-		return false
-	}
-	l.SkipSpace()
-	if l.Consume('}') {
-		return true
-	}
-	keys := l.Keys()
-	for {
-		l.SkipSpace()
-		key, ok := l.String()
-		if !ok || !l.Add(&keys, key) {
-			return false
-		}
-		var dst *string
-		switch {
-		case l.Equal(key, "hook"):
-			dst = &m.Hook
-		case l.Equal(key, "invocation"):
-			dst = &m.Invocation
-		case l.Equal(key, "tenant"):
-			dst = &m.Tenant
-		}
-		l.SkipSpace()
-		if !l.Consume(':') {
-			return false
-		}
-		l.SkipSpace()
-		if dst != nil {
-			s, ok := l.String()
-			if !ok {
-				return false
-			}
-			*dst = l.Text(s)
-		} else if !l.Skip(2) {
+		if !each(m) {
 			return false
 		}
 		l.SkipSpace()
