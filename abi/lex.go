@@ -611,45 +611,88 @@ func (l *Lexer) object(depth int, m map[string]any) bool {
 		keys = l.Keys()
 	}
 	for {
-		l.SkipSpace()
-		if l.Peek() != '"' {
-			return l.fail(l.pos, "expected a string key")
-		}
-		key, ok := l.String()
+		key, ok := l.Key()
 		if !ok {
 			return false
 		}
 		var k string
 		if m == nil {
-			if !l.Add(&keys, key) {
-				return false
-			}
-		} else {
-			k = l.Text(key)
-			if _, dup := m[k]; dup {
-				return l.duplicate(key)
-			}
+			ok = l.Add(&keys, key)
+		} else if k = l.Text(key); hasKey(m, k) {
+			ok = l.duplicate(key)
 		}
-		l.SkipSpace()
-		if !l.Consume(':') {
-			return l.fail(l.pos, "expected ':' after key")
+		if !ok {
+			return false
 		}
-		l.SkipSpace()
-		if m == nil {
-			if !l.Skip(depth) {
-				return false
-			}
-		} else {
-			v, ok := l.Value(depth)
-			if !ok {
-				return false
-			}
+		v, ok := l.element(depth, m != nil)
+		if !ok {
+			return false
+		}
+		if m != nil {
 			m[k] = v
 		}
 		if more, ok := l.next('}', "object"); !more {
 			if m == nil {
 				l.Drop(keys)
 			}
+			return ok
+		}
+	}
+}
+
+func hasKey(m map[string]any, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// Key reads the key of an object's member and the colon after it.
+// Duplicates are the caller's to find (see KeySet).
+func (l *Lexer) Key() (Span, bool) {
+	l.SkipSpace()
+	if l.Peek() != '"' {
+		return Span{}, l.fail(l.pos, "expected a string key")
+	}
+	key, ok := l.String()
+	if !ok {
+		return Span{}, false
+	}
+	l.SkipSpace()
+	if !l.Consume(':') {
+		return Span{}, l.fail(l.pos, "expected ':' after key")
+	}
+	l.SkipSpace()
+	return key, true
+}
+
+// element reads the value of an array element or object member at depth,
+// built if build is set, only checked otherwise.
+func (l *Lexer) element(depth int, build bool) (any, bool) {
+	if !build {
+		return nil, l.Skip(depth)
+	}
+	return l.Value(depth)
+}
+
+// array reads an array at depth into *a, or only checks it if a is nil.
+func (l *Lexer) array(depth int, a *[]any) bool {
+	if depth > l.maxDepth {
+		return l.fail(l.pos, "nesting deeper than %d", l.maxDepth)
+	}
+	l.pos++ // [
+	l.SkipSpace()
+	if l.Consume(']') {
+		return true
+	}
+	for {
+		l.SkipSpace()
+		v, ok := l.element(depth, a != nil)
+		if !ok {
+			return false
+		}
+		if a != nil {
+			*a = append(*a, v)
+		}
+		if more, ok := l.next(']', "array"); !more {
 			return ok
 		}
 	}
@@ -668,33 +711,4 @@ func (l *Lexer) next(closing byte, in string) (more, ok bool) {
 		return false, l.fail(l.pos, "unexpected end of document in %s", in)
 	}
 	return false, l.fail(l.pos, "expected ',' or '%c' in %s", closing, in)
-}
-
-// array reads an array at depth into *a, or only checks it if a is nil.
-func (l *Lexer) array(depth int, a *[]any) bool {
-	if depth > l.maxDepth {
-		return l.fail(l.pos, "nesting deeper than %d", l.maxDepth)
-	}
-	l.pos++ // [
-	l.SkipSpace()
-	if l.Consume(']') {
-		return true
-	}
-	for {
-		l.SkipSpace()
-		if a == nil {
-			if !l.Skip(depth) {
-				return false
-			}
-		} else {
-			v, ok := l.Value(depth)
-			if !ok {
-				return false
-			}
-			*a = append(*a, v)
-		}
-		if more, ok := l.next(']', "array"); !more {
-			return ok
-		}
-	}
 }

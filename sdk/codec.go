@@ -126,16 +126,10 @@ func (inv *Invocation) scan() bool {
 	keys := l.Keys()
 	seen := 0
 	for {
-		l.SkipSpace()
-		key, ok := l.String()
+		key, ok := l.Key()
 		if !ok || !l.Add(&keys, key) {
 			return false
 		}
-		l.SkipSpace()
-		if !l.Consume(':') {
-			return false
-		}
-		l.SkipSpace()
 		switch {
 		case l.Equal(key, "abi"):
 			// The one integer literal of Major's value (the grammar
@@ -239,16 +233,10 @@ func members(l *abi.Lexer, each func(member) bool) bool {
 	}
 	keys := l.Keys()
 	for {
-		l.SkipSpace()
-		key, ok := l.String()
+		key, ok := l.Key()
 		if !ok || !l.Add(&keys, key) {
 			return false
 		}
-		l.SkipSpace()
-		if !l.Consume(':') {
-			return false
-		}
-		l.SkipSpace()
 		m := member{key: key, val: abi.Span{Start: l.Pos()}}
 		if l.Peek() == '"' {
 			if m.val, ok = l.String(); !ok {
