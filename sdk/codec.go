@@ -17,6 +17,7 @@ package sdk
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 )
@@ -60,6 +61,22 @@ func (inv *Invocation) decode(doc []byte) error {
 	return nil
 }
 
+// lastPoint is the point lookupPoint found last.
+var lastPoint atomic.Pointer[abi.Point]
+
+// lookupPoint is abi.LookupPoint with a cache of one: a hook runs at one
+// point or two, and a map lookup is dear in wasm.
+func lookupPoint(name string) (abi.Point, bool) {
+	if p := lastPoint.Load(); p != nil && p.Name == name {
+		return *p, true
+	}
+	p, ok := abi.LookupPoint(name)
+	if ok {
+		lastPoint.Store(&p)
+	}
+	return p, ok
+}
+
 // majorLiteral is abi.Major as JSON writes it.
 var majorLiteral = strconv.Itoa(abi.Major)
 
@@ -95,7 +112,7 @@ func (inv *Invocation) scanHost() bool {
 	if !str(hostOpen, &inv.Point) {
 		return false
 	}
-	if p, known := abi.LookupPoint(inv.Point); known {
+	if p, known := lookupPoint(inv.Point); known {
 		inv.Point = p.Name // the constant, not a view of doc
 	}
 	return l.ConsumeString(hostContext) && readObject(l, &inv.context) &&
@@ -145,7 +162,7 @@ func (inv *Invocation) scan() bool {
 				return false
 			}
 			inv.Point = l.Text(p)
-			if p, known := abi.LookupPoint(inv.Point); known {
+			if p, known := lookupPoint(inv.Point); known {
 				inv.Point = p.Name // the constant, not a view of doc
 			}
 			seen |= seenPoint
@@ -312,7 +329,7 @@ func appendDecision(b []byte, d Decision, point string) (out []byte, ok bool, er
 	b = appendString(b, string(action))
 	if action == abi.ActionModify {
 		if d.primary {
-			p, _ := abi.LookupPoint(point)
+			p, _ := lookupPoint(point)
 			if p.Primary == "" {
 				_, err := d.canonical(point) // the same error
 				return nil, false, err

@@ -126,7 +126,7 @@ func (inv *Invocation) ContextString(key string) string {
 // message.inbound, "result" for tool.after, and so on. It is "" for a point
 // without one (context.assemble) or unknown to this SDK.
 func (inv *Invocation) PrimaryField() string {
-	p, _ := abi.LookupPoint(inv.Point)
+	p, _ := lookupPoint(inv.Point)
 	return p.Primary
 }
 
