@@ -5,8 +5,9 @@ package sdk
 // asks for, and an encoder that writes the canonical decision document
 // without reflection. Inside wasm, building the document tree with
 // abi.ParseJSON and encoding with encoding/json cost more than most hooks'
-// own work. See RATIONALE.md#why-a-hand-written-codec-in-the-sdk and
-// RATIONALE.md#one-strict-json-lexer.
+// own work. See RATIONALE.md#why-a-hand-written-codec-in-the-sdk,
+// RATIONALE.md#one-strict-json-lexer and
+// RATIONALE.md#why-does-the-sdk-decode-the-invocation-lazily.
 //
 // Both are held to the reference implementations by differential tests and
 // fuzzing (codec_test.go): decodeInvocation accepts exactly what
