@@ -123,8 +123,8 @@ func (inv *Invocation) scanHost() bool {
 }
 
 // scan checks inv.doc with abi's lexer, as abi.DecodeInvocation would, and
-// fills Point and Meta; of "context" and "settings" it keeps only where they
-// start. It returns false for anything abi.DecodeInvocation would refuse
+// fills Point and Meta; of "context" and "settings" it keeps where they start
+// and their first members (readObject). It returns false for anything abi.DecodeInvocation would refuse
 // (and, never in practice, for anything else: the caller then asks the
 // reference decoder).
 func (inv *Invocation) scan() bool {
