@@ -374,3 +374,53 @@ func FuzzAppendDecisionMatchesEncode(f *testing.F) {
 }
 
 func unsafeStringData(s string) *byte { return unsafe.StringData(s) }
+
+// TestInvocationDepthIsABIs holds the SDK to the host's depth limit, one
+// constant in abi (the SDK used to accept 128 where the host stops at 64).
+func TestInvocationDepthIsABIs(t *testing.T) {
+	// The context value is nested two deep already (the document, the
+	// context object), so nested(n) brings the deepest level to n+2.
+	for _, tt := range []struct {
+		arrays int
+		ok     bool
+	}{{abi.DefaultMaxJSONDepth - 2, true}, {abi.DefaultMaxJSONDepth - 1, false}, {100, false}} {
+		doc := `{"abi":1,"point":"message.outbound","context":{"outgoing":` + nested(tt.arrays) + `},"settings":{},"meta":{"hook":"h","invocation":"i","tenant":"t"}}`
+		_, err := decodeInvocation([]byte(doc))
+		if (err == nil) != tt.ok {
+			t.Errorf("%d arrays in the context: error %v, want ok %t", tt.arrays, err, tt.ok)
+		}
+	}
+}
+
+// TestLazyInvocation checks what decoding on first use must not change: a
+// composite value asked for twice is the same map, a change the handler
+// makes to Context() is seen by the accessors, and strings are the
+// document's.
+func TestLazyInvocation(t *testing.T) {
+	doc := []byte(`{"abi":1,"point":"tool.after","context":{"tool":"t","result":"r\u00e9","arguments":{"n":1}},"settings":{"s":"x","l":["a"]},"meta":{"hook":"h","invocation":"i","tenant":"t"}}`)
+	inv, err := decodeInvocation(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.PrimaryText() != "ré" || inv.ContextString("tool") != "t" || inv.SettingString("s", "") != "x" {
+		t.Fatalf("accessors before decoding: %q %q %q", inv.PrimaryText(), inv.ContextString("tool"), inv.SettingString("s", ""))
+	}
+	if inv.context.m != nil || inv.settings.m != nil {
+		t.Error("a string lookup decoded a whole object")
+	}
+	a, _ := inv.ContextValue("arguments")
+	b := inv.Context()["arguments"]
+	if a.(map[string]any)["n"] != json.Number("1") || reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+		t.Errorf("a composite value is not the one in Context(): %v %v", a, b)
+	}
+	inv.Context()["tool"] = "changed"
+	if inv.ContextString("tool") != "changed" {
+		t.Error("a change to Context() is not seen by ContextString")
+	}
+	if got := inv.SettingStrings("l"); len(got) != 1 || got[0] != "a" {
+		t.Errorf("SettingStrings = %v", got)
+	}
+	if _, ok := inv.ContextValue("missing"); ok {
+		t.Error("a missing field is present")
+	}
+}
