@@ -267,8 +267,8 @@ func TestNames(t *testing.T) {
 			}
 		})
 	}
-	if Major != 1 || Minor != 1 {
-		t.Errorf("version %d.%d, this package implements 1.1", Major, Minor)
+	if Major != 1 || Minor != 2 {
+		t.Errorf("version %d.%d, this package implements 1.2", Major, Minor)
 	}
 }
 

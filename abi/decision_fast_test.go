@@ -210,7 +210,7 @@ func TestDecodeDecisionFastFallsBack(t *testing.T) {
 		{"number out of range", `{"action":"modify","context":{"outgoing":1e400}}`, outbound, JSONLimits{}},
 		// Strict JSON, but not a valid decision.
 		{"no action", `{"reason":"r"}`, outbound, JSONLimits{}},
-		{"unknown action", `{"action":"allow"}`, outbound, JSONLimits{}},
+		{"unknown action", `{"action":"permit"}`, outbound, JSONLimits{}},
 		{"upper-case action", `{"action":"Continue"}`, outbound, JSONLimits{}},
 		{"action with a NUL", `{"action":"continue\u0000"}`, outbound, JSONLimits{}},
 		{"action null", `{"action":null}`, outbound, JSONLimits{}},
