@@ -44,6 +44,10 @@ type Approval struct {
 	// Proposed is the traffic awaiting approval: the context as it stood
 	// when the guard asked (a tool call and its arguments, say).
 	Proposed map[string]any `json:"proposed"`
+	// Pending is what the guard put before the approver beside the
+	// traffic (ABI 1.2's "pending", seed 002's requireApproval(pending)):
+	// the hook's object, as it gave it; sealed with the rest.
+	Pending map[string]any `json:"pending,omitempty"`
 	// Editable lists the fields an approve-with-edit may set: the point's
 	// changeable fields.
 	Editable []string `json:"editable"`
@@ -260,7 +264,7 @@ func (c *Chain) newApproval(b *bound, st *RunState, dec *abi.Decision) *Approval
 		Created: now, Expires: now.Add(b.timeout), OnExpiry: b.onExpiry,
 	}
 	if dec != nil {
-		a.Reason, a.UserMessage = dec.Reason, dec.UserMessage
+		a.Reason, a.UserMessage, a.Pending = dec.Reason, dec.UserMessage, dec.Pending
 	}
 	return a
 }

@@ -287,6 +287,9 @@ const (
 	ByHook       = "hook"
 	ByFailPolicy = "fail_policy"
 	ByApproval   = "approval"
+	// ByShortCircuit: the binding did not run, because a guard before it
+	// ended the run with a short_circuit (ABI 1.2).
+	ByShortCircuit = "short_circuit"
 )
 
 // Outcome is the result of a chain run (or of resuming one).
@@ -319,6 +322,10 @@ type Outcome struct {
 	Context map[string]any `json:"context"`
 	// Approval is the pending approval when Verdict is pending.
 	Approval *Approval `json:"approval,omitempty"`
+	// ShortCircuit names the guard whose short_circuit ended the run with
+	// allow; the bindings after it are in Trace as skipped
+	// (By ByShortCircuit).
+	ShortCircuit string `json:"short_circuit,omitempty"`
 	// Trace lists every step of the run, resumed runs included.
 	Trace []Step `json:"trace"`
 	// Audit holds the audit records this call appended.
@@ -336,6 +343,10 @@ type Step struct {
 	// Decision is the hook's own decision; nil when it failed, was
 	// skipped, or the step is a resolution.
 	Decision *abi.Decision `json:"decision"`
+	// Wire is the wire shape Decision came in, when not the canonical
+	// one: "top-level", "outcome", "legacy" (a legacy {"abort": ...}) or
+	// "guardrail" (seed 002's words); see abi.Shape.
+	Wire abi.Shape `json:"wire,omitempty"`
 	// Failure says why the hook reached no decision.
 	Failure *abi.Failure `json:"failure,omitempty"`
 	// FailPolicy is the policy that decided after a failure.
@@ -358,7 +369,8 @@ type Step struct {
 	// Approval is the approval an ask created or a resolution resolved.
 	Approval string `json:"approval,omitempty"`
 	// Resolution is approved, denied, edited or expired, for a resolution;
-	// Actor and Reason are who resolved it and their note.
+	// Actor and Reason are who resolved it and their note. For a binding
+	// a short_circuit skipped, Reason says which guard skipped it.
 	Resolution string `json:"resolution,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	Reason     string `json:"reason,omitempty"`

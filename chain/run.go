@@ -155,6 +155,14 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if dec != nil && dec.DoNotReplyAgain && b.Phase == Guard && step.Ignored == "" {
 			st.DoNotReplyAgain = true
 		}
+		if shortCircuits(b, &step, dec) {
+			if records, err = c.skipRest(ctx, s, st, b, cur, records); err != nil {
+				return nil, err
+			}
+			out := c.outcome(s, st, Allow, records)
+			out.ShortCircuit = b.Name
+			return out, nil
+		}
 	}
 	return c.outcome(s, st, Allow, records), nil
 }
@@ -258,6 +266,9 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 			// take is this binding's failure, not theirs.
 			dec = res.Decision
 			step.Decision, step.By = dec, ByHook
+			if dec.Shape != abi.ShapeCanonical {
+				step.Wire = dec.Shape
+			}
 			step.Applied, step.Ignored = permitted(b.Phase, dec)
 			if step.Applied == abi.ActionAsk && contains(st.Approved, b.key) {
 				step.Applied, step.By = abi.ActionContinue, ByApproval
@@ -271,7 +282,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 					next = st.Context
 				} else if fail = c.checkModify(s, b, st, next, step.Changed); fail != nil {
 					next, step.Changed, dec = st.Context, nil, nil
-					step.Decision, step.Ignored = nil, ""
+					step.Decision, step.Ignored, step.Wire = nil, "", ""
 				}
 			}
 		}
@@ -347,16 +358,17 @@ func (s *stepLog) log(level slog.Level, msg string, args ...any) {
 }
 
 // permitted applies the phase's permissions to a decision: what the step
-// applies, and what was ignored. Block, ask and do_not_reply_again belong to
-// guards, modify to transformers. See RATIONALE.md#why-three-phases.
+// applies, and what was ignored. Block, ask, do_not_reply_again and
+// short_circuit belong to guards, modify to transformers. See
+// RATIONALE.md#why-three-phases.
 func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 	a, ignored := permittedAction(phase, dec.Action)
+	if dec.ShortCircuit && phase != Guard {
+		ignored = joinIgnored(ignored, fmt.Sprintf("%s cannot short_circuit; only guards can", article(phase)))
+	}
 	if dec.DoNotReplyAgain && phase != Guard {
 		why := fmt.Sprintf("%s cannot set do_not_reply_again; only guards can", article(phase))
-		if ignored != "" {
-			why = ignored + "; " + why
-		}
-		return a, why
+		return a, joinIgnored(ignored, why)
 	}
 	return a, ignored
 }
@@ -529,6 +541,7 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 		Approval: step.Approval, Resolution: step.Resolution,
 		Input: before.Digest(), Output: after.Digest(),
 		LatencyUS: step.LatencyUS, HostCalls: step.HostCalls, CreditCharged: step.CreditCharged,
+		Wire: string(step.Wire),
 	}
 	if len(r.HostCalls) == 0 {
 		r.HostCalls = nil

@@ -65,6 +65,11 @@ type Record struct {
 	// HookAction is what the hook itself returned, when it returned a
 	// decision.
 	HookAction string `json:"hook_action,omitempty"`
+	// Wire is the wire shape the hook's decision came in (abi.Shape:
+	// "top-level", "outcome", "legacy" or "guardrail"), so that a legacy
+	// {"abort": true} is told apart from a canonical block; omitted for
+	// the canonical shape and when the hook returned no decision.
+	Wire string `json:"wire,omitempty"`
 	// Resolution is an approval's resolution: approved, denied, edited or
 	// expired.
 	Resolution string `json:"resolution,omitempty"`
