@@ -115,7 +115,6 @@ func TestRequireApprovalCarriesPending(t *testing.T) {
 	}
 }
 
-
 // A guard's short_circuit ends the run with allow: the guards after it do
 // not run, and each is in the trace and the audit log as skipped, naming the
 // guard. From an observer or a transformer it is ignored and reported.
