@@ -13,7 +13,7 @@ import (
 // MiddlewareResult::ShortCircuit): only a guard's own continue does. Guards
 // run last, so a short_circuit skips only the guards after it, never an
 // observer or a transformer; from those it is ignored and reported
-// (permitted). See RATIONALE.md#why-short-circuit-is-a-flag-on-continue.
+// (permitted). See RATIONALE.md#why-is-short-circuit-a-flag-on-continue.
 func shortCircuits(b *bound, step *Step, dec *abi.Decision) bool {
 	return dec != nil && dec.ShortCircuit && b.Phase == Guard &&
 		step.By == ByHook && step.Applied == abi.ActionContinue && step.Ignored == ""
