@@ -29,7 +29,7 @@ func (a Action) Valid() bool {
 // Shape names the wire shape a decision arrived in.
 type Shape string
 
-// The four decision shapes the host accepts. See ABI.md.
+// The decision shapes the host accepts. See ABI.md.
 const (
 	// ShapeCanonical is {"action": ..., "context": {...}, ...}.
 	ShapeCanonical Shape = "canonical"
