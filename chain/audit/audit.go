@@ -59,8 +59,10 @@ type Record struct {
 	// Decision is the verdict applied to the traffic: continue, modify,
 	// block or ask.
 	Decision string `json:"decision"`
-	// By says who reached it: "hook", "fail_policy" (after a failure) or
-	// "approval" (a human or an approval's expiry).
+	// By says who reached it: "hook", "fail_policy" (after a failure),
+	// "approval" (a human or an approval's expiry) or "short_circuit" (the
+	// binding did not run: a guard before it short-circuited the run, as
+	// Reason says).
 	By string `json:"by"`
 	// HookAction is what the hook itself returned, when it returned a
 	// decision.
