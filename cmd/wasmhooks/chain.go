@@ -259,12 +259,14 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Binding  string            `json:"binding"`
 		Phase    chain.Phase       `json:"phase"`
 		Hook     string            `json:"hook,omitempty"`
+		Wire     abi.Shape         `json:"wire,omitempty"`
 		Failure  string            `json:"failure,omitempty"`
 		Applied  string            `json:"applied"`
 		By       string            `json:"by"`
 		Ignored  string            `json:"ignored,omitempty"`
 		Changed  []string          `json:"changed,omitempty"`
 		Resolved string            `json:"resolution,omitempty"`
+		Reason   string            `json:"reason,omitempty"`
 		Credit   int64             `json:"credit_charged,omitempty"`
 		Calls    []string          `json:"host_calls,omitempty"`
 		Logs     []runtime.LogLine `json:"logs,omitempty"`
@@ -274,6 +276,7 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Binding  string         `json:"binding"`
 		Reason   string         `json:"reason,omitempty"`
 		Proposed map[string]any `json:"proposed"`
+		Pending  map[string]any `json:"pending,omitempty"`
 		Editable []string       `json:"editable"`
 		Expires  string         `json:"expires"`
 	}
@@ -294,18 +297,22 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Failure     *abi.Failure   `json:"failure,omitempty"`
 		Context     map[string]any `json:"context"`
 		Approval    *approval      `json:"approval,omitempty"`
+		Short       string         `json:"short_circuit,omitempty"`
 		Trace       []step         `json:"trace"`
 		Audit       []record       `json:"audit"`
 	}{Verdict: out.Verdict, Modified: out.Modified, Binding: out.Binding, By: out.By, Reason: out.Reason,
-		UserMessage: out.UserMessage, Failure: out.Failure, Context: out.Context, Trace: []step{}, Audit: []record{}}
+		UserMessage: out.UserMessage, Failure: out.Failure, Context: out.Context, Short: out.ShortCircuit, Trace: []step{}, Audit: []record{}}
 	if a := out.Approval; a != nil {
-		doc.Approval = &approval{ID: a.ID, Binding: a.Binding, Reason: a.Reason, Proposed: a.Proposed, Editable: a.Editable, Expires: a.Expires.Format(time.RFC3339)}
+		doc.Approval = &approval{ID: a.ID, Binding: a.Binding, Reason: a.Reason, Proposed: a.Proposed, Pending: a.Pending, Editable: a.Editable, Expires: a.Expires.Format(time.RFC3339)}
 	}
 	for _, s := range out.Trace {
 		st := step{Binding: s.Binding, Phase: s.Phase, Applied: string(s.Applied), By: s.By, Ignored: s.Ignored,
-			Changed: s.Changed, Resolved: s.Resolution, Credit: s.CreditCharged, Logs: s.Logs}
+			Changed: s.Changed, Resolved: s.Resolution, Credit: s.CreditCharged, Logs: s.Logs, Wire: s.Wire}
 		if s.Decision != nil {
 			st.Hook = string(s.Decision.Action)
+		}
+		if s.By == chain.ByShortCircuit {
+			st.Reason = s.Reason // which guard skipped it
 		}
 		if s.Failure != nil {
 			st.Failure = string(s.Failure.Code)
