@@ -11,21 +11,44 @@ import (
 // Bounds on what a module may ask of wazero's compiler. Its time grows with
 // the square of the blocks, loops and ifs in a function (20,000 loops in one
 // 58 KB function take about 10 s to compile), and no size limit catches
-// that. The example Go hooks have at most 984 of them in one function and a
-// sum of squares of 8.5e6; the bounds leave them 3x of room. At the bounds a
-// module of metered empty loops (3 functions of 2,990 loops) compiles in
-// 2.7 s on a 2-core machine: bounded, once per module, off the request path, where without
-// them it took minutes to hours. Branches (br, br_if, br_table) are not
-// counted: Go emits a large br_table in every function, and branch-heavy
-// bodies did not show the quadratic growth.
+// that. Branches to one label grow it the same way: 25,000 br_if to one
+// block take 10 s, 100,000 over 2 minutes; a branch costs about a sixth of
+// a loop, and is counted as half of one. The example Go hooks have at most
+// 1,311 such units in one function and a sum of squares of 1.4e7 (1.7e7
+// for a Go program that links net/http); the bounds leave them about twice
+// that. At the bounds a module of metered empty loops (3 functions of
+// 2,990 loops) compiles in 2.7 s on a 2-core machine: bounded, once per
+// module, off the request path, where without them it took minutes to
+// hours.
+//
+// br_table targets cost less each but add up the same way: one br_table of
+// 100,000 targets naming one label took 1.8 s and 227 MiB, 400,000 30 s and
+// 900 MB, and every target costs about 1 µs and 2 KiB of transient heap.
+// They have bounds of their own: Go emits a br_table in every function (at
+// most 1,145 targets in one function of the example hooks, 130,000 in a
+// module that links net/http, a sum of squares of 1.5e7); a Haskell
+// program has 3,126 in one function, and a WebAssembly spec test 24,616.
 // See RATIONALE.md#why-bound-control-flow-at-load.
 const (
-	// MaxControlPerFunction bounds the block, loop and if instructions of
-	// one function.
+	// MaxControlPerFunction bounds the block and if instructions of one
+	// function, plus loopWeight for each loop and half a unit for each br
+	// and br_if.
 	MaxControlPerFunction = 3_000
 	// MaxControlSquares bounds the sum over all functions of the square of
-	// their control instructions.
+	// that count.
 	MaxControlSquares = 30_000_000
+	// loopWeight is what a loop counts for: metered, a loop header holds a
+	// fuel check and a call, and 2,999 loops in one function took 7 s to
+	// compile where 3 x 2,999 blocks took 0.2 s.
+	loopWeight = 10
+	// MaxBrTableTargetsPerFunction bounds the br_table targets (defaults
+	// included) of one function: 75 MiB and 0.3 s of compiling at most.
+	MaxBrTableTargetsPerFunction = 32_768
+	// MaxBrTableTargetsSquares bounds the sum over all functions of the
+	// square of their br_table targets.
+	MaxBrTableTargetsSquares = 2_000_000_000
+	// MaxBrTableTargets bounds the br_table targets of the whole module.
+	MaxBrTableTargets = 500_000
 )
 
 // checkCompileCost refuses a module whose control flow would make compiling
@@ -33,31 +56,98 @@ const (
 // bodies that are not valid instructions before the compiler sees them.
 func checkCompileCost(m *wasmbin.Module) error {
 	var in wasmbin.Instr
-	var squares uint64
+	var squares, targetSquares, targetsTotal uint64
 	for i := range m.Code {
 		c := &m.Code[i]
+		fn := int(m.NumImportedFuncs()) + i
 		d := wasmbin.NewInstrReader(c.Body, c.BodyOffset)
-		var n uint64
+		var halves, targets uint64 // control units counted in halves; br_table targets
 		for {
 			err := d.Next(&in)
 			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
-				return &ValidationError{Reason: fmt.Sprintf("function %d", int(m.NumImportedFuncs())+i), Err: err}
+				return &ValidationError{Reason: fmt.Sprintf("function %d", fn), Err: err}
 			}
 			switch in.Op {
-			case 0x02, 0x03, 0x04: // block, loop, if
-				n++
+			case 0x02, 0x04: // block, if
+				halves += 2
+			case 0x03: // loop
+				halves += 2 * loopWeight
+			case 0x0C, 0x0D: // br, br_if
+				halves++
+			case 0x0E: // br_table
+				targets += uint64(len(in.Targets)) + 1
 			}
 		}
+		n := (halves + 1) / 2
 		if n > MaxControlPerFunction {
-			return &LimitError{Limit: fmt.Sprintf("blocks (function %d)", int(m.NumImportedFuncs())+i), Max: MaxControlPerFunction, Got: n}
+			return &LimitError{Limit: fmt.Sprintf("control (function %d)", fn), Max: MaxControlPerFunction, Got: n}
 		}
 		squares += n * n
 		if squares > MaxControlSquares {
-			return &LimitError{Limit: "blocks_squared (sum over functions)", Max: MaxControlSquares, Got: squares}
+			return &LimitError{Limit: "control_squared (sum over functions)", Max: MaxControlSquares, Got: squares}
+		}
+		if targets > MaxBrTableTargetsPerFunction {
+			return &LimitError{Limit: fmt.Sprintf("br_table_targets (function %d)", fn), Max: MaxBrTableTargetsPerFunction, Got: targets}
+		}
+		targetSquares += targets * targets
+		if targetSquares > MaxBrTableTargetsSquares {
+			return &LimitError{Limit: "br_table_targets_squared (sum over functions)", Max: MaxBrTableTargetsSquares, Got: targetSquares}
+		}
+		targetsTotal += targets
+		if targetsTotal > MaxBrTableTargets {
+			return &LimitError{Limit: "br_table_targets (sum over functions)", Max: MaxBrTableTargets, Got: targetsTotal}
 		}
 	}
 	return nil
+}
+
+// forCompiler returns what wazero is given to compile: bin without its
+// custom sections, and an estimate of the host memory the compiled module
+// will hold. Custom sections are debug information (names, DWARF,
+// producers) or ours (the manifest, already read): wazero keeps the name
+// section's maps for the module's life, about 11 times its size in heap,
+// and reports the names only in stack traces, which classify cuts off. See
+// RATIONALE.md#why-strip-custom-sections-before-compiling.
+func forCompiler(bin []byte) ([]byte, int64, error) {
+	stripped, err := wasmbin.StripCustomSections(bin)
+	if err != nil {
+		return nil, 0, &ValidationError{Reason: "not a valid WebAssembly module", Err: err}
+	}
+	// bin was validated (or instrumented from a validated module, which
+	// adds globals, functions, locals and bytes): it is read again only to
+	// count what it declares, under no limit but the format's.
+	const none = 1 << 40
+	m, err := wasmbin.Parse(stripped, wasmbin.Limits{MaxModuleBytes: none, MaxCodeBytes: none, MaxFunctionBodyBytes: none,
+		MaxFunctions: none, MaxLocals: none, MaxLocalsTotal: none, MaxParams: none, MaxResults: none, MaxTypes: none,
+		MaxTypeValues: none, MaxImports: none, MaxExports: none, MaxGlobals: none, MaxTables: none, MaxTableElements: none,
+		MaxMemoryPages: none, MaxDataSegments: none, MaxDataBytes: none, MaxElementSegments: none, MaxElementItems: none,
+		MaxCustomSections: none, MaxNameBytes: none})
+	if err != nil {
+		return nil, 0, &ValidationError{Reason: "not a valid WebAssembly module", Err: err}
+	}
+	return stripped, compiledHostBytes(m, len(stripped)), nil
+}
+
+// compiledHostBytes estimates the host memory (Go heap and compiled code)
+// that wazero holds for a compiled module of m, size bytes. The weights are
+// measured on wazero v1.12 (amd64), rounded up: the module's bytes (kept),
+// 4 times its code (the machine code and its metadata), 512 bytes a
+// function, 16 a local, 48 an element item, 64 a data segment, 16 a type
+// value, 64 a global, import or export.
+func compiledHostBytes(m *wasmbin.Module, size int) int64 {
+	est := int64(size)
+	for i := range m.Code {
+		est += 4*int64(m.Code[i].Size) + 512 + 16*int64(m.Code[i].NumLocals)
+	}
+	for i := range m.Types {
+		est += 16 * int64(len(m.Types[i].Params)+len(m.Types[i].Results))
+	}
+	for i := range m.Elements {
+		est += 48 * int64(m.Elements[i].Count)
+	}
+	est += 64 * int64(len(m.Data)+len(m.Globals)+len(m.Imports)+len(m.Exports))
+	return est
 }
