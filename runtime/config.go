@@ -65,6 +65,11 @@ const (
 	DefaultMaxIdlePerPool = 4
 	// DefaultCacheModules bounds the compiled modules kept in memory.
 	DefaultCacheModules = 128
+	// DefaultCacheBytes bounds the host memory the compiled modules kept
+	// in memory hold, as Load estimates it (see Config.CacheBytes): 1 GiB,
+	// about 50 compiled Go hooks of the example hooks' size (20 MiB each
+	// by the estimate; 9 to 12 MiB measured), or 128 small C or Rust ones.
+	DefaultCacheBytes = 1 << 30
 )
 
 // Limits bounds what one invocation of a hook may use. The zero value of every
@@ -239,6 +244,12 @@ type Config struct {
 	// CacheModules bounds the compiled modules kept in memory (LRU, keyed
 	// by sha256). Zero means 128.
 	CacheModules int
+	// CacheBytes bounds the host memory of the compiled modules kept in
+	// memory, as estimated from what each declares (see
+	// compiledHostBytes): past it the least recently used are evicted,
+	// whatever their count. An evicted module stays alive while a Module
+	// loaded from it is open. Zero means DefaultCacheBytes (1 GiB).
+	CacheBytes int64
 	// HostCaller serves host calls when a Request names none. Nil means
 	// every host call is answered UNKNOWN_CAPABILITY.
 	HostCaller HostCaller
@@ -285,6 +296,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheModules == 0 {
 		c.CacheModules = DefaultCacheModules
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = DefaultCacheBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
