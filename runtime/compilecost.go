@@ -11,23 +11,27 @@ import (
 // Bounds on what a module may ask of wazero's compiler. Its time grows with
 // the square of the blocks, loops and ifs in a function (20,000 loops in one
 // 58 KB function take about 10 s to compile), and no size limit catches
-// that. Branches to one label grow it the same way: 25,000 br_if to one
-// block take 10 s, 100,000 over 2 minutes; a branch costs about a sixth of
-// a loop, and is counted as half of one. The example Go hooks have at most
-// 1,311 such units in one function and a sum of squares of 1.4e7 (1.7e7
-// for a Go program that links net/http); the bounds leave them about twice
-// that. At the bounds a module of metered empty loops (3 functions of
-// 2,990 loops) compiles in 2.7 s on a 2-core machine: bounded, once per
-// module, off the request path, where without them it took minutes to
-// hours.
+// that. Metered, a loop costs far more than a block (its header holds a
+// fuel check and a call: 2,999 loops in one function took 7 s, 3 x 2,999
+// blocks 0.2 s), so a loop counts for loopWeight. Branches to one label
+// grow it the same way (25,000 br_if to one block took 10 s, 100,000 over
+// 2 minutes), at about a sixth of a loop's cost: a br or br_if counts for
+// half a unit. The example Go hooks have at most 1,320 units in one
+// function and a sum of squares of 1.6e7 (2.0e7 for a Go program that
+// links net/http; a Haskell program 1,706 and 7.3e6), so the bounds leave
+// them 1.5 to 2 times room. At the bounds the worst modules measured (3
+// functions of 6,000 br_if to one label; of 300 loops; of 3,000 blocks)
+// load in 0.1 to 1.2 s on a 2-core machine: bounded, once per module, off
+// the request path, where without them it took minutes to hours.
 //
 // br_table targets cost less each but add up the same way: one br_table of
 // 100,000 targets naming one label took 1.8 s and 227 MiB, 400,000 30 s and
 // 900 MB, and every target costs about 1 µs and 2 KiB of transient heap.
-// They have bounds of their own: Go emits a br_table in every function (at
-// most 1,145 targets in one function of the example hooks, 130,000 in a
-// module that links net/http, a sum of squares of 1.5e7); a Haskell
-// program has 3,126 in one function, and a WebAssembly spec test 24,616.
+// They have bounds of their own, at which the worst module loads in 1.1 s
+// with 74 MiB at its peak: Go emits a br_table in every function (at most
+// 1,145 targets in one function of the example hooks, 130,000 in a module
+// that links net/http, a sum of squares of 1.5e7); a Haskell program has
+// 3,126 in one function, and a WebAssembly spec test 24,616.
 // See RATIONALE.md#why-bound-control-flow-at-load.
 const (
 	// MaxControlPerFunction bounds the block and if instructions of one
