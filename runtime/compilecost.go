@@ -27,8 +27,8 @@ import (
 // br_table targets cost less each but add up the same way: one br_table of
 // 100,000 targets naming one label took 1.8 s and 227 MiB, 400,000 30 s and
 // 900 MB, and every target costs about 1 µs and 2 KiB of transient heap.
-// They have bounds of their own, at which the worst module loads in 1.1 s
-// with 74 MiB at its peak: Go emits a br_table in every function (at most
+// They have bounds of their own, at which the worst modules load in 0.3 to
+// 1 s with at most 76 MiB at their peak: Go emits a br_table in every function (at most
 // 1,145 targets in one function of the example hooks, 130,000 in a module
 // that links net/http, a sum of squares of 1.5e7); a Haskell program has
 // 3,126 in one function, and a WebAssembly spec test 24,616.
@@ -50,9 +50,20 @@ const (
 	MaxBrTableTargetsPerFunction = 32_768
 	// MaxBrTableTargetsSquares bounds the sum over all functions of the
 	// square of their br_table targets.
-	MaxBrTableTargetsSquares = 2_000_000_000
+	MaxBrTableTargetsSquares = 1_500_000_000
 	// MaxBrTableTargets bounds the br_table targets of the whole module.
-	MaxBrTableTargets = 500_000
+	MaxBrTableTargets = 250_000
+	// MaxControlCarried bounds the sum over functions of the largest
+	// control count of any function up to it, and MaxBrTableTargetsCarried
+	// the same for br_table targets. wazero's compiler keeps per-function
+	// state sized by the largest function it has compiled and pays for it
+	// in every function after: one function of 6,000 br_if to one label
+	// then 100,000 empty ones took 4.7 to 6.1 s, the other way round 1 s.
+	// A Go hook stays under 5.2e6 and 4.5e6 (3,928 functions of at most
+	// 1,320 units and 1,145 targets), a Haskell program under 7.8e6 and
+	// 1.4e7.
+	MaxControlCarried        = 30_000_000
+	MaxBrTableTargetsCarried = 150_000_000
 )
 
 // checkCompileCost refuses a module whose control flow would make compiling
@@ -61,6 +72,7 @@ const (
 func checkCompileCost(m *wasmbin.Module) error {
 	var in wasmbin.Instr
 	var squares, targetSquares, targetsTotal uint64
+	var maxN, maxTargets, carried, targetsCarried uint64
 	for i := range m.Code {
 		c := &m.Code[i]
 		fn := int(m.NumImportedFuncs()) + i
@@ -103,6 +115,15 @@ func checkCompileCost(m *wasmbin.Module) error {
 		targetsTotal += targets
 		if targetsTotal > MaxBrTableTargets {
 			return &LimitError{Limit: "br_table_targets (sum over functions)", Max: MaxBrTableTargets, Got: targetsTotal}
+		}
+		maxN, maxTargets = max(maxN, n), max(maxTargets, targets)
+		carried += maxN
+		if carried > MaxControlCarried {
+			return &LimitError{Limit: "control_carried (sum over functions of the largest so far)", Max: MaxControlCarried, Got: carried}
+		}
+		targetsCarried += maxTargets
+		if targetsCarried > MaxBrTableTargetsCarried {
+			return &LimitError{Limit: "br_table_targets_carried (sum over functions of the largest so far)", Max: MaxBrTableTargetsCarried, Got: targetsCarried}
 		}
 	}
 	return nil

@@ -251,8 +251,8 @@ var modcacheBuildRules = sync.OnceValues(func() (string, error) {
 	}
 	slices.Sort(wasi)
 	fmt.Fprintf(&b, "wasi=%s\n", strings.Join(wasi, ", "))
-	fmt.Fprintf(&b, "compile_cost=%d/%d br_table=%d/%d/%d\n", MaxControlPerFunction, MaxControlSquares,
-		MaxBrTableTargetsPerFunction, MaxBrTableTargetsSquares, MaxBrTableTargets)
+	fmt.Fprintf(&b, "compile_cost=%d/%d/%d/%d br_table=%d/%d/%d/%d\n", MaxControlPerFunction, MaxControlSquares, loopWeight,
+		MaxControlCarried, MaxBrTableTargetsPerFunction, MaxBrTableTargetsSquares, MaxBrTableTargets, MaxBrTableTargetsCarried)
 	fmt.Fprintf(&b, "wasmbin=%+v\n", wasmbin.DefaultLimits())
 	fmt.Fprintf(&b, "module_info=%s\n", typeShape(reflect.TypeFor[ModuleInfo](), nil))
 	id, err := buildIdentity()

@@ -110,7 +110,7 @@ var (
 // label.
 func shapeBrIf(fns, n int) []byte {
 	// i64.const 0; i32.const 0; br_if 0 leaves the i64 for the next one.
-	b := cat([]byte{0x00, 0x42, 0x00}, bytes.Repeat([]byte{0x41, 0x00, 0x0D, 0x00}, n), []byte{0x0B})
+	b := brIfBody(n)
 	h := hookParts{bodies: make([][]byte, fns)}
 	for i := range h.bodies {
 		h.bodies[i] = b
@@ -129,6 +129,21 @@ func shapeLocals(total, per int) []byte {
 		left -= n
 	}
 	return h.bytes()
+}
+
+// shapeCarried: one function of body, then k empty ones: wazero's compiler
+// pays for the largest function in every one after it.
+func shapeCarried(body []byte, k int) []byte {
+	h := hookParts{bodies: [][]byte{body}}
+	for range k {
+		h.bodies = append(h.bodies, handleBody)
+	}
+	return h.bytes()
+}
+
+// brIfBody is a function of n br_if naming the function's own label.
+func brIfBody(n int) []byte {
+	return cat([]byte{0x00, 0x42, 0x00}, bytes.Repeat([]byte{0x41, 0x00, 0x0D, 0x00}, n), []byte{0x0B})
 }
 
 // shapeFunctions: n functions in all.
@@ -164,8 +179,14 @@ func shapeActiveElems(size, n int) []byte {
 // shapeTypes: distinct function types of up to params parameters and
 // results results each, total values in all (the handle's two included).
 func shapeTypes(total, params, results int) []byte {
-	var h hookParts
-	left := total - 2
+	return hookParts{types: hookParts{}.typesOf(total-2, params, results)}.bytes()
+}
+
+// typesOf returns distinct function types of up to params parameters and
+// results results each, total values in all.
+func (hookParts) typesOf(total, params, results int) [][]byte {
+	var types [][]byte
+	left := total
 	for i := 0; left > 0; i++ {
 		p := min(params, left)
 		r := min(results, left-p)
@@ -177,10 +198,10 @@ func shapeTypes(total, params, results int) []byte {
 				ps[j] = 0x7E
 			}
 		}
-		h.types = append(h.types, cat([]byte{0x60}, uleb(uint64(p)), ps, uleb(uint64(r)), rs))
+		types = append(types, cat([]byte{0x60}, uleb(uint64(p)), ps, uleb(uint64(r)), rs))
 		left -= p + r
 	}
-	return h.bytes()
+	return types
 }
 
 // shapeNames: a name section naming n functions (indices 0..n-1, whether
@@ -203,6 +224,35 @@ func shapeData(segs, size int) []byte {
 	for i := range h.data {
 		h.data[i] = seg
 	}
+	return h.bytes()
+}
+
+// shapeEverything is every shape above in one module, each at its limit
+// where they can share one: both compile-cost models, 100,000 functions,
+// locals, element items, type values, data segments and bytes, and a name
+// section, within the runtime's 32 MiB.
+func shapeEverything() []byte {
+	var h hookParts
+	for range 18 { // 50,000 locals each, the parameter included
+		h.bodies = append(h.bodies, cat([]byte{0x01}, uleb(49_999), []byte{0x7F, 0x42, 0x00, 0x0B}))
+	}
+	// The empty functions first: the large ones last cost no carry.
+	for len(h.bodies) < 100_000-1-44 {
+		h.bodies = append(h.bodies, handleBody)
+	}
+	for range 41 {
+		h.bodies = append(h.bodies, brTableBody(5_999))
+	}
+	h.bodies = append(h.bodies, brIfBody(6_000), brIfBody(6_000), brIfBody(6_000))
+	h.types = hookParts{}.typesOf(50_000-2, 1_000, 1_000)
+	h.elem = [][]byte{cat([]byte{0x01, 0x00}, uleb(131_072), make([]byte, 131_072))}
+	for range 99_998 {
+		h.data = append(h.data, []byte{0x01, 0x01, 0x00})
+	}
+	big := 16<<20 - 99_998 - len(`{"action":"continue"}`)
+	h.data = append(h.data, cat([]byte{0x01}, uleb(uint64(big)), make([]byte, big)))
+	names := shapeNames(2_000_000)
+	h.customs = [][]byte{names[len(hookParts{}.bytes()):]} // its name section alone
 	return h.bytes()
 }
 
@@ -313,10 +363,13 @@ func worstShapes() []struct {
 	}{
 		// Compile cost (runtime/compilecost.go).
 		{"br_table: 32,768 targets naming one label in one function", func() []byte { return shapeBrTable(1, 32_767) }},
-		{"br_table: 125 functions of 4,000 targets (the squares and the total)", func() []byte { return shapeBrTable(125, 3_999) }},
+		{"br_table: 41 functions of 6,000 targets (the squares and the total)", func() []byte { return shapeBrTable(41, 5_999) }},
 		{"br_if: 3 functions of 6,000 naming one label", func() []byte { return shapeBrIf(3, 6_000) }},
+		{"br_if: one function of 6,000 naming one label, then 9,999 empty ones", func() []byte { return shapeCarried(brIfBody(6_000), 9_999) }},
+		{"br_table: one of 32,768 targets, then 4,576 empty functions", func() []byte { return shapeCarried(brTableBody(32_767), 4_576) }},
 		{"loops: 3 functions of 300", func() []byte { return shapeControl(3, 300, unitLoop) }},
 		{"blocks: 3 functions of 3,000", func() []byte { return shapeControl(3, 3_000, unitBlock) }},
+		{"every limit at once", shapeEverything},
 		// The binary reader's totals (runtime/internal/wasmbin/limits.go).
 		{"locals: 1,000,000 in functions of 50,000", func() []byte { return shapeLocals(1_000_000, 50_000) }},
 		{"functions: 100,000", func() []byte { return shapeFunctions(100_000) }},
@@ -379,10 +432,14 @@ func TestLoadOneStepOverTheLimits(t *testing.T) {
 		limit string
 	}{
 		{"br_table: 32,769 targets in one function", func() []byte { return shapeBrTable(1, 32_768) }, "br_table_targets (function 1)"},
-		{"br_table: 125 functions of 4,001 targets", func() []byte { return shapeBrTable(125, 4_000) }, "br_table_targets_squared"},
-		{"br_table: 500 functions of 1,001 targets", func() []byte { return shapeBrTable(500, 1_000) }, "br_table_targets (sum over functions)"},
+		{"br_table: functions of 32,768 and 21,000 targets", func() []byte {
+			return hookParts{bodies: [][]byte{brTableBody(32_767), brTableBody(20_999)}}.bytes()
+		}, "br_table_targets_squared"},
+		{"br_table: 250 functions of 1,001 targets", func() []byte { return shapeBrTable(250, 1_000) }, "br_table_targets (sum over functions)"},
 		{"br_if: 6,002 in one function", func() []byte { return shapeBrIf(1, 6_002) }, "control (function 1)"},
 		{"br_if: 4 functions of 6,000", func() []byte { return shapeBrIf(4, 6_000) }, "control_squared"},
+		{"br_if: one function of 6,000, then 10,000 empty ones", func() []byte { return shapeCarried(brIfBody(6_000), 10_000) }, "control_carried"},
+		{"br_table: one of 32,768 targets, then 4,577 empty functions", func() []byte { return shapeCarried(brTableBody(32_767), 4_577) }, "br_table_targets_carried"},
 		{"loops: 301 in one function", func() []byte { return shapeControl(1, 301, unitLoop) }, "control (function 1)"},
 		{"blocks: 4 functions of 3,000", func() []byte { return shapeControl(4, 3_000, unitBlock) }, "control_squared"},
 		{"locals: 1,000,001", func() []byte { return shapeLocals(1_000_001, 50_000) }, "MaxLocalsTotal"},
