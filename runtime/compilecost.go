@@ -58,7 +58,7 @@ const (
 	// the same for br_table targets. wazero's compiler keeps per-function
 	// state sized by the largest function it has compiled and pays for it
 	// in every function after: one function of 6,000 br_if to one label
-	// then 100,000 empty ones took 4.7 to 6.1 s, the other way round 1 s.
+	// then 100,000 empty ones took 3.3 to 6.1 s, the other way round 1 s.
 	// A Go hook stays under 5.2e6 and 4.5e6 (3,928 functions of at most
 	// 1,320 units and 1,145 targets), a Haskell program under 7.8e6 and
 	// 1.4e7.
