@@ -64,12 +64,24 @@ const (
 	// 1.4e7.
 	MaxControlCarried        = 30_000_000
 	MaxBrTableTargetsCarried = 150_000_000
+	// MaxDeclarationsByFunctions bounds the product of the module's types
+	// and globals by its defined functions: wazero's compiler declares
+	// every type and global again in every function it compiles, so
+	// 10,000 types and 100,000 empty functions took 7.5 s, 10,000 globals
+	// and 100,000 functions 5.4 s (about 5 to 8 ns a pair). A Go hook has
+	// (15 + 8) x 3,928 = 90,000, and AssemblyScript, which defines a
+	// global per module-level variable, stays near a million.
+	MaxDeclarationsByFunctions = 50_000_000
 )
 
 // checkCompileCost refuses a module whose control flow would make compiling
 // it take unbounded time. It decodes every instruction, so it also refuses
 // bodies that are not valid instructions before the compiler sees them.
 func checkCompileCost(m *wasmbin.Module) error {
+	decls := uint64(len(m.Types)+len(m.Globals)+m.NumImportedGlobals()) * uint64(len(m.Code))
+	if decls > MaxDeclarationsByFunctions {
+		return &LimitError{Limit: "declarations_by_functions ((types + globals) x functions)", Max: MaxDeclarationsByFunctions, Got: decls}
+	}
 	var in wasmbin.Instr
 	var squares, targetSquares, targetsTotal uint64
 	var maxN, maxTargets, carried, targetsCarried uint64

@@ -253,6 +253,7 @@ var modcacheBuildRules = sync.OnceValues(func() (string, error) {
 	fmt.Fprintf(&b, "wasi=%s\n", strings.Join(wasi, ", "))
 	fmt.Fprintf(&b, "compile_cost=%d/%d/%d/%d br_table=%d/%d/%d/%d\n", MaxControlPerFunction, MaxControlSquares, loopWeight,
 		MaxControlCarried, MaxBrTableTargetsPerFunction, MaxBrTableTargetsSquares, MaxBrTableTargets, MaxBrTableTargetsCarried)
+	fmt.Fprintf(&b, "declarations_by_functions=%d\n", MaxDeclarationsByFunctions)
 	fmt.Fprintf(&b, "wasmbin=%+v\n", wasmbin.DefaultLimits())
 	fmt.Fprintf(&b, "module_info=%s\n", typeShape(reflect.TypeFor[ModuleInfo](), nil))
 	id, err := buildIdentity()

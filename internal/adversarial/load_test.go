@@ -47,6 +47,7 @@ type hookParts struct {
 	table   []byte   // the table section's one table, if any
 	elem    [][]byte // element segments
 	data    [][]byte // data segments
+	globals [][]byte // global section entries
 	customs [][]byte // whole custom sections, appended at the end
 	memMin  uint64
 }
@@ -63,7 +64,11 @@ func (h hookParts) bytes() []byte {
 	if h.table != nil {
 		secs = append(secs, section(4, vector(h.table)))
 	}
-	secs = append(secs, section(5, vector(cat([]byte{0x00}, uleb(max(h.memMin, 1))))), exportSec)
+	secs = append(secs, section(5, vector(cat([]byte{0x00}, uleb(max(h.memMin, 1))))))
+	if h.globals != nil {
+		secs = append(secs, section(6, vector(h.globals...)))
+	}
+	secs = append(secs, exportSec)
 	if h.elem != nil {
 		secs = append(secs, section(9, vector(h.elem...)))
 	}
@@ -144,6 +149,15 @@ func shapeCarried(body []byte, k int) []byte {
 // brIfBody is a function of n br_if naming the function's own label.
 func brIfBody(n int) []byte {
 	return cat([]byte{0x00, 0x42, 0x00}, bytes.Repeat([]byte{0x41, 0x00, 0x0D, 0x00}, n), []byte{0x0B})
+}
+
+// make2 returns n copies of b.
+func make2(n int, b []byte) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = b
+	}
+	return out
 }
 
 // shapeFunctions: n functions in all.
@@ -229,8 +243,8 @@ func shapeData(segs, size int) []byte {
 
 // shapeEverything is every shape above in one module, each at its limit
 // where they can share one: both compile-cost models, 100,000 functions,
-// locals, element items, type values, data segments and bytes, and a name
-// section, within the runtime's 32 MiB.
+// locals, a full table and element items, type values, globals, data
+// segments and bytes, and a name section, within the runtime's 32 MiB.
 func shapeEverything() []byte {
 	var h hookParts
 	for range 18 { // 50,000 locals each, the parameter included
@@ -245,7 +259,12 @@ func shapeEverything() []byte {
 	}
 	h.bodies = append(h.bodies, brIfBody(6_000), brIfBody(6_000), brIfBody(6_000))
 	h.types = hookParts{}.typesOf(50_000-2, 1_000, 1_000)
-	h.elem = [][]byte{cat([]byte{0x01, 0x00}, uleb(131_072), make([]byte, 131_072))}
+	h.table = cat([]byte{0x70, 0x00}, uleb(262_144))
+	h.elem = [][]byte{cat([]byte{0x00, 0x41, 0x00, 0x0B}, uleb(131_072), make([]byte, 131_072))}
+	// (types + globals) x functions at its bound: 500 x 100,000.
+	for range 500 - len(h.types) - 1 {
+		h.globals = append(h.globals, []byte{0x7E, 0x01, 0x42, 0x00, 0x0B})
+	}
 	for range 99_998 {
 		h.data = append(h.data, []byte{0x01, 0x01, 0x00})
 	}
@@ -259,16 +278,17 @@ func shapeEverything() []byte {
 // loadCost is what loading one module cost the host.
 type loadCost struct {
 	dur      time.Duration
-	peak     uint64 // the highest HeapAlloc sampled during Load, over the baseline
-	total    uint64 // bytes allocated during Load (an upper bound of peak)
-	retained uint64 // heap held after Load and a GC, over the baseline
-	instance uint64 // heap held by one warm instance, over the module's
+	peak     uint64        // the highest HeapAlloc sampled during Load, over the baseline
+	total    uint64        // bytes allocated during Load (an upper bound of peak)
+	retained uint64        // heap held after Load and a GC, over the baseline
+	instance uint64        // heap held by one warm instance, over the module's
+	first    time.Duration // the first invocation, instantiation included
 	err      error
 }
 
 func (c loadCost) String() string {
-	return fmt.Sprintf("load %v, peak heap %.1f MiB, allocated %.1f MiB, retained %.1f MiB, instance %.1f MiB",
-		c.dur.Round(time.Millisecond), mib(c.peak), mib(c.total), mib(c.retained), mib(c.instance))
+	return fmt.Sprintf("load %v, peak heap %.1f MiB, allocated %.1f MiB, retained %.1f MiB, instance %.1f MiB, first invocation %v",
+		c.dur.Round(time.Millisecond), mib(c.peak), mib(c.total), mib(c.retained), mib(c.instance), c.first.Round(time.Millisecond))
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -329,7 +349,9 @@ func measureLoad(t testing.TB, wasm []byte, invoke bool) loadCost {
 		c.retained = after - base
 	}
 	if invoke {
+		start := time.Now()
 		res, err := rt.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "hi"}})
+		c.first = time.Since(start)
 		if err != nil || res.Failure != nil {
 			t.Fatalf("invoke: %v %+v", err, res.Failure)
 		}
@@ -376,6 +398,20 @@ func worstShapes() []struct {
 		{"element items: one passive segment of 131,072", func() []byte { return shapePassiveElems(1, 131_072) }},
 		{"table of 262,144 elements, 131,072 set by an active segment", func() []byte { return shapeActiveElems(262_144, 131_072) }},
 		{"types: 50,000 params and results, 1,000 + 1,000 a type", func() []byte { return shapeTypes(50_000, 1_000, 1_000) }},
+		{"globals: 10,000", func() []byte {
+			h := hookParts{globals: make([][]byte, 10_000)}
+			for i := range h.globals {
+				h.globals[i] = []byte{0x7E, 0x01, 0x42, 0x00, 0x0B} // mut i64 = 0
+			}
+			return h.bytes()
+		}},
+		{"types and globals by functions: 9,999 types, 5,000 functions", func() []byte {
+			return hookParts{types: hookParts{}.typesOf(9_999, 1, 0), bodies: make2(4_999, handleBody)}.bytes()
+		}},
+		{"types and globals by functions: 499 globals, 100,000 functions", func() []byte {
+			h := hookParts{bodies: make2(99_999, handleBody), globals: make2(499, []byte{0x7E, 0x01, 0x42, 0x00, 0x0B})}
+			return h.bytes()
+		}},
 		{"data: 100,000 segments", func() []byte { return shapeData(99_999, 1) }},
 		{"data: 16 MiB in one passive segment", func() []byte { return shapeData(1, 16<<20-len(`{"action":"continue"}`)) }},
 		// Not bounded but not compiled: custom sections are stripped.
@@ -418,6 +454,9 @@ func TestLoadWorstAcceptedModules(t *testing.T) {
 			if !raceEnabled && c.dur > loadBudgetTime {
 				t.Errorf("Load took %v, over the budget of %v", c.dur, loadBudgetTime)
 			}
+			if !raceEnabled && c.first > loadBudgetTime {
+				t.Errorf("the first invocation (instantiation included) took %v, over %v", c.first, loadBudgetTime)
+			}
 		})
 	}
 }
@@ -449,6 +488,13 @@ func TestLoadOneStepOverTheLimits(t *testing.T) {
 		{"element items: 2 segments of 65,537", func() []byte { return shapePassiveElems(2, 65_537) }, "MaxElementItems"},
 		{"table of 262,145 elements", func() []byte { return shapeActiveElems(262_145, 1) }, "MaxTableElements"},
 		{"types: 50,001 params and results", func() []byte { return shapeTypes(50_001, 1_000, 1_000) }, "MaxTypeValues"},
+		{"types and globals by functions: 9,999 types, 5,001 functions", func() []byte {
+			return hookParts{types: hookParts{}.typesOf(9_999, 1, 0), bodies: make2(5_000, handleBody)}.bytes()
+		}, "declarations_by_functions"},
+		{"types and globals by functions: 500 globals, 100,000 functions", func() []byte {
+			h := hookParts{bodies: make2(99_999, handleBody), globals: make2(500, []byte{0x7E, 0x01, 0x42, 0x00, 0x0B})}
+			return h.bytes()
+		}, "declarations_by_functions"},
 		{"data: 100,001 segments", func() []byte { return shapeData(100_000, 1) }, "MaxDataSegments"},
 		{"data: 16 MiB + 1", func() []byte { return shapeData(1, 16<<20-len(`{"action":"continue"}`)+1) }, "MaxDataBytes"},
 	}
