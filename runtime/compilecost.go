@@ -35,8 +35,9 @@ import (
 // See RATIONALE.md#why-bound-control-flow-at-load.
 const (
 	// MaxControlPerFunction bounds the block and if instructions of one
-	// function, plus loopWeight for each loop and half a unit for each br
-	// and br_if.
+	// function, plus loopWeight for each loop, bulkWeight for each bulk
+	// memory or table instruction (see isBulk), and half a unit for each
+	// br and br_if.
 	MaxControlPerFunction = 3_000
 	// MaxControlSquares bounds the sum over all functions of the square of
 	// that count.
@@ -45,6 +46,10 @@ const (
 	// fuel check and a call, and 2,999 loops in one function took 7 s to
 	// compile where 3 x 2,999 blocks took 0.2 s.
 	loopWeight = 10
+	// bulkWeight is what a bulk memory or table instruction counts for
+	// (see isBulk): 10,000 memory.fill or table.grow in one function took
+	// 23 to 24 s, about a third of what as many loops take.
+	bulkWeight = 6
 	// MaxBrTableTargetsPerFunction bounds the br_table targets (defaults
 	// included) of one function: 75 MiB and 0.3 s of compiling at most.
 	MaxBrTableTargetsPerFunction = 32_768
@@ -72,7 +77,54 @@ const (
 	// (15 + 8) x 3,928 = 90,000, and AssemblyScript, which defines a
 	// global per module-level variable, stays near a million.
 	MaxDeclarationsByFunctions = 50_000_000
+	// MaxCompileHeapPerFunction bounds, in KiB, the transient heap that
+	// compiling one function takes by instructionHeap's weights: 64 MiB,
+	// 4,096 call_indirect (a Haskell program has 1,705 in one function,
+	// Go 16) or 32,768 calls (Go 654). Without it one function of 100,000
+	// call_indirect took 5.2 s and 1.5 GiB.
+	MaxCompileHeapPerFunction = 64 << 10
+	// MaxCompileHeap bounds the same over the whole module, in KiB: the
+	// time of compiling grows with it (about 3 µs a call). A Go hook that
+	// links net/http weighs about 100,000.
+	MaxCompileHeap = 500_000
 )
+
+// instructionHeap returns what compiling one instruction costs wazero in
+// transient heap, in KiB, where it is much more than the few hundred bytes
+// of most: measured on wazero v1.12 (amd64), metered, 10,000 of each in one
+// function, rounded up.
+func instructionHeap(in *wasmbin.Instr) uint64 {
+	switch in.Op {
+	case 0x11: // call_indirect: 15 KiB
+		return 16
+	case 0x6D, 0x6E, 0x6F, 0x70, 0x7F, 0x80, 0x81, 0x82: // i32/i64 div and rem: 5.5 KiB
+		return 6
+	case 0x25, 0x26: // table.get, table.set: 4 KiB
+		return 4
+	case 0x10, 0x40: // call, memory.grow: 2 KiB
+		return 2
+	}
+	return 0
+}
+
+// isBulk reports the bulk memory and table instructions (memory.init,
+// memory.copy, memory.fill, table.init, table.copy, table.grow,
+// table.fill): wazero lowers several into loops, and the instrumentation
+// charges their length in fuel with a branch of its own, so each costs the
+// compiler a good part of what a loop does (10,000 memory.fill in one
+// function took 24 s and 552 MiB, 10,000 table.grow 23 s, 10,000
+// memory.copy 5.8 s).
+func isBulk(in *wasmbin.Instr) bool {
+	if in.Op != 0xFC {
+		return false
+	}
+	switch in.Sub {
+	case wasmbin.SubMemoryInit, wasmbin.SubMemoryCopy, wasmbin.SubMemoryFill, wasmbin.SubTableInit,
+		wasmbin.SubTableCopy, wasmbin.SubTableGrow, wasmbin.SubTableFill:
+		return true
+	}
+	return false
+}
 
 // checkCompileCost refuses a module whose control flow would make compiling
 // it take unbounded time. It decodes every instruction, so it also refuses
@@ -84,12 +136,12 @@ func checkCompileCost(m *wasmbin.Module) error {
 	}
 	var in wasmbin.Instr
 	var squares, targetSquares, targetsTotal uint64
-	var maxN, maxTargets, carried, targetsCarried uint64
+	var maxN, maxTargets, carried, targetsCarried, heapTotal uint64
 	for i := range m.Code {
 		c := &m.Code[i]
 		fn := int(m.NumImportedFuncs()) + i
 		d := wasmbin.NewInstrReader(c.Body, c.BodyOffset)
-		var halves, targets uint64 // control units counted in halves; br_table targets
+		var halves, targets, heap uint64 // control units counted in halves; br_table targets; KiB
 		for {
 			err := d.Next(&in)
 			if errors.Is(err, io.EOF) {
@@ -107,7 +159,12 @@ func checkCompileCost(m *wasmbin.Module) error {
 				halves++
 			case 0x0E: // br_table
 				targets += uint64(len(in.Targets)) + 1
+			case 0xFC:
+				if isBulk(&in) {
+					halves += 2 * bulkWeight
+				}
 			}
+			heap += instructionHeap(&in)
 		}
 		n := (halves + 1) / 2
 		if n > MaxControlPerFunction {
@@ -127,6 +184,13 @@ func checkCompileCost(m *wasmbin.Module) error {
 		targetsTotal += targets
 		if targetsTotal > MaxBrTableTargets {
 			return &LimitError{Limit: "br_table_targets (sum over functions)", Max: MaxBrTableTargets, Got: targetsTotal}
+		}
+		if heap > MaxCompileHeapPerFunction {
+			return &LimitError{Limit: fmt.Sprintf("compile_heap_kib (function %d)", fn), Max: MaxCompileHeapPerFunction, Got: heap}
+		}
+		heapTotal += heap
+		if heapTotal > MaxCompileHeap {
+			return &LimitError{Limit: "compile_heap_kib (sum over functions)", Max: MaxCompileHeap, Got: heapTotal}
 		}
 		maxN, maxTargets = max(maxN, n), max(maxTargets, targets)
 		carried += maxN

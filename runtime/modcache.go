@@ -251,9 +251,9 @@ var modcacheBuildRules = sync.OnceValues(func() (string, error) {
 	}
 	slices.Sort(wasi)
 	fmt.Fprintf(&b, "wasi=%s\n", strings.Join(wasi, ", "))
-	fmt.Fprintf(&b, "compile_cost=%d/%d/%d/%d br_table=%d/%d/%d/%d\n", MaxControlPerFunction, MaxControlSquares, loopWeight,
+	fmt.Fprintf(&b, "compile_cost=%d/%d/%d/%d/%d br_table=%d/%d/%d/%d\n", MaxControlPerFunction, MaxControlSquares, loopWeight, bulkWeight,
 		MaxControlCarried, MaxBrTableTargetsPerFunction, MaxBrTableTargetsSquares, MaxBrTableTargets, MaxBrTableTargetsCarried)
-	fmt.Fprintf(&b, "declarations_by_functions=%d\n", MaxDeclarationsByFunctions)
+	fmt.Fprintf(&b, "declarations_by_functions=%d compile_heap=%d/%d\n", MaxDeclarationsByFunctions, MaxCompileHeapPerFunction, MaxCompileHeap)
 	fmt.Fprintf(&b, "wasmbin=%+v\n", wasmbin.DefaultLimits())
 	fmt.Fprintf(&b, "module_info=%s\n", typeShape(reflect.TypeFor[ModuleInfo](), nil))
 	id, err := buildIdentity()

@@ -151,6 +151,20 @@ func brIfBody(n int) []byte {
 	return cat([]byte{0x00, 0x42, 0x00}, bytes.Repeat([]byte{0x41, 0x00, 0x0D, 0x00}, n), []byte{0x0B})
 }
 
+// Instructions that cost the compiler more than most, for opsBody; each
+// leaves the stack as it found it.
+var (
+	insCall         = []byte{0x20, 0x00, 0x10, 0x00, 0x1A}                   // local.get 0; call 0; drop
+	insCallIndirect = []byte{0x20, 0x00, 0x41, 0x00, 0x11, 0x00, 0x00, 0x1A} // ...; call_indirect (type 0); drop
+	insMemoryFill   = []byte{0x41, 0x00, 0x41, 0x00, 0x41, 0x00, 0xFC, 0x0B, 0x00}
+	insTableGrow    = []byte{0xD0, 0x70, 0x41, 0x00, 0xFC, 0x0F, 0x00, 0x1A}
+)
+
+// opsBody is a function body of n times op.
+func opsBody(n int, op []byte) []byte {
+	return cat([]byte{0x00}, bytes.Repeat(op, n), []byte{0x42, 0x00, 0x0B})
+}
+
 // make2 returns n copies of b.
 func make2(n int, b []byte) [][]byte {
 	out := make([][]byte, n)
@@ -302,9 +316,14 @@ func heapNow() (alloc, total uint64) {
 // measureLoad loads wasm in a fresh runtime and, if it loads, invokes it
 // once, measuring each step's heap.
 func measureLoad(t testing.TB, wasm []byte, invoke bool) loadCost {
+	return measureLoadWith(t, runtime.Config{}, wasm, invoke)
+}
+
+// measureLoadWith is measureLoad in a Runtime of cfg.
+func measureLoadWith(t testing.TB, cfg runtime.Config, wasm []byte, invoke bool) loadCost {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
+	rt, err := runtime.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +411,20 @@ func worstShapes() []struct {
 		{"loops: 3 functions of 300", func() []byte { return shapeControl(3, 300, unitLoop) }},
 		{"blocks: 3 functions of 3,000", func() []byte { return shapeControl(3, 3_000, unitBlock) }},
 		{"every limit at once", shapeEverything},
+		{"call_indirect: 4,096 in one function (compile heap)", func() []byte {
+			return hookParts{table: []byte{0x70, 0x00, 0x01}, bodies: [][]byte{opsBody(4_096, insCallIndirect)}}.bytes()
+		}},
+		{"calls: 250,000 in 8 functions (compile heap in all)", func() []byte {
+			h := hookParts{bodies: make2(7, opsBody(32_768, insCall))}
+			h.bodies = append(h.bodies, opsBody(250_000-7*32_768, insCall))
+			return h.bytes()
+		}},
+		{"memory.fill: 3 functions of 500", func() []byte {
+			return hookParts{bodies: make2(3, opsBody(500, insMemoryFill))}.bytes()
+		}},
+		{"table.grow: 3 functions of 500", func() []byte {
+			return hookParts{table: []byte{0x70, 0x00, 0x01}, bodies: make2(3, opsBody(500, insTableGrow))}.bytes()
+		}},
 		// The binary reader's totals (runtime/internal/wasmbin/limits.go).
 		{"locals: 1,000,000 in functions of 50,000", func() []byte { return shapeLocals(1_000_000, 50_000) }},
 		{"functions: 100,000", func() []byte { return shapeFunctions(100_000) }},
@@ -479,6 +512,15 @@ func TestLoadOneStepOverTheLimits(t *testing.T) {
 		{"br_if: 4 functions of 6,000", func() []byte { return shapeBrIf(4, 6_000) }, "control_squared"},
 		{"br_if: one function of 6,000, then 10,000 empty ones", func() []byte { return shapeCarried(brIfBody(6_000), 10_000) }, "control_carried"},
 		{"br_table: one of 32,768 targets, then 4,577 empty functions", func() []byte { return shapeCarried(brTableBody(32_767), 4_577) }, "br_table_targets_carried"},
+		{"call_indirect: 4,097 in one function", func() []byte {
+			return hookParts{table: []byte{0x70, 0x00, 0x01}, bodies: [][]byte{opsBody(4_097, insCallIndirect)}}.bytes()
+		}, "compile_heap_kib (function 1)"},
+		{"calls: 250,001 in 8 functions", func() []byte {
+			h := hookParts{bodies: make2(7, opsBody(32_768, insCall))}
+			h.bodies = append(h.bodies, opsBody(250_001-7*32_768, insCall))
+			return h.bytes()
+		}, "compile_heap_kib (sum over functions)"},
+		{"memory.fill: 501 in one function", func() []byte { return hookParts{bodies: [][]byte{opsBody(501, insMemoryFill)}}.bytes() }, "control (function 1)"},
 		{"loops: 301 in one function", func() []byte { return shapeControl(1, 301, unitLoop) }, "control (function 1)"},
 		{"blocks: 4 functions of 3,000", func() []byte { return shapeControl(4, 3_000, unitBlock) }, "control_squared"},
 		{"locals: 1,000,001", func() []byte { return shapeLocals(1_000_001, 50_000) }, "MaxLocalsTotal"},
