@@ -16,10 +16,10 @@ import (
 // blocks 0.2 s), so a loop counts for loopWeight. Branches to one label
 // grow it the same way (25,000 br_if to one block took 10 s, 100,000 over
 // 2 minutes), at about a sixth of a loop's cost: a br or br_if counts for
-// half a unit. The example Go hooks have at most 1,320 units in one
-// function and a sum of squares of 1.6e7 (2.0e7 for a Go program that
-// links net/http; a Haskell program 1,706 and 7.3e6), so the bounds leave
-// them 1.5 to 2 times room. At the bounds the worst modules measured (3
+// half a unit; a bulk memory or table instruction for bulkWeight. The
+// example Go hooks have at most 1,320 units in one function and a sum of
+// squares of 1.7e7 (2.2e7 for a Go program that links net/http; a Haskell
+// program 1,706 and 7.3e6), so the bounds leave them 1.4 to 2 times room. At the bounds the worst modules measured (3
 // functions of 6,000 br_if to one label; of 300 loops; of 3,000 blocks)
 // load in 0.1 to 1.2 s on a 2-core machine: bounded, once per module, off
 // the request path, where without them it took minutes to hours.
