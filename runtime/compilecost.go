@@ -75,37 +75,52 @@ const (
 	// 10,000 types and 100,000 empty functions took 7.5 s, 10,000 globals
 	// and 100,000 functions 5.4 s (about 5 to 8 ns a pair). A Go hook has
 	// (15 + 8) x 3,928 = 90,000, and AssemblyScript, which defines a
-	// global per module-level variable, stays near a million.
-	MaxDeclarationsByFunctions = 50_000_000
-	// MaxCompileHeapPerFunction bounds, in KiB, the transient heap that
+	// global per module-level variable, stays near a million. At the limit
+	// it costs about 0.2 s of CPU.
+	MaxDeclarationsByFunctions = 25_000_000
+	// MaxCompileHeapPerFunction bounds the transient heap, in bytes, that
 	// compiling one function takes by instructionHeap's weights: 64 MiB,
-	// 4,096 call_indirect (a Haskell program has 1,705 in one function,
-	// Go 16) or 32,768 calls (Go 654). Without it one function of 100,000
-	// call_indirect took 5.2 s and 1.5 GiB.
-	MaxCompileHeapPerFunction = 64 << 10
-	// MaxCompileHeap bounds the same over the whole module, in KiB: the
-	// time of compiling grows with it (about 3 µs a call). A Go hook that
-	// links net/http weighs about 100,000.
-	MaxCompileHeap = 500_000
+	// 4,271 call_indirect (a Haskell program has 1,705 in one function,
+	// Go 16) or 27,962 calls in a module of no mutable globals (Go has at
+	// most 654 calls in a function). Without it one function of 100,000
+	// call_indirect took 5.2 s and 1.5 GiB, and 16,384 calls in a module
+	// of 473 mutable globals 3.8 s and 1.3 GiB.
+	MaxCompileHeapPerFunction = 64 << 20
+	// MaxCompileHeap bounds the same over the whole module, in bytes: the
+	// time of compiling grows with it (about 3 µs a KiB at worst). A Go
+	// hook weighs 89 MB, one that links net/http 140 MB.
+	MaxCompileHeap = 256 << 20
 )
 
 // instructionHeap returns what compiling one instruction costs wazero in
-// transient heap, in KiB, where it is much more than the few hundred bytes
-// of most: measured on wazero v1.12 (amd64), metered, 10,000 of each in one
-// function, rounded up.
-func instructionHeap(in *wasmbin.Instr) uint64 {
+// transient heap, in bytes, where it is much more than the few hundred
+// bytes of most: measured on wazero v1.12 (amd64), 10,000 of each in one
+// function, rounded up. An instruction that calls out (call,
+// call_indirect, memory.grow, the bulk operations) also costs 176 bytes
+// for each mutable global of the module, which wazero saves and reloads
+// around the call; mutable is their number, the instrumentation's
+// included.
+func instructionHeap(in *wasmbin.Instr, mutable uint64) uint64 {
 	switch in.Op {
-	case 0x11: // call_indirect: 15 KiB
-		return 16
-	case 0x6D, 0x6E, 0x6F, 0x70, 0x7F, 0x80, 0x81, 0x82: // i32/i64 div and rem: 5.5 KiB
-		return 6
-	case 0x25, 0x26: // table.get, table.set: 4 KiB
-		return 4
-	case 0x10, 0x40: // call, memory.grow: 2 KiB
-		return 2
+	case 0x11: // call_indirect
+		return 15_360 + 176*mutable
+	case 0x10, 0x40: // call, memory.grow
+		return 2_048 + 176*mutable
+	case 0x6D, 0x6E, 0x6F, 0x70, 0x7F, 0x80, 0x81, 0x82: // i32/i64 div and rem
+		return 5_632
+	case 0x25, 0x26: // table.get, table.set
+		return 4_096
+	case 0xFC:
+		if isBulk(in) {
+			return 176 * mutable
+		}
 	}
 	return 0
 }
+
+// meterGlobals is the number of mutable globals the instrumentation adds
+// (the fuel and the stack budget).
+const meterGlobals = 2
 
 // isBulk reports the bulk memory and table instructions (memory.init,
 // memory.copy, memory.fill, table.init, table.copy, table.grow,
@@ -134,6 +149,12 @@ func checkCompileCost(m *wasmbin.Module) error {
 	if decls > MaxDeclarationsByFunctions {
 		return &LimitError{Limit: "declarations_by_functions ((types + globals) x functions)", Max: MaxDeclarationsByFunctions, Got: decls}
 	}
+	mutable := uint64(meterGlobals)
+	for i := range m.Globals {
+		if m.Globals[i].Type.Mutable {
+			mutable++
+		}
+	}
 	var in wasmbin.Instr
 	var squares, targetSquares, targetsTotal uint64
 	var maxN, maxTargets, carried, targetsCarried, heapTotal uint64
@@ -141,7 +162,7 @@ func checkCompileCost(m *wasmbin.Module) error {
 		c := &m.Code[i]
 		fn := int(m.NumImportedFuncs()) + i
 		d := wasmbin.NewInstrReader(c.Body, c.BodyOffset)
-		var halves, targets, heap uint64 // control units counted in halves; br_table targets; KiB
+		var halves, targets, heap uint64 // control units counted in halves; br_table targets; bytes
 		for {
 			err := d.Next(&in)
 			if errors.Is(err, io.EOF) {
@@ -164,7 +185,7 @@ func checkCompileCost(m *wasmbin.Module) error {
 					halves += 2 * bulkWeight
 				}
 			}
-			heap += instructionHeap(&in)
+			heap += instructionHeap(&in, mutable)
 		}
 		n := (halves + 1) / 2
 		if n > MaxControlPerFunction {
@@ -186,11 +207,11 @@ func checkCompileCost(m *wasmbin.Module) error {
 			return &LimitError{Limit: "br_table_targets (sum over functions)", Max: MaxBrTableTargets, Got: targetsTotal}
 		}
 		if heap > MaxCompileHeapPerFunction {
-			return &LimitError{Limit: fmt.Sprintf("compile_heap_kib (function %d)", fn), Max: MaxCompileHeapPerFunction, Got: heap}
+			return &LimitError{Limit: fmt.Sprintf("compile_heap_bytes (function %d)", fn), Max: MaxCompileHeapPerFunction, Got: heap}
 		}
 		heapTotal += heap
 		if heapTotal > MaxCompileHeap {
-			return &LimitError{Limit: "compile_heap_kib (sum over functions)", Max: MaxCompileHeap, Got: heapTotal}
+			return &LimitError{Limit: "compile_heap_bytes (sum over functions)", Max: MaxCompileHeap, Got: heapTotal}
 		}
 		maxN, maxTargets = max(maxN, n), max(maxTargets, targets)
 		carried += maxN

@@ -24,7 +24,7 @@ type Limits struct {
 	// Default DefaultMaxFunctionBodyBytes (1 MiB).
 	MaxFunctionBodyBytes uint64
 	// MaxFunctions is the most functions, imported plus defined.
-	// Default DefaultMaxFunctions (100,000).
+	// Default DefaultMaxFunctions (50,000).
 	MaxFunctions uint64
 	// MaxLocals is the most locals of one function, parameters included
 	// (the sum of the declarations is computed in 64 bits).
@@ -110,16 +110,19 @@ const (
 	// DefaultMaxFunctionBodyBytes is 1 MiB. The largest body in the Go
 	// hooks above is under 64 KiB; the JS API allows 7,654,321 bytes.
 	DefaultMaxFunctionBodyBytes = 1 << 20
-	// DefaultMaxFunctions is 100,000: 25 times the 3,885 of a Go hook that
+	// DefaultMaxFunctions is 50,000: 12 times the 3,928 of a Go hook that
 	// links net/http, and room for a 16 MiB module of small C or Rust
-	// functions (the JS API allows 1,000,000).
-	DefaultMaxFunctions = 100_000
+	// functions of 300 bytes (the JS API allows 1,000,000). It was 100,000
+	// until issue 10: wazero's compiler pays a little for every function
+	// (0.65 s of CPU for 100,000 empty ones), which the worst module the
+	// other limits accept cannot afford twice within its 3 s.
+	DefaultMaxFunctions = 50_000
 	// DefaultMaxLocals is 50,000, the JS API and V8 limit (parameters count).
 	DefaultMaxLocals = 50_000
 	// DefaultMaxLocalsTotal is 1,000,000: the example Go hooks declare
 	// 11,000 to 12,300 locals in all (20,400 with net/http), a Haskell
 	// program 8,800, a C program of 56 functions 6,400; it is room for a
-	// 16 MiB module of 100,000 functions of 10 locals. At the limit wazero
+	// module of 50,000 functions of 20 locals. At the limit wazero
 	// keeps about 8 MiB for the compiled module; without it, 100,000
 	// functions of 50,000 locals each (a 64 KB module of them) peaked at
 	// 4.8 GiB during Load.
@@ -152,7 +155,7 @@ const (
 	DefaultMaxTables = 16
 	// DefaultMaxTableElements is 262,144 (2 MiB of references per instance
 	// in wazero). Go's table holds 4,096 plus one entry per function, so it
-	// is about 104,000 at DefaultMaxFunctions.
+	// is about 54,000 at DefaultMaxFunctions.
 	DefaultMaxTableElements = 1 << 18
 	// DefaultMaxMemories is 1: multi-memory is not supported.
 	DefaultMaxMemories = 1
@@ -171,7 +174,7 @@ const (
 	DefaultMaxElementSegments = 10_000
 	// DefaultMaxElementItems is 131,072. Toolchains fill their one table
 	// with one active segment: a Go hook has one item per function (2,304;
-	// 3,928 with net/http; about 100,000 at DefaultMaxFunctions), a
+	// 3,928 with net/http; about 50,000 at DefaultMaxFunctions), a
 	// Haskell program 3,895. At the limit an instance costs the host about
 	// 5 MiB for them, outside its MemoryPages; without it, a passive
 	// segment of millions of items (a 30 MB module) cost 1.1 GiB to load
