@@ -70,7 +70,7 @@ const (
 	// about 47 compiled Go hooks of the example hooks' size (21.6 MiB each
 	// by the estimate, 7.2 MiB of heap and 9.5 MiB of RSS measured), or
 	// 128 small C or Rust ones. Without it, 128 modules at the load limits
-	// would hold about 4.5 GiB (35 MiB each measured).
+	// would hold about 2.7 GiB (21.7 MiB of heap each measured).
 	DefaultCacheBytes = 1 << 30
 )
 
