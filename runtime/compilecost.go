@@ -79,13 +79,14 @@ const (
 	// it costs about 0.2 s of CPU.
 	MaxDeclarationsByFunctions = 25_000_000
 	// MaxCompileHeapPerFunction bounds the transient heap, in bytes, that
-	// compiling one function takes by instructionHeap's weights: 64 MiB,
-	// 4,271 call_indirect (a Haskell program has 1,705 in one function,
-	// Go 16) or 27,962 calls in a module of no mutable globals (Go has at
-	// most 654 calls in a function). Without it one function of 100,000
+	// compiling one function takes by instructionHeap's weights and
+	// accessHeap's: 96 MiB, 6,406 call_indirect (a Haskell program has
+	// 1,705 in one function, Go 16), 41,943 calls in a module of no mutable
+	// globals (Go has at most 654 calls in a function) or 21,845 memory
+	// accesses (Go 3,865, a Haskell program 13,885). Without it one function of 100,000
 	// call_indirect took 5.2 s and 1.5 GiB, and 16,384 calls in a module
 	// of 473 mutable globals 3.8 s and 1.3 GiB.
-	MaxCompileHeapPerFunction = 64 << 20
+	MaxCompileHeapPerFunction = 96 << 20
 	// MaxCompileHeap bounds the same over the whole module, in bytes: the
 	// time of compiling grows with it (about 3 µs a KiB at worst). A Go
 	// hook weighs 89 MB, one that links net/http 140 MB.
@@ -114,6 +115,24 @@ func instructionHeap(in *wasmbin.Instr, mutable uint64) uint64 {
 		if isBulk(in) {
 			return 176 * mutable
 		}
+	}
+	return 0
+}
+
+// accessHeap returns what compiling one memory access (a load or a store)
+// or one trapping float-to-integer conversion costs wazero in transient
+// heap, in bytes: each may trap, and a live one gets its own bounds or
+// range check (50,000 loads of addresses read from memory in one function:
+// 225 MiB). Unlike instructionHeap's, this weight counts only per
+// function: wazero elides most of the checks of real code (a Go hook has
+// 145,000 accesses and compiles in about a second), so a total by this
+// weight would refuse it.
+func accessHeap(in *wasmbin.Instr) uint64 {
+	switch {
+	case in.Op >= 0x28 && in.Op <= 0x3E: // loads and stores
+		return 4_608
+	case in.Op >= 0xA8 && in.Op <= 0xB1: // i32/i64.trunc_f32/f64_s/u
+		return 7_680
 	}
 	return 0
 }
@@ -162,7 +181,7 @@ func checkCompileCost(m *wasmbin.Module) error {
 		c := &m.Code[i]
 		fn := int(m.NumImportedFuncs()) + i
 		d := wasmbin.NewInstrReader(c.Body, c.BodyOffset)
-		var halves, targets, heap uint64 // control units counted in halves; br_table targets; bytes
+		var halves, targets, heap, access uint64 // control units counted in halves; br_table targets; bytes
 		for {
 			err := d.Next(&in)
 			if errors.Is(err, io.EOF) {
@@ -186,6 +205,7 @@ func checkCompileCost(m *wasmbin.Module) error {
 				}
 			}
 			heap += instructionHeap(&in, mutable)
+			access += accessHeap(&in)
 		}
 		n := (halves + 1) / 2
 		if n > MaxControlPerFunction {
@@ -206,8 +226,8 @@ func checkCompileCost(m *wasmbin.Module) error {
 		if targetsTotal > MaxBrTableTargets {
 			return &LimitError{Limit: "br_table_targets (sum over functions)", Max: MaxBrTableTargets, Got: targetsTotal}
 		}
-		if heap > MaxCompileHeapPerFunction {
-			return &LimitError{Limit: fmt.Sprintf("compile_heap_bytes (function %d)", fn), Max: MaxCompileHeapPerFunction, Got: heap}
+		if heap+access > MaxCompileHeapPerFunction {
+			return &LimitError{Limit: fmt.Sprintf("compile_heap_bytes (function %d)", fn), Max: MaxCompileHeapPerFunction, Got: heap + access}
 		}
 		heapTotal += heap
 		if heapTotal > MaxCompileHeap {

@@ -158,6 +158,7 @@ var (
 	insCallIndirect = []byte{0x20, 0x00, 0x41, 0x00, 0x11, 0x00, 0x00, 0x1A} // ...; call_indirect (type 0); drop
 	insMemoryFill   = []byte{0x41, 0x00, 0x41, 0x00, 0x41, 0x00, 0xFC, 0x0B, 0x00}
 	insTableGrow    = []byte{0xD0, 0x70, 0x41, 0x00, 0xFC, 0x0F, 0x00, 0x1A}
+	insLoadChain    = []byte{0x20, 0x00, 0x28, 0x02, 0x00, 0x21, 0x00} // local.get 0; i32.load; local.set 0
 )
 
 // opsBody is a function body of n times op.
@@ -267,7 +268,8 @@ func shapeEverything() []byte {
 	}
 	// The compile-heap total: calls with 475 mutable globals (the 473
 	// below and the instrumentation's 2) weigh 85,648 bytes each.
-	h.bodies = append(h.bodies, make2(4, opsBody(783, insCall))...)
+	h.bodies = append(h.bodies, make2(2, opsBody(1_175, insCall))...)
+	h.bodies = append(h.bodies, opsBody(784, insCall))
 	// The empty functions first: the large ones last cost no carry.
 	for len(h.bodies) < 50_000-1-44 {
 		h.bodies = append(h.bodies, handleBody)
@@ -416,14 +418,19 @@ func worstShapes() []struct {
 		{"loops: 3 functions of 300", func() []byte { return shapeControl(3, 300, unitLoop) }},
 		{"blocks: 3 functions of 3,000", func() []byte { return shapeControl(3, 3_000, unitBlock) }},
 		{"every limit at once", shapeEverything},
-		{"call_indirect: 4,271 in one function (compile heap)", func() []byte {
-			return hookParts{table: []byte{0x70, 0x00, 0x01}, bodies: [][]byte{opsBody(4_271, insCallIndirect)}}.bytes()
+		{"call_indirect: 6,406 in one function (compile heap)", func() []byte {
+			return hookParts{table: []byte{0x70, 0x00, 0x01}, bodies: [][]byte{opsBody(6_406, insCallIndirect)}}.bytes()
 		}},
-		{"calls: 4 functions of 27,962 (compile heap in all)", func() []byte {
-			return hookParts{bodies: make2(4, opsBody(27_962, insCall))}.bytes()
+		{"calls: 3 functions of 37,282, one of 2 (compile heap in all)", func() []byte {
+			return hookParts{bodies: append(make2(3, opsBody(37_282, insCall)), opsBody(2, insCall))}.bytes()
 		}},
-		{"calls with 473 mutable globals: 4 functions of 783", func() []byte {
-			return hookParts{bodies: make2(4, opsBody(783, insCall)), globals: make2(473, []byte{0x7E, 0x01, 0x42, 0x00, 0x0B})}.bytes()
+		{"calls with 473 mutable globals: 2 functions of 1,175, one of 784", func() []byte {
+			h := hookParts{bodies: append(make2(2, opsBody(1_175, insCall)), opsBody(784, insCall))}
+			h.globals = make2(473, []byte{0x7E, 0x01, 0x42, 0x00, 0x0B})
+			return h.bytes()
+		}},
+		{"loads of addresses read from memory: 21,845 in one function", func() []byte {
+			return hookParts{bodies: [][]byte{opsBody(21_845, insLoadChain)}}.bytes()
 		}},
 		{"memory.fill: 3 functions of 500", func() []byte {
 			return hookParts{bodies: make2(3, opsBody(500, insMemoryFill))}.bytes()
@@ -520,17 +527,20 @@ func TestLoadOneStepOverTheLimits(t *testing.T) {
 		{"br_if: 4 functions of 6,000", func() []byte { return shapeBrIf(4, 6_000) }, "control_squared"},
 		{"br_if: one function of 6,000, then 10,000 empty ones", func() []byte { return shapeCarried(brIfBody(6_000), 10_000) }, "control_carried"},
 		{"br_table: one of 32,768 targets, then 4,577 empty functions", func() []byte { return shapeCarried(brTableBody(32_767), 4_577) }, "br_table_targets_carried"},
-		{"call_indirect: 4,272 in one function", func() []byte {
-			return hookParts{table: []byte{0x70, 0x00, 0x01}, bodies: [][]byte{opsBody(4_272, insCallIndirect)}}.bytes()
+		{"call_indirect: 6,407 in one function", func() []byte {
+			return hookParts{table: []byte{0x70, 0x00, 0x01}, bodies: [][]byte{opsBody(6_407, insCallIndirect)}}.bytes()
 		}, "compile_heap_bytes (function 1)"},
-		{"calls: 3 functions of 27,962 and one of 27,963", func() []byte {
-			return hookParts{bodies: append(make2(3, opsBody(27_962, insCall)), opsBody(27_963, insCall))}.bytes()
-		}, "compile_heap_bytes (function 4)"},
-		{"calls: 5 functions of 22,370", func() []byte {
-			return hookParts{bodies: make2(5, opsBody(22_370, insCall))}.bytes()
+		{"calls: 41,944 in one function", func() []byte {
+			return hookParts{bodies: [][]byte{opsBody(41_944, insCall)}}.bytes()
+		}, "compile_heap_bytes (function 1)"},
+		{"calls: 3 functions of 37,282, one of 3", func() []byte {
+			return hookParts{bodies: append(make2(3, opsBody(37_282, insCall)), opsBody(3, insCall))}.bytes()
 		}, "compile_heap_bytes (sum over functions)"},
-		{"calls with 473 mutable globals: 784 in one function", func() []byte {
-			return hookParts{bodies: [][]byte{opsBody(784, insCall)}, globals: make2(473, []byte{0x7E, 0x01, 0x42, 0x00, 0x0B})}.bytes()
+		{"calls with 473 mutable globals: 1,176 in one function", func() []byte {
+			return hookParts{bodies: [][]byte{opsBody(1_176, insCall)}, globals: make2(473, []byte{0x7E, 0x01, 0x42, 0x00, 0x0B})}.bytes()
+		}, "compile_heap_bytes (function 1)"},
+		{"loads of addresses read from memory: 21,846 in one function", func() []byte {
+			return hookParts{bodies: [][]byte{opsBody(21_846, insLoadChain)}}.bytes()
 		}, "compile_heap_bytes (function 1)"},
 		{"memory.fill: 501 in one function", func() []byte { return hookParts{bodies: [][]byte{opsBody(501, insMemoryFill)}}.bytes() }, "control (function 1)"},
 		{"loops: 301 in one function", func() []byte { return shapeControl(1, 301, unitLoop) }, "control (function 1)"},
