@@ -19,19 +19,21 @@ import (
 // half a unit; a bulk memory or table instruction for bulkWeight. The
 // example Go hooks have at most 1,320 units in one function and a sum of
 // squares of 1.7e7 (2.2e7 for a Go program that links net/http; a Haskell
-// program 1,706 and 7.3e6), so the bounds leave them 1.4 to 2 times room. At the bounds the worst modules measured (3
-// functions of 6,000 br_if to one label; of 300 loops; of 3,000 blocks)
-// load in 0.1 to 1.2 s on a 2-core machine: bounded, once per module, off
-// the request path, where without them it took minutes to hours.
+// program 1,706 and 7.3e6), so the bounds leave them 1.4 to 2 times room.
+// At the bounds the worst modules measured (3 functions of 6,000 br_if to
+// one label; of 300 loops; of 3,000 blocks) load in 0.1 to 1.2 s on a
+// 2-core machine: bounded, once per module, off the request path, where
+// without them it took minutes to hours.
 //
 // br_table targets cost less each but add up the same way: one br_table of
 // 100,000 targets naming one label took 1.8 s and 227 MiB, 400,000 30 s and
 // 900 MB, and every target costs about 1 µs and 2 KiB of transient heap.
 // They have bounds of their own, at which the worst modules load in 0.3 to
-// 1 s with at most 76 MiB at their peak: Go emits a br_table in every function (at most
-// 1,145 targets in one function of the example hooks, 130,000 in a module
-// that links net/http, a sum of squares of 1.5e7); a Haskell program has
-// 3,126 in one function, and a WebAssembly spec test 24,616.
+// 1 s with at most 76 MiB at their peak: Go emits a br_table in every
+// function (at most 1,145 targets in one function of the example hooks,
+// 130,000 in a module that links net/http, a sum of squares of 1.5e7); a
+// Haskell program has 3,126 in one function, and a WebAssembly spec test
+// 24,616.
 // See RATIONALE.md#why-bound-control-flow-at-load.
 const (
 	// MaxControlPerFunction bounds the block and if instructions of one
@@ -83,9 +85,9 @@ const (
 	// accessHeap's: 96 MiB, 6,406 call_indirect (a Haskell program has
 	// 1,705 in one function, Go 16), 41,943 calls in a module of no mutable
 	// globals (Go has at most 654 calls in a function) or 21,845 memory
-	// accesses (Go 3,865, a Haskell program 13,885). Without it one function of 100,000
-	// call_indirect took 5.2 s and 1.5 GiB, and 16,384 calls in a module
-	// of 473 mutable globals 3.8 s and 1.3 GiB.
+	// accesses (Go 3,865, a Haskell program 13,885). Without it one
+	// function of 100,000 call_indirect took 5.2 s and 1.5 GiB, and 16,384
+	// calls in a module of 473 mutable globals 3.8 s and 1.3 GiB.
 	MaxCompileHeapPerFunction = 96 << 20
 	// MaxCompileHeap bounds the same over the whole module, in bytes: the
 	// time of compiling grows with it (about 3 µs a KiB at worst). A Go
