@@ -21,7 +21,10 @@ func openFresh(t *testing.T) *store.DB {
 	return db
 }
 
-func TestLedgerPostgres(t *testing.T) { storetest.RunLedger(t, openFresh) }
+func TestLedgerPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	storetest.RunLedger(t, openFresh)
+}
 
 func TestMigrationsPostgres(t *testing.T) {
 	ctx := context.Background()

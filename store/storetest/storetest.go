@@ -17,20 +17,28 @@ import (
 // the Postgres server tests use.
 const PostgresEnv = "WASMHOOKS_TEST_POSTGRES"
 
+// RequirePostgres skips t, saying how to start a server, when PostgresEnv is
+// unset; under CI=true it fails t instead, so CI never passes by skipping.
+func RequirePostgres(t testing.TB) {
+	t.Helper()
+	if os.Getenv(PostgresEnv) != "" {
+		return
+	}
+	const how = PostgresEnv + " is unset: start a throwaway server with `make postgres` " +
+		"and export the URL it prints (or run `make test-postgres`)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(how)
+	}
+	t.Skip(how)
+}
+
 // PostgresURL returns the URL of a fresh, empty schema on the test server,
 // dropped when t ends. With PostgresEnv unset it skips t, saying how to start
 // a server; under CI=true it fails t instead, so CI never passes by skipping.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
+	RequirePostgres(t)
 	base := os.Getenv(PostgresEnv)
-	if base == "" {
-		const how = PostgresEnv + " is unset: start a throwaway server with `make postgres` " +
-			"and export the URL it prints (or run `make test-postgres`)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(how)
-		}
-		t.Skip(how)
-	}
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("%s: %v", PostgresEnv, err)
