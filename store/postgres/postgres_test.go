@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/postgres"
@@ -74,5 +75,62 @@ func TestUnreachablePostgres(t *testing.T) {
 	ctx := context.Background()
 	if _, err := postgres.Open(ctx, "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Open of a server that is down: %v", err)
+	}
+}
+
+// TestConnectionLostMidCallPostgres: the server drops the connection of a
+// Reserve while it waits on a row lock; Reserve fails with ErrUnavailable
+// and nothing changed.
+func TestConnectionLostMidCallPostgres(t *testing.T) {
+	ctx := context.Background()
+	db := openFresh(t)
+	l := store.NewLedger(db, store.LedgerOptions{})
+	if err := l.Grant(ctx, "acme", 100, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Another session locks the account row so the Reserve waits mid-call.
+	locker, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback()
+	if _, err := locker.ExecContext(ctx, `SELECT 1 FROM ledger_accounts WHERE account = 'acme' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Reserve(ctx, "acme", 10, "lost")
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		// Outside locker's transaction, which would see a snapshot of
+		// pg_stat_activity taken before the Reserve connected.
+		err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Reserve never waited on the lock")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := <-done; !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Reserve whose connection died: %v", err)
+	}
+	locker.Rollback()
+	if a, p, err := l.Balance(ctx, "acme"); err != nil || a != 100 || p != 0 {
+		t.Fatalf("balance %d pending %d %v; want 100, 0", a, p, err)
+	}
+	if n, _ := l.Outstanding(ctx); n != 0 {
+		t.Fatalf("%d holds open", n)
+	}
+	if err := l.Check(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
