@@ -109,6 +109,10 @@ func isDomain(err error) bool {
 	if errors.As(err, &se) {
 		return true
 	}
+	var full *kvFull
+	if errors.As(err, &full) {
+		return true
+	}
 	for _, e := range []error{capability.ErrInsufficientCredit, capability.ErrReservationResolved,
 		capability.ErrUnknownReservation, capability.ErrIdempotencyConflict, capability.ErrInvalidAmount} {
 		if errors.Is(err, e) {

@@ -107,7 +107,15 @@ func parseHoldID(id string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-func nullKey(key string) sql.NullString { return sql.NullString{String: key, Valid: key != ""} }
+// nullKey is the idempotency key as stored: NULL when empty. Names (accounts,
+// keys, owners) are stored as bytes, so that any Go string, NUL bytes and
+// invalid UTF-8 included, is kept exactly (Postgres TEXT refuses both).
+func nullKey(key string) any {
+	if key == "" {
+		return nil
+	}
+	return []byte(key)
+}
 
 // Reserve implements capability.Ledger.
 func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key string) (string, error) {
@@ -129,7 +137,7 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 				state string
 				found = true
 			)
-			err := tx.QueryRowContext(ctx, l.db.q(`SELECT id, account, amount, state FROM ledger_holds WHERE idem_key = $1`), key).
+			err := tx.QueryRowContext(ctx, l.db.q(`SELECT id, account, amount, state FROM ledger_holds WHERE idem_key = $1`), []byte(key)).
 				Scan(&n, &acct, &amt, &state)
 			if errors.Is(err, sql.ErrNoRows) {
 				found = false
@@ -148,7 +156,7 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 			}
 		}
 		res, err := tx.ExecContext(ctx, l.db.q(`UPDATE ledger_accounts SET pending = pending + $2
-			WHERE account = $1 AND balance - pending >= $2`), account, amount)
+			WHERE account = $1 AND balance - pending >= $2`), []byte(account), amount)
 		if err != nil {
 			return err
 		}
@@ -156,7 +164,7 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 			return err
 		} else if n != 1 {
 			var avail int64
-			err := tx.QueryRowContext(ctx, l.db.q(`SELECT balance - pending FROM ledger_accounts WHERE account = $1`), account).Scan(&avail)
+			err := tx.QueryRowContext(ctx, l.db.q(`SELECT balance - pending FROM ledger_accounts WHERE account = $1`), []byte(account)).Scan(&avail)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
@@ -164,7 +172,7 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 		}
 		var n int64
 		if err := tx.QueryRowContext(ctx, l.db.q(`INSERT INTO ledger_holds (account, amount, idem_key, owner, state, created_at)
-			VALUES ($1, $2, $3, $4, 'open', $5) RETURNING id`), account, amount, nullKey(key), l.owner, now.UnixNano()).Scan(&n); err != nil {
+			VALUES ($1, $2, $3, $4, 'open', $5) RETURNING id`), []byte(account), amount, nullKey(key), []byte(l.owner), now.UnixNano()).Scan(&n); err != nil {
 			if key != "" && l.db.d.IsUniqueViolation(err) {
 				// Another process took the key between our look-up and
 				// this insert (Postgres, read committed): retry, which
@@ -202,7 +210,7 @@ var errRetryKey = &Error{Code: "retry-key"}
 func (l *Ledger) renew(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	until := now.Add(l.lease).UnixNano()
 	if _, err := tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_owners (owner, lease_until) VALUES ($1, $2)
-		ON CONFLICT (owner) DO UPDATE SET lease_until = excluded.lease_until`), l.owner, until); err != nil {
+		ON CONFLICT (owner) DO UPDATE SET lease_until = excluded.lease_until`), []byte(l.owner), until); err != nil {
 		return err
 	}
 	return nil
@@ -276,7 +284,7 @@ func (l *Ledger) resolve(ctx context.Context, tx *sql.Tx, op string, n int64, ac
 		return fmt.Errorf("%w: %q", capability.ErrReservationResolved, holdID(n))
 	}
 	res, err = tx.ExecContext(ctx, l.db.q(`UPDATE ledger_accounts SET balance = balance - $2, pending = pending - $3
-		WHERE account = $1 AND pending >= $3 AND balance - $2 >= pending - $3`), account, charged, amount)
+		WHERE account = $1 AND pending >= $3 AND balance - $2 >= pending - $3`), []byte(account), charged, amount)
 	if err != nil {
 		return err
 	}
@@ -287,7 +295,7 @@ func (l *Ledger) resolve(ctx context.Context, tx *sql.Tx, op string, n int64, ac
 	}
 	if charged > 0 {
 		_, err = tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_entries (account, kind, amount, hold_id, created_at)
-			VALUES ($1, 'charge', $2, $3, $4)`), account, -charged, n, now.UnixNano())
+			VALUES ($1, 'charge', $2, $3, $4)`), []byte(account), -charged, n, now.UnixNano())
 	}
 	return err
 }
@@ -329,7 +337,7 @@ func (l *Ledger) Release(ctx context.Context, id string) error {
 // balance.
 func (l *Ledger) Balance(ctx context.Context, account string) (available, pending int64, err error) {
 	var balance int64
-	err = l.db.sql.QueryRowContext(ctx, l.db.q(`SELECT balance, pending FROM ledger_accounts WHERE account = $1`), account).
+	err = l.db.sql.QueryRowContext(ctx, l.db.q(`SELECT balance, pending FROM ledger_accounts WHERE account = $1`), []byte(account)).
 		Scan(&balance, &pending)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -370,7 +378,7 @@ func (l *Ledger) entry(ctx context.Context, op, account, kind string, amount int
 				acct, k string
 				amt     int64
 			)
-			err := tx.QueryRowContext(ctx, l.db.q(`SELECT account, kind, amount FROM ledger_entries WHERE idem_key = $1`+l.db.d.ForUpdate()), key).
+			err := tx.QueryRowContext(ctx, l.db.q(`SELECT account, kind, amount FROM ledger_entries WHERE idem_key = $1`+l.db.d.ForUpdate()), []byte(key)).
 				Scan(&acct, &k, &amt)
 			if err == nil {
 				if acct != account || k != kind || amt != amount {
@@ -382,11 +390,11 @@ func (l *Ledger) entry(ctx context.Context, op, account, kind string, amount int
 			}
 		}
 		if _, err := tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_accounts (account, balance, pending) VALUES ($1, 0, 0)
-			ON CONFLICT (account) DO NOTHING`), account); err != nil {
+			ON CONFLICT (account) DO NOTHING`), []byte(account)); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, l.db.q(`UPDATE ledger_accounts SET balance = balance + $2
-			WHERE account = $1 AND balance + $2 >= pending AND ($2 < 0 OR balance <= $3 - $2)`), account, amount, int64(maxInt64))
+			WHERE account = $1 AND balance + $2 >= pending AND ($2 < 0 OR balance <= $3 - $2)`), []byte(account), amount, int64(maxInt64))
 		if err != nil {
 			return err
 		}
@@ -399,7 +407,7 @@ func (l *Ledger) entry(ctx context.Context, op, account, kind string, amount int
 			return fmt.Errorf("%w: adjustment %d would take %q below its held credit", capability.ErrInsufficientCredit, amount, account)
 		}
 		_, err = tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_entries (account, kind, amount, idem_key, note, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`), account, kind, amount, nullKey(key), note, now.UnixNano())
+			VALUES ($1, $2, $3, $4, $5, $6)`), []byte(account), kind, amount, nullKey(key), note, now.UnixNano())
 		if err != nil && key != "" && l.db.d.IsUniqueViolation(err) {
 			return fmt.Errorf("%w: key %q", capability.ErrIdempotencyConflict, key)
 		}

@@ -165,6 +165,23 @@ func Run(t *testing.T, newLedger func(t *testing.T) Harness) {
 		balance(t, h, "acme", 90, 0)
 		balance(t, h, "other", 100, 0)
 	})
+	t.Run("names are bytes", func(t *testing.T) {
+		h := newLedger(t)
+		names := []string{"a\x00b", "a", "\xff\xfe", "é", "a\x00"}
+		for i, name := range names {
+			fund(t, h, name, int64(10*(i+1)))
+		}
+		for i, name := range names {
+			id, err := h.Ledger.Reserve(ctx, name, 1, name+"\x00key")
+			if err != nil {
+				t.Fatalf("Reserve(%q): %v", name, err)
+			}
+			if again, err := h.Ledger.Reserve(ctx, name, 1, name+"\x00key"); err != nil || again != id {
+				t.Fatalf("Reserve(%q) again: %q, %v; want %q", name, again, err, id)
+			}
+			balance(t, h, name, int64(10*(i+1))-1, 1)
+		}
+	})
 	t.Run("concurrent reserves never overdraw", func(t *testing.T) {
 		h := newLedger(t)
 		const allowed = 40

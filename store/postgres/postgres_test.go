@@ -134,3 +134,8 @@ func TestConnectionLostMidCallPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestKVPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	storetest.RunKV(t, openFresh)
+}

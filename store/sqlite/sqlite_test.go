@@ -68,3 +68,5 @@ func TestMigrationsSQLite(t *testing.T) {
 		t.Fatalf("Open of a newer schema: %v", err)
 	}
 }
+
+func TestKVSQLite(t *testing.T) { storetest.RunKV(t, openTemp) }

@@ -1,27 +1,27 @@
 -- The credit ledger. Amounts are integers in the platform's credit unit;
 -- times are Unix nanoseconds.
 CREATE TABLE ledger_accounts (
-    account TEXT PRIMARY KEY,
+    account BYTEA PRIMARY KEY,
     balance BIGINT NOT NULL CHECK (balance >= 0),      -- cached sum of ledger_entries.amount
     pending BIGINT NOT NULL CHECK (pending >= 0 AND pending <= balance) -- cached sum of open holds
 );
 CREATE TABLE ledger_entries (
     id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    account    TEXT NOT NULL REFERENCES ledger_accounts (account),
+    account    BYTEA NOT NULL REFERENCES ledger_accounts (account),
     kind       TEXT NOT NULL CHECK (kind IN ('grant', 'adjust', 'charge')),
     amount     BIGINT NOT NULL CHECK (amount <> 0),
     hold_id    BIGINT,
-    idem_key   TEXT UNIQUE,
+    idem_key   BYTEA UNIQUE,
     note       TEXT NOT NULL DEFAULT '',
     created_at BIGINT NOT NULL
 );
 CREATE INDEX ledger_entries_account ON ledger_entries (account);
 CREATE TABLE ledger_holds (
     id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    account     TEXT NOT NULL REFERENCES ledger_accounts (account),
+    account     BYTEA NOT NULL REFERENCES ledger_accounts (account),
     amount      BIGINT NOT NULL CHECK (amount > 0),
-    idem_key    TEXT UNIQUE,
-    owner       TEXT NOT NULL,
+    idem_key    BYTEA UNIQUE,
+    owner       BYTEA NOT NULL,
     state       TEXT NOT NULL CHECK (state IN ('open', 'settled', 'released', 'swept')),
     charged     BIGINT NOT NULL DEFAULT 0 CHECK (charged >= 0 AND charged <= amount),
     created_at  BIGINT NOT NULL,
@@ -30,6 +30,6 @@ CREATE TABLE ledger_holds (
 CREATE INDEX ledger_holds_open ON ledger_holds (owner, id) WHERE state = 'open';
 CREATE INDEX ledger_holds_account_open ON ledger_holds (account) WHERE state = 'open';
 CREATE TABLE ledger_owners (
-    owner       TEXT PRIMARY KEY,
+    owner       BYTEA PRIMARY KEY,
     lease_until BIGINT NOT NULL
 );
