@@ -43,6 +43,7 @@ type DB struct {
 	sql     *sql.DB
 	d       Dialect
 	version int
+	cache   stmtCache
 }
 
 // New wraps an open database handle, applying migrations (see Migrate). It is
@@ -79,6 +80,7 @@ func (db *DB) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	var err error
 	for attempt := 0; attempt <= maxRetries; attempt++ {
 		err = db.tx1(ctx, fn)
+		db.preparePending(ctx)
 		if err == nil || isDomain(err) {
 			return err
 		}

@@ -95,32 +95,32 @@ func (s *KV) Set(ctx context.Context, scope builtin.KVScope, key string, value [
 		exp = sql.NullInt64{Int64: now + s.opts.TTL.Nanoseconds(), Valid: true}
 	}
 	return s.db.tx(ctx, "kv set", func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.db.q(`INSERT INTO kv_scopes (tenant, hook) VALUES ($1, $2)
-			ON CONFLICT (tenant, hook) DO NOTHING`), []byte(scope.Tenant), []byte(scope.Hook)); err != nil {
+		if _, err := s.db.stmt(ctx, tx, `INSERT INTO kv_scopes (tenant, hook) VALUES ($1, $2)
+			ON CONFLICT (tenant, hook) DO NOTHING`).ExecContext(ctx, []byte(scope.Tenant), []byte(scope.Hook)); err != nil {
 			return err
 		}
 		var one int
-		if err := tx.QueryRowContext(ctx, s.db.q(`SELECT 1 FROM kv_scopes WHERE tenant = $1 AND hook = $2`+s.db.d.ForUpdate()),
+		if err := s.db.stmt(ctx, tx, `SELECT 1 FROM kv_scopes WHERE tenant = $1 AND hook = $2`+s.db.d.ForUpdate()).QueryRowContext(ctx,
 			[]byte(scope.Tenant), []byte(scope.Hook)).Scan(&one); err != nil {
 			return err
 		}
 		var live int
-		if err := tx.QueryRowContext(ctx, s.db.q(`SELECT COUNT(*) FROM kv_values WHERE tenant = $1 AND hook = $2 AND key = $3
-			AND (expires_at IS NULL OR expires_at > $4)`), []byte(scope.Tenant), []byte(scope.Hook), []byte(key), now).Scan(&live); err != nil {
+		if err := s.db.stmt(ctx, tx, `SELECT COUNT(*) FROM kv_values WHERE tenant = $1 AND hook = $2 AND key = $3
+			AND (expires_at IS NULL OR expires_at > $4)`).QueryRowContext(ctx, []byte(scope.Tenant), []byte(scope.Hook), []byte(key), now).Scan(&live); err != nil {
 			return err
 		}
 		if live == 0 {
 			var n int
-			if err := tx.QueryRowContext(ctx, s.db.q(`SELECT COUNT(*) FROM kv_values WHERE tenant = $1 AND hook = $2
-				AND (expires_at IS NULL OR expires_at > $3)`), []byte(scope.Tenant), []byte(scope.Hook), now).Scan(&n); err != nil {
+			if err := s.db.stmt(ctx, tx, `SELECT COUNT(*) FROM kv_values WHERE tenant = $1 AND hook = $2
+				AND (expires_at IS NULL OR expires_at > $3)`).QueryRowContext(ctx, []byte(scope.Tenant), []byte(scope.Hook), now).Scan(&n); err != nil {
 				return err
 			}
 			if n >= s.opts.MaxKeysPerScope {
 				return &kvFull{fmt.Errorf("%w: %d keys", builtin.ErrKVFull, s.opts.MaxKeysPerScope)}
 			}
 		}
-		_, err := tx.ExecContext(ctx, s.db.q(`INSERT INTO kv_values (tenant, hook, key, value, expires_at) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (tenant, hook, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`),
+		_, err := s.db.stmt(ctx, tx, `INSERT INTO kv_values (tenant, hook, key, value, expires_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (tenant, hook, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`).ExecContext(ctx,
 			[]byte(scope.Tenant), []byte(scope.Hook), []byte(key), value, exp)
 		return err
 	})

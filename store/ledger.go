@@ -137,7 +137,7 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 				state string
 				found = true
 			)
-			err := tx.QueryRowContext(ctx, l.db.q(`SELECT id, account, amount, state FROM ledger_holds WHERE idem_key = $1`), []byte(key)).
+			err := l.db.stmt(ctx, tx, `SELECT id, account, amount, state FROM ledger_holds WHERE idem_key = $1`).QueryRowContext(ctx, []byte(key)).
 				Scan(&n, &acct, &amt, &state)
 			if errors.Is(err, sql.ErrNoRows) {
 				found = false
@@ -155,8 +155,8 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 				return nil
 			}
 		}
-		res, err := tx.ExecContext(ctx, l.db.q(`UPDATE ledger_accounts SET pending = pending + $2
-			WHERE account = $1 AND balance - pending >= $2`), []byte(account), amount)
+		res, err := l.db.stmt(ctx, tx, `UPDATE ledger_accounts SET pending = pending + $2
+			WHERE account = $1 AND balance - pending >= $2`).ExecContext(ctx, []byte(account), amount)
 		if err != nil {
 			return err
 		}
@@ -164,15 +164,15 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 			return err
 		} else if n != 1 {
 			var avail int64
-			err := tx.QueryRowContext(ctx, l.db.q(`SELECT balance - pending FROM ledger_accounts WHERE account = $1`), []byte(account)).Scan(&avail)
+			err := l.db.stmt(ctx, tx, `SELECT balance - pending FROM ledger_accounts WHERE account = $1`).QueryRowContext(ctx, []byte(account)).Scan(&avail)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 			return fmt.Errorf("%w: account %q has %d available, needs %d", capability.ErrInsufficientCredit, account, avail, amount)
 		}
 		var n int64
-		if err := tx.QueryRowContext(ctx, l.db.q(`INSERT INTO ledger_holds (account, amount, idem_key, owner, state, created_at)
-			VALUES ($1, $2, $3, $4, 'open', $5) RETURNING id`), []byte(account), amount, nullKey(key), []byte(l.owner), now.UnixNano()).Scan(&n); err != nil {
+		if err := l.db.stmt(ctx, tx, `INSERT INTO ledger_holds (account, amount, idem_key, owner, state, created_at)
+			VALUES ($1, $2, $3, $4, 'open', $5) RETURNING id`).QueryRowContext(ctx, []byte(account), amount, nullKey(key), []byte(l.owner), now.UnixNano()).Scan(&n); err != nil {
 			if key != "" && l.db.d.IsUniqueViolation(err) {
 				// Another process took the key between our look-up and
 				// this insert (Postgres, read committed): retry, which
@@ -209,8 +209,8 @@ var errRetryKey = &Error{Code: "retry-key"}
 // renew extends the owner's lease to now + Lease.
 func (l *Ledger) renew(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	until := now.Add(l.lease).UnixNano()
-	if _, err := tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_owners (owner, lease_until) VALUES ($1, $2)
-		ON CONFLICT (owner) DO UPDATE SET lease_until = excluded.lease_until`), []byte(l.owner), until); err != nil {
+	if _, err := l.db.stmt(ctx, tx, `INSERT INTO ledger_owners (owner, lease_until) VALUES ($1, $2)
+		ON CONFLICT (owner) DO UPDATE SET lease_until = excluded.lease_until`).ExecContext(ctx, []byte(l.owner), until); err != nil {
 		return err
 	}
 	return nil
@@ -252,7 +252,7 @@ func (l *Ledger) lockedHold(ctx context.Context, tx *sql.Tx, op, id string) (n i
 		return 0, "", 0, fmt.Errorf("%w: %q", capability.ErrUnknownReservation, id)
 	}
 	var state string
-	err = tx.QueryRowContext(ctx, l.db.q(`SELECT account, amount, state FROM ledger_holds WHERE id = $1`+l.db.d.ForUpdate()), n).
+	err = l.db.stmt(ctx, tx, `SELECT account, amount, state FROM ledger_holds WHERE id = $1`+l.db.d.ForUpdate()).QueryRowContext(ctx, n).
 		Scan(&account, &amount, &state)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -273,8 +273,8 @@ func (l *Ledger) lockedHold(ctx context.Context, tx *sql.Tx, op, id string) (n i
 // resolve moves locked hold n out of "open" and takes it off its account's
 // pending, charging charged.
 func (l *Ledger) resolve(ctx context.Context, tx *sql.Tx, op string, n int64, account string, amount, charged int64, state string, now time.Time) error {
-	res, err := tx.ExecContext(ctx, l.db.q(`UPDATE ledger_holds SET state = $2, charged = $3, resolved_at = $4
-		WHERE id = $1 AND state = 'open'`), n, state, charged, now.UnixNano())
+	res, err := l.db.stmt(ctx, tx, `UPDATE ledger_holds SET state = $2, charged = $3, resolved_at = $4
+		WHERE id = $1 AND state = 'open'`).ExecContext(ctx, n, state, charged, now.UnixNano())
 	if err != nil {
 		return err
 	}
@@ -283,8 +283,14 @@ func (l *Ledger) resolve(ctx context.Context, tx *sql.Tx, op string, n int64, ac
 	} else if k != 1 {
 		return fmt.Errorf("%w: %q", capability.ErrReservationResolved, holdID(n))
 	}
-	res, err = tx.ExecContext(ctx, l.db.q(`UPDATE ledger_accounts SET balance = balance - $2, pending = pending - $3
-		WHERE account = $1 AND pending >= $3 AND balance - $2 >= pending - $3`), []byte(account), charged, amount)
+	return l.unpend(ctx, tx, op, n, account, amount, charged, now)
+}
+
+// unpend takes resolved hold n (amount reserved, charged charged) off its
+// account's pending credit and records the charge.
+func (l *Ledger) unpend(ctx context.Context, tx *sql.Tx, op string, n int64, account string, amount, charged int64, now time.Time) error {
+	res, err := l.db.stmt(ctx, tx, `UPDATE ledger_accounts SET balance = balance - $2, pending = pending - $3
+		WHERE account = $1 AND pending >= $3 AND balance - $2 >= pending - $3`).ExecContext(ctx, []byte(account), charged, amount)
 	if err != nil {
 		return err
 	}
@@ -294,8 +300,8 @@ func (l *Ledger) resolve(ctx context.Context, tx *sql.Tx, op string, n int64, ac
 		return Corrupt(op, "account %q cannot take hold %s off its pending credit", account, holdID(n))
 	}
 	if charged > 0 {
-		_, err = tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_entries (account, kind, amount, hold_id, created_at)
-			VALUES ($1, 'charge', $2, $3, $4)`), []byte(account), -charged, n, now.UnixNano())
+		_, err = l.db.stmt(ctx, tx, `INSERT INTO ledger_entries (account, kind, amount, hold_id, created_at)
+			VALUES ($1, 'charge', $2, $3, $4)`).ExecContext(ctx, []byte(account), -charged, n, now.UnixNano())
 	}
 	return err
 }
@@ -305,32 +311,50 @@ func (l *Ledger) Settle(ctx context.Context, id string, amount int64) (int64, er
 	if amount < 0 {
 		return 0, fmt.Errorf("%w: settlement of %d", capability.ErrInvalidAmount, amount)
 	}
+	return l.finish(ctx, "ledger settle", id, amount, holdSettled)
+}
+
+// Release implements capability.Ledger.
+func (l *Ledger) Release(ctx context.Context, id string) error {
+	_, err := l.finish(ctx, "ledger release", id, 0, holdReleased)
+	return err
+}
+
+// finish resolves hold id into state, charging min(amount, reserved). The
+// hold's row is taken by a conditional UPDATE (which locks it); only when that
+// finds no open hold does a SELECT say why.
+func (l *Ledger) finish(ctx context.Context, op, id string, amount int64, state string) (int64, error) {
+	n, ok := parseHoldID(id)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", capability.ErrUnknownReservation, id)
+	}
 	now := l.now()
 	var charged int64
-	err := l.db.tx(ctx, "ledger settle", func(tx *sql.Tx) error {
-		n, account, reserved, err := l.lockedHold(ctx, tx, "ledger settle", id)
+	err := l.db.tx(ctx, op, func(tx *sql.Tx) error {
+		var (
+			account  string
+			reserved int64
+		)
+		err := l.db.stmt(ctx, tx, `UPDATE ledger_holds SET state = $2,
+			charged = CASE WHEN $3 < amount THEN $3 ELSE amount END, resolved_at = $4
+			WHERE id = $1 AND state = 'open' AND amount > 0 RETURNING account, amount, charged`).
+			QueryRowContext(ctx, n, state, amount, now.UnixNano()).Scan(&account, &reserved, &charged)
+		if errors.Is(err, sql.ErrNoRows) {
+			_, _, _, err = l.lockedHold(ctx, tx, op, id)
+			if err == nil {
+				err = Corrupt(op, "hold %s could not be resolved", id)
+			}
+			return err
+		}
 		if err != nil {
 			return err
 		}
-		charged = min(amount, reserved)
-		return l.resolve(ctx, tx, "ledger settle", n, account, reserved, charged, holdSettled, now)
+		return l.unpend(ctx, tx, op, n, account, reserved, charged, now)
 	})
 	if err != nil {
 		return 0, err
 	}
 	return charged, nil
-}
-
-// Release implements capability.Ledger.
-func (l *Ledger) Release(ctx context.Context, id string) error {
-	now := l.now()
-	return l.db.tx(ctx, "ledger release", func(tx *sql.Tx) error {
-		n, account, reserved, err := l.lockedHold(ctx, tx, "ledger release", id)
-		if err != nil {
-			return err
-		}
-		return l.resolve(ctx, tx, "ledger release", n, account, reserved, 0, holdReleased, now)
-	})
 }
 
 // Balance implements capability.Ledger. An account never credited has zero
@@ -378,7 +402,7 @@ func (l *Ledger) entry(ctx context.Context, op, account, kind string, amount int
 				acct, k string
 				amt     int64
 			)
-			err := tx.QueryRowContext(ctx, l.db.q(`SELECT account, kind, amount FROM ledger_entries WHERE idem_key = $1`+l.db.d.ForUpdate()), []byte(key)).
+			err := l.db.stmt(ctx, tx, `SELECT account, kind, amount FROM ledger_entries WHERE idem_key = $1`+l.db.d.ForUpdate()).QueryRowContext(ctx, []byte(key)).
 				Scan(&acct, &k, &amt)
 			if err == nil {
 				if acct != account || k != kind || amt != amount {
@@ -389,12 +413,12 @@ func (l *Ledger) entry(ctx context.Context, op, account, kind string, amount int
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_accounts (account, balance, pending) VALUES ($1, 0, 0)
-			ON CONFLICT (account) DO NOTHING`), []byte(account)); err != nil {
+		if _, err := l.db.stmt(ctx, tx, `INSERT INTO ledger_accounts (account, balance, pending) VALUES ($1, 0, 0)
+			ON CONFLICT (account) DO NOTHING`).ExecContext(ctx, []byte(account)); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, l.db.q(`UPDATE ledger_accounts SET balance = balance + $2
-			WHERE account = $1 AND balance + $2 >= pending AND ($2 < 0 OR balance <= $3 - $2)`), []byte(account), amount, int64(maxInt64))
+		res, err := l.db.stmt(ctx, tx, `UPDATE ledger_accounts SET balance = balance + $2
+			WHERE account = $1 AND balance + $2 >= pending AND ($2 < 0 OR balance <= $3 - $2)`).ExecContext(ctx, []byte(account), amount, int64(maxInt64))
 		if err != nil {
 			return err
 		}
@@ -406,8 +430,8 @@ func (l *Ledger) entry(ctx context.Context, op, account, kind string, amount int
 			}
 			return fmt.Errorf("%w: adjustment %d would take %q below its held credit", capability.ErrInsufficientCredit, amount, account)
 		}
-		_, err = tx.ExecContext(ctx, l.db.q(`INSERT INTO ledger_entries (account, kind, amount, idem_key, note, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`), []byte(account), kind, amount, nullKey(key), note, now.UnixNano())
+		_, err = l.db.stmt(ctx, tx, `INSERT INTO ledger_entries (account, kind, amount, idem_key, note, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`).ExecContext(ctx, []byte(account), kind, amount, nullKey(key), note, now.UnixNano())
 		if err != nil && key != "" && l.db.d.IsUniqueViolation(err) {
 			return fmt.Errorf("%w: key %q", capability.ErrIdempotencyConflict, key)
 		}
@@ -455,8 +479,8 @@ func (l *Ledger) Sweep(ctx context.Context, now time.Time) (int, error) {
 			}
 			// The owner may have renewed since the query above.
 			var until sql.NullInt64
-			err = tx.QueryRowContext(ctx, l.db.q(`SELECT o.lease_until FROM ledger_holds h
-				LEFT JOIN ledger_owners o ON o.owner = h.owner WHERE h.id = $1`), n).Scan(&until)
+			err = l.db.stmt(ctx, tx, `SELECT o.lease_until FROM ledger_holds h
+				LEFT JOIN ledger_owners o ON o.owner = h.owner WHERE h.id = $1`).QueryRowContext(ctx, n).Scan(&until)
 			if err != nil {
 				return err
 			}
@@ -493,9 +517,11 @@ func (l *Ledger) Outstanding(ctx context.Context) (int, error) {
 // matching ErrCorrupt naming the first account that fails.
 func (l *Ledger) Check(ctx context.Context) error {
 	rows, err := l.db.sql.QueryContext(ctx, `SELECT a.account, a.balance, a.pending,
-		CAST(COALESCE((SELECT SUM(e.amount) FROM ledger_entries e WHERE e.account = a.account), 0) AS BIGINT),
-		CAST(COALESCE((SELECT SUM(h.amount) FROM ledger_holds h WHERE h.account = a.account AND h.state = 'open'), 0) AS BIGINT)
-		FROM ledger_accounts a ORDER BY a.account`)
+		CAST(COALESCE(e.total, 0) AS BIGINT), CAST(COALESCE(h.total, 0) AS BIGINT)
+		FROM ledger_accounts a
+		LEFT JOIN (SELECT account, SUM(amount) AS total FROM ledger_entries GROUP BY account) e ON e.account = a.account
+		LEFT JOIN (SELECT account, SUM(amount) AS total FROM ledger_holds WHERE state = 'open' GROUP BY account) h ON h.account = a.account
+		ORDER BY a.account`)
 	if err != nil {
 		return Unavailable("ledger check", err)
 	}

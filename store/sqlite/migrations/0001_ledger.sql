@@ -28,7 +28,6 @@ CREATE TABLE ledger_holds (
     resolved_at INTEGER
 );
 CREATE INDEX ledger_holds_open ON ledger_holds (owner, id) WHERE state = 'open';
-CREATE INDEX ledger_holds_account_open ON ledger_holds (account) WHERE state = 'open';
 CREATE TABLE ledger_owners (
     owner       BLOB PRIMARY KEY,
     lease_until INTEGER NOT NULL
