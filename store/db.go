@@ -35,6 +35,13 @@ type Dialect interface {
 	// Migrate runs fn in one transaction while holding the lock that lets
 	// one process at a time migrate the schema.
 	Migrate(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error
+	// WritableCTE reports whether a WITH clause may hold INSERT, UPDATE
+	// and DELETE (Postgres), so that a reservation or a settlement is one
+	// statement, one round trip, instead of a transaction of several.
+	WritableCTE() bool
+	// IsCheckViolation reports whether err is a CHECK constraint failure,
+	// which the schema's invariants raise on a corrupt row.
+	IsCheckViolation(err error) bool
 }
 
 // DB is an open database with its dialect and its schema migrated. Make one
@@ -77,10 +84,18 @@ const maxRetries = 5
 // are returned unchanged; any other failure is CodeUnavailable. On any error
 // the transaction is rolled back: nothing changed.
 func (db *DB) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	return db.retry(ctx, op, func() error {
+		err := db.tx1(ctx, fn)
+		db.preparePending(ctx)
+		return err
+	})
+}
+
+// retry runs fn, again on retryable errors, and types its failure as tx does.
+func (db *DB) retry(ctx context.Context, op string, fn func() error) error {
 	var err error
 	for attempt := 0; attempt <= maxRetries; attempt++ {
-		err = db.tx1(ctx, fn)
-		db.preparePending(ctx)
+		err = fn()
 		if err == nil || isDomain(err) {
 			return err
 		}

@@ -123,6 +123,9 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 		return "", fmt.Errorf("%w: reservation of %d", capability.ErrInvalidAmount, amount)
 	}
 	now := l.now()
+	if l.db.d.WritableCTE() && now.UnixNano() < l.renewAfter.Load() {
+		return l.reserve1(ctx, account, amount, key, now)
+	}
 	var (
 		id      string
 		renewed bool
@@ -203,6 +206,71 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 	return id, nil
 }
 
+// reserve1 is Reserve in one statement per step, outside a transaction:
+// look the key up; then take the credit and insert the hold in one statement
+// (writable CTE), atomic by itself. A key inserted by another process in
+// between fails that statement on the unique index, and the look-up runs
+// again.
+func (l *Ledger) reserve1(ctx context.Context, account string, amount int64, key string, now time.Time) (string, error) {
+	for range maxRetries {
+		var id string
+		err := l.db.retry(ctx, "ledger reserve", func() error {
+			id = ""
+			if key != "" {
+				var (
+					n           int64
+					acct, state string
+					amt         int64
+				)
+				err := l.db.sql.QueryRowContext(ctx, `SELECT id, account, amount, state FROM ledger_holds WHERE idem_key = $1`, []byte(key)).
+					Scan(&n, &acct, &amt, &state)
+				if err == nil {
+					id = holdID(n)
+					switch {
+					case acct != account || amt != amount:
+						return fmt.Errorf("%w: key %q", capability.ErrIdempotencyConflict, key)
+					case state != holdOpen:
+						return fmt.Errorf("%w: key %q", capability.ErrReservationResolved, key)
+					}
+					return nil
+				} else if !errors.Is(err, sql.ErrNoRows) {
+					return err
+				}
+			}
+			var n int64
+			err := l.db.sql.QueryRowContext(ctx, `WITH a AS (
+					UPDATE ledger_accounts SET pending = pending + $2
+					WHERE account = $1 AND balance - pending >= $2 RETURNING account)
+				INSERT INTO ledger_holds (account, amount, idem_key, owner, state, created_at)
+				SELECT account, $2, $3, $4, 'open', $5 FROM a RETURNING id`,
+				[]byte(account), amount, nullKey(key), []byte(l.owner), now.UnixNano()).Scan(&n)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				var avail int64
+				err := l.db.sql.QueryRowContext(ctx, `SELECT balance - pending FROM ledger_accounts WHERE account = $1`, []byte(account)).Scan(&avail)
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
+					return err
+				}
+				return fmt.Errorf("%w: account %q has %d available, needs %d", capability.ErrInsufficientCredit, account, avail, amount)
+			case err != nil && key != "" && l.db.d.IsUniqueViolation(err):
+				return errRetryKey
+			case err != nil:
+				return err
+			}
+			id = holdID(n)
+			return nil
+		})
+		if errors.Is(err, errRetryKey) {
+			continue
+		}
+		if err != nil && !isDomain(err) {
+			return "", err
+		}
+		return id, err
+	}
+	return "", Unavailable("ledger reserve", fmt.Errorf("key %q kept changing", key))
+}
+
 // errRetryKey asks Reserve to run again after losing a race on a key.
 var errRetryKey = &Error{Code: "retry-key"}
 
@@ -270,6 +338,43 @@ func (l *Ledger) lockedHold(ctx context.Context, tx *sql.Tx, op, id string) (n i
 	}
 }
 
+// finish1 is finish in one statement (writable CTE): resolve the hold, take
+// it off the account's pending, record the charge. The schema's CHECKs on the
+// account abort the statement if the account cannot take the hold off (a
+// corrupt row); when no open hold matched, a SELECT says why.
+func (l *Ledger) finish1(ctx context.Context, op string, n int64, id string, amount int64, state string, now time.Time) (int64, error) {
+	var charged int64
+	err := l.db.retry(ctx, op, func() error {
+		err := l.db.sql.QueryRowContext(ctx, `WITH h AS (
+				UPDATE ledger_holds SET state = $2, charged = CASE WHEN $3 < amount THEN $3 ELSE amount END, resolved_at = $4
+				WHERE id = $1 AND state = 'open' AND amount > 0 RETURNING account, amount, charged),
+			a AS (
+				UPDATE ledger_accounts SET balance = ledger_accounts.balance - h.charged, pending = ledger_accounts.pending - h.amount
+				FROM h WHERE ledger_accounts.account = h.account RETURNING h.charged),
+			e AS (
+				INSERT INTO ledger_entries (account, kind, amount, hold_id, created_at)
+				SELECT account, 'charge', -charged, $1, $4 FROM h WHERE charged > 0)
+			SELECT charged FROM a`, n, state, amount, now.UnixNano()).Scan(&charged)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return l.db.tx1(ctx, func(tx *sql.Tx) error {
+				_, _, _, err := l.lockedHold(ctx, tx, op, id)
+				if err == nil {
+					err = Corrupt(op, "hold %s could not be resolved", id)
+				}
+				return err
+			})
+		case err != nil && l.db.d.IsCheckViolation(err):
+			return Corrupt(op, "hold %s: its account cannot take it off its pending credit: %v", id, err)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return charged, nil
+}
+
 // resolve moves locked hold n out of "open" and takes it off its account's
 // pending, charging charged.
 func (l *Ledger) resolve(ctx context.Context, tx *sql.Tx, op string, n int64, account string, amount, charged int64, state string, now time.Time) error {
@@ -329,6 +434,9 @@ func (l *Ledger) finish(ctx context.Context, op, id string, amount int64, state 
 		return 0, fmt.Errorf("%w: %q", capability.ErrUnknownReservation, id)
 	}
 	now := l.now()
+	if l.db.d.WritableCTE() {
+		return l.finish1(ctx, op, n, id, amount, state, now)
+	}
 	var charged int64
 	err := l.db.tx(ctx, op, func(tx *sql.Tx) error {
 		var (

@@ -75,6 +75,10 @@ func pgCode(err error) string {
 
 func (dialect) IsUniqueViolation(err error) bool { return pgCode(err) == "23505" }
 
+func (dialect) IsCheckViolation(err error) bool { return pgCode(err) == "23514" }
+
+func (dialect) WritableCTE() bool { return true }
+
 // IsRetryable: serialization_failure, deadlock_detected.
 func (dialect) IsRetryable(err error) bool {
 	c := pgCode(err)

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -82,11 +83,28 @@ func TestUnreachablePostgres(t *testing.T) {
 // Reserve while it waits on a row lock; Reserve fails with ErrUnavailable
 // and nothing changed.
 func TestConnectionLostMidCallPostgres(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) { connectionLostMidCall(t, warm) })
+	}
+}
+
+// connectionLostMidCall: with warm, a first reservation has renewed the
+// lease, so the next takes the one-statement path.
+func connectionLostMidCall(t *testing.T, warm bool) {
 	ctx := context.Background()
 	db := openFresh(t)
 	l := store.NewLedger(db, store.LedgerOptions{})
 	if err := l.Grant(ctx, "acme", 100, ""); err != nil {
 		t.Fatal(err)
+	}
+	if warm {
+		id, err := l.Reserve(ctx, "acme", 1, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Another session locks the account row so the Reserve waits mid-call.
 	locker, err := db.SQL().BeginTx(ctx, nil)

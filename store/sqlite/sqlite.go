@@ -93,6 +93,10 @@ func (dialect) IsUniqueViolation(err error) bool {
 	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
+func (dialect) IsCheckViolation(err error) bool { return code(err) == sqlite3.SQLITE_CONSTRAINT_CHECK }
+
+func (dialect) WritableCTE() bool { return false }
+
 func (dialect) IsRetryable(err error) bool {
 	switch code(err) & 0xff {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
