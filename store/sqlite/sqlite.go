@@ -46,6 +46,7 @@ func Open(ctx context.Context, path string) (*store.DB, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
+	q.Add("_pragma", "wal_autocheckpoint(10000)")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
 	if err != nil {
