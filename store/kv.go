@@ -75,8 +75,6 @@ func (s *KV) Get(ctx context.Context, scope builtin.KVScope, key string) ([]byte
 		return nil, false, Unavailable("kv get", err)
 	case exp.Valid && exp.Int64 <= s.opts.Now().UnixNano():
 		return nil, false, nil
-	case len(v) > s.opts.MaxValueBytes:
-		return nil, false, Corrupt("kv get", "value of %d bytes under a bound of %d", len(v), s.opts.MaxValueBytes)
 	}
 	return bytes.Clone(v), true, nil
 }
