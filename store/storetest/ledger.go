@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +81,54 @@ func RunLedger(t *testing.T, open Open) {
 		must(t, err)
 		wantBalance(t, live, "acme", 60, 0)
 		must(t, live.Check(ctx))
+	})
+	t.Run("sweep racing settle resolves each hold once", func(t *testing.T) {
+		db := open(t)
+		start := time.Unix(2_000_000, 0)
+		owner := store.NewLedger(db, store.LedgerOptions{Owner: "slow", Lease: time.Minute, Now: func() time.Time { return start }})
+		sweeper := store.NewLedger(db, store.LedgerOptions{Owner: "sweeper"})
+		const holds, amount = 20, 5
+		must(t, owner.Grant(ctx, "acme", 1000, ""))
+		ids := make([]string, holds)
+		for i := range ids {
+			id, err := owner.Reserve(ctx, "acme", amount, "")
+			must(t, err)
+			ids[i] = id
+		}
+		var settled, swept atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < holds; i += 2 {
+					_, err := owner.Settle(ctx, ids[i], amount)
+					switch {
+					case err == nil:
+						settled.Add(1)
+					case !errors.Is(err, capability.ErrReservationResolved):
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				n, err := sweeper.Sweep(ctx, start.Add(2*time.Minute))
+				if err != nil {
+					t.Error(err)
+				}
+				swept.Add(int64(n))
+			}
+		}()
+		wg.Wait()
+		if settled.Load()+swept.Load() != holds {
+			t.Fatalf("%d settled + %d swept, want %d resolutions", settled.Load(), swept.Load(), holds)
+		}
+		wantBalance(t, sweeper, "acme", 1000-amount*settled.Load(), 0)
+		must(t, sweeper.Check(ctx))
 	})
 	t.Run("corrupt rows are refused and change nothing", func(t *testing.T) {
 		db := open(t)
