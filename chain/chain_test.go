@@ -302,11 +302,11 @@ func TestFailureCodesFromLaterRuntimes(t *testing.T) {
 	for _, code := range []abi.FailureCode{"fuel_exhausted", "stack_exhausted"} {
 		for _, policy := range []FailPolicy{FailOpen, FailClosed} {
 			t.Run(string(code)+"/"+string(policy), func(t *testing.T) {
-				e := newEnv(t, policyConfig(t, Binding{Name: "hook", Point: outbound, Phase: Transformer, Fail: policy}))
-				e.c.invoke = func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error) {
-					f := &abi.Failure{Code: code, Message: "ran out"}
-					return &runtime.Result{Failure: f}, f
-				}
+				e := newEnv(t, policyConfig(t, Binding{Name: "hook", Point: outbound, Phase: Transformer, Fail: policy}),
+					withInvoke(t, func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error) {
+						f := &abi.Failure{Code: code, Message: "ran out"}
+						return &runtime.Result{Failure: f}, f
+					}))
 				out := e.run(t, outbound, map[string]any{"outgoing": "x"})
 				want := Allow
 				if policy == FailClosed {
