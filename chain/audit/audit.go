@@ -24,11 +24,9 @@ package audit
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"sync"
 	"time"
 
@@ -179,75 +177,54 @@ func lineHash(line []byte) (got, claimed string, err error) {
 }
 
 // Sink stores audit records. Append links r into the sink's chain (it sets
-// Seq, Prev and Hash) and stores it; records are stored in Seq order.
+// Seq, Prev, MAC and Hash) and stores it; records are stored in Seq order.
+// A Log over a Store is the Sink every store shares; the chain takes any.
 // Implementations must be safe for concurrent use.
 type Sink interface {
 	Append(ctx context.Context, r *Record) error
 }
 
-// linker assigns Seq, Prev, MAC and Hash. The caller holds the sink's lock.
-type linker struct {
-	next uint64
-	head string
-	keys *keys     // nil for an unkeyed chain
-	hm   hash.Hash // HMAC under keys.record, reused
-}
-
-func (l *linker) link(r *Record) ([]byte, error) {
-	r.Seq, r.Prev, r.MAC = l.next, l.head, ""
-	var (
-		line []byte
-		h    string
-		err  error
-	)
-	if l.keys != nil {
-		if l.hm == nil {
-			l.hm = hmac.New(sha256.New, l.keys.record)
-		}
-		line, h, err = encodeKeyed(r, l.keys.record, l.hm)
-	} else {
-		line, h, err = encode(r)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit: encoding record: %w", err)
-	}
-	r.Hash = h
-	return line, nil
-}
-
-func (l *linker) commit(r *Record) {
-	l.next, l.head = r.Seq+1, r.Hash
-}
-
-// MemorySink keeps records in memory: for tests, the CLI and embedders that
-// ship records elsewhere. It is safe for concurrent use.
+// MemorySink is a Log over a MemoryStore that also keeps the records as
+// appended: for tests, the CLI and embedders that ship records elsewhere. It
+// is safe for concurrent use.
 type MemorySink struct {
-	mu      sync.Mutex // guards l, records
-	l       linker
+	store   *MemoryStore
+	mu      sync.Mutex // guards log's appends and records, so records stay in Seq order
+	log     *Log
 	records []Record
 }
 
 // NewMemorySink returns an empty MemorySink.
-func NewMemorySink() *MemorySink { return &MemorySink{} }
+func NewMemorySink() *MemorySink {
+	s, _ := newMemorySink(nil) // an empty store and no key: nothing to refuse
+	return s
+}
 
 // NewKeyedMemorySink returns an empty MemorySink whose records carry a MAC
 // under key (at least MinKeyBytes).
 func NewKeyedMemorySink(key []byte) (*MemorySink, error) {
-	k, err := deriveKeys(key)
+	if key == nil {
+		return nil, fmt.Errorf("audit: the key has 0 bytes, want at least %d", MinKeyBytes)
+	}
+	return newMemorySink(key)
+}
+
+func newMemorySink(key []byte) (*MemorySink, error) {
+	st := NewMemoryStore()
+	l, err := NewLog(context.Background(), st, LogOptions{Key: key})
 	if err != nil {
 		return nil, err
 	}
-	return &MemorySink{l: linker{keys: k}}, nil
+	return &MemorySink{store: st, log: l}, nil
 }
 
 // Append links and keeps r.
-func (s *MemorySink) Append(_ context.Context, r *Record) error {
+func (s *MemorySink) Append(ctx context.Context, r *Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.l.link(r); err != nil {
+	if err := s.log.Append(ctx, r); err != nil {
 		return err
 	}
-	s.l.commit(r)
 	s.records = append(s.records, *r)
 	return nil
 }
@@ -259,24 +236,17 @@ func (s *MemorySink) Records() []Record {
 	return append([]Record(nil), s.records...)
 }
 
+// Store returns the store holding the records' stored lines (for
+// VerifyStore).
+func (s *MemorySink) Store() *MemoryStore { return s.store }
+
 // Head returns the hash of the newest record ("" when empty) and the Seq the
 // next record will get.
-func (s *MemorySink) Head() (hash string, next uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.l.head, s.l.next
-}
+func (s *MemorySink) Head() (hash string, next uint64) { return s.log.Head() }
 
 // Checkpoint returns a checkpoint of the sink's head, MACed under its key,
 // to keep apart from the records; ok is false for an unkeyed sink.
-func (s *MemorySink) Checkpoint() (c Checkpoint, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.l.keys == nil {
-		return Checkpoint{}, false
-	}
-	return s.l.keys.checkpoint(s.l.next, s.l.head), true
-}
+func (s *MemorySink) Checkpoint() (c Checkpoint, ok bool) { return s.log.Checkpoint() }
 
 // VerifyError reports the first record that breaks the chain.
 type VerifyError struct {

@@ -1,0 +1,384 @@
+package audit
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"sync"
+)
+
+// ErrConflict is wrapped by the error of a Store.Append whose sequence
+// number is already taken (or is not the store's next): another writer
+// appended first. The store stored nothing; the Log re-reads the head and
+// links the record again.
+var ErrConflict = errors.New("audit: sequence number taken")
+
+// MaxAppendAttempts bounds how many times Log.Append links a record again
+// after ErrConflict (8): each conflict means another writer's record went
+// in, so the chain moves on, but a writer outrun that many times in a row
+// reports the conflict rather than spin.
+const MaxAppendAttempts = 8
+
+// Store keeps the stored lines of one audit chain, in Seq order, and
+// refuses a fork: it is the single place where writers of one chain meet.
+// It knows nothing of hashes or keys; a Log links the records and a
+// verifier (VerifyStore) checks them. One Store is one chain: a store
+// keeping a chain per tenant hands out one Store per tenant (see
+// RATIONALE.md#the-audit-log-over-a-store).
+//
+// Implementations must be safe for concurrent use, and a database store
+// for use by several processes at once.
+type Store interface {
+	// Head returns the Seq the next record will get (the number of
+	// records stored) and the stored line of the last one (nil when the
+	// chain is empty).
+	Head(ctx context.Context) (next uint64, last []byte, err error)
+	// Append stores line as record seq, whose Prev is prev and whose
+	// Hash is hash, if and only if seq is the store's next sequence
+	// number: atomically, so that of two writers appending the same seq
+	// exactly one succeeds. Otherwise it stores nothing and returns an
+	// error wrapping ErrConflict. (A database store gets this from a
+	// unique key on the chain and seq; since records are never changed
+	// or deleted, a free seq means prev is still the head's hash.) The
+	// store may keep line: the caller does not modify it afterwards.
+	Append(ctx context.Context, seq uint64, prev, hash string, line []byte) error
+	// Read calls f with the stored line of each record from seq from to
+	// the end as it was when Read began, in Seq order, and stops at the
+	// first error f returns, returning it. f must not keep line.
+	Read(ctx context.Context, from uint64, f func(line []byte) error) error
+}
+
+// CheckpointStore keeps a keyed chain's newest Checkpoint apart from its
+// records (another file, volume or host). It belongs to one writer: two
+// Logs saving to one CheckpointStore overwrite each other's checkpoints.
+type CheckpointStore interface {
+	// Load returns the newest checkpoint saved, nil if none.
+	Load() (*Checkpoint, error)
+	// Save replaces it.
+	Save(Checkpoint) error
+}
+
+// LogOptions configures a Log. The zero value links an unkeyed chain.
+type LogOptions struct {
+	// Key, when set (at least MinKeyBytes), gives every record a MAC
+	// under it, and the Log refuses to continue from a last record
+	// without a valid one.
+	Key []byte
+	// Checkpoints, when set (it needs Key), receives a checkpoint of the
+	// head after every record; NewLog refuses a chain that does not end
+	// where the newest one says, and a non-empty chain without one.
+	Checkpoints CheckpointStore
+}
+
+// Log links audit records into the chain a Store keeps: it owns the
+// sequence numbers, the previous hash, the MAC, the hash and the
+// checkpoints, so that every store (memory, file, database) keeps only
+// bytes. Several Logs, in one process or several, may append to one Store:
+// when another got a sequence number first (ErrConflict), a Log re-reads
+// the head, checks it and links the record again, so the chain never forks
+// and has no gap. A Log is a Sink and is safe for concurrent use.
+type Log struct {
+	store Store
+	ckpts CheckpointStore
+	mu    sync.Mutex // guards the fields below
+	keys  *keys      // nil for an unkeyed chain
+	hm    hash.Hash  // HMAC under keys.record, reused
+	next  uint64
+	head  string
+	stale bool // the store may have moved past next and head
+}
+
+// NewLog returns a Log appending to store, continuing its chain from the
+// store's last record. It refuses a chain whose last record is not a record
+// with a valid hash (and, with a key, a valid MAC), and one that does not
+// end where opts.Checkpoints says (an error wrapping ErrCheckpoint).
+func NewLog(ctx context.Context, store Store, opts LogOptions) (*Log, error) {
+	l := &Log{store: store, ckpts: opts.Checkpoints}
+	if opts.Key != nil {
+		k, err := deriveKeys(opts.Key)
+		if err != nil {
+			return nil, err
+		}
+		l.keys = k
+	} else if opts.Checkpoints != nil {
+		return nil, fmt.Errorf("audit: LogOptions.Checkpoints needs LogOptions.Key")
+	}
+	if err := l.sync(ctx); err != nil {
+		return nil, err
+	}
+	if l.ckpts == nil {
+		return l, nil
+	}
+	c, err := l.ckpts.Load()
+	switch {
+	case err != nil:
+		return nil, err
+	case c == nil && l.next > 0:
+		return nil, fmt.Errorf("%w: none kept, but the chain holds %d records; it does not continue without one", ErrCheckpoint, l.next)
+	case c != nil:
+		if err := c.Check(opts.Key); err != nil {
+			return nil, err
+		}
+		if c.Records != l.next || c.Head != l.head {
+			return nil, fmt.Errorf("%w: the chain ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut or added; verify and repair it first",
+				ErrCheckpoint, l.next, l.head, c.Records, c.Head)
+		}
+	}
+	if err := l.ckpts.Save(l.keys.checkpoint(l.next, l.head)); err != nil { // a new chain's, or the same again
+		return nil, err
+	}
+	return l, nil
+}
+
+// sync reads the store's head and checks its last record. The caller holds
+// l.mu (or owns l).
+func (l *Log) sync(ctx context.Context) error {
+	next, last, err := l.store.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("audit: reading the chain's head: %w", err)
+	}
+	if last == nil {
+		if next != 0 {
+			return fmt.Errorf("audit: the store reports %d records but no last record", next)
+		}
+		l.next, l.head, l.stale = 0, "", false
+		return nil
+	}
+	seq, h, err := parseLine(last)
+	if err != nil {
+		return fmt.Errorf("audit: record %d: %v; the chain needs repair before it can continue", next-1, err)
+	}
+	if seq+1 != next {
+		return fmt.Errorf("audit: the last record has seq %d but the store holds %d records; the chain needs repair before it can continue", seq, next)
+	}
+	if l.keys != nil {
+		if err := l.keys.checkLine(int(seq), seq, last); err != nil {
+			return fmt.Errorf("audit: record %d: %v; the chain does not continue from it", seq, err.(*VerifyError).Reason)
+		}
+	}
+	l.next, l.head, l.stale = next, h, false
+	return nil
+}
+
+// parseLine checks a stored line's shape and hash and returns its Seq and
+// Hash.
+func parseLine(line []byte) (seq uint64, h string, err error) {
+	var head struct {
+		Seq  uint64 `json:"seq"`
+		Hash string `json:"hash"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil || head.Hash == "" {
+		return 0, "", errors.New("not an audit record")
+	}
+	got, claimed, err := lineHash(line)
+	if err != nil || got != claimed || claimed != head.Hash {
+		return 0, "", errors.New("it does not hash to its hash")
+	}
+	return head.Seq, head.Hash, nil
+}
+
+// Append links r into the chain (it sets Seq, Prev, MAC and Hash) and
+// stores it. After ErrConflict it re-reads the head and tries again, at most
+// MaxAppendAttempts times in all.
+func (l *Log) Append(ctx context.Context, r *Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		if l.stale {
+			if err := l.sync(ctx); err != nil {
+				return err
+			}
+		}
+		line, err := l.link(r)
+		if err != nil {
+			return err
+		}
+		err = l.store.Append(ctx, r.Seq, r.Prev, r.Hash, line)
+		if err == nil {
+			break
+		}
+		// Whatever the error, the store may hold more than this Log
+		// knows (a database that stored the row and lost the reply).
+		l.stale = true
+		if !errors.Is(err, ErrConflict) || attempt == MaxAppendAttempts {
+			return err
+		}
+	}
+	l.next, l.head = r.Seq+1, r.Hash
+	if l.ckpts != nil {
+		// The record is stored: a failure here is reported, and the next
+		// NewLog refuses the chain until it is repaired, but the record
+		// stands.
+		if err := l.ckpts.Save(l.keys.checkpoint(l.next, l.head)); err != nil {
+			return fmt.Errorf("audit: writing the checkpoint after record %d: %w", r.Seq, err)
+		}
+	}
+	return nil
+}
+
+// link sets r's Seq, Prev, MAC and Hash at the head this Log knows and
+// returns its stored line.
+func (l *Log) link(r *Record) ([]byte, error) {
+	r.Seq, r.Prev, r.MAC = l.next, l.head, ""
+	var (
+		line []byte
+		h    string
+		err  error
+	)
+	if l.keys != nil {
+		if l.hm == nil {
+			l.hm = hmac.New(sha256.New, l.keys.record)
+		}
+		line, h, err = encodeKeyed(r, l.keys.record, l.hm)
+	} else {
+		line, h, err = encode(r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit: encoding record: %w", err)
+	}
+	r.Hash = h
+	return line, nil
+}
+
+// Head returns the hash of the newest record this Log knows ("" when
+// empty) and the Seq the next record will get. Another writer's records
+// are known after this Log's next conflict with them.
+func (l *Log) Head() (hash string, next uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head, l.next
+}
+
+// Checkpoint returns a checkpoint of Head, MACed under the key, to keep
+// apart from the records; ok is false for an unkeyed Log.
+func (l *Log) Checkpoint() (c Checkpoint, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keys == nil {
+		return Checkpoint{}, false
+	}
+	return l.keys.checkpoint(l.next, l.head), true
+}
+
+// VerifyStore verifies the chain a Store keeps, on the bytes as stored, as
+// VerifyFileWith does a file: it returns the number of records and nil, or
+// a *VerifyError naming the first broken record (Index = its position).
+func VerifyStore(ctx context.Context, s Store, opts VerifyOptions) (int, error) {
+	v, err := newLineVerifier(opts)
+	if err != nil {
+		return 0, err
+	}
+	i := 0
+	err = s.Read(ctx, 0, func(line []byte) error {
+		err := v.line(i, line)
+		i++
+		return err
+	})
+	return v.end(err)
+}
+
+// lineVerifier checks stored lines one by one (VerifyFileWith,
+// VerifyStore).
+type lineVerifier struct {
+	opts VerifyOptions
+	k    *keys
+	prev string
+	seq  uint64
+	n    int
+}
+
+func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
+	k, err := opts.keys()
+	if err != nil {
+		return nil, err
+	}
+	return &lineVerifier{opts: opts, k: k}, nil
+}
+
+// line checks line i.
+func (v *lineVerifier) line(i int, line []byte) error {
+	var head struct {
+		Seq  uint64 `json:"seq"`
+		Prev string `json:"prev"`
+		Hash string `json:"hash"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return &VerifyError{Index: i, Reason: "not an audit record: " + err.Error()}
+	}
+	got, claimed, err := lineHash(line)
+	if err != nil {
+		return &VerifyError{Index: i, Seq: head.Seq, Reason: err.Error()}
+	}
+	if err := check(i, v.prev, v.seq, head.Seq, head.Prev, claimed, func() (string, error) { return got, nil }); err != nil {
+		return err
+	}
+	if v.k != nil {
+		if err := v.k.checkLine(i, head.Seq, line); err != nil {
+			return err
+		}
+	}
+	v.prev, v.seq = head.Hash, head.Seq+1
+	v.n++
+	return nil
+}
+
+// end returns the count and err, or the checkpoint's verdict on the end.
+func (v *lineVerifier) end(err error) (int, error) {
+	if err != nil {
+		return v.n, err
+	}
+	return v.n, v.opts.checkEnd(v.n, v.seq, v.prev)
+}
+
+// MemoryStore is a Store in memory: for tests, and for a chain whose records
+// are shipped elsewhere. It is safe for concurrent use.
+type MemoryStore struct {
+	mu    sync.Mutex // guards lines, head
+	lines [][]byte
+	head  string
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
+
+// Head returns the number of records and the last one's line.
+func (s *MemoryStore) Head(context.Context) (uint64, []byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lines) == 0 {
+		return 0, nil, nil
+	}
+	return uint64(len(s.lines)), s.lines[len(s.lines)-1], nil
+}
+
+// Append keeps line as record seq if seq is the next.
+func (s *MemoryStore) Append(_ context.Context, seq uint64, prev, hash string, line []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq != uint64(len(s.lines)) || prev != s.head {
+		return fmt.Errorf("%w: record %d offered, the chain's next is %d", ErrConflict, seq, len(s.lines))
+	}
+	s.lines = append(s.lines, line)
+	s.head = hash
+	return nil
+}
+
+// Read calls f with the lines from seq from.
+func (s *MemoryStore) Read(ctx context.Context, from uint64, f func([]byte) error) error {
+	s.mu.Lock()
+	lines := s.lines // lines are appended, never changed
+	s.mu.Unlock()
+	for i := from; i < uint64(len(lines)); i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := f(lines[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
