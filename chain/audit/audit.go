@@ -185,43 +185,45 @@ type Sink interface {
 }
 
 // MemorySink is a Log over a MemoryStore that also keeps the records as
-// appended: for tests, the CLI and embedders that ship records elsewhere. It
-// is safe for concurrent use.
+// appended: for tests, the CLI and embedders that ship records elsewhere.
+// The zero value is an empty unkeyed sink. It is safe for concurrent use.
 type MemorySink struct {
+	mu      sync.Mutex // guards the fields below; held over appends, so records stay in Seq order
 	store   *MemoryStore
-	mu      sync.Mutex // guards log's appends and records, so records stay in Seq order
 	log     *Log
 	records []Record
 }
 
 // NewMemorySink returns an empty MemorySink.
-func NewMemorySink() *MemorySink {
-	s, _ := newMemorySink(nil) // an empty store and no key: nothing to refuse
-	return s
-}
+func NewMemorySink() *MemorySink { return &MemorySink{} }
 
 // NewKeyedMemorySink returns an empty MemorySink whose records carry a MAC
 // under key (at least MinKeyBytes).
 func NewKeyedMemorySink(key []byte) (*MemorySink, error) {
-	if key == nil {
-		return nil, fmt.Errorf("audit: the key has 0 bytes, want at least %d", MinKeyBytes)
+	if len(key) < MinKeyBytes {
+		return nil, fmt.Errorf("audit: the key has %d bytes, want at least %d", len(key), MinKeyBytes)
 	}
-	return newMemorySink(key)
-}
-
-func newMemorySink(key []byte) (*MemorySink, error) {
-	st := NewMemoryStore()
-	l, err := NewLog(context.Background(), st, LogOptions{Key: key})
-	if err != nil {
+	s := &MemorySink{store: NewMemoryStore()}
+	var err error
+	if s.log, err = NewLog(context.Background(), s.store, LogOptions{Key: key}); err != nil {
 		return nil, err
 	}
-	return &MemorySink{store: st, log: l}, nil
+	return s, nil
+}
+
+// init makes the zero value's unkeyed Log. The caller holds s.mu.
+func (s *MemorySink) init() {
+	if s.log == nil {
+		s.store = NewMemoryStore()
+		s.log, _ = NewLog(context.Background(), s.store, LogOptions{}) // an empty store and no key: nothing to refuse
+	}
 }
 
 // Append links and keeps r.
 func (s *MemorySink) Append(ctx context.Context, r *Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	if err := s.log.Append(ctx, r); err != nil {
 		return err
 	}
@@ -238,15 +240,30 @@ func (s *MemorySink) Records() []Record {
 
 // Store returns the store holding the records' stored lines (for
 // VerifyStore).
-func (s *MemorySink) Store() *MemoryStore { return s.store }
+func (s *MemorySink) Store() *MemoryStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	return s.store
+}
 
 // Head returns the hash of the newest record ("" when empty) and the Seq the
 // next record will get.
-func (s *MemorySink) Head() (hash string, next uint64) { return s.log.Head() }
+func (s *MemorySink) Head() (hash string, next uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	return s.log.Head()
+}
 
 // Checkpoint returns a checkpoint of the sink's head, MACed under its key,
 // to keep apart from the records; ok is false for an unkeyed sink.
-func (s *MemorySink) Checkpoint() (c Checkpoint, ok bool) { return s.log.Checkpoint() }
+func (s *MemorySink) Checkpoint() (c Checkpoint, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	return s.log.Checkpoint()
+}
 
 // VerifyError reports the first record that breaks the chain.
 type VerifyError struct {
