@@ -151,7 +151,7 @@ func (c *fileCheckpoints) close() error {
 type FileStore struct {
 	path string
 	sync bool
-	mu   sync.Mutex // guards the fields below
+	mu   sync.Mutex // guards the fields below; held over Append's link
 	f    *os.File
 	next uint64
 	head string
@@ -196,26 +196,31 @@ func (s *FileStore) Head(context.Context) (uint64, []byte, error) {
 	return s.next, s.last, nil
 }
 
-// Append writes line if seq is the next.
-func (s *FileStore) Append(_ context.Context, seq uint64, prev, hash string, line []byte) error {
+// Append links a record at the next seq and writes its line, holding the
+// store.
+func (s *FileStore) Append(_ context.Context, link LinkFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
 		return errors.New("audit: file store closed")
 	}
-	if seq != s.next || prev != s.head {
-		return fmt.Errorf("%w: record %d offered, the chain's next is %d", ErrConflict, seq, s.next)
-	}
-	n, err := s.f.Write(append(line, '\n'))
+	e, err := link(s.next, s.last)
 	if err != nil {
-		return fmt.Errorf("audit: writing record %d: %w", seq, err)
+		return err
+	}
+	if err := e.check(s.next, s.head); err != nil {
+		return err
+	}
+	n, err := s.f.Write(append(e.Line, '\n'))
+	if err != nil {
+		return fmt.Errorf("audit: writing record %d: %w", e.Seq, err)
 	}
 	if s.sync {
 		if err := s.f.Sync(); err != nil {
-			return fmt.Errorf("audit: syncing record %d: %w", seq, err)
+			return fmt.Errorf("audit: syncing record %d: %w", e.Seq, err)
 		}
 	}
-	s.next, s.head, s.last = seq+1, hash, line
+	s.next, s.head, s.last = e.Seq+1, e.Hash, e.Line
 	s.size += int64(n)
 	return nil
 }

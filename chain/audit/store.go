@@ -11,41 +11,61 @@ import (
 	"sync"
 )
 
-// ErrConflict is wrapped by the error of a Store.Append whose sequence
-// number is already taken (or is not the store's next): another writer
-// appended first. The store stored nothing; the Log re-reads the head and
-// links the record again.
+// ErrConflict is wrapped by the error of a Store.Append that lost a race
+// for the chain's next sequence number to another writer (an optimistic
+// store: an insert refused by a unique key on the sequence number). The
+// store stored nothing; the Log calls Append again.
 var ErrConflict = errors.New("audit: sequence number taken")
 
-// MaxAppendAttempts bounds how many times Log.Append links a record again
-// after ErrConflict (8): each conflict means another writer's record went
-// in, so the chain moves on, but a writer outrun that many times in a row
-// reports the conflict rather than spin.
-const MaxAppendAttempts = 8
+// MaxAppendAttempts bounds how many times Log.Append calls Store.Append for
+// one record when the store reports ErrConflict (16): each conflict means
+// another writer's record went in, so the chain moves on, but a writer
+// outrun that many times in a row reports the conflict rather than spin.
+const MaxAppendAttempts = 16
+
+// Entry is one record as a Store keeps it: its sequence number, the hash
+// of the record before it, its own hash and its stored line (the bytes
+// that are hashed, MACed and verified). Prev and Hash are in Line too; they
+// are given apart for a store that keeps them in columns.
+type Entry struct {
+	Seq        uint64
+	Prev, Hash string
+	Line       []byte
+}
+
+// LinkFunc links a record at the chain's next sequence number next, after
+// the record whose stored line is last (nil for an empty chain), and
+// returns its Entry (whose Seq is next).
+type LinkFunc func(next uint64, last []byte) (Entry, error)
 
 // Store keeps the stored lines of one audit chain, in Seq order, and
-// refuses a fork: it is the single place where writers of one chain meet.
-// It knows nothing of hashes or keys; a Log links the records and a
-// verifier (VerifyStore) checks them. One Store is one chain: a store
-// keeping a chain per tenant hands out one Store per tenant (see
+// assigns their sequence numbers: it is the single place where the writers
+// of one chain meet, so it is where a fork is refused. It knows nothing of
+// hashes or keys; a Log links the records and a verifier (VerifyStore)
+// checks them. One Store is one chain: a store keeping a chain per tenant
+// hands out one Store per tenant (see
 // RATIONALE.md#the-audit-log-over-a-store).
 //
-// Implementations must be safe for concurrent use, and a database store
-// for use by several processes at once.
+// Implementations must be safe for concurrent use, and a database store for
+// use by several processes at once.
 type Store interface {
 	// Head returns the Seq the next record will get (the number of
 	// records stored) and the stored line of the last one (nil when the
 	// chain is empty).
 	Head(ctx context.Context) (next uint64, last []byte, err error)
-	// Append stores line as record seq, whose Prev is prev and whose
-	// Hash is hash, if and only if seq is the store's next sequence
-	// number: atomically, so that of two writers appending the same seq
-	// exactly one succeeds. Otherwise it stores nothing and returns an
-	// error wrapping ErrConflict. (A database store gets this from a
-	// unique key on the chain and seq; since records are never changed
-	// or deleted, a free seq means prev is still the head's hash.) The
-	// store may keep line: the caller does not modify it afterwards.
-	Append(ctx context.Context, seq uint64, prev, hash string, line []byte) error
+	// Append appends one record at the chain's next sequence number.
+	// Holding the chain against other writers (a mutex; a row lock or a
+	// serializable transaction in a database), it reads the next sequence
+	// number and the last line, calls link with them, and stores the
+	// Entry link returns as record next, atomically with the read: of two
+	// Appends at once, the second's link sees the first's record. If link
+	// fails, or the store does, nothing is stored and Append returns the
+	// error. A store that does not hold the chain while link runs (an
+	// optimistic insert, refused by a unique key on the sequence number)
+	// returns an error wrapping ErrConflict when another writer took next
+	// first; never two records with one sequence number, never a gap. The
+	// store may keep Entry.Line: the Log does not modify it afterwards.
+	Append(ctx context.Context, link LinkFunc) error
 	// Read calls f with the stored line of each record from seq from to
 	// the end as it was when Read began, in Seq order, and stops at the
 	// first error f returns, returning it. f must not keep line.
@@ -78,9 +98,10 @@ type LogOptions struct {
 // sequence numbers, the previous hash, the MAC, the hash and the
 // checkpoints, so that every store (memory, file, database) keeps only
 // bytes. Several Logs, in one process or several, may append to one Store:
-// when another got a sequence number first (ErrConflict), a Log re-reads
-// the head, checks it and links the record again, so the chain never forks
-// and has no gap. A Log is a Sink and is safe for concurrent use.
+// the store hands each Append the chain's head, and a Log that finds a head
+// another writer made checks it (its hash and, keyed, its MAC) before it
+// links to it, so the chain never forks, has no gap and never continues
+// from a forged record. A Log is a Sink and is safe for concurrent use.
 type Log struct {
 	store Store
 	ckpts CheckpointStore
@@ -89,7 +110,6 @@ type Log struct {
 	hm    hash.Hash  // HMAC under keys.record, reused
 	next  uint64
 	head  string
-	stale bool // the store may have moved past next and head
 }
 
 // NewLog returns a Log appending to store, continuing its chain from the
@@ -134,19 +154,27 @@ func NewLog(ctx context.Context, store Store, opts LogOptions) (*Log, error) {
 	return l, nil
 }
 
-// sync reads the store's head and checks its last record. The caller holds
-// l.mu (or owns l).
+// sync reads the store's head and adopts it. The caller owns l.
 func (l *Log) sync(ctx context.Context) error {
 	next, last, err := l.store.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("audit: reading the chain's head: %w", err)
 	}
+	return l.adopt(next, last)
+}
+
+// adopt checks the chain's head, as a Store gives it, and continues from
+// it. The caller holds l.mu (or owns l).
+func (l *Log) adopt(next uint64, last []byte) error {
 	if last == nil {
 		if next != 0 {
 			return fmt.Errorf("audit: the store reports %d records but no last record", next)
 		}
-		l.next, l.head, l.stale = 0, "", false
+		l.next, l.head = 0, ""
 		return nil
+	}
+	if next == 0 {
+		return fmt.Errorf("audit: the store reports no records but a last record")
 	}
 	seq, h, err := parseLine(last)
 	if err != nil {
@@ -160,8 +188,21 @@ func (l *Log) sync(ctx context.Context) error {
 			return fmt.Errorf("audit: record %d: %v; the chain does not continue from it", seq, err.(*VerifyError).Reason)
 		}
 	}
-	l.next, l.head, l.stale = next, h, false
+	l.next, l.head = next, h
 	return nil
+}
+
+// known reports whether next and last are the head this Log knows (it
+// wrote or checked that record): its hash, the end of the line, is l.head.
+func (l *Log) known(next uint64, last []byte) bool {
+	if next != l.next {
+		return false
+	}
+	if last == nil {
+		return l.head == ""
+	}
+	const suffix = len(`"}`)
+	return len(last) >= len(l.head)+suffix && l.head != "" && string(last[len(last)-suffix-len(l.head):len(last)-suffix]) == l.head
 }
 
 // parseLine checks a stored line's shape and hash and returns its Seq and
@@ -181,29 +222,29 @@ func parseLine(line []byte) (seq uint64, h string, err error) {
 	return head.Seq, head.Hash, nil
 }
 
-// Append links r into the chain (it sets Seq, Prev, MAC and Hash) and
-// stores it. After ErrConflict it re-reads the head and tries again, at most
-// MaxAppendAttempts times in all.
+// Append links r into the chain (it sets Seq, Prev, MAC and Hash) at the
+// head the store gives and stores it. After ErrConflict it tries again, at
+// most MaxAppendAttempts times in all.
 func (l *Log) Append(ctx context.Context, r *Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for attempt := 1; ; attempt++ {
-		if l.stale {
-			if err := l.sync(ctx); err != nil {
-				return err
+	link := func(next uint64, last []byte) (Entry, error) {
+		if !l.known(next, last) {
+			if err := l.adopt(next, last); err != nil {
+				return Entry{}, err
 			}
 		}
 		line, err := l.link(r)
 		if err != nil {
-			return err
+			return Entry{}, err
 		}
-		err = l.store.Append(ctx, r.Seq, r.Prev, r.Hash, line)
+		return Entry{Seq: r.Seq, Prev: r.Prev, Hash: r.Hash, Line: line}, nil
+	}
+	for attempt := 1; ; attempt++ {
+		err := l.store.Append(ctx, link)
 		if err == nil {
 			break
 		}
-		// Whatever the error, the store may hold more than this Log
-		// knows (a database that stored the row and lost the reply).
-		l.stale = true
 		if !errors.Is(err, ErrConflict) || attempt == MaxAppendAttempts {
 			return err
 		}
@@ -246,7 +287,7 @@ func (l *Log) link(r *Record) ([]byte, error) {
 
 // Head returns the hash of the newest record this Log knows ("" when
 // empty) and the Seq the next record will get. Another writer's records
-// are known after this Log's next conflict with them.
+// are known after this Log's next Append.
 func (l *Log) Head() (hash string, next uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -337,7 +378,7 @@ func (v *lineVerifier) end(err error) (int, error) {
 // MemoryStore is a Store in memory: for tests, and for a chain whose records
 // are shipped elsewhere. It is safe for concurrent use.
 type MemoryStore struct {
-	mu    sync.Mutex // guards lines, head
+	mu    sync.Mutex // guards lines, head; held over Append's link
 	lines [][]byte
 	head  string
 }
@@ -355,15 +396,32 @@ func (s *MemoryStore) Head(context.Context) (uint64, []byte, error) {
 	return uint64(len(s.lines)), s.lines[len(s.lines)-1], nil
 }
 
-// Append keeps line as record seq if seq is the next.
-func (s *MemoryStore) Append(_ context.Context, seq uint64, prev, hash string, line []byte) error {
+// Append links a record at the next seq, holding the store.
+func (s *MemoryStore) Append(_ context.Context, link LinkFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if seq != uint64(len(s.lines)) || prev != s.head {
-		return fmt.Errorf("%w: record %d offered, the chain's next is %d", ErrConflict, seq, len(s.lines))
+	var last []byte
+	if n := len(s.lines); n > 0 {
+		last = s.lines[n-1]
 	}
-	s.lines = append(s.lines, line)
-	s.head = hash
+	e, err := link(uint64(len(s.lines)), last)
+	if err != nil {
+		return err
+	}
+	if err := e.check(uint64(len(s.lines)), s.head); err != nil {
+		return err
+	}
+	s.lines = append(s.lines, e.Line)
+	s.head = e.Hash
+	return nil
+}
+
+// check refuses an Entry that does not follow a chain whose next seq and
+// head hash are next and head: a LinkFunc's bug, never stored.
+func (e *Entry) check(next uint64, head string) error {
+	if e.Seq != next || e.Prev != head || e.Hash == "" || len(e.Line) == 0 {
+		return fmt.Errorf("audit: the record linked as %d after %.16q does not follow the chain's head (%d, %.16q)", e.Seq, e.Prev, next, head)
+	}
 	return nil
 }
 

@@ -1,0 +1,107 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// conflicting is an optimistic Store: it links outside its lock, as a
+// database inserting under a unique key on the sequence number would, and
+// makes the first conflicts Appends lose a race (another writer's record
+// goes in first).
+type conflicting struct {
+	*MemoryStore
+	other     *Log // the other writer
+	conflicts int
+}
+
+func (s *conflicting) Append(ctx context.Context, link LinkFunc) error {
+	next, last, err := s.MemoryStore.Head(ctx)
+	if err != nil {
+		return err
+	}
+	e, err := link(next, last)
+	if err != nil {
+		return err
+	}
+	if s.conflicts > 0 {
+		s.conflicts--
+		if err := s.other.Append(ctx, rec(900+s.conflicts)); err != nil {
+			return err
+		}
+	}
+	return s.MemoryStore.Append(ctx, func(n uint64, _ []byte) (Entry, error) {
+		if n != e.Seq {
+			return Entry{}, ErrConflict
+		}
+		return e, nil
+	})
+}
+
+// TestLogRetriesAConflict: a Log over an optimistic store that loses the
+// race for a sequence number links the record again at the new head, up to
+// MaxAppendAttempts times, and the chain neither forks nor has a gap.
+func TestLogRetriesAConflict(t *testing.T) {
+	for _, tt := range []struct {
+		conflicts int
+		ok        bool
+	}{{0, true}, {1, true}, {MaxAppendAttempts - 1, true}, {MaxAppendAttempts, false}} {
+		ms := NewMemoryStore()
+		other, err := NewLog(t.Context(), ms, LogOptions{Key: testKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &conflicting{MemoryStore: ms, other: other}
+		l, err := NewLog(t.Context(), s, LogOptions{Key: testKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Append(t.Context(), rec(0)); err != nil {
+			t.Fatal(err)
+		}
+		s.conflicts = tt.conflicts
+		err = l.Append(t.Context(), rec(1))
+		if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrConflict)) {
+			t.Errorf("%d conflicts: Append = %v", tt.conflicts, err)
+		}
+		want := 1 + tt.conflicts
+		if tt.ok {
+			want++
+		}
+		if n, err := VerifyStore(t.Context(), ms, VerifyOptions{Key: testKey}); err != nil || n != want {
+			t.Errorf("%d conflicts: VerifyStore = %d, %v; want %d", tt.conflicts, n, err, want)
+		}
+	}
+}
+
+// TestLogRefusesAForgedHead: a Log that finds a head it did not write
+// checks it before linking to it: a record appended without the key is not
+// continued from.
+func TestLogRefusesAForgedHead(t *testing.T) {
+	ms := NewMemoryStore()
+	keyed, err := NewLog(t.Context(), ms, LogOptions{Key: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keyed.Append(t.Context(), rec(0)); err != nil {
+		t.Fatal(err)
+	}
+	forger, err := NewLog(t.Context(), ms, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forger.Append(t.Context(), rec(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := keyed.Append(t.Context(), rec(2)); err == nil || !strings.Contains(err.Error(), "mac") {
+		t.Fatalf("Append after a forged record = %v, want a refusal naming the mac", err)
+	}
+	if _, err := NewLog(t.Context(), ms, LogOptions{Key: testKey}); err == nil {
+		t.Fatal("NewLog continued from a forged record")
+	}
+	if next, _, _ := ms.Head(t.Context()); next != 2 {
+		t.Fatalf("%d records, want 2", next)
+	}
+}
