@@ -2,6 +2,13 @@
 // them, and the sinks that store them: one record per verdict of a binding
 // (allow included) and one per resolution of an approval.
 //
+// A Log links records (sequence number, previous hash, MAC, hash,
+// checkpoints) into the chain a Store keeps as bytes; the Store assigns the
+// sequence numbers, so several Logs, in one process or several, append to
+// one chain without forking it. MemorySink and FileSink are a Log over
+// MemoryStore and FileStore; a database store implements Store, and
+// audittest checks it. VerifyStore, VerifyFileWith and VerifyWith verify.
+//
 // Every record carries the hash of the record before it (Prev) and its own
 // (Hash): the sha256 of its stored JSON without the hash field. Verify and
 // VerifyFile recompute both, so a record that was modified, inserted or
