@@ -110,6 +110,10 @@ type Log struct {
 	hm    hash.Hash  // HMAC under keys.record, reused
 	next  uint64
 	head  string
+	// pending is the record Append is storing; linkFn is l.linkPending,
+	// made once so that an Append allocates no closure.
+	pending *Record
+	linkFn  LinkFunc
 }
 
 // NewLog returns a Log appending to store, continuing its chain from the
@@ -118,6 +122,7 @@ type Log struct {
 // end where opts.Checkpoints says (an error wrapping ErrCheckpoint).
 func NewLog(ctx context.Context, store Store, opts LogOptions) (*Log, error) {
 	l := &Log{store: store, ckpts: opts.Checkpoints}
+	l.linkFn = l.linkPending
 	if opts.Key != nil {
 		k, err := deriveKeys(opts.Key)
 		if err != nil {
@@ -228,20 +233,10 @@ func parseLine(line []byte) (seq uint64, h string, err error) {
 func (l *Log) Append(ctx context.Context, r *Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	link := func(next uint64, last []byte) (Entry, error) {
-		if !l.known(next, last) {
-			if err := l.adopt(next, last); err != nil {
-				return Entry{}, err
-			}
-		}
-		line, err := l.link(r)
-		if err != nil {
-			return Entry{}, err
-		}
-		return Entry{Seq: r.Seq, Prev: r.Prev, Hash: r.Hash, Line: line}, nil
-	}
+	l.pending = r
+	defer func() { l.pending = nil }()
 	for attempt := 1; ; attempt++ {
-		err := l.store.Append(ctx, link)
+		err := l.store.Append(ctx, l.linkFn)
 		if err == nil {
 			break
 		}
@@ -259,6 +254,25 @@ func (l *Log) Append(ctx context.Context, r *Record) error {
 		}
 	}
 	return nil
+}
+
+// linkPending is the LinkFunc of Append, for l.pending: it checks a head
+// it does not know and links the record after it. The caller holds l.mu.
+func (l *Log) linkPending(next uint64, last []byte) (Entry, error) {
+	if l.pending == nil {
+		return Entry{}, errors.New("audit: a Log's LinkFunc called outside its Append")
+	}
+	if !l.known(next, last) {
+		if err := l.adopt(next, last); err != nil {
+			return Entry{}, err
+		}
+	}
+	r := l.pending
+	line, err := l.link(r)
+	if err != nil {
+		return Entry{}, err
+	}
+	return Entry{Seq: r.Seq, Prev: r.Prev, Hash: r.Hash, Line: line}, nil
 }
 
 // link sets r's Seq, Prev, MAC and Hash at the head this Log knows and
