@@ -105,3 +105,40 @@ func TestLogRefusesAForgedHead(t *testing.T) {
 		t.Fatalf("%d records, want 2", next)
 	}
 }
+
+// TestTenantLogs: each tenant's records form a chain of their own in their
+// own store, numbered from 0, that verifies alone.
+func TestTenantLogs(t *testing.T) {
+	stores := map[string]*MemoryStore{}
+	tl, err := NewTenantLogs(func(_ context.Context, tenant string) (Store, error) {
+		if tenant == "" {
+			return nil, errors.New("no tenant")
+		}
+		s := NewMemoryStore()
+		stores[tenant] = s
+		return s, nil
+	}, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tenant := range []string{"acme", "globex", "acme", "acme", "globex"} {
+		r := rec(i)
+		r.Tenant = tenant
+		if err := tl.Append(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tenant, want := range map[string]int{"acme": 3, "globex": 2} {
+		if n, err := VerifyStore(t.Context(), stores[tenant], VerifyOptions{Key: testKey}); err != nil || n != want {
+			t.Errorf("%s: VerifyStore = %d, %v; want %d", tenant, n, err, want)
+		}
+	}
+	r := rec(9)
+	r.Tenant = ""
+	if err := tl.Append(t.Context(), r); err == nil {
+		t.Error("a record whose store cannot be opened was stored")
+	}
+	if _, err := NewTenantLogs(nil, []byte("short")); err == nil {
+		t.Error("a short key was accepted")
+	}
+}
