@@ -40,7 +40,8 @@ type FileOptions struct {
 // their own (FileOptions.Checkpoint): one JSON-lines file, one compact
 // record per line. Opening an existing file continues its chain from its
 // last record. It is safe for concurrent use by multiple goroutines of one
-// process; two processes must not append to the same file.
+// process; a second FileSink over the same file is refused (ErrFileInUse)
+// while the first is open.
 type FileSink struct {
 	*Log
 	store *FileStore
@@ -145,9 +146,16 @@ func (c *fileCheckpoints) close() error {
 	return err
 }
 
+// ErrFileInUse is wrapped by the error of OpenFileStore (and OpenFile) for a
+// file another FileStore holds open, in this process or another: two
+// writers appending to one file would fork its chain.
+var ErrFileInUse = errors.New("audit: the file is open in another FileStore (another process, or this one)")
+
 // FileStore is a Store in a JSON-lines file, one stored record per line. It
-// is safe for concurrent use within one process; two processes must not
-// append to one file (nothing between them refuses a fork).
+// is safe for concurrent use within one process. It holds an exclusive
+// advisory lock (flock) on the file while open, so a second FileStore over
+// it, in any process, is refused with ErrFileInUse (on systems without
+// flock, nothing refuses it: do not open one file twice).
 type FileStore struct {
 	path string
 	sync bool
@@ -167,6 +175,10 @@ func OpenFileStore(path string, sync bool) (*FileStore, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: %s: %w", path, err)
 	}
 	s := &FileStore{path: path, sync: sync, f: f}
 	last, n, err := lastLine(f)

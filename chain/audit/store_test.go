@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -140,5 +141,34 @@ func TestTenantLogs(t *testing.T) {
 	}
 	if _, err := NewTenantLogs(nil, []byte("short")); err == nil {
 		t.Error("a short key was accepted")
+	}
+}
+
+// TestFileStoreRefusesASecondWriter: while one FileSink has a file open, a
+// second over it (here, in this process; another process alike) is refused
+// instead of appending a fork; once the first is closed, it opens.
+func TestFileStoreRefusesASecondWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenFile(path, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, a, 2)
+	if b, err := OpenFile(path, FileOptions{}); !errors.Is(err, ErrFileInUse) {
+		if b != nil {
+			b.Close()
+		}
+		t.Fatalf("second OpenFile = %v, want ErrFileInUse", err)
+	}
+	fill(t, a, 1)
+	a.Close()
+	b, err := OpenFile(path, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fill(t, b, 1)
+	if n, err := VerifyFile(path); err != nil || n != 4 {
+		t.Fatalf("VerifyFile = %d, %v", n, err)
 	}
 }
