@@ -411,3 +411,23 @@ func TestAuditFailureStopsTheRun(t *testing.T) {
 		t.Errorf("Run = %+v, %v; want ErrAudit", out, err)
 	}
 }
+
+// TestTraceDecisionsOutliveLaterRuns: a step invokes into a pooled
+// runtime.Result, and the runtime reuses the Decision a Result points to;
+// the decision a trace holds must not be the one a later run overwrites.
+func TestTraceDecisionsOutliveLaterRuns(t *testing.T) {
+	e := newEnv(t, policyConfig(t, Binding{Name: "guard", Point: outbound, Phase: Guard,
+		Settings: when("boom", `{"action":"block","reason":"boom"}`)}))
+	first := e.run(t, outbound, map[string]any{"outgoing": "boom"})
+	if first.Verdict != Block || first.Trace[0].Decision == nil || first.Trace[0].Decision.Action != abi.ActionBlock {
+		t.Fatalf("first run: %+v", first)
+	}
+	for i := 0; i < 5; i++ {
+		if out := e.run(t, outbound, map[string]any{"outgoing": "calm"}); out.Verdict != Allow {
+			t.Fatalf("later run: %+v", out)
+		}
+	}
+	if d := first.Trace[0].Decision; d.Action != abi.ActionBlock || d.Reason != "boom" {
+		t.Errorf("the first run's decision became %+v", d)
+	}
+}
