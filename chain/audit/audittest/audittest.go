@@ -44,20 +44,52 @@ const (
 //     stores nothing when the LinkFunc fails or links a record that does
 //     not follow the head (a seq taken or past the next, a wrong prev);
 //   - read stops: Read returns the error its callback returns;
-//   - continue: a second Log over the store continues the chain from its
-//     last record;
-//   - concurrent logs: Logs Logs over one store, appended to at once, make
-//     one chain with no fork and no gap, holding every record once.
+//   - continue: a second Log over the store (over Options.Another's, with
+//     RunWith) continues the chain from its last record, and the first
+//     then continues after the second's;
+//   - concurrent logs: Logs Logs over one store (each over its own, with
+//     Options.Another), appended to at once, make one chain with no fork
+//     and no gap, holding every record once.
 //
 // newStore is called once per subtest; it may skip (t.Skip) when its
 // backing service is absent.
 func Run(t *testing.T, newStore func(t *testing.T) audit.Store) {
-	t.Run("empty", func(t *testing.T) { testEmpty(t, newStore(t)) })
-	t.Run("append and read", func(t *testing.T) { testAppendRead(t, newStore(t)) })
-	t.Run("link", func(t *testing.T) { testLink(t, newStore(t)) })
-	t.Run("read stops", func(t *testing.T) { testReadStops(t, newStore(t)) })
-	t.Run("continue", func(t *testing.T) { testContinue(t, newStore(t)) })
-	t.Run("concurrent logs", func(t *testing.T) { testConcurrent(t, newStore(t)) })
+	RunWith(t, Options{New: newStore})
+}
+
+// Options configures RunWith.
+type Options struct {
+	// New returns a new, empty store (one chain). Required.
+	New func(t *testing.T) audit.Store
+	// Another, if set, returns a second Store value over the same chain
+	// as s (another connection or handle, as another process would
+	// have): the continue and concurrent subtests then give each Log
+	// its own. Nil gives every Log s itself.
+	Another func(t *testing.T, s audit.Store) audit.Store
+}
+
+// RunWith is Run with opts.
+func RunWith(t *testing.T, opts Options) {
+	another := func(t *testing.T, s audit.Store) audit.Store { return s }
+	if opts.Another != nil {
+		another = opts.Another
+	}
+	t.Run("empty", func(t *testing.T) { testEmpty(t, opts.New(t)) })
+	t.Run("append and read", func(t *testing.T) { testAppendRead(t, opts.New(t)) })
+	t.Run("link", func(t *testing.T) { testLink(t, opts.New(t)) })
+	t.Run("read stops", func(t *testing.T) { testReadStops(t, opts.New(t)) })
+	t.Run("continue", func(t *testing.T) {
+		s := opts.New(t)
+		testContinue(t, s, another(t, s))
+	})
+	t.Run("concurrent logs", func(t *testing.T) {
+		s := opts.New(t)
+		stores := []audit.Store{s}
+		for len(stores) < Logs {
+			stores = append(stores, another(t, s))
+		}
+		testConcurrent(t, s, stores)
+	})
 }
 
 // Record returns a plausible record, i distinguishing it.
@@ -233,10 +265,10 @@ func testReadStops(t *testing.T, s audit.Store) {
 	}
 }
 
-func testContinue(t *testing.T, s audit.Store) {
+func testContinue(t *testing.T, s, other audit.Store) {
 	a := newLog(t, s, Key)
 	first := appendN(t, a, 0, 3)
-	b := newLog(t, s, Key) // a restart, or another process
+	b := newLog(t, other, Key) // a restart, or another process
 	if head, n := b.Head(); head != first[2].Hash || n != 3 {
 		t.Fatalf("a new Log starts at %.16s, %d; want the store's head", head, n)
 	}
@@ -245,10 +277,10 @@ func testContinue(t *testing.T, s audit.Store) {
 	verify(t, s, 7, audit.VerifyOptions{Key: Key})
 }
 
-func testConcurrent(t *testing.T, s audit.Store) {
+func testConcurrent(t *testing.T, s audit.Store, stores []audit.Store) {
 	logs := make([]*audit.Log, Logs)
 	for i := range logs {
-		logs[i] = newLog(t, s, Key)
+		logs[i] = newLog(t, stores[i], Key)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, Logs*Goroutines*Records)

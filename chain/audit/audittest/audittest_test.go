@@ -22,3 +22,14 @@ func TestFileStoreConformance(t *testing.T) {
 		return s
 	})
 }
+
+// shared is a second Store value over a MemoryStore's chain, as a second
+// connection to a database would be.
+type shared struct{ audit.Store }
+
+func TestRunWithAnother(t *testing.T) {
+	audittest.RunWith(t, audittest.Options{
+		New:     func(*testing.T) audit.Store { return audit.NewMemoryStore() },
+		Another: func(_ *testing.T, s audit.Store) audit.Store { return shared{s} },
+	})
+}
