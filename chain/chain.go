@@ -73,8 +73,10 @@ type Options struct {
 	// Limits travel with its requests. Nil answers every host call
 	// UNKNOWN_CAPABILITY.
 	HostCaller runtime.HostCaller
-	// Audit receives one record per verdict. Nil means a new
-	// audit.MemorySink (which grows without bound: for tests and the CLI).
+	// Audit receives one record per verdict: an audit.Log over any
+	// audit.Store (audit.FileSink, a database's), audit.TenantLogs for a
+	// chain per tenant. Nil means a new audit.MemorySink (which grows
+	// without bound: for tests and the CLI).
 	Audit audit.Sink
 	// AuditValues puts the before and after values of modified fields in
 	// audit records. False records only their digests, so the audit log

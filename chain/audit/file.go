@@ -178,7 +178,10 @@ func OpenFileStore(path string, sync bool) (*FileStore, error) {
 	}
 	if err := lockFile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("audit: %s: %w", path, err)
+		if errors.Is(err, ErrFileInUse) {
+			return nil, fmt.Errorf("%w: %s", err, path)
+		}
+		return nil, fmt.Errorf("audit: locking %s: %w", path, err)
 	}
 	s := &FileStore{path: path, sync: sync, f: f}
 	last, n, err := lastLine(f)
