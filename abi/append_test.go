@@ -13,6 +13,9 @@ func appendValues() []any {
 	strs := []string{
 		"", "a", `"q"`, `b\s`, "<b>&amp;</b>", "\x00\x01\x1f\x7f", "\b\f\n\r\t", "é 😀 中文", "\u2028\u2029",
 		"\xff", "a\xffb", "\xc3", "\xed\xa0\x80", strings.Repeat("abcdefgh", 130), strings.Repeat("abcdefg\"", 17) + "\x05",
+		// Around the 32-byte blocks of appendString.
+		strings.Repeat("x", 32), strings.Repeat("x", 64), strings.Repeat("x", 31) + `"`, strings.Repeat("x", 32) + "\n",
+		strings.Repeat("x", 40) + "\x00" + strings.Repeat("y", 40), strings.Repeat("é", 16), strings.Repeat("x", 63) + "\u2028",
 	}
 	vs := []any{
 		nil, true, false, json.Number("12"), json.Number("-0.5e+10"), json.Number(""),

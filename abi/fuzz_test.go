@@ -29,6 +29,7 @@ func FuzzParseJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := ParseJSON(data, JSONLimits{})
+		checkSkip(t, data, err)
 		if err != nil {
 			var je *JSONError
 			if !errors.As(err, &je) {
@@ -44,6 +45,25 @@ func FuzzParseJSON(f *testing.F) {
 		}
 		checkRoundTrip(t, data)
 	})
+}
+
+// checkSkip holds Lexer.Skip, which checks without building, to ParseJSON,
+// which builds with Lexer.Value: the same documents accepted and the same
+// error for the others.
+func checkSkip(t *testing.T, data []byte, want error) {
+	t.Helper()
+	var l Lexer
+	l.Reset(data, 0)
+	l.SkipSpace()
+	ok := l.Skip(0)
+	l.SkipSpace()
+	if ok && !l.AtEnd() {
+		ok = l.fail(l.Pos(), "unexpected data after the value")
+	}
+	got := l.Err()
+	if ok != (want == nil) || (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
+		t.Fatalf("document %q: Skip ok=%t error %v, ParseJSON error %v", data, ok, got, want)
+	}
 }
 
 // decisionSeeds returns the golden decision cases with the index of their

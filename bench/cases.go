@@ -297,10 +297,18 @@ func invokeBenchIn(name string, small, redaction, unmetered bool) func(b *testin
 		}
 		b.ReportAllocs()
 		var out runtime.Result
+		var fuel uint64
 		for b.Loop() {
 			if err := rt.InvokeInto(ctx, m, req, &out); err != nil {
 				fatal(b, err)
 			}
+			fuel += out.FuelUsed
+		}
+		// The guest's work in fuel (one unit per wasm instruction, the
+		// guest's GC included), which a busy machine does not disturb as
+		// it does the time.
+		if fuel > 0 {
+			b.ReportMetric(float64(fuel)/float64(b.N), "fuel/op")
 		}
 	}
 }

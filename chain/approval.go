@@ -23,6 +23,7 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // Approval is a run paused by a guard's ask, waiting for a human. It holds
@@ -294,7 +295,7 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 	if err != nil {
 		return nil, err
 	}
-	if err := c.admit(ap, id, s, r); err != nil {
+	if _, err := c.admit(ap, id, s, r); err != nil {
 		return nil, err
 	}
 	if r.Decision == Edit {
@@ -319,10 +320,11 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 			return nil, fmt.Errorf("%w: edit: %v", ErrInvalidResolution, err)
 		}
 	}
-	if ap, err = c.take(ctx, id, s, r); err != nil {
+	ap, eff, err := c.take(ctx, id, s, r)
+	if err != nil {
 		return nil, err
 	}
-	return c.resume(ctx, s, ap, r)
+	return c.resume(ctx, s, ap, r, eff)
 }
 
 // editFits reports whether the context an edit makes fits the bindings the
@@ -351,47 +353,61 @@ func editFits(s *snapshot, ap *Approval, edit map[string]any) error {
 	return nil
 }
 
-// admit checks ap, stored as id, before r resolves it on s: a stale approval
-// (its binding or module changed) admits only a deny, by r or by expiry.
-func (c *Chain) admit(ap *Approval, id string, s *snapshot, r Resolution) error {
+// admit checks ap, stored as id, before r resolves it on s, and returns the
+// decision r makes of it now (effective): a stale approval (its binding or
+// module changed) admits only a deny, by r or by expiry.
+func (c *Chain) admit(ap *Approval, id string, s *snapshot, r Resolution) (effect, error) {
+	eff := c.effective(ap, r)
 	aerr := c.checkApproval(ap, id, s)
 	if aerr == nil {
-		return nil
+		return eff, nil
 	}
-	if aerr.Code == ApprovalStale && c.effective(ap, r) == Deny {
-		return nil
+	if aerr.Code == ApprovalStale && eff.decision == Deny {
+		return eff, nil
 	}
 	c.log.Warn("chain: stored approval refused; it stays as it is", "approval", id, "code", aerr.Code, "reason", aerr.Reason)
-	return aerr
+	return effect{}, aerr
 }
 
 // take claims the pending approval id and checks the copy it claimed (the
 // store may have changed between Get and Take): a refused copy is released,
-// pending again.
-func (c *Chain) take(ctx context.Context, id string, s *snapshot, r Resolution) (*Approval, error) {
+// pending again. It returns the decision the copy was admitted with, which
+// resume applies: the clock is not read again, so an approval that expires
+// in between is not resumed with another decision than the one admitted.
+func (c *Chain) take(ctx context.Context, id string, s *snapshot, r Resolution) (*Approval, effect, error) {
 	ap, err := c.approvals.Take(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, effect{}, err
 	}
-	if err := c.admit(ap, id, s, r); err != nil {
+	eff, err := c.admit(ap, id, s, r)
+	if err != nil {
 		if rerr := c.approvals.Release(context.WithoutCancel(ctx), id, ap); rerr != nil {
 			c.log.Error("chain: a refused approval could not be put back", "approval", id, "error", rerr)
 		}
-		return nil, err
+		return nil, effect{}, err
 	}
-	return ap, nil
+	return ap, eff, nil
+}
+
+// errNotExpired: ExpirePending took an approval that had not expired.
+var errNotExpired = errors.New("chain: approval not expired")
+
+// effect is the decision a resolution makes of an approval at one instant.
+type effect struct {
+	decision ResolutionDecision
+	expired  bool // the approval had expired: its expiry policy decided
 }
 
 // effective is the decision r makes of ap now: r's, or the expiry policy's
 // once ap has expired.
-func (c *Chain) effective(ap *Approval, r Resolution) ResolutionDecision {
+func (c *Chain) effective(ap *Approval, r Resolution) effect {
 	if !c.now().Before(ap.Expires) {
 		if ap.OnExpiry == ExpireApprove {
-			return Approve
+			return effect{Approve, true}
 		}
-		return Deny
+		return effect{Deny, true}
 	}
-	return r.Decision
+	return effect{r.Decision, false}
 }
 
 // ExpirePending applies the expiry policy of every pending approval whose
@@ -413,16 +429,27 @@ func (c *Chain) ExpirePending(ctx context.Context) ([]*Outcome, error) {
 		}
 		ap, err := c.approvals.Get(ctx, id)
 		if err == nil {
-			err = c.admit(ap, id, s, Resolution{})
+			_, err = c.admit(ap, id, s, Resolution{})
 		}
+		var eff effect
 		if err == nil {
-			ap, err = c.take(ctx, id, s, Resolution{})
+			ap, eff, err = c.take(ctx, id, s, Resolution{})
+		}
+		if err == nil && !eff.expired {
+			// Due but not expired when taken (the clock stepped back):
+			// only its expiry policy may resolve it here, and it has
+			// not come yet. Resuming it would apply the empty decision
+			// as an approval.
+			if rerr := c.approvals.Release(context.WithoutCancel(ctx), id, ap); rerr != nil {
+				c.log.Error("chain: an unexpired approval could not be put back", "approval", id, "error", rerr)
+			}
+			err = errNotExpired
 		}
 		if err != nil {
 			s.release(ctx)
-			continue // resolved meanwhile, or refused (and logged)
+			continue // resolved meanwhile, not yet expired, or refused (and logged)
 		}
-		out, err := c.resume(ctx, s, ap, Resolution{})
+		out, err := c.resume(ctx, s, ap, Resolution{}, eff)
 		s.release(ctx)
 		if err != nil {
 			return outs, err
@@ -432,8 +459,9 @@ func (c *Chain) ExpirePending(ctx context.Context) ([]*Outcome, error) {
 	return outs, nil
 }
 
-// resume records the resolution of ap and continues its run on s.
-func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolution) (*Outcome, error) {
+// resume records the resolution of ap, eff (what take admitted it with),
+// and continues its run on s.
+func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolution, eff effect) (*Outcome, error) {
 	st := ap.State
 	ctx, span := c.tracer.Start(ctx, "chain.resume", trace.WithAttributes(
 		attribute.String("wasmhooks.run", st.Run),
@@ -445,8 +473,8 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	defer span.End()
 	start := time.Now()
 
-	decision, word := c.effective(ap, r), ""
-	if !c.now().Before(ap.Expires) {
+	decision, word := eff.decision, ""
+	if eff.expired {
 		word = "expired"
 		r = Resolution{Decision: decision, Reason: fmt.Sprintf("approval expired at %s; the expiry policy %ss", ap.Expires.Format(time.RFC3339), decision)}
 	}
@@ -681,6 +709,28 @@ func NewDirApprovals(dir string) (*DirApprovals, error) {
 
 var idRE = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
 
+// MaxApprovalBytes bounds the file of one approval in a DirApprovals: Put
+// refuses to write a larger one, and Get and Take refuse to read one (or
+// anything but a regular file) as ApprovalCorrupt. It defends the host
+// against whoever can write the directory planting a huge sparse file, a
+// link to /dev/zero (read until memory runs out) or a FIFO (Get, Due and so
+// ExpirePending blocked for ever). An approval holds its context twice
+// (Proposed and the paused run's), so this admits contexts of about 30 MiB.
+const MaxApprovalBytes = 64 << 20
+
+// readApproval reads and decodes the approval file p, stored as id.
+func readApproval(id, p string) (*Approval, error) {
+	b, err := runtime.ReadFileLimit(p, MaxApprovalBytes, "approval_bytes")
+	var le *runtime.LimitError
+	switch {
+	case errors.Is(err, runtime.ErrNotRegularFile), errors.As(err, &le):
+		return nil, refuse(id, ApprovalCorrupt, "%v", err)
+	case err != nil:
+		return nil, err
+	}
+	return decodeApproval(id, b)
+}
+
 func (d *DirApprovals) path(id string) (string, error) {
 	if !idRE.MatchString(id) {
 		return "", fmt.Errorf("%w: %q is not an approval id", ErrUnknownApproval, id)
@@ -701,6 +751,9 @@ func (d *DirApprovals) put(id string, a *Approval) error {
 	b, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
 		return err
+	}
+	if len(b) > MaxApprovalBytes {
+		return fmt.Errorf("chain: approval %s: %w", id, &runtime.LimitError{Limit: "approval_bytes", Max: MaxApprovalBytes, Got: uint64(len(b))})
 	}
 	// A new file of a random name (O_EXCL): a name planted in the
 	// directory (a symlink, say) is never written through.
@@ -745,14 +798,11 @@ func (d *DirApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	if err := d.resolved(id, p); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	a, err := readApproval(id, p)
 	if os.IsNotExist(err) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return decodeApproval(id, b)
+	return a, err
 }
 
 // Take claims the pending approval id, leaves its tombstone and removes its
@@ -784,11 +834,7 @@ func (d *DirApprovals) Take(_ context.Context, id string) (*Approval, error) {
 	}
 	t.Close()
 	defer os.Remove(claimed)
-	b, err := os.ReadFile(claimed)
-	if err != nil {
-		return nil, err
-	}
-	return decodeApproval(id, b)
+	return readApproval(id, claimed)
 }
 
 // Release makes a, taken as id, pending again: it writes its file and

@@ -386,6 +386,9 @@ type Step struct {
 	HostCalls []audit.HostCall `json:"host_calls"`
 	// CreditCharged is the credit they were charged.
 	CreditCharged int64 `json:"credit_charged"`
+	// FuelUsed is the fuel the hook used (runtime.Result.FuelUsed); 0
+	// when it did not run.
+	FuelUsed uint64 `json:"fuel_used,omitempty"`
 	// LatencyUS is how long the step took, in microseconds.
 	LatencyUS int64 `json:"latency_us"`
 	// Logs holds what the hook wrote to stdout and stderr, never

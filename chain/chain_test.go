@@ -106,6 +106,12 @@ func TestConfigRefused(t *testing.T) {
 			}
 		})
 	}
+	// Settings that do not match their schema are a typed cause, for a
+	// caller that names it (the CLI's run, a chain of one binding).
+	mismatch := Config{Modules: map[string][]byte{"strict": schemaHook}, Bindings: []Binding{{Name: "x", Module: "strict", Point: outbound, Phase: Guard, Settings: map[string]any{"when": "x"}}}}
+	if err := e.c.Reload(context.Background(), mismatch); !errors.Is(err, ErrInvalidSettings) {
+		t.Errorf("Reload = %v, want ErrInvalidSettings among its causes", err)
+	}
 	// The valid variant of the schema case is accepted.
 	good := Config{Modules: map[string][]byte{"strict": schemaHook}, Bindings: []Binding{{Name: "x", Module: "strict", Point: outbound, Phase: Guard, Settings: decide(`{"action":"continue"}`)}}}
 	if err := e.c.Reload(context.Background(), good); err != nil {

@@ -199,7 +199,8 @@ type ConfigError struct {
 	// module.
 	Problems []string
 	// Errs holds the typed errors behind some of the problems (a module's
-	// load error, a *SettingsSchemaError, a limit the runtime refuses), for
+	// load error, a *SettingsSchemaError, settings that do not match it
+	// (ErrInvalidSettings), a limit the runtime refuses), for
 	// errors.Is and errors.As.
 	Errs []error
 }
@@ -418,7 +419,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			continue
 		}
 		if err := l.schema.validate(settings); err != nil {
-			bad("%s: %v", what, err)
+			badErr(err, "%s: %v", what, err)
 			continue
 		}
 		if man := l.mod.Manifest(); man != nil {

@@ -230,6 +230,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		step.Invocation = st.Run + "." + strconv.Itoa(len(st.Trace))
 		res = results.Get().(*runtime.Result)
 		defer putResult(res)
+		refused := false // the runtime refused the request: the hook did not run
 		err := c.engine.InvokeInto(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
 			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation,
@@ -251,6 +252,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 			// The runtime refused the request (the context grew past
 			// the input limit, say): the binding reached no decision.
 			fail = &abi.Failure{Code: runtime.Code(err), Message: err.Error()}
+			refused = errors.Is(err, runtime.ErrInvalidRequest)
 		}
 		if fail == nil {
 			// What the decision applies is decided before the breaker
@@ -275,7 +277,14 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 				}
 			}
 		}
-		if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
+		if refused {
+			// Refused before the hook ran (traffic over its input
+			// limit, say): nothing about the hook's health, and any
+			// sender can cause it, so the breaker does not count it;
+			// five oversized messages would otherwise open it and
+			// leave the binding unrun for every message after them.
+			br.abort(p)
+		} else if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
 			step.BreakerNow = moved
 			if moved == BreakerOpen {
 				log.log(slog.LevelWarn, "chain: breaker opened; the binding's fail policy applies without running it until the backoff ends", "fail_policy", b.fail)
@@ -287,6 +296,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 	if res != nil {
 		step.HostCalls = hostCalls(res.Calls)
 		step.CreditCharged = res.CreditCharged
+		step.FuelUsed = res.FuelUsed
 		step.Logs = res.Logs
 		step.LogBytesDropped = res.LogBytesDropped
 		for _, l := range res.Logs {
@@ -568,7 +578,16 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 		}
 		r.Diff = append(r.Diff, ch)
 	}
-	if err := c.sink.Append(ctx, &r); err != nil {
+	err := c.sink.Append(ctx, &r)
+	var ckpt *audit.CheckpointError
+	if errors.As(err, &ckpt) {
+		// The record is stored; only the checkpoint after it is not.
+		// Treating it as lost would stop a run whose verdict the log
+		// holds, or put back an approval whose resolution it holds.
+		c.log.Error("chain: audit checkpoint not written; the record stands", "run", st.Run, "binding", binding, "error", err)
+		err = nil
+	}
+	if err != nil {
 		c.log.Error("chain: audit record not stored; the run stops without a verdict", "run", st.Run, "binding", binding, "error", err)
 		return r, fmt.Errorf("%w: %w", ErrAudit, err)
 	}

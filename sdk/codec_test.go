@@ -37,7 +37,7 @@ var jsonValues = []string{
 	`{}`, `{"a":1}`, `{"a":1,"b":2}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":1,}`, `{a:1}`,
 	`{"a" 1}`, `{"a":}`, `{"a":1 "b":2}`, `{"":0}`, `{"a":{"a":{"a":{}}}}`,
 	` 1 `, "\t[ 1 , 2 ]\r\n", `tru`, `nul`, `falsey`, `'a'`, `/**/1`,
-	nested(127), nested(128), nested(129),
+	nested(61), nested(62), nested(63), nested(64),
 }
 
 // nested returns depth nested arrays.
@@ -95,31 +95,63 @@ func invocationDocs(tb testing.TB) []string {
 		` { "abi" : 1 , "point" : "tool.before" , "context" : { "arguments" : { "a" : [ 1 , { } ] } } } `,
 		`{"abi":1,"point":"tool.before","context":{"tool":"t","arguments":{"k":[1,"2",null,true,{"n":-1.5e3}]}}}`,
 		`{"abi":1,"point":"message.outbound","context":{"outgoing":"x"},"settings":{"patterns":["a","b"],"n":3}}`,
-		`{"abi":1,"point":"p","context":{"x":`+nested(126)+`}}`,
+		`{"abi":1,"point":"p","context":{"x":`+nested(62)+`}}`,
 		`{"abi":1,"point":"p","context":{"x":`+nested(127)+`}}`,
-		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(125)+`}}`,
-		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(126)+`}}`,
+		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(61)+`}}`,
+		`{"abi":1,"point":"p","context":{},"meta":{"x":`+nested(62)+`}}`,
 	)
 	return docs
 }
 
-// checkDecode holds decodeInvocation's fast path to abi.DecodeInvocation.
+// checkDecode holds decodeInvocation's scan and lazy accessors to
+// abi.DecodeInvocation: the same documents accepted, the same values read
+// one by one before anything is decoded, and the same objects decoded whole.
 func checkDecode(t *testing.T, doc []byte) {
 	t.Helper()
-	ref, err := abi.DecodeInvocation(doc, decodeLimits(len(doc)))
-	got, ok := fastInvocation(append([]byte(nil), doc...))
+	ref, err := abi.DecodeInvocation(doc, abi.JSONLimits{MaxBytes: max(len(doc), 1)})
+	// The host-layout fast path accepts a subset of what scan accepts.
+	if host := (&Invocation{doc: append([]byte(nil), doc...)}); host.scanHost() {
+		if err != nil {
+			t.Fatalf("document %q: scanHost accepted it, reference error %v", doc, err)
+		}
+		checkAgainst(t, doc, host, ref)
+	}
+	got := &Invocation{doc: append([]byte(nil), doc...)}
+	ok := got.scan()
 	if ok != (err == nil) {
-		t.Fatalf("document %q: fast decoder ok=%t, reference error %v", doc, ok, err)
+		t.Fatalf("document %q: scan ok=%t, reference error %v", doc, ok, err)
 	}
-	if !ok {
-		return
+	if ok {
+		checkAgainst(t, doc, got, ref)
 	}
-	want := &Invocation{
-		Point: ref.Point, Context: ref.Context, Settings: ref.Settings,
-		Meta: Meta{Hook: ref.Meta.Hook, Invocation: ref.Meta.Invocation, Tenant: ref.Meta.Tenant},
+}
+
+// checkAgainst holds the accessors of got, which has been scanned, to ref.
+func checkAgainst(t *testing.T, doc []byte, got *Invocation, ref *abi.Invocation) {
+	t.Helper()
+	meta := Meta{Hook: ref.Meta.Hook, Invocation: ref.Meta.Invocation, Tenant: ref.Meta.Tenant}
+	if got.Point != ref.Point || got.Meta != meta {
+		t.Fatalf("document %q: point %q meta %+v, reference %q %+v", doc, got.Point, got.Meta, ref.Point, meta)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("document %q:\nfast      %#v\nreference %#v", doc, got, want)
+	for _, f := range []struct {
+		name   string
+		ref    map[string]any
+		lookup func(string) (any, bool)
+	}{
+		{"context", ref.Context, got.ContextValue},
+		{"settings", ref.Settings, got.Setting},
+	} {
+		for k, want := range f.ref {
+			if v, found := f.lookup(k); (!found && want != nil) || !reflect.DeepEqual(v, want) {
+				t.Fatalf("document %q: %s field %q = %#v (found %t), reference %#v", doc, f.name, k, v, found, want)
+			}
+		}
+		if v, found := f.lookup("\x00not a key"); found && v != nil {
+			t.Fatalf("document %q: %s has a field the reference has not: %#v", doc, f.name, v)
+		}
+	}
+	if c, s := got.Context(), got.Settings(); !reflect.DeepEqual(c, ref.Context) || !reflect.DeepEqual(s, ref.Settings) {
+		t.Fatalf("document %q:\nscan      %#v %#v\nreference %#v %#v", doc, c, s, ref.Context, ref.Settings)
 	}
 }
 
@@ -131,7 +163,7 @@ func TestDecodeInvocationMatchesABI(t *testing.T) {
 
 func TestDecodeInvocationErrorsAreTheReferences(t *testing.T) {
 	for _, doc := range []string{`{"abi":2,"point":"p","context":{}}`, `{"abi":1,"point":"p","context":{},"x":1,"x":2}`, `[`} {
-		_, want := abi.DecodeInvocation([]byte(doc), decodeLimits(len(doc)))
+		_, want := abi.DecodeInvocation([]byte(doc), abi.JSONLimits{MaxBytes: len(doc)})
 		_, err := decodeInvocation([]byte(doc))
 		if err == nil || want == nil || err.Error() != want.Error() {
 			t.Errorf("%s: error %v, want %v", doc, err, want)
@@ -148,7 +180,7 @@ func TestDecodeInvocationViews(t *testing.T) {
 	if inv.Point != "message.outbound" || inv.ContextString("outgoing") != "plain" || inv.ContextString("escaped") != "a\nb" || inv.Meta.Hook != "h" {
 		t.Fatalf("decoded %+v", inv)
 	}
-	if inv.Settings == nil {
+	if inv.Settings() == nil {
 		t.Fatal("Settings is nil")
 	}
 	// The point is the package constant, not a view of the document.
@@ -167,6 +199,14 @@ func FuzzDecodeInvocationMatchesABI(f *testing.F) {
 		// The same bytes as a context value reach deeper into the parser.
 		wrapped := append([]byte(`{"abi":1,"point":"message.outbound","context":{"outgoing":`), data...)
 		checkDecode(t, append(wrapped, "}}"...))
+		// And in the layout the host writes, which scanHost reads.
+		for _, w := range [][2]string{
+			{`{"abi":1,"point":"message.outbound","context":{"outgoing":`, `},"settings":{},"meta":{"hook":"h","invocation":"i","tenant":"t"}}`},
+			{`{"abi":1,"point":"message.outbound","context":{},"settings":`, `,"meta":{"hook":"h","invocation":"i","tenant":"t"}}`},
+			{`{"abi":1,"point":"message.outbound","context":{},"settings":{},"meta":{"hook":`, `,"invocation":"i","tenant":"t"}}`},
+		} {
+			checkDecode(t, append(append([]byte(w[0]), data...), w[1]...))
+		}
 	})
 }
 
@@ -334,3 +374,53 @@ func FuzzAppendDecisionMatchesEncode(f *testing.F) {
 }
 
 func unsafeStringData(s string) *byte { return unsafe.StringData(s) }
+
+// TestInvocationDepthIsABIs holds the SDK to the host's depth limit, one
+// constant in abi (the SDK used to accept 128 where the host stops at 64).
+func TestInvocationDepthIsABIs(t *testing.T) {
+	// The context value is nested two deep already (the document, the
+	// context object), so nested(n) brings the deepest level to n+2.
+	for _, tt := range []struct {
+		arrays int
+		ok     bool
+	}{{abi.DefaultMaxJSONDepth - 2, true}, {abi.DefaultMaxJSONDepth - 1, false}, {100, false}} {
+		doc := `{"abi":1,"point":"message.outbound","context":{"outgoing":` + nested(tt.arrays) + `},"settings":{},"meta":{"hook":"h","invocation":"i","tenant":"t"}}`
+		_, err := decodeInvocation([]byte(doc))
+		if (err == nil) != tt.ok {
+			t.Errorf("%d arrays in the context: error %v, want ok %t", tt.arrays, err, tt.ok)
+		}
+	}
+}
+
+// TestLazyInvocation checks what decoding on first use must not change: a
+// composite value asked for twice is the same map, a change the handler
+// makes to Context() is seen by the accessors, and strings are the
+// document's.
+func TestLazyInvocation(t *testing.T) {
+	doc := []byte(`{"abi":1,"point":"tool.after","context":{"tool":"t","result":"r\u00e9","arguments":{"n":1}},"settings":{"s":"x","l":["a"]},"meta":{"hook":"h","invocation":"i","tenant":"t"}}`)
+	inv, err := decodeInvocation(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.PrimaryText() != "ré" || inv.ContextString("tool") != "t" || inv.SettingString("s", "") != "x" {
+		t.Fatalf("accessors before decoding: %q %q %q", inv.PrimaryText(), inv.ContextString("tool"), inv.SettingString("s", ""))
+	}
+	if inv.context.m != nil || inv.settings.m != nil {
+		t.Error("a string lookup decoded a whole object")
+	}
+	a, _ := inv.ContextValue("arguments")
+	b := inv.Context()["arguments"]
+	if a.(map[string]any)["n"] != json.Number("1") || reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+		t.Errorf("a composite value is not the one in Context(): %v %v", a, b)
+	}
+	inv.Context()["tool"] = "changed"
+	if inv.ContextString("tool") != "changed" {
+		t.Error("a change to Context() is not seen by ContextString")
+	}
+	if got := inv.SettingStrings("l"); len(got) != 1 || got[0] != "a" {
+		t.Errorf("SettingStrings = %v", got)
+	}
+	if _, ok := inv.ContextValue("missing"); ok {
+		t.Error("a missing field is present")
+	}
+}

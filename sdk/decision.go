@@ -107,7 +107,7 @@ func (d Decision) canonical(point string) (*abi.Decision, error) {
 	if c.Action == abi.ActionModify {
 		c.Context = d.fields
 		if d.primary {
-			p, _ := abi.LookupPoint(point)
+			p, _ := lookupPoint(point)
 			if p.Primary == "" {
 				return nil, fmt.Errorf("%w (point %q)", errNoPrimary, point)
 			}

@@ -59,10 +59,15 @@ var (
 	// the host copies the output before anything else runs). It is touched
 	// only by handle, which never runs twice at once (running guards it).
 	outBuf []byte
+	// invocation is the Invocation handle passes to the handler, reused
+	// (a handler must not keep it after returning); only handle touches
+	// it.
+	invocation Invocation
 )
 
-// decodeLimits bounds documents the SDK parses. The host has already checked
-// them strictly, so these only keep the parser's recursion bounded.
+// decodeLimits bounds the capability replies the SDK parses. The host has
+// already checked them strictly, so these only keep the parser's recursion
+// bounded. (The invocation document has abi's limits, as the host's.)
 func decodeLimits(n int) abi.JSONLimits {
 	return abi.JSONLimits{MaxBytes: max(n, 1), MaxDepth: 128}
 }
@@ -100,8 +105,8 @@ func handle(inLen uint32, override any) (out []byte, failure string) {
 	if status != abi.StatusOK || n != inLen {
 		return nil, fmt.Sprintf("taking the invocation document returned %s with %d bytes, want OK with %d", status, n, inLen)
 	}
-	inv, err := decodeInvocation(doc)
-	if err != nil {
+	inv := &invocation
+	if err := inv.decode(doc); err != nil {
 		return nil, err.Error()
 	}
 

@@ -195,13 +195,12 @@ func TestModifyFieldsCopies(t *testing.T) {
 }
 
 func TestSettingAccessors(t *testing.T) {
-	inv := &Invocation{
-		Point: "message.inbound",
-		Context: map[string]any{
+	inv := NewInvocation("message.inbound",
+		map[string]any{
 			"incoming": "hello",
 			"user":     map[string]any{"id": "u1"},
 		},
-		Settings: map[string]any{
+		map[string]any{
 			"s":      "str",
 			"n":      json.Number("2.5"),
 			"i":      json.Number("42"),
@@ -212,7 +211,7 @@ func TestSettingAccessors(t *testing.T) {
 			"golist": []string{"x"},
 			"null":   nil,
 		},
-	}
+		Meta{})
 	if got := inv.PrimaryField(); got != "incoming" {
 		t.Errorf("PrimaryField = %q", got)
 	}
@@ -263,7 +262,7 @@ func TestSettingAccessors(t *testing.T) {
 	if got := inv.SettingStrings("s"); got != nil {
 		t.Errorf("SettingStrings(string) = %v", got)
 	}
-	inv.Settings["mixed"] = []any{"a", json.Number("1")}
+	inv.Settings()["mixed"] = []any{"a", json.Number("1")}
 	if got := inv.SettingStrings("mixed"); got != nil {
 		t.Errorf("SettingStrings(mixed) = %v", got)
 	}
@@ -303,7 +302,7 @@ func TestSettingIntRange(t *testing.T) {
 		{1.5, false},
 		{"1", false},
 	} {
-		inv := &Invocation{Settings: map[string]any{"k": tt.v}}
+		inv := NewInvocation("", nil, map[string]any{"k": tt.v}, Meta{})
 		inv.SettingInt("k", 0)
 		if ok := inv.SettingsErr() == nil; ok != tt.ok {
 			t.Errorf("SettingInt(%#v): ok = %t, want %t", tt.v, ok, tt.ok)

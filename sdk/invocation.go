@@ -13,27 +13,61 @@ import (
 // the operator's settings for it. The SDK builds it from the host's
 // invocation document; a handler must not keep it after returning.
 //
-// Values in Context and Settings are what strict JSON decodes to:
+// The SDK checks the whole document before the handler runs (a malformed one
+// makes the hook fail, and the handler never runs), but decodes the context
+// and the settings only when the handler asks: an accessor such as
+// PrimaryText, ContextString or SettingString finds its one field in the
+// document, and Context or Settings decode the whole object the first time
+// they are called. A handler that reads nothing pays for nothing.
+//
+// Values in the context and the settings are what strict JSON decodes to:
 // map[string]any, []any, string, bool, nil, and json.Number for numbers. The
 // typed accessors also accept Go numbers (int, float64, ...), so an
-// Invocation built by hand in a test works the same way.
+// Invocation built by hand with NewInvocation, in a test, works the same way.
 //
-// An Invocation is not safe for concurrent use: the setting accessors record
-// type errors in it.
+// An Invocation is not safe for concurrent use: the accessors decode into it
+// and record setting type errors in it.
 type Invocation struct {
 	// Point is the hook point, such as "message.outbound".
 	Point string
-	// Context is the traffic at the point; its fields depend on Point
-	// ("outgoing" for message.outbound, "result" for tool.after, ...).
-	Context map[string]any
-	// Settings are the operator's settings for this hook, already
-	// validated by the host against the manifest's settings_schema. Never
-	// nil when the SDK builds the Invocation.
-	Settings map[string]any
 	// Meta identifies the invocation.
 	Meta Meta
 
+	// context and settings are the objects, decoded or given to
+	// NewInvocation, or where to find them in doc.
+	context, settings lazyObject
+	// doc is the invocation document when the SDK built the Invocation,
+	// and lex reads it.
+	doc  []byte
+	lex  abi.Lexer
+	keys [8]abi.Span // the lexer's KeySpace
+
 	settingErrs []error
+}
+
+// lazyObject is the context or the settings: the map once decoded (or
+// given), or while at is not 0 the offset of the object in the document
+// and its first members.
+type lazyObject struct {
+	m       map[string]any
+	at      int
+	members [6]member
+	n       int
+	// more says the object has more members than members holds.
+	more bool
+}
+
+// member is a member of a lazyObject: val is its string if str, otherwise
+// val.Start is where its value starts.
+type member struct {
+	key, val abi.Span
+	str      bool
+}
+
+// NewInvocation returns an Invocation built by hand, such as a test passes
+// to its handler: the accessors read context and settings as given.
+func NewInvocation(point string, context, settings map[string]any, meta Meta) *Invocation {
+	return &Invocation{Point: point, Meta: meta, context: lazyObject{m: context}, settings: lazyObject{m: settings}}
 }
 
 // Meta identifies an invocation. It is for logs and correlation only; the
@@ -47,16 +81,43 @@ type Meta struct {
 	Tenant string
 }
 
+// Context returns the traffic at the point; its fields depend on Point
+// ("outgoing" for message.outbound, "result" for tool.after, ...). The first
+// call decodes it; later calls return the same map, and the accessors read
+// it from then on (so a change the handler makes to it is seen by them).
+func (inv *Invocation) Context() map[string]any {
+	return inv.decodeObject(&inv.context)
+}
+
+// Settings returns the operator's settings for this hook, already validated
+// by the host against the manifest's settings_schema. It is never nil when
+// the SDK builds the Invocation. The first call decodes them; later calls
+// return the same map, and the accessors read it from then on.
+func (inv *Invocation) Settings() map[string]any {
+	m := inv.decodeObject(&inv.settings)
+	if m == nil && inv.doc != nil {
+		m = map[string]any{}
+		inv.settings.m = m
+	}
+	return m
+}
+
 // ContextValue returns the context field key and whether it is present.
 func (inv *Invocation) ContextValue(key string) (any, bool) {
-	v, ok := inv.Context[key]
+	if inv.context.at > 0 {
+		if v, found, whole := inv.lookup(&inv.context, key); !whole {
+			return v, found
+		}
+	}
+	v, ok := inv.Context()[key]
 	return v, ok
 }
 
 // ContextString returns the context field key if it is a string, and ""
 // otherwise.
 func (inv *Invocation) ContextString(key string) string {
-	s, _ := inv.Context[key].(string)
+	v, _ := inv.ContextValue(key)
+	s, _ := v.(string)
 	return s
 }
 
@@ -65,7 +126,7 @@ func (inv *Invocation) ContextString(key string) string {
 // message.inbound, "result" for tool.after, and so on. It is "" for a point
 // without one (context.assemble) or unknown to this SDK.
 func (inv *Invocation) PrimaryField() string {
-	p, _ := abi.LookupPoint(inv.Point)
+	p, _ := lookupPoint(inv.Point)
 	return p.Primary
 }
 
@@ -82,7 +143,12 @@ func (inv *Invocation) PrimaryText() string {
 
 // Setting returns the raw setting key and whether it is present and not null.
 func (inv *Invocation) Setting(key string) (any, bool) {
-	v, ok := inv.Settings[key]
+	if inv.settings.at > 0 {
+		if v, found, whole := inv.lookup(&inv.settings, key); !whole {
+			return v, found && v != nil
+		}
+	}
+	v, ok := inv.Settings()[key]
 	return v, ok && v != nil
 }
 

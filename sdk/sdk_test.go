@@ -117,7 +117,7 @@ func TestInvocationDocument(t *testing.T) {
 	if got.Point != "tool.after" || got.PrimaryText() != "r" || got.ContextString("tool") != "search" {
 		t.Errorf("invocation = %+v", got)
 	}
-	if n := got.Context["arguments"].(map[string]any)["n"]; n != json.Number("3") {
+	if n := got.Context()["arguments"].(map[string]any)["n"]; n != json.Number("3") {
 		t.Errorf("numbers arrive as json.Number, got %#v", n)
 	}
 	if f := got.SettingFloat("threshold", 1); f != 0.5 {

@@ -317,9 +317,13 @@ type VerifyOptions struct {
 	// someone without the key is found.
 	Key []byte
 	// Checkpoint, when set, is a checkpoint of the chain taken apart from
-	// it (verified under Key, which it requires): the chain must end where
-	// it says, so records cut from the end (or appended after it) are
-	// found.
+	// it (verified under Key, which it requires): the chain must hold at
+	// least the records it counts, the last of them with its head, so
+	// records cut from the end, or a chain rewritten before it, are found.
+	// Records after it are accepted: each carries a MAC under Key, which
+	// only the key's holder makes (a checkpoint is older than its log when
+	// the writer stopped between a record and its checkpoint, or when it
+	// is a copy shipped elsewhere earlier).
 	Checkpoint *Checkpoint
 }
 
@@ -330,6 +334,7 @@ func VerifyWith(records []Record, opts VerifyOptions) error {
 		return err
 	}
 	prev, seq := "", uint64(0)
+	var atCheckpoint string
 	for i := range records {
 		r := &records[i]
 		if err := check(i, prev, seq, r.Seq, r.Prev, r.Hash, func() (string, error) { return Hash(r) }); err != nil {
@@ -341,8 +346,9 @@ func VerifyWith(records []Record, opts VerifyOptions) error {
 			}
 		}
 		prev, seq = r.Hash, r.Seq+1
+		atCheckpoint = opts.atCheckpoint(seq, prev, atCheckpoint)
 	}
-	return opts.checkEnd(len(records), seq, prev)
+	return opts.checkEnd(len(records), seq, prev, atCheckpoint)
 }
 
 func (o *VerifyOptions) keys() (*keys, error) {
@@ -364,9 +370,21 @@ func (o *VerifyOptions) keys() (*keys, error) {
 	return k, nil
 }
 
+// atCheckpoint returns head if a chain whose next seq is seq and head is
+// head holds as many records as the checkpoint counts, else was: called
+// after each record, it ends as the hash of the checkpoint's last record.
+func (o *VerifyOptions) atCheckpoint(seq uint64, head, was string) string {
+	if o.Checkpoint != nil && seq == o.Checkpoint.Records {
+		return head
+	}
+	return was
+}
+
 // checkEnd checks that a chain of n records whose next seq is seq and head
-// is head ends where the checkpoint says.
-func (o *VerifyOptions) checkEnd(n int, seq uint64, head string) error {
+// is head holds the checkpoint's records, the last of them (whose hash is
+// atCheckpoint) the checkpoint's head. Records after the checkpoint's carry
+// MACs the caller checked.
+func (o *VerifyOptions) checkEnd(n int, seq uint64, head, atCheckpoint string) error {
 	c := o.Checkpoint
 	if c == nil {
 		return nil
@@ -374,10 +392,10 @@ func (o *VerifyOptions) checkEnd(n int, seq uint64, head string) error {
 	switch {
 	case seq < c.Records:
 		return &VerifyError{Index: n, Seq: seq, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, c.Records)}
-	case seq > c.Records:
-		return &VerifyError{Index: int(c.Records), Seq: c.Records, Reason: fmt.Sprintf("the log has %d records; its checkpoint says %d (records were appended after it, or it was not updated)", seq, c.Records)}
-	case head != c.Head:
+	case seq == c.Records && head != c.Head:
 		return &VerifyError{Index: max(n-1, 0), Seq: seq - 1, Reason: "the last record's hash is not the checkpoint's head (the log was rewritten)"}
+	case atCheckpoint != c.Head:
+		return &VerifyError{Index: max(int(c.Records)-1, 0), Seq: c.Records - 1, Reason: fmt.Sprintf("record %d's hash is not the head of the checkpoint, which counts %d records (the log was rewritten)", c.Records-1, c.Records)}
 	}
 	return nil
 }

@@ -318,20 +318,35 @@ func encodeReflect(r *Record) ([]byte, error) {
 	return json.Marshal(&c)
 }
 
+// storedBody returns r's stored form without its hash field: in the pooled
+// scratch buffer bp when appendRecord can make it (give it back with
+// releaseBody once done with body), else by encoding/json (bp is nil).
+func storedBody(r *Record) (bp *[]byte, body []byte, err error) {
+	bp = getScratch()
+	body, ok := appendRecord((*bp)[:0], r)
+	if ok {
+		return bp, body, nil
+	}
+	scratch.Put(bp)
+	body, err = encodeReflect(r)
+	return nil, body, err
+}
+
+// releaseBody gives back the scratch buffer of a storedBody, if any.
+func releaseBody(bp *[]byte, body []byte) {
+	if bp != nil {
+		putScratch(bp, body)
+	}
+}
+
 // hashBody returns the hex sha256 of r's stored form without its hash field,
 // and, when line is true, that stored line with the hash (see encode).
 func hashBody(r *Record, line bool) ([]byte, string, error) {
-	bp := getScratch()
-	body, ok := appendRecord((*bp)[:0], r)
-	if ok {
-		defer putScratch(bp, body)
-	} else {
-		scratch.Put(bp)
-		var err error
-		if body, err = encodeReflect(r); err != nil {
-			return nil, "", err
-		}
+	bp, body, err := storedBody(r)
+	if err != nil {
+		return nil, "", err
 	}
+	defer releaseBody(bp, body)
 	sum := sha256.Sum256(body)
 	var hb [2 * sha256.Size]byte
 	hex.Encode(hb[:], sum[:])

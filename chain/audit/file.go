@@ -30,9 +30,11 @@ type FileOptions struct {
 	// Checkpoint, when set (it needs Key), is a file where the sink keeps
 	// a Checkpoint of its head, rewritten after every record; keep it
 	// apart from the log (another directory or volume, shipped
-	// elsewhere). OpenFile refuses a log that does not end where the
-	// checkpoint says (cut, or extended by another writer), and a
-	// non-empty log without one.
+	// elsewhere). OpenFile refuses a log that does not hold the
+	// checkpoint's records with its head (cut, or rewritten), and a
+	// non-empty log without one. A log longer than its checkpoint (the
+	// writer stopped between a record and its checkpoint) opens if it
+	// verifies against it, every record after it MACed under Key.
 	Checkpoint string
 }
 
@@ -54,9 +56,11 @@ type FileSink struct {
 // appending after it would hide the damage.
 //
 // With FileOptions.Key, the last record must carry a valid MAC; with
-// FileOptions.Checkpoint, the log must end where the checkpoint says. A log
-// that fails either is refused (an error wrapping ErrCheckpoint for the
-// second): verify it (VerifyFileWith) and repair it first.
+// FileOptions.Checkpoint, the log must hold the checkpoint's records, the
+// last of them its head (records after it, each MACed under the key, are
+// the writer's own that the checkpoint missed: it catches up). A log that
+// fails either is refused (an error wrapping ErrCheckpoint for the second):
+// verify it (VerifyFileWith) and repair it first.
 func OpenFile(path string, opts FileOptions) (*FileSink, error) {
 	if opts.Key != nil {
 		if _, err := deriveKeys(opts.Key); err != nil {
@@ -86,7 +90,7 @@ func OpenFile(path string, opts FileOptions) (*FileSink, error) {
 func (s *FileSink) Close() error {
 	err := s.store.Close()
 	if s.ckpt != nil {
-		if cerr := s.ckpt.close(); err == nil {
+		if cerr := s.ckpt.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -96,16 +100,19 @@ func (s *FileSink) Close() error {
 // fileCheckpoints keeps a checkpoint in a file, each overwriting the last
 // in place (encodeCheckpoint pads them to one size).
 type fileCheckpoints struct {
-	path string
-	sync bool
-	mu   sync.Mutex // guards f
-	f    *os.File   // opened on the first Save
+	path   string
+	sync   bool
+	mu     sync.Mutex // guards f, closed
+	f      *os.File   // opened on the first Save
+	closed bool       // by Close: every Save after it fails
 }
 
 // Load reads the checkpoint file; a missing or empty one holds none.
+// Anything but a regular file (a FIFO, a device) is left to ReadCheckpoint,
+// which refuses it.
 func (c *fileCheckpoints) Load() (*Checkpoint, error) {
 	fi, err := os.Stat(c.path)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0) {
+	if errors.Is(err, os.ErrNotExist) || (err == nil && fi.Mode().IsRegular() && fi.Size() == 0) {
 		return nil, nil // a new log, or one whose first open stopped before its checkpoint was written
 	}
 	return ReadCheckpoint(c.path)
@@ -121,6 +128,9 @@ func (c *fileCheckpoints) Save(cp Checkpoint) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("audit: checkpoint file %s: %w", c.path, os.ErrClosed)
+	}
 	if c.f == nil {
 		if c.f, err = os.OpenFile(c.path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 			return err
@@ -135,9 +145,11 @@ func (c *fileCheckpoints) Save(cp Checkpoint) error {
 	return nil
 }
 
-func (c *fileCheckpoints) close() error {
+// Close closes the file; a Save after it fails.
+func (c *fileCheckpoints) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	if c.f == nil {
 		return nil
 	}

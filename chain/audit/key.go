@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"hash"
 	"os"
+	"path/filepath"
 	"strconv"
+
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // MinKeyBytes is the shortest key a keyed chain accepts: 32 bytes, the size
@@ -38,17 +41,11 @@ func mac(key, msg []byte) []byte {
 // recordMAC returns the MAC of r (whose MAC field must be empty): of its
 // stored form without MAC and Hash.
 func recordMAC(key []byte, r *Record) (string, error) {
-	bp := getScratch()
-	body, ok := appendRecord((*bp)[:0], r)
-	if ok {
-		defer putScratch(bp, body)
-	} else {
-		scratch.Put(bp)
-		var err error
-		if body, err = encodeReflect(r); err != nil {
-			return "", err
-		}
+	bp, body, err := storedBody(r)
+	if err != nil {
+		return "", err
 	}
+	defer releaseBody(bp, body)
 	return hex.EncodeToString(mac(key, body)), nil
 }
 
@@ -136,7 +133,8 @@ func (k *keys) checkLine(i int, seq uint64, line []byte) error {
 
 // Checkpoint is the head of a keyed chain, MACed under its key, to keep
 // apart from the log (another file, another host, a log shipper): a log that
-// does not end where its newest checkpoint says was cut or extended.
+// does not hold its checkpoint's records, the last of them with its head,
+// was cut or rewritten. Records after them verify by their MACs.
 type Checkpoint struct {
 	// Records is how many records the chain held (the next record's Seq).
 	Records uint64 `json:"records"`
@@ -184,8 +182,12 @@ func (c *Checkpoint) Check(key []byte) error {
 
 // ReadCheckpoint reads the checkpoint file at path. It does not check its
 // MAC: Check or VerifyOptions does.
+//
+// The file must be a regular file of at most 4 KiB (a FileSink writes 256
+// bytes): a FIFO or a link to /dev/zero planted in its place is refused at
+// once rather than read for ever.
 func ReadCheckpoint(path string) (*Checkpoint, error) {
-	b, err := os.ReadFile(path)
+	b, err := runtime.ReadFileLimit(path, maxCheckpointFileBytes, "checkpoint_bytes")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
@@ -195,6 +197,9 @@ func ReadCheckpoint(path string) (*Checkpoint, error) {
 	}
 	return &c, nil
 }
+
+// maxCheckpointFileBytes bounds the checkpoint file ReadCheckpoint reads.
+const maxCheckpointFileBytes = 4 << 10
 
 // checkpointBytes is the size a FileSink writes its checkpoint file at: the
 // JSON padded with spaces, so each one overwrites the last in place.
@@ -219,19 +224,23 @@ func encodeCheckpoint(c Checkpoint) ([]byte, error) {
 	return out, nil
 }
 
-// WriteCheckpoint writes c to path atomically (a temporary file renamed over
-// it), with fsync when sync is set.
+// WriteCheckpoint writes c to path atomically (a new temporary file of a
+// random name, O_EXCL, renamed over it: a name planted next to path is never
+// written through), with fsync when sync is set.
 func WriteCheckpoint(path string, c Checkpoint, sync bool) error {
 	b, err := encodeCheckpoint(c)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	if _, err = f.Write(b); err == nil && sync {
+	tmp := f.Name()
+	if err = f.Chmod(0o600); err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

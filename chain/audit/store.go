@@ -89,8 +89,13 @@ type LogOptions struct {
 	// without a valid one.
 	Key []byte
 	// Checkpoints, when set (it needs Key), receives a checkpoint of the
-	// head after every record; NewLog refuses a chain that does not end
-	// where the newest one says, and a non-empty chain without one.
+	// head after every record; NewLog refuses a chain that does not hold
+	// the newest one's records with its head (cut, or rewritten), and a
+	// non-empty chain without one. A chain longer than its checkpoint
+	// (the writer stopped between a record and its checkpoint, or the
+	// checkpoint's write failed: a *CheckpointError) is continued if it
+	// verifies against it, every record after it MACed under Key; the
+	// checkpoint then catches up.
 	Checkpoints CheckpointStore
 }
 
@@ -119,7 +124,10 @@ type Log struct {
 // NewLog returns a Log appending to store, continuing its chain from the
 // store's last record. It refuses a chain whose last record is not a record
 // with a valid hash (and, with a key, a valid MAC), and one that does not
-// end where opts.Checkpoints says (an error wrapping ErrCheckpoint).
+// hold the records opts.Checkpoints' newest checkpoint counts, the last of
+// them its head (an error wrapping ErrCheckpoint). Records after the
+// checkpoint's are accepted when the whole chain verifies against it
+// (VerifyStore): each carries a MAC only the key's holder makes.
 func NewLog(ctx context.Context, store Store, opts LogOptions) (*Log, error) {
 	l := &Log{store: store, ckpts: opts.Checkpoints}
 	l.linkFn = l.linkPending
@@ -148,15 +156,32 @@ func NewLog(ctx context.Context, store Store, opts LogOptions) (*Log, error) {
 		if err := c.Check(opts.Key); err != nil {
 			return nil, err
 		}
-		if c.Records != l.next || c.Head != l.head {
-			return nil, fmt.Errorf("%w: the chain ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut or added; verify and repair it first",
-				ErrCheckpoint, l.next, l.head, c.Records, c.Head)
+		if err := l.checkBehind(ctx, c, opts.Key); err != nil {
+			return nil, err
 		}
 	}
 	if err := l.ckpts.Save(l.keys.checkpoint(l.next, l.head)); err != nil { // a new chain's, or the same again
 		return nil, err
 	}
 	return l, nil
+}
+
+// checkBehind checks the chain's head against checkpoint c (whose MAC is
+// checked): the chain ends where c says, or c is behind it (the writer
+// stopped between a record and its checkpoint) and the whole chain verifies
+// against c, every record after it MACed under key. A chain cut short of c,
+// or rewritten before it, is refused. The caller owns l.
+func (l *Log) checkBehind(ctx context.Context, c *Checkpoint, key []byte) error {
+	if c.Records == l.next && c.Head == l.head {
+		return nil
+	}
+	if c.Records < l.next {
+		if _, err := VerifyStore(ctx, l.store, VerifyOptions{Key: key, Checkpoint: c}); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the chain ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut, or the chain rewritten; verify and repair it first",
+		ErrCheckpoint, l.next, l.head, c.Records, c.Head)
 }
 
 // sync reads the store's head and adopts it. The caller owns l.
@@ -229,7 +254,9 @@ func parseLine(line []byte) (seq uint64, h string, err error) {
 
 // Append links r into the chain (it sets Seq, Prev, MAC and Hash) at the
 // head the store gives and stores it. After ErrConflict it tries again, at
-// most MaxAppendAttempts times in all.
+// most MaxAppendAttempts times in all. When the store stored the record but
+// the checkpoint after it could not be saved, the error is a
+// *CheckpointError: the record stands and a caller must count it as stored.
 func (l *Log) Append(ctx context.Context, r *Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -246,15 +273,34 @@ func (l *Log) Append(ctx context.Context, r *Record) error {
 	}
 	l.next, l.head = r.Seq+1, r.Hash
 	if l.ckpts != nil {
-		// The record is stored: a failure here is reported, and the next
-		// NewLog refuses the chain until it is repaired, but the record
-		// stands.
+		// The record is stored: a failure here is reported as a
+		// *CheckpointError, the record stands, and the next NewLog
+		// catches the checkpoint up (the chain verifies against the
+		// older one).
 		if err := l.ckpts.Save(l.keys.checkpoint(l.next, l.head)); err != nil {
-			return fmt.Errorf("audit: writing the checkpoint after record %d: %w", r.Seq, err)
+			return &CheckpointError{Seq: r.Seq, Err: err}
 		}
 	}
 	return nil
 }
+
+// CheckpointError is Log.Append's error (and so FileSink's) when the store
+// stored the record but the checkpoint after it could not be saved. The
+// record stands: a caller must count it as stored (and report the
+// failure). It wraps ErrCheckpoint and the save's error.
+type CheckpointError struct {
+	// Seq is the stored record's.
+	Seq uint64
+	// Err is the checkpoint save's error.
+	Err error
+}
+
+func (e *CheckpointError) Error() string {
+	return fmt.Sprintf("audit: record %d stored, but the checkpoint after it was not written: %v", e.Seq, e.Err)
+}
+
+// Unwrap returns ErrCheckpoint and Err.
+func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
 
 // linkPending is the LinkFunc of Append, for l.pending: it checks a head
 // it does not know and links the record after it. The caller holds l.mu.
@@ -344,6 +390,9 @@ type lineVerifier struct {
 	prev string
 	seq  uint64
 	n    int
+	// atCheckpoint is the hash of the record at which the chain held as
+	// many records as opts.Checkpoint counts ("" before it).
+	atCheckpoint string
 }
 
 func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
@@ -377,6 +426,7 @@ func (v *lineVerifier) line(i int, line []byte) error {
 		}
 	}
 	v.prev, v.seq = head.Hash, head.Seq+1
+	v.atCheckpoint = v.opts.atCheckpoint(v.seq, v.prev, v.atCheckpoint)
 	v.n++
 	return nil
 }
@@ -386,7 +436,7 @@ func (v *lineVerifier) end(err error) (int, error) {
 	if err != nil {
 		return v.n, err
 	}
-	return v.n, v.opts.checkEnd(v.n, v.seq, v.prev)
+	return v.n, v.opts.checkEnd(v.n, v.seq, v.prev, v.atCheckpoint)
 }
 
 // MemoryStore is a Store in memory: for tests, and for a chain whose records

@@ -6,26 +6,26 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
-	"github.com/wasmhooks/wasmhooks/capability"
-	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-const chainUsage = `usage:
-  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
+// chainSynopsis is the chain commands' synopsis, in their usage and the
+// top-level one.
+const chainSynopsis = `  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
                   [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
                   [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
                   [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
                   [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
+`
 
+const chainUsage = "usage:\n" + chainSynopsis + `
 The host key (--key; default $WASMHOOKS_KEY_FILE, else host.key in the user's
 configuration directory under wasmhooks/) seals approvals and keys the audit
 chain. It is created (32 random bytes, hex, mode 0600) when --approvals or
@@ -55,11 +55,10 @@ func (f *chainFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kvPath, "kv", "", kvUsage)
 }
 
-// chainEnv is a chain wired to a runtime and the built-in capabilities.
+// chainEnv is a chain wired to a host.
 type chainEnv struct {
-	c     *chain.Chain
-	logs  *builtin.MemoryLogSink
-	close func()
+	*host
+	c *chain.Chain
 }
 
 // openChain builds the chain the flags describe. On failure it has printed
@@ -69,84 +68,18 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 	if err != nil {
 		return nil, fail(stdout, exitRefused, "invalid_config", "%v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rt, err := runtime.New(ctx, runtime.Config{CacheDir: f.cacheDir, Logger: logger})
-	if err != nil {
-		return nil, fail(stdout, exitRefused, "internal", "%v", err)
+	h, cerr := openHost(ctx, hostFlags{cacheDir: f.cacheDir, tenant: f.tenant, credit: f.credit, kvPath: f.kvPath}, stderr)
+	if cerr != nil {
+		return nil, cerr.print(stdout)
 	}
-	closers := []func(){func() { rt.Close(context.Background()) }}
-	cleanup := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+	c, cerr := h.newChain(ctx, cfg, chainStores{
+		auditPath: f.auditPath, checkpoint: f.checkpoint, approvals: f.approvals, keyFile: f.keyFile, auditValues: f.auditValues,
+	}, nil)
+	if cerr != nil {
+		h.close()
+		return nil, cerr.print(stdout)
 	}
-	logs := &builtin.MemoryLogSink{}
-	bcfg := builtin.Config{Provider: llmProvider(), Logs: logs, Logger: logger}
-	if f.kvPath != "" {
-		kv, err := openFileKV(f.kvPath)
-		if err != nil {
-			cleanup()
-			return nil, fail(stdout, exitUsage, "invalid_input", "%v", err)
-		}
-		bcfg.KV = kv
-	}
-	if f.credit.set {
-		ledger := capability.NewMemoryLedger()
-		if f.credit.n > 0 {
-			if err := ledger.Credit(f.tenant, f.credit.n); err != nil {
-				cleanup()
-				return nil, fail(stdout, exitUsage, "usage", "--credit: %v", err)
-			}
-		}
-		bcfg.Ledger = ledger
-	}
-	reg := capability.NewRegistry()
-	if err := builtin.Register(reg, bcfg); err != nil {
-		cleanup()
-		return nil, fail(stdout, exitRefused, "internal", "%v", err)
-	}
-	runner, err := capability.NewRunner(reg, capability.RunnerOptions{Logger: logger})
-	if err != nil {
-		cleanup()
-		return nil, fail(stdout, exitRefused, "internal", "%v", err)
-	}
-	opts := chain.Options{Runtime: rt, HostCaller: runner, Logger: logger, AuditValues: f.auditValues}
-	var key []byte
-	if f.auditPath != "" || f.approvals != "" {
-		if key, err = loadHostKey(f.keyFile, true); err != nil {
-			cleanup()
-			return nil, fail(stdout, exitRefused, "key", "%v", err)
-		}
-		opts.ApprovalKey = approvalKey(key)
-	}
-	if f.auditPath != "" {
-		cp := f.checkpoint
-		if cp == "" {
-			cp = f.auditPath + ".checkpoint"
-		}
-		sink, err := audit.OpenFile(f.auditPath, audit.FileOptions{Key: key, Checkpoint: cp})
-		if err != nil {
-			cleanup()
-			return nil, fail(stdout, exitRefused, "audit", "%v", err)
-		}
-		closers = append(closers, func() { sink.Close() })
-		opts.Audit = sink
-	}
-	if f.approvals != "" {
-		store, err := chain.NewDirApprovals(f.approvals)
-		if err != nil {
-			cleanup()
-			return nil, fail(stdout, exitRefused, "approvals", "%v", err)
-		}
-		opts.Approvals = store
-	}
-	c, err := chain.New(ctx, cfg, opts)
-	if err != nil {
-		cleanup()
-		return nil, fail(stdout, exitRefused, "invalid_config", "%v", err)
-	}
-	closers = append(closers, func() { c.Close(context.Background()) })
-	return &chainEnv{c: c, logs: logs, close: cleanup}, exitOK
+	return &chainEnv{host: h, c: c}, exitOK
 }
 
 // attachLogWrites adds each step's log.write lines to its logs.
@@ -172,21 +105,19 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
 	var f chainFlags
 	f.register(fs)
 	point := fs.String("point", "", "the hook point; required")
 	inputPath := fs.String("input", "", "the traffic at the point (its context object), a JSON file or - for stdin (default {})")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
 	}
 	if f.config == "" || *point == "" || fs.NArg() != 0 {
 		fmt.Fprint(stderr, "wasmhooks chain: --config and --point are required and no positional arguments are taken\n"+chainUsage)
 		return exitUsage
 	}
-	if _, ok := abi.LookupPoint(*point); !ok {
-		return fail(stdout, exitUsage, "usage", "unknown hook point %q", *point)
+	if err := checkPoint(*point); err != nil {
+		return fail(stdout, exitUsage, "usage", "%v", err)
 	}
 	input, err := readContext(*inputPath, stdin)
 	if err != nil {
@@ -208,8 +139,6 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chain resolve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
 	var f chainFlags
 	f.register(fs)
 	id := fs.String("id", "", "the pending approval's id; required")
@@ -217,8 +146,8 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	edit := fs.String("edit", "", "for edit: the changed fields, a JSON object (or @FILE)")
 	actor := fs.String("actor", "", "who resolves it, for the audit log")
 	reason := fs.String("reason", "", "the approver's note (a deny's reason)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
 	}
 	if f.config == "" || f.approvals == "" || *id == "" || *decision == "" || fs.NArg() != 0 {
 		fmt.Fprint(stderr, "wasmhooks chain resolve: --config, --approvals, --id and --decision are required\n"+chainUsage)
@@ -252,12 +181,10 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 
 func cmdChainVerify(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chain verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chainUsage) }
 	keyFile := fs.String("key", "", "the host key the log was written under: every record's mac is checked, and the checkpoint")
 	cpFile := fs.String("checkpoint", "", "the log's checkpoint (default FILE.jsonl.checkpoint); needs --key")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprint(stderr, "wasmhooks chain verify: one audit file is required\n"+chainUsage)

@@ -2,7 +2,13 @@ package main
 
 import (
 	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"strconv"
+	"strings"
+
+	"github.com/wasmhooks/wasmhooks/abi"
 )
 
 // creditFlag is --credit: a tenant's balance, or unset (no billing). A
@@ -34,3 +40,37 @@ func (c *creditFlag) Set(s string) error {
 
 // creditUsage is --credit's help text.
 const creditUsage = "the tenant's credit balance, at least 0; when set, llm.run is billed against it (default: no billing)"
+
+// parseFlags parses a command's flags. --help (-h) prints the synopsis and
+// every flag's help on stdout and exits 0; a bad flag prints them on stderr,
+// after flag's own message, and exits 2. ok is false when the command must
+// return code.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, where it belongs
+	err := fs.Parse(args)
+	if err == nil {
+		return exitOK, true
+	}
+	w, code := stderr, exitUsage
+	if errors.Is(err, flag.ErrHelp) {
+		w, code = stdout, exitOK
+	}
+	fmt.Fprint(w, synopsis)
+	fmt.Fprintln(w, "\nflags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	return code, false
+}
+
+// checkPoint refuses a hook point ABI v1 does not have, listing those it has.
+func checkPoint(point string) error {
+	if _, ok := abi.LookupPoint(point); ok {
+		return nil
+	}
+	names := make([]string, 0, 10)
+	for _, p := range abi.Points() {
+		names = append(names, p.Name)
+	}
+	return fmt.Errorf("unknown hook point %q (the points are %s)", point, strings.Join(names, ", "))
+}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/wasmhooks/wasmhooks/chain/audit"
 )
 
 // The host key: 32 random bytes, hex-encoded, in a file only its owner can
@@ -65,8 +67,8 @@ func loadHostKey(flag string, create bool) ([]byte, error) {
 		return nil, fmt.Errorf("host key: %w", err)
 	}
 	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(key) < 32 {
-		return nil, fmt.Errorf("host key %s is not 32 or more bytes in hex", path)
+	if err != nil || len(key) < audit.MinKeyBytes {
+		return nil, fmt.Errorf("host key %s is not %d or more bytes in hex", path, audit.MinKeyBytes)
 	}
 	return key, nil
 }
@@ -83,7 +85,7 @@ func createHostKey(path string) error {
 	if err != nil {
 		return fmt.Errorf("host key: %w", err)
 	}
-	key := make([]byte, 32)
+	key := make([]byte, audit.MinKeyBytes)
 	if _, err := rand.Read(key); err != nil {
 		f.Close()
 		return err

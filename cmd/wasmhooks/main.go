@@ -1,15 +1,17 @@
 // Command wasmhooks runs untrusted WebAssembly hooks: the composition root
 // that wires the runtime (wazero host) to the capability runner.
 //
-//	wasmhooks run --hook FILE.wasm [--point P] [--input FILE|-] [--settings JSON|@FILE]
-//	              [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D]
+//	wasmhooks run --hook FILE.wasm [--point P] [--phase PHASE] [--input FILE|-] [--settings JSON|@FILE]
+//	              [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D] ...
 //	wasmhooks validate FILE.wasm
 //	wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
 //	wasmhooks chain --config chain.json --point P [--input FILE|-] ...
 //	wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision D
 //	wasmhooks chain verify FILE.jsonl
 //
-// Output is JSON on stdout. See README.md for the exit codes.
+// `run` is a chain of one binding: both commands are chains over the host
+// that wire.go wires. Output is JSON on stdout; `COMMAND --help` lists a
+// command's flags. See README.md for the exit codes.
 package main
 
 import (
@@ -21,17 +23,11 @@ import (
 	"os/signal"
 )
 
-const usage = `usage:
-  wasmhooks run --hook FILE.wasm [--point P] [--input FILE|-] [--settings JSON|@FILE]
-                [--grant cap,cap] [--credit N] [--fail closed|open] [--timeout D] [--kv FILE]
-  wasmhooks validate FILE.wasm
+const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
-  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
-                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--key FILE] [--kv FILE]
-  wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
-                  [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N] [--key FILE]
-  wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
-  wasmhooks version
+` + chainSynopsis + `  wasmhooks version
+
+wasmhooks COMMAND --help lists the command's flags.
 `
 
 // Exit codes.

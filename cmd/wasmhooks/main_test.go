@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -72,6 +73,11 @@ func TestRun(t *testing.T) {
 		{"load-refused", []string{"run", "--hook", garbage}, "", exitRefused},
 		{"bad-input", []string{"run", "--hook", shapes, "--input", "-"}, `{"a":1,"a":2}`, exitUsage},
 		{"bad-point", []string{"run", "--hook", shapes, "--point", "nowhere"}, "", exitUsage},
+		{"phase-transformer-block", []string{"run", "--hook", shapes, "--input", input, "--settings", `{"shape":"legacy"}`, "--phase", "transformer"}, "", exitOK},
+		{"phase-transformer-modify", []string{"run", "--hook", shapes, "--input", input, "--settings", `{"shape":"canonical"}`, "--phase", "transformer"}, "", exitOK},
+		{"phase-fail-default", []string{"run", "--hook", scripted, "--point", "message.inbound", "--input", "-", "--phase", "transformer"}, `{"incoming":"@@U"}`, exitOK},
+		{"bad-grant", []string{"run", "--hook", shapes, "--grant", "kv.get,shell.exec"}, "", exitUsage},
+		{"input-invocation", []string{"run", "--hook", shapes, "--input", "-"}, `{"abi":1,"point":"message.outbound","context":{"outgoing":"x"}}`, exitUsage},
 		{"validate", []string{"validate", shapes}, "", exitOK},
 		{"validate-refused", []string{"validate", garbage}, "", exitRefused},
 	}
@@ -95,5 +101,96 @@ func TestRun(t *testing.T) {
 			}
 			golden(t, tt.name, out)
 		})
+	}
+}
+
+// `run` is a chain of one binding: what the chain refuses in its
+// configuration, `run` refuses with the code and exit status of the flag or
+// module behind it, and its own usage is answered as the other commands'.
+func TestRunRefusals(t *testing.T) {
+	root := testutil.Root(t)
+	shapes := filepath.Join(root, "testdata", "guests", "shapes.wasm")
+	base, err := os.ReadFile(shapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm, err := runtime.EmbedManifest(base, []byte(`{"name":"shapes","points":["message.inbound"],
+		"settings_schema":{"type":"object","properties":{"shape":{"type":"string"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := filepath.Join(t.TempDir(), "shapes.wasm")
+	if err := os.WriteFile(hook, wasm, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		exit   int
+		stdout string // in stdout
+		stderr string // in stderr
+	}{
+		{"settings not matching the schema", []string{"--hook", hook, "--point", "message.inbound", "--settings", `{"shape":1}`}, exitRefused, `"code": "invalid_settings"`, ""},
+		{"settings matching the schema", []string{"--hook", hook, "--point", "message.inbound", "--settings", `{"shape":"legacy"}`}, exitOK, `"legacy block"`, ""},
+		{"point the manifest does not allow", []string{"--hook", hook}, exitUsage, `does not allow point message.outbound`, ""},
+		{"name the chain refuses", []string{"--hook", shapes, "--name", "a name"}, exitUsage, `the name must be 1-64 letters`, ""},
+		{"memory over the ceiling", []string{"--hook", shapes, "--memory-pages", "1000000"}, exitUsage, `"code": "limit_exceeded"`, ""},
+		{"observer failing closed", []string{"--hook", shapes, "--phase", "observer", "--fail", "closed"}, exitUsage, `an observer cannot fail closed`, ""},
+		{"unknown phase", []string{"--hook", shapes, "--phase", "bouncer"}, exitUsage, `unknown phase \"bouncer\" (want observer, transformer or guard)`, ""},
+		{"unknown fail policy", []string{"--hook", shapes, "--fail", "ajar"}, exitUsage, `unknown fail policy \"ajar\" (want open or closed)`, ""},
+		{"named hook", []string{"--hook", shapes, "--name", "my-hook", "--settings", `{"shape":"legacy"}`}, exitOK, `"legacy block"`, ""},
+		{"help", []string{"--help"}, exitOK, "-phase", ""},
+		{"unknown flag", []string{"--hook", shapes, "--nope"}, exitUsage, "", "-phase"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"run", "--cache-dir="}, tt.args...)
+			code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+			if code != tt.exit || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("exit %d, want %d with %q in stdout and %q in stderr\nstdout: %s\nstderr: %s",
+					code, tt.exit, tt.stdout, tt.stderr, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// A context object that happens to have a member named "context" among
+// others is a context, not an invocation document.
+func TestIsInvocation(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"point":"message.outbound","context":{"outgoing":"x"}}`: true,
+		`{"abi":1,"context":{},"settings":{},"meta":{}}`:          true,
+		`{"context":{"outgoing":"x"}}`:                            true,
+		`{"outgoing":"x","context":{"a":1}}`:                      false,
+		`{"point":"message.outbound","context":"not an object"}`:  false,
+		`{"outgoing":"hello"}`:                                    false,
+	} {
+		_, err := readContext("-", strings.NewReader(doc))
+		if got := err != nil; got != want {
+			t.Errorf("%s: refused %v, want %v (%v)", doc, got, want, err)
+		}
+	}
+}
+
+// --help is an answer, not a usage error: every command prints its synopsis
+// and each flag's help on stdout and exits 0 (issue 15: `run --help` exited
+// 2, `chain --help` printed the synopsis alone).
+func TestHelpExitsZero(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		flag string // a flag its help describes
+	}{
+		{[]string{"run", "--help"}, "-phase"},
+		{[]string{"run", "-h"}, "-fuel"},
+		{[]string{"chain", "--help"}, "-audit-checkpoint"},
+		{[]string{"chain", "resolve", "--help"}, "-decision"},
+		{[]string{"chain", "verify", "--help"}, "-checkpoint"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr)
+		if code != exitOK || !strings.Contains(stdout.String(), tt.flag) || !strings.Contains(stdout.String(), "usage:") {
+			t.Errorf("%v: exit %d, want 0 with the usage and %s on stdout\nstdout: %s\nstderr: %s", tt.args, code, tt.flag, stdout.String(), stderr.String())
+		}
 	}
 }
