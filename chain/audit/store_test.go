@@ -172,3 +172,72 @@ func TestFileStoreRefusesASecondWriter(t *testing.T) {
 		t.Fatalf("VerifyFile = %d, %v", n, err)
 	}
 }
+
+// memCheckpoints is a CheckpointStore in memory whose Save fails while fail
+// is set.
+type memCheckpoints struct {
+	c    *Checkpoint
+	fail bool
+}
+
+func (m *memCheckpoints) Load() (*Checkpoint, error) { return m.c, nil }
+
+func (m *memCheckpoints) Save(c Checkpoint) error {
+	if m.fail {
+		return errors.New("checkpoint volume full")
+	}
+	m.c = &c
+	return nil
+}
+
+// TestLogCheckpointBehindItsStore: review1's fixes for FileSink hold for a
+// Log over any Store. A record the store stored whose checkpoint's save
+// failed is a *CheckpointError (the record stands); NewLog then continues
+// the chain from the older checkpoint, which catches up, since every record
+// after it carries a MAC; a chain cut short of its checkpoint, or rewritten
+// before it, is still refused.
+func TestLogCheckpointBehindItsStore(t *testing.T) {
+	ctx := context.Background()
+	st, cps := NewMemoryStore(), &memCheckpoints{}
+	l, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 3)
+	old := *cps.c
+	cps.fail = true
+	err = l.Append(ctx, rec(3))
+	var ce *CheckpointError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCheckpoint) || ce.Seq != 3 {
+		t.Fatalf("Append with a failing checkpoint = %v, want a *CheckpointError for seq 3", err)
+	}
+	if n, err := VerifyStore(ctx, st, VerifyOptions{Key: testKey, Checkpoint: &old}); err != nil || n != 4 {
+		t.Fatalf("the record was not stored: %d, %v", n, err)
+	}
+	cps.fail = false
+	if _, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps}); err != nil {
+		t.Fatalf("NewLog with a checkpoint behind the chain: %v", err)
+	}
+	if cps.c.Records != 4 {
+		t.Fatalf("the checkpoint did not catch up: %+v", cps.c)
+	}
+
+	// Rewritten before the checkpoint: a head the chain does not hold.
+	forged, err := NewCheckpoint(testKey, 3, "00"+old.Head[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps.c = &forged
+	if _, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps}); !errors.Is(err, ErrCheckpoint) {
+		t.Errorf("NewLog with a checkpoint whose head is not the chain's record = %v, want ErrCheckpoint", err)
+	}
+	// Cut short of the checkpoint.
+	ahead, err := NewCheckpoint(testKey, 7, old.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps.c = &ahead
+	if _, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps}); !errors.Is(err, ErrCheckpoint) {
+		t.Errorf("NewLog with a checkpoint ahead of the chain = %v, want ErrCheckpoint", err)
+	}
+}
