@@ -40,19 +40,43 @@ var (
 // bytes, the size of the HMAC-SHA256 it keys.
 const MinApprovalKeyBytes = 32
 
+// Engine is what a Chain asks of the runtime: load modules, check limits
+// against the runtime's ceilings and defaults, and run an invocation.
+// *runtime.Runtime implements it; tests give a fake whose InvokeInto
+// produces failures the runtime does not (yet) produce. The Chain never
+// closes it.
+type Engine interface {
+	// Load compiles and validates a module (runtime.Runtime.Load).
+	Load(ctx context.Context, wasm []byte) (*runtime.Module, error)
+	// EffectiveLimits checks a binding's limits and fills in the
+	// defaults (runtime.Runtime.EffectiveLimits).
+	EffectiveLimits(l runtime.Limits) (runtime.Limits, error)
+	// LimitsFor checks a binding's limits against its module
+	// (runtime.Runtime.LimitsFor).
+	LimitsFor(m *runtime.Module, l runtime.Limits) (runtime.Limits, error)
+	// InvokeInto runs one invocation, writing its report into res
+	// (runtime.Runtime.InvokeInto: a *abi.Failure error comes with the
+	// report in res; any other error with no usable report).
+	InvokeInto(ctx context.Context, m *runtime.Module, req runtime.Request, res *runtime.Result) error
+}
+
+var _ Engine = (*runtime.Runtime)(nil)
+
 // Options configures a Chain. Runtime is required; every other zero value
 // works.
 type Options struct {
-	// Runtime loads and runs the hooks. Required. The Chain does not close
-	// it.
-	Runtime *runtime.Runtime
+	// Runtime loads and runs the hooks: a *runtime.Runtime (or a fake
+	// Engine in tests). Required. The Chain does not close it.
+	Runtime Engine
 	// HostCaller serves the hooks' host calls (a *capability.Runner,
 	// typically), shared by every binding; each binding's Grants and
 	// Limits travel with its requests. Nil answers every host call
 	// UNKNOWN_CAPABILITY.
 	HostCaller runtime.HostCaller
-	// Audit receives one record per verdict. Nil means a new
-	// audit.MemorySink (which grows without bound: for tests and the CLI).
+	// Audit receives one record per verdict: an audit.Log over any
+	// audit.Store (audit.FileSink, a database's), audit.TenantLogs for a
+	// chain per tenant. Nil means a new audit.MemorySink (which grows
+	// without bound: for tests and the CLI).
 	Audit audit.Sink
 	// AuditValues puts the before and after values of modified fields in
 	// audit records. False records only their digests, so the audit log
@@ -83,7 +107,7 @@ type Options struct {
 // configuration can be swapped with Reload while runs are in flight. It is
 // safe for concurrent use by multiple goroutines.
 type Chain struct {
-	rt *runtime.Runtime
+	engine Engine
 	// caller serves the hooks' host calls: Options.HostCaller with a span
 	// per call. The runtime reports the calls themselves (Result.Calls).
 	caller    *tracedCaller
@@ -96,9 +120,6 @@ type Chain struct {
 	log         *slog.Logger
 	now         func() time.Time
 	breakers    breakers
-	// invoke is c.rt.Invoke; tests replace it to produce failures the
-	// runtime does not (yet) produce.
-	invoke func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error)
 
 	cur      atomic.Pointer[snapshot] // the configuration in force; nil once closed
 	reloadMu sync.Mutex               // serialises Reload and Close; guards version, closed
@@ -113,10 +134,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		return nil, errors.New("chain: Options.Runtime is required")
 	}
 	c := &Chain{
-		rt: opts.Runtime, sink: opts.Audit, values: opts.AuditValues,
+		engine: opts.Runtime, sink: opts.Audit, values: opts.AuditValues,
 		approvals: opts.Approvals, log: opts.Logger, now: opts.Now,
 	}
-	c.invoke = c.rt.Invoke
 	switch {
 	case opts.ApprovalKey == nil:
 		c.approvalKey = make([]byte, 32)

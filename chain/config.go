@@ -320,7 +320,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		}
 		l := &loaded{}
 		mods[name] = l
-		m, err := c.rt.Load(ctx, cfg.Modules[name])
+		m, err := c.engine.Load(ctx, cfg.Modules[name])
 		if err != nil {
 			badErr(err, "module %q: %v", name, err)
 			l.err = true
@@ -388,7 +388,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		// The runtime's own check, against its ceiling (MaxMemoryPages)
 		// and defaults: a limit it would refuse at every invocation is
 		// refused now.
-		lim, err := c.rt.EffectiveLimits(b.Limits)
+		lim, err := c.engine.EffectiveLimits(b.Limits)
 		if err != nil {
 			badErr(err, "%s: limits: %v", what, err)
 			continue
@@ -413,7 +413,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: module %q's manifest does not allow point %s (it allows %s)", what, b.Module, b.Point, strings.Join(man.Points, ", "))
 			continue
 		}
-		if _, err := c.rt.LimitsFor(l.mod, b.Limits); err != nil {
+		if _, err := c.engine.LimitsFor(l.mod, b.Limits); err != nil {
 			// Memory below the module's declared minimum.
 			badErr(err, "%s: limits: %v", what, err)
 			continue

@@ -228,14 +228,16 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 			step.Breaker = BreakerHalfOpen
 		}
 		step.Invocation = st.Run + "." + strconv.Itoa(len(st.Trace))
-		var (
-			err     error
-			refused bool // the runtime refused the request: the hook did not run
-		)
-		res, err = c.invoke(ctx, b.module, runtime.Request{
+		res = results.Get().(*runtime.Result)
+		defer putResult(res)
+		refused := false // the runtime refused the request: the hook did not run
+		err := c.engine.InvokeInto(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
 			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation,
-		})
+		}, res)
+		if _, failed := err.(*abi.Failure); err != nil && !failed {
+			res = nil // no report: not the hook's failure, or a refusal
+		}
 		switch {
 		case res != nil:
 			fail = res.Failure
@@ -321,6 +323,17 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
 	}
 	return step, dec, next, nil
+}
+
+// results holds the Results steps invoke into, so that a step allocates
+// none. The Decision a step gets is kept in its trace, so a Result goes back
+// without one (InvokeInto would reuse it); the array of its Calls is reused
+// (hostCalls copies them).
+var results = sync.Pool{New: func() any { return new(runtime.Result) }}
+
+func putResult(res *runtime.Result) {
+	*res = runtime.Result{Calls: res.Calls[:0]}
+	results.Put(res)
 }
 
 // stepLog logs for one step with the step's attributes. The logger carrying
