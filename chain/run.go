@@ -43,6 +43,8 @@ type RunState struct {
 	// Approved lists bindings whose ask a human already approved in this
 	// run; used when a run restarts on a changed configuration.
 	Approved []string `json:"approved,omitempty"`
+	// Notifications lists the notifies applied so far.
+	Notifications []Notification `json:"notifications,omitempty"`
 	// Trace is the run's trace so far.
 	Trace []Step `json:"trace"`
 	// Started is when the run started.
@@ -133,6 +135,8 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		records = append(records, rec)
 		st.Trace = append(st.Trace, step)
 		switch step.Applied {
+		case abi.ActionNotify:
+			st.Notifications = append(st.Notifications, notification(b, &step, dec))
 		case abi.ActionModify:
 			st.Context, st.Modified = nextCtx, true
 		case abi.ActionBlock:
@@ -170,7 +174,7 @@ func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Re
 	return &Outcome{
 		Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: s.digest, Verdict: v,
 		Modified: st.Modified, DoNotReplyAgain: st.DoNotReplyAgain, Context: st.Context,
-		Trace: trace, Audit: records,
+		Notifications: st.Notifications, Trace: trace, Audit: records,
 	}
 }
 
@@ -231,7 +235,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		var err error
 		res, err = c.invoke(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
-			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation,
+			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation, Points: c.points,
 		})
 		switch {
 		case res != nil:
@@ -337,7 +341,7 @@ func (s *stepLog) log(level slog.Level, msg string, args ...any) {
 
 // permitted applies the phase's permissions to a decision: what the step
 // applies, and what was ignored. Block, ask and do_not_reply_again belong to
-// guards, modify to transformers. See RATIONALE.md#why-three-phases.
+// guards, modify to transformers; continue and notify to every phase. See RATIONALE.md#why-three-phases.
 func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 	a, ignored := permittedAction(phase, dec.Action)
 	if dec.DoNotReplyAgain && phase != Guard {
@@ -351,7 +355,8 @@ func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 }
 
 func permittedAction(phase Phase, a abi.Action) (abi.Action, string) {
-	if a == abi.ActionContinue {
+	if a == abi.ActionContinue || a == abi.ActionNotify {
+		// A notify changes nothing: every phase may tell a human.
 		return a, ""
 	}
 	switch phase {
