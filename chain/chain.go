@@ -317,7 +317,8 @@ type Outcome struct {
 	Modified bool `json:"modified"`
 	// Binding names the binding that blocked or asked.
 	Binding string `json:"binding,omitempty"`
-	// By says who blocked: "hook", "fail_policy" or "approval".
+	// By says who blocked or asked: "hook", "fail_policy", "approval", or
+	// "config" (a ToolApproval's ask).
 	By string `json:"by,omitempty"`
 	// Reason is for the agent: why the traffic was blocked or held.
 	Reason string `json:"reason,omitempty"`
@@ -376,7 +377,8 @@ type Step struct {
 	// Approval is the approval an ask created or a resolution resolved.
 	Approval string `json:"approval,omitempty"`
 	// Resolution is approved, denied, edited or expired, for a resolution;
-	// Actor and Reason are who resolved it and their note.
+	// Actor and Reason are who resolved it and their note. For a
+	// ToolApproval's ask (By "config"), Reason is the rule's reason.
 	Resolution string `json:"resolution,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	Reason     string `json:"reason,omitempty"`

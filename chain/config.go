@@ -182,6 +182,9 @@ type Config struct {
 	Bindings []Binding
 	// Breaker configures the circuit breakers.
 	Breaker BreakerConfig
+	// ToolApprovals marks tools that need a human's approval at
+	// tool.before, without a guard hook (seed 002's requires_approval).
+	ToolApprovals []ToolApproval
 }
 
 // ConfigError reports why a configuration was refused. A refused Reload
@@ -228,6 +231,8 @@ type bound struct {
 	// spanStart starts the binding's chain.hook spans: their attributes
 	// are the binding's, made once rather than per run.
 	spanStart []trace.SpanStartOption
+	// rule is set for a ToolApproval's guard, which runs no module.
+	rule *toolRule
 }
 
 // snapshot is one immutable configuration. Runs hold a reference while they
@@ -436,6 +441,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		)}
 		s.points[b.Point] = append(s.points[b.Point], nb)
 	}
+	c.buildToolApprovals(cfg, s, bad)
 	if len(problems) > 0 {
 		closeAll()
 		return nil, &ConfigError{Problems: problems, Errs: errs}
@@ -501,9 +507,16 @@ func configDigest(cfg Config, s *snapshot) string {
 		OnExpiry                   string
 	}
 	doc := struct {
-		Bindings []entry
-		Breaker  BreakerConfig
+		Bindings      []entry
+		Breaker       BreakerConfig
+		ToolApprovals []entry `json:",omitempty"`
 	}{Breaker: s.breaker}
+	for _, b := range s.byName {
+		if b.rule != nil { // its digest covers its tools, reason and policy
+			doc.ToolApprovals = append(doc.ToolApprovals, entry{Name: b.Name, Module: b.digest, Priority: b.Priority, Point: b.Point, Phase: string(b.Phase)})
+		}
+	}
+	sort.Slice(doc.ToolApprovals, func(i, j int) bool { return doc.ToolApprovals[i].Name < doc.ToolApprovals[j].Name })
 	for _, b := range cfg.Bindings {
 		nb := s.byName[b.Name]
 		doc.Bindings = append(doc.Bindings, entry{

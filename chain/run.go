@@ -108,8 +108,19 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
-		step, dec, nextCtx, err := c.step(ctx, s, b, st)
-		if err != nil {
+		var (
+			step    Step
+			dec     *abi.Decision
+			nextCtx = st.Context
+			err     error
+		)
+		if b.rule != nil { // a ToolApproval (toolapproval.go): no hook runs
+			tool, ok := b.rule.matches(st.Context)
+			if !ok {
+				continue // not a tool it names: no step
+			}
+			step, dec = c.ruleStep(b, st, tool)
+		} else if step, dec, nextCtx, err = c.step(ctx, s, b, st); err != nil {
 			return nil, err
 		}
 		var ap *Approval
@@ -150,7 +161,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 				return nil, fmt.Errorf("chain: storing approval: %w", err)
 			}
 			out := c.outcome(s, st, Pending, records)
-			out.Binding, out.By, out.Approval = b.Name, ByHook, ap
+			out.Binding, out.By, out.Approval = b.Name, step.By, ap
 			if dec != nil {
 				out.Reason, out.UserMessage = dec.Reason, dec.UserMessage
 			}
