@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // acmeDeploy is a platform's own point, registered through Options.Points.
@@ -204,4 +205,43 @@ func TestNotify(t *testing.T) {
 			t.Errorf("notifications %+v", out.Notifications)
 		}
 	})
+}
+
+// TestPlatformPointManifest: a manifest names a platform's point by its x.
+// name; the chain binds the hook there once the platform registered it, and
+// nowhere the manifest does not list.
+func TestPlatformPointManifest(t *testing.T) {
+	wasm, err := runtime.EmbedManifest(policyWasm(t), []byte(`{"name":"deploy-guard","points":["x.acme.deploy"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		point string
+		want  string // "" accepts
+	}{
+		{"x.acme.deploy", ""},
+		{"tool.before", "manifest does not allow point tool.before"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.point, func(t *testing.T) {
+			cfg := Config{Modules: map[string][]byte{"m": wasm}, Bindings: []Binding{
+				{Name: "g", Module: "m", Point: tt.point, Phase: Guard, Settings: decide(`{"action":"block","reason":"frozen"}`)},
+			}}
+			c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Logger: quiet(), Points: []abi.Point{acmeDeploy()}})
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("error %v, want %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			out, err := c.Run(context.Background(), Input{Tenant: "acme", Point: tt.point, Context: map[string]any{"service": "api"}})
+			if err != nil || out.Verdict != Block || out.Reason != "frozen" {
+				t.Fatalf("outcome %+v, %v", out, err)
+			}
+		})
+	}
 }
