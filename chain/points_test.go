@@ -199,6 +199,23 @@ func TestNotify(t *testing.T) {
 			t.Fatalf("resumed outcome %+v", res)
 		}
 	})
+	t.Run("kept on a block", func(t *testing.T) {
+		e := newEnv(t, policyConfig(t,
+			Binding{Name: "n", Point: "tool.before", Phase: Observer, Settings: decide(notify)},
+			Binding{Name: "g", Point: "tool.before", Phase: Guard, Settings: decide(`{"action":"block"}`)},
+		))
+		out := e.run(t, "tool.before", map[string]any{"tool": "pay", "arguments": map[string]any{}})
+		if out.Verdict != Block || len(out.Notifications) != 1 {
+			t.Fatalf("outcome %+v", out)
+		}
+	})
+	t.Run("a guard's notify may end the conversation", func(t *testing.T) {
+		e := newEnv(t, policyConfig(t, Binding{Name: "n", Point: "message.outbound", Phase: Guard, Settings: decide(`{"action":"notify","do_not_reply_again":true}`)}))
+		out := e.run(t, "message.outbound", map[string]any{"outgoing": "hi"})
+		if out.Verdict != Allow || !out.DoNotReplyAgain || len(out.Notifications) != 1 {
+			t.Fatalf("outcome %+v", out)
+		}
+	})
 	t.Run("no notifications", func(t *testing.T) {
 		e := newEnv(t, policyConfig(t, Binding{Name: "c", Point: "tool.before", Phase: Guard, Settings: decide(`{"action":"continue"}`)}))
 		if out := e.run(t, "tool.before", nil); out.Notifications != nil {
