@@ -9,7 +9,8 @@ type Notification struct {
 	// Binding notified, in Phase.
 	Binding string `json:"binding"`
 	Phase   Phase  `json:"phase"`
-	// Reason and UserMessage are the hook's own words.
+	// Reason and UserMessage are the hook's own words: untrusted, like
+	// Payload, and to be shown as text, never interpreted.
 	Reason      string `json:"reason,omitempty"`
 	UserMessage string `json:"user_message,omitempty"`
 	// Payload is the decision's payload, as the hook gave it.
