@@ -18,8 +18,9 @@ const (
 	// HandleExport, and the "abi" field of the invocation document.
 	Major = 1
 	// Minor is the ABI minor version. Minor versions only add. 1.1 added
-	// metering (ABI.md#metering).
-	Minor = 1
+	// metering (ABI.md#metering); 1.2 added the notify action and the
+	// lifecycle hook points (ABI.md#versions).
+	Minor = 2
 )
 
 // Names of the import, the exports and the custom section defined by ABI v1.

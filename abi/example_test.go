@@ -66,7 +66,7 @@ func ExampleDecodeDecision() {
 	// Output:
 	// outcome
 	// {"action":"modify","context":{"incoming":"Hasta luego"},"reason":"opt-out keyword","do_not_reply_again":true}
-	// invalid decision: unknown action "allow" (want continue, modify, block or ask)
+	// invalid decision: unknown action "allow" (want continue, modify, block, ask or notify)
 }
 
 func ExampleInvocation_Encode() {

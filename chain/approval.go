@@ -222,7 +222,7 @@ func (c *Chain) checkApproval(ap *Approval, id string, s *snapshot) *ApprovalErr
 	case ap.OnExpiry != ExpireDeny && ap.OnExpiry != ExpireApprove:
 		return refuse(id, ApprovalMismatch, "unknown expiry policy %q", ap.OnExpiry)
 	}
-	if _, ok := abi.LookupPoint(ap.Point); !ok {
+	if _, ok := c.points.Lookup(ap.Point); !ok {
 		return refuse(id, ApprovalMismatch, "unknown point %q", ap.Point)
 	}
 	// The paused run's position: the binding before Next asked. On
@@ -302,7 +302,7 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 		if len(r.Edit) == 0 {
 			return nil, fmt.Errorf("%w: an edit sets at least one field", ErrInvalidResolution)
 		}
-		point, _ := abi.LookupPoint(ap.Point)
+		point, _ := c.points.Lookup(ap.Point)
 		for k := range r.Edit {
 			if !point.CanChange(k) {
 				return nil, fmt.Errorf("%w: field %q cannot be changed at %s (editable: %s)", ErrInvalidResolution, k, ap.Point, strings.Join(point.Changeable, ", "))

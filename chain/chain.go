@@ -101,6 +101,11 @@ type Options struct {
 	// Now is the clock (breakers, approvals, audit times). Nil means
 	// time.Now.
 	Now func() time.Time
+	// Points registers the platform's own hook points beside the built-in
+	// ones (abi.NewPointRegistry checks them: names starting with "x.",
+	// at most abi.MaxRegisteredPoints). Bindings, runs and field checks
+	// use them as they use the built-in points.
+	Points []abi.Point
 }
 
 // Chain runs the bindings of a configuration over agent traffic. Its
@@ -120,6 +125,8 @@ type Chain struct {
 	log         *slog.Logger
 	now         func() time.Time
 	breakers    breakers
+	// points resolves point names: the built-in points and Options.Points.
+	points *abi.PointRegistry
 
 	cur      atomic.Pointer[snapshot] // the configuration in force; nil once closed
 	reloadMu sync.Mutex               // serialises Reload and Close; guards version, closed
@@ -136,6 +143,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 	c := &Chain{
 		engine: opts.Runtime, sink: opts.Audit, values: opts.AuditValues,
 		approvals: opts.Approvals, log: opts.Logger, now: opts.Now,
+	}
+	if len(opts.Points) > 0 {
+		reg, err := abi.NewPointRegistry(opts.Points...)
+		if err != nil {
+			return nil, fmt.Errorf("chain: Options.Points: %w", err)
+		}
+		c.points = reg
 	}
 	switch {
 	case opts.ApprovalKey == nil:
@@ -323,7 +337,8 @@ type Outcome struct {
 	Modified bool `json:"modified"`
 	// Binding names the binding that blocked or asked.
 	Binding string `json:"binding,omitempty"`
-	// By says who blocked: "hook", "fail_policy" or "approval".
+	// By says who blocked or asked: "hook", "fail_policy", "approval", or
+	// "config" (a ToolApproval's ask).
 	By string `json:"by,omitempty"`
 	// Reason is for the agent: why the traffic was blocked or held.
 	Reason string `json:"reason,omitempty"`
@@ -339,6 +354,10 @@ type Outcome struct {
 	Context map[string]any `json:"context"`
 	// Approval is the pending approval when Verdict is pending.
 	Approval *Approval `json:"approval,omitempty"`
+	// Notifications lists the notifies the run applied, in run order
+	// (resumed runs included): the traffic went on, and each asks the
+	// platform to tell a human. Whatever the verdict, they happened.
+	Notifications []Notification `json:"notifications,omitempty"`
 	// Trace lists every step of the run, resumed runs included.
 	Trace []Step `json:"trace"`
 	// Audit holds the audit records this call appended.
@@ -365,8 +384,8 @@ type Step struct {
 	// the run, BreakerNow says where it moved.
 	Breaker    string `json:"breaker,omitempty"`
 	BreakerNow string `json:"breaker_now,omitempty"`
-	// Applied is what the step did to the traffic: continue, modify, block
-	// or ask.
+	// Applied is what the step did to the traffic: continue, modify, block,
+	// ask or notify (a continue that tells a human).
 	Applied abi.Action `json:"applied"`
 	// By says who decided it: hook, fail_policy or approval.
 	By string `json:"by"`
@@ -378,7 +397,8 @@ type Step struct {
 	// Approval is the approval an ask created or a resolution resolved.
 	Approval string `json:"approval,omitempty"`
 	// Resolution is approved, denied, edited or expired, for a resolution;
-	// Actor and Reason are who resolved it and their note.
+	// Actor and Reason are who resolved it and their note. For a
+	// ToolApproval's ask (By "config"), Reason is the rule's reason.
 	Resolution string `json:"resolution,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	Reason     string `json:"reason,omitempty"`
@@ -416,7 +436,7 @@ func (c *Chain) Run(ctx context.Context, in Input) (*Outcome, error) {
 	if in.Tenant == "" {
 		return nil, fmt.Errorf("%w: tenant is required", ErrInvalidInput)
 	}
-	if _, ok := abi.LookupPoint(in.Point); !ok {
+	if _, ok := c.points.Lookup(in.Point); !ok {
 		return nil, fmt.Errorf("%w: unknown hook point %q", ErrInvalidInput, in.Point)
 	}
 	if in.Context == nil {

@@ -34,6 +34,19 @@
 //     modify from a guard is ignored and reported.
 //   - do_not_reply_again, like block and ask, belongs to guards: from an
 //     observer or a transformer it is ignored and reported.
+//   - notify (ABI 1.2) changes no traffic, so every phase may return it: the
+//     run continues and Outcome.Notifications carries it to the platform
+//     (binding, reason, payload), audited as "notify".
+//
+// # Points
+//
+// Each point allows some phases (abi.Point.Phases): the lifecycle points of
+// ABI 1.2 (session.created, context.overflow, compaction.completed, ...) are
+// notification points, for observers only; a binding in a phase its point
+// does not allow refuses the configuration. A platform registers its own
+// points in Options.Points (abi.NewPointRegistry checks them; their names
+// start with "x."), used by bindings, runs, field checks and approvals as
+// the built-in ones are.
 //
 // # Failures
 //
@@ -62,6 +75,11 @@
 // says; a resolved approval leaves a tombstone, so it resolves at most once.
 // A mismatch is an *ApprovalError with a stable code, and the approval stays
 // as it was.
+//
+// Config.ToolApprovals marks tools (by name or path.Match pattern) that need
+// approval at tool.before without a guard hook (seed 002's
+// requires_approval): the call takes a guard's ask path, with By "config"
+// and the binding name "config:" + the rule's name.
 //
 // # Audit and observability
 //

@@ -43,6 +43,8 @@ type RunState struct {
 	// Approved lists bindings whose ask a human already approved in this
 	// run; used when a run restarts on a changed configuration.
 	Approved []string `json:"approved,omitempty"`
+	// Notifications lists the notifies applied so far.
+	Notifications []Notification `json:"notifications,omitempty"`
 	// Trace is the run's trace so far.
 	Trace []Step `json:"trace"`
 	// Started is when the run started.
@@ -106,8 +108,19 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
-		step, dec, nextCtx, err := c.step(ctx, s, b, st)
-		if err != nil {
+		var (
+			step    Step
+			dec     *abi.Decision
+			nextCtx = st.Context
+			err     error
+		)
+		if b.rule != nil { // a ToolApproval (toolapproval.go): no hook runs
+			tool, ok := b.rule.matches(st.Context)
+			if !ok {
+				continue // not a tool it names: no step
+			}
+			step, dec = c.ruleStep(b, st, tool)
+		} else if step, dec, nextCtx, err = c.step(ctx, s, b, st); err != nil {
 			return nil, err
 		}
 		var ap *Approval
@@ -133,6 +146,8 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		records = append(records, rec)
 		st.Trace = append(st.Trace, step)
 		switch step.Applied {
+		case abi.ActionNotify:
+			st.Notifications = append(st.Notifications, notification(b, &step, dec))
 		case abi.ActionModify:
 			st.Context, st.Modified = nextCtx, true
 		case abi.ActionBlock:
@@ -146,7 +161,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 				return nil, fmt.Errorf("chain: storing approval: %w", err)
 			}
 			out := c.outcome(s, st, Pending, records)
-			out.Binding, out.By, out.Approval = b.Name, ByHook, ap
+			out.Binding, out.By, out.Approval = b.Name, step.By, ap
 			if dec != nil {
 				out.Reason, out.UserMessage = dec.Reason, dec.UserMessage
 			}
@@ -170,7 +185,7 @@ func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Re
 	return &Outcome{
 		Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: s.digest, Verdict: v,
 		Modified: st.Modified, DoNotReplyAgain: st.DoNotReplyAgain, Context: st.Context,
-		Trace: trace, Audit: records,
+		Notifications: st.Notifications, Trace: trace, Audit: records,
 	}
 }
 
@@ -233,7 +248,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		refused := false // the runtime refused the request: the hook did not run
 		err := c.engine.InvokeInto(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
-			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation,
+			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation, Points: c.points,
 		}, res)
 		if _, failed := err.(*abi.Failure); err != nil && !failed {
 			res = nil // no report: not the hook's failure, or a refusal
@@ -361,7 +376,7 @@ func (s *stepLog) log(level slog.Level, msg string, args ...any) {
 
 // permitted applies the phase's permissions to a decision: what the step
 // applies, and what was ignored. Block, ask and do_not_reply_again belong to
-// guards, modify to transformers. See RATIONALE.md#why-three-phases.
+// guards, modify to transformers; continue and notify to every phase. See RATIONALE.md#why-three-phases.
 func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 	a, ignored := permittedAction(phase, dec.Action)
 	if dec.DoNotReplyAgain && phase != Guard {
@@ -375,7 +390,8 @@ func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 }
 
 func permittedAction(phase Phase, a abi.Action) (abi.Action, string) {
-	if a == abi.ActionContinue {
+	if a == abi.ActionContinue || a == abi.ActionNotify {
+		// A notify changes nothing: every phase may tell a human.
 		return a, ""
 	}
 	switch phase {
