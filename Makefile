@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZ     ?= .
 FUZZPKGS ?= ./...
 
-.PHONY: all demo test check bench bench-packages bench-check fuzz deps hooks cli testdata clean
+.PHONY: all demo test check bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres
 
 all: cli hooks
 
@@ -45,6 +45,23 @@ demo: hooks
 ## test: the whole suite, with the race detector.
 test: deps
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+## postgres: start a throwaway Postgres server (Debian's postgresql package,
+## installed if absent) for the store's tests, in PGDIR, and print the line
+## that points the tests at it. Stop it with `make postgres-stop`.
+PGDIR ?= /tmp/wasmhooks-postgres
+postgres:
+	@url=$$(.ci/postgres.sh start $(PGDIR) | tail -n1) && \
+	  echo "export WASMHOOKS_TEST_POSTGRES='$$url'" && echo "# stop it with: make postgres-stop"
+
+postgres-stop:
+	@.ci/postgres.sh stop $(PGDIR)
+
+## test-postgres: start a throwaway server, run the Postgres tests, stop it.
+test-postgres:
+	@dir=$$(mktemp -d) && trap '.ci/postgres.sh stop '"$$dir" EXIT && \
+	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) \
+	  $(GO) test -race -count=1 -run Postgres ./store/...
 
 ## check: formatting, vet, the wasip1 build of abi/sdk/examples, tidy go.mod.
 check:

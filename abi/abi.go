@@ -18,8 +18,9 @@ const (
 	// HandleExport, and the "abi" field of the invocation document.
 	Major = 1
 	// Minor is the ABI minor version. Minor versions only add. 1.1 added
-	// metering (ABI.md#metering); 1.2 seed 002's decision words and
-	// short_circuit (ABI.md#versions).
+	// metering (ABI.md#metering); 1.2 added the notify action, the
+	// lifecycle hook points, seed 002's decision words and short_circuit
+	// (ABI.md#versions).
 	Minor = 2
 )
 

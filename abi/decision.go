@@ -9,18 +9,22 @@ import (
 // Action is the word of a canonical decision.
 type Action string
 
-// The four actions of a canonical decision.
+// The actions of a canonical decision.
 const (
 	ActionContinue Action = "continue"
 	ActionModify   Action = "modify"
 	ActionBlock    Action = "block"
 	ActionAsk      Action = "ask"
+	// ActionNotify continues unchanged and tells a human: the platform
+	// receives the decision's reason and payload (since ABI 1.2; seed
+	// 000's permission level "notify").
+	ActionNotify Action = "notify"
 )
 
-// Valid reports whether a is one of the four actions.
+// Valid reports whether a is one of the actions.
 func (a Action) Valid() bool {
 	switch a {
-	case ActionContinue, ActionModify, ActionBlock, ActionAsk:
+	case ActionContinue, ActionModify, ActionBlock, ActionAsk, ActionNotify:
 		return true
 	}
 	return false
@@ -52,6 +56,9 @@ type Decision struct {
 	// Context holds the changed context fields of a modify, and nothing
 	// for the other actions.
 	Context map[string]any `json:"context,omitempty"`
+	// Payload is a notify's message for the human it tells (any object,
+	// passed through; since ABI 1.2), and nothing for the other actions.
+	Payload map[string]any `json:"payload,omitempty"`
 	// Reason is for the agent and the audit log.
 	Reason string `json:"reason,omitempty"`
 	// UserMessage is shown to the end user.
@@ -219,17 +226,26 @@ func decodeCanonical(m map[string]any) (*Decision, error) {
 	}
 	d := &Decision{Action: Action(word), Shape: ShapeCanonical}
 	if !d.Action.Valid() {
-		return nil, decisionErrorf("unknown action %q (want continue, modify, block, ask, allow, rewrite or require_approval)", word)
+		return nil, decisionErrorf("unknown action %q (want continue, modify, block, ask, notify, allow, rewrite or require_approval)", word)
 	}
 	if err := decodeCommon(d, m); err != nil {
 		return nil, err
+	}
+	if d.Action == ActionNotify {
+		if p, ok := m["payload"]; ok && p != nil {
+			obj, ok := p.(map[string]any)
+			if !ok {
+				return nil, decisionErrorf(`"payload" must be an object`)
+			}
+			d.Payload = obj
+		}
 	}
 	if err := decodeAdded(d, m); err != nil {
 		return nil, err
 	}
 	var extra []string
 	for k := range m {
-		if !canonicalKeys[k] {
+		if !canonicalKeys[k] && (k != "payload" || d.Action != ActionNotify) {
 			extra = append(extra, k)
 		}
 	}

@@ -42,8 +42,8 @@ type fastField struct {
 
 // decodeDecisionFast decodes data if it is a canonical decision (the keys
 // action, context, reason, user_message, do_not_reply_again, pending and
-// short_circuit, nothing else) that decodeDecisionTree accepts for point within lim, and returns
-// the same decision. ok is false for anything else, valid or not.
+// short_circuit, nothing else) that decodeDecisionTree accepts for point
+// within lim, and returns the same decision. ok is false for anything else, valid or not.
 func decodeDecisionFast(data []byte, point Point, lim JSONLimits) (d *Decision, ok bool) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxBytes {

@@ -71,7 +71,15 @@ func TestABIDoc(t *testing.T) {
 			if p.Primary != "" {
 				primary = "`" + p.Primary + "`"
 			}
-			row := fmt.Sprintf("| `%s` | %s | %s | %s | %s |", p.Name, p.Description, quote(p.Fields), quote(p.Changeable), primary)
+			changeable := "none"
+			if len(p.Changeable) > 0 {
+				changeable = quote(p.Changeable)
+			}
+			phases := "all"
+			if p.Phases != nil {
+				phases = strings.Join(p.Phases, ", ")
+			}
+			row := fmt.Sprintf("| `%s` | %s | %s | %s | %s | %s |", p.Name, p.Description, quote(p.Fields), changeable, primary, phases)
 			if !strings.Contains(points, row) {
 				t.Errorf("the points table has no row %q", row)
 			}

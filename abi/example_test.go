@@ -66,7 +66,7 @@ func ExampleDecodeDecision() {
 	// Output:
 	// outcome
 	// {"action":"modify","context":{"incoming":"Hasta luego"},"reason":"opt-out keyword","do_not_reply_again":true}
-	// invalid decision: unknown action "permit" (want continue, modify, block, ask, allow, rewrite or require_approval)
+	// invalid decision: unknown action "permit" (want continue, modify, block, ask, notify, allow, rewrite or require_approval)
 }
 
 func ExampleInvocation_Encode() {

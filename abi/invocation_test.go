@@ -23,6 +23,21 @@ var pointExamples = map[string]string{
 	"compaction":       `{"items":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}],"summary":"The user said hello."}`,
 	"memory.read":      `{"key":"user.preferences","value":"Prefers short answers."}`,
 	"memory.write":     `{"key":"user.phone","value":"+1 555 0100"}`,
+
+	"session.created":      `{"session":"s_41","user":"u_77"}`,
+	"session.forked":       `{"session":"s_42","parent":"s_41","user":"u_77"}`,
+	"session.ended":        `{"session":"s_41","user":"u_77"}`,
+	"tool.gap":             `{"tool":"calendar.book","arguments":{"when":"tomorrow 10:00"}}`,
+	"tool.failed":          `{"tool":"web.fetch","arguments":{"url":"https://example.com"},"error":"timeout after 30s"}`,
+	"llm.failed":           `{"model":"small-chat","error":"rate limited by the provider"}`,
+	"agent.created":        `{"agent":"researcher-2","parent":"planner","definition":{"tools":["web.fetch"],"model":"small-chat"}}`,
+	"context.overflow":     `{"tokens":131072,"limit":128000}`,
+	"skill.injected":       `{"skills":["pdf-reading","sql"],"tokens":2310}`,
+	"compaction.triggered": `{"items":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}],"tokens":120500}`,
+	"compaction.completed": `{"summary":"The user said hello.","tokens_before":120500,"tokens_after":8200}`,
+	"loop.exit":            `{"response":"Done: the report is attached.","iterations":7}`,
+	"steering.inject":      `{"messages":[{"role":"user","content":"Focus on the EU figures."}]}`,
+	"steering.skip":        `{"messages":[{"role":"user","content":"Also check the US."}]}`,
 }
 
 func exampleInvocation(t *testing.T, point string) *Invocation {

@@ -12,7 +12,9 @@ type Manifest struct {
 	Version      string   `json:"version,omitempty"`
 	Description  string   `json:"description,omitempty"`
 	Capabilities []string `json:"capabilities,omitempty"`
-	// Points lists where the hook may be bound; nil means anywhere.
+	// Points lists where the hook may be bound; nil means anywhere. A
+	// platform's own point is listed by its name, which starts with "x."
+	// (IsPlatformPointName); the chain checks that it is registered.
 	Points []string `json:"points,omitempty"`
 	// SettingsSchema is a JSON Schema for the hook's settings; nil means
 	// any object. It is the hook author's, so untrusted: the host accepts
@@ -121,8 +123,10 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		return nil, &ManifestError{Field: "points", Reason: "must list at least one point (omit it to allow every point)"}
 	}
 	for _, p := range m.Points {
-		if _, ok := LookupPoint(p); !ok {
-			return nil, &ManifestError{Field: "points", Reason: fmt.Sprintf("unknown point %q", p)}
+		// A platform's own point is named by its "x." name: the host
+		// that binds the hook checks that its platform registered it.
+		if _, ok := LookupPoint(p); !ok && !IsPlatformPointName(p) {
+			return nil, &ManifestError{Field: "points", Reason: fmt.Sprintf("unknown point %q (a platform's own point is named x.NAME)", p)}
 		}
 	}
 	if x, present := obj["settings_schema"]; present {

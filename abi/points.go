@@ -24,6 +24,35 @@ type Point struct {
 	// Types gives the JSON type of each of Fields (ABI.md, "Hook points").
 	// CheckField holds a changed value to it.
 	Types map[string]FieldType
+	// Phases lists the chain phases a binding at the point may run in
+	// ("observer", "transformer", "guard"); nil means all three. A
+	// notification point (something already happened) allows observers
+	// only. See AllowsPhase.
+	Phases []string
+	// Fail is the fail policy ("open" or "closed") of a transformer at
+	// the point that does not set one; empty means closed. Observers
+	// default to open and guards to closed at every point.
+	Fail string
+}
+
+// The phases a Point may allow: the values of chain.Phase.
+const (
+	PhaseObserver    = "observer"
+	PhaseTransformer = "transformer"
+	PhaseGuard       = "guard"
+)
+
+// AllowsPhase reports whether a binding at the point may run in phase.
+func (p Point) AllowsPhase(phase string) bool {
+	if p.Phases == nil {
+		return phase == PhaseObserver || phase == PhaseTransformer || phase == PhaseGuard
+	}
+	for _, ph := range p.Phases {
+		if ph == phase {
+			return true
+		}
+	}
+	return false
 }
 
 // FieldType is the JSON type a context field holds.
@@ -146,57 +175,146 @@ func (p Point) CanChange(field string) bool {
 	return false
 }
 
+// observersOnly is the Phases of a notification point.
+var observersOnly = []string{PhaseObserver}
+
 // The hook points of ABI v1. ABI.md documents each point's context.
 var points = map[string]Point{
 	"message.inbound": {
 		Name: "message.inbound", Description: "a user's message on its way to the agent",
 		Fields: []string{"incoming", "conversation", "user"}, Changeable: []string{"incoming"}, Primary: "incoming",
 		Types: map[string]FieldType{"incoming": FieldText, "conversation": FieldText, "user": FieldText},
+		Fail:  "open",
 	},
 	"message.outbound": {
 		Name: "message.outbound", Description: "the agent's reply on its way to the user",
 		Fields: []string{"incoming", "outgoing", "conversation", "user"}, Changeable: []string{"outgoing"}, Primary: "outgoing",
 		Types: map[string]FieldType{"incoming": FieldText, "outgoing": FieldText, "conversation": FieldText, "user": FieldText},
+		Fail:  "closed",
 	},
 	"tool.before": {
 		Name: "tool.before", Description: "a tool call the agent is about to make",
 		Fields: []string{"tool", "arguments"}, Changeable: []string{"arguments"}, Primary: "arguments",
 		Types: map[string]FieldType{"tool": FieldText, "arguments": FieldArguments},
+		Fail:  "closed",
 	},
 	"tool.after": {
 		Name: "tool.after", Description: "a tool's result on its way back to the agent",
 		Fields: []string{"tool", "arguments", "result"}, Changeable: []string{"result"}, Primary: "result",
 		Types: map[string]FieldType{"tool": FieldText, "arguments": FieldArguments, "result": FieldAny},
+		Fail:  "open",
 	},
 	"llm.before": {
 		Name: "llm.before", Description: "a request about to be sent to a model",
 		Fields: []string{"model", "prompt", "messages"}, Changeable: []string{"prompt", "messages"}, Primary: "prompt",
 		Types: map[string]FieldType{"model": FieldText, "prompt": FieldText, "messages": FieldMessages},
+		Fail:  "closed",
 	},
 	"llm.after": {
 		Name: "llm.after", Description: "a model's response",
 		Fields: []string{"model", "prompt", "response"}, Changeable: []string{"response"}, Primary: "response",
 		Types: map[string]FieldType{"model": FieldText, "prompt": FieldText, "response": FieldText},
+		Fail:  "open",
 	},
 	"context.assemble": {
 		Name: "context.assemble", Description: "the context window being assembled for the next model call",
 		Fields: []string{"items", "tokens"}, Changeable: []string{"items"}, Primary: "",
 		Types: map[string]FieldType{"items": FieldMessages, "tokens": FieldInteger},
+		Fail:  "open",
 	},
 	"compaction": {
 		Name: "compaction", Description: "older context being compacted into a summary",
 		Fields: []string{"items", "summary"}, Changeable: []string{"summary"}, Primary: "summary",
 		Types: map[string]FieldType{"items": FieldMessages, "summary": FieldText},
+		Fail:  "open",
 	},
 	"memory.read": {
 		Name: "memory.read", Description: "a long-term memory entry being read into the context",
 		Fields: []string{"key", "value"}, Changeable: []string{"value"}, Primary: "value",
 		Types: map[string]FieldType{"key": FieldText, "value": FieldText},
+		Fail:  "open",
 	},
 	"memory.write": {
 		Name: "memory.write", Description: "a long-term memory entry being written",
 		Fields: []string{"key", "value"}, Changeable: []string{"value"}, Primary: "value",
 		Types: map[string]FieldType{"key": FieldText, "value": FieldText},
+		Fail:  "closed",
+	},
+
+	// Since 1.2: the lifecycle events of seed 000's event bus, as
+	// notification points (observers only), and skelegent's exit check
+	// and steering rules (seed 001).
+	"session.created": {
+		Name: "session.created", Description: "a new session was created",
+		Fields: []string{"session", "user"},
+		Types:  map[string]FieldType{"session": FieldText, "user": FieldText}, Phases: observersOnly,
+	},
+	"session.forked": {
+		Name: "session.forked", Description: "a session was forked (branched) from another",
+		Fields: []string{"session", "parent", "user"},
+		Types:  map[string]FieldType{"session": FieldText, "parent": FieldText, "user": FieldText}, Phases: observersOnly,
+	},
+	"session.ended": {
+		Name: "session.ended", Description: "a session ended",
+		Fields: []string{"session", "user"},
+		Types:  map[string]FieldType{"session": FieldText, "user": FieldText}, Phases: observersOnly,
+	},
+	"tool.gap": {
+		Name: "tool.gap", Description: "the agent asked for a tool it does not have",
+		Fields: []string{"tool", "arguments"},
+		Types:  map[string]FieldType{"tool": FieldText, "arguments": FieldArguments}, Phases: observersOnly,
+	},
+	"tool.failed": {
+		Name: "tool.failed", Description: "a tool call failed",
+		Fields: []string{"tool", "arguments", "error"},
+		Types:  map[string]FieldType{"tool": FieldText, "arguments": FieldArguments, "error": FieldText}, Phases: observersOnly,
+	},
+	"llm.failed": {
+		Name: "llm.failed", Description: "a model call failed",
+		Fields: []string{"model", "error"},
+		Types:  map[string]FieldType{"model": FieldText, "error": FieldText}, Phases: observersOnly,
+	},
+	"agent.created": {
+		Name: "agent.created", Description: "an agent was created at runtime (a dynamic agent)",
+		Fields: []string{"agent", "parent", "definition"},
+		Types:  map[string]FieldType{"agent": FieldText, "parent": FieldText, "definition": FieldAny}, Phases: observersOnly,
+	},
+	"context.overflow": {
+		Name: "context.overflow", Description: "the context window is exhausted",
+		Fields: []string{"tokens", "limit"},
+		Types:  map[string]FieldType{"tokens": FieldInteger, "limit": FieldInteger}, Phases: observersOnly,
+	},
+	"skill.injected": {
+		Name: "skill.injected", Description: "skills were injected into the context",
+		Fields: []string{"skills", "tokens"},
+		Types:  map[string]FieldType{"skills": FieldAny, "tokens": FieldInteger}, Phases: observersOnly,
+	},
+	"compaction.triggered": {
+		Name: "compaction.triggered", Description: "context compaction started",
+		Fields: []string{"items", "tokens"},
+		Types:  map[string]FieldType{"items": FieldMessages, "tokens": FieldInteger}, Phases: observersOnly,
+	},
+	"compaction.completed": {
+		Name: "compaction.completed", Description: "context compaction finished",
+		Fields: []string{"summary", "tokens_before", "tokens_after"},
+		Types:  map[string]FieldType{"summary": FieldText, "tokens_before": FieldInteger, "tokens_after": FieldInteger}, Phases: observersOnly,
+	},
+	"loop.exit": {
+		Name: "loop.exit", Description: "the agent loop is about to end its turn (the exit check); a block halts it",
+		Fields: []string{"response", "iterations"},
+		Types:  map[string]FieldType{"response": FieldText, "iterations": FieldInteger},
+		Phases: []string{PhaseObserver, PhaseGuard},
+	},
+	"steering.inject": {
+		Name: "steering.inject", Description: "steering messages about to be injected into the running loop",
+		Fields: []string{"messages"}, Changeable: []string{"messages"},
+		Types: map[string]FieldType{"messages": FieldMessages},
+		Fail:  "open",
+	},
+	"steering.skip": {
+		Name: "steering.skip", Description: "steering messages were skipped, not injected",
+		Fields: []string{"messages"},
+		Types:  map[string]FieldType{"messages": FieldMessages}, Phases: observersOnly,
 	},
 }
 
@@ -206,7 +324,7 @@ func LookupPoint(name string) (Point, bool) {
 	return p, ok
 }
 
-// Points returns every point of ABI v1, sorted by name.
+// Points returns every point of ABI v1 (the built-in points), sorted by name.
 func Points() []Point {
 	out := make([]Point, 0, len(points))
 	for _, p := range points {

@@ -226,7 +226,7 @@ func (c *Chain) checkApproval(ap *Approval, id string, s *snapshot) *ApprovalErr
 	case ap.OnExpiry != ExpireDeny && ap.OnExpiry != ExpireApprove:
 		return refuse(id, ApprovalMismatch, "unknown expiry policy %q", ap.OnExpiry)
 	}
-	if _, ok := abi.LookupPoint(ap.Point); !ok {
+	if _, ok := c.points.Lookup(ap.Point); !ok {
 		return refuse(id, ApprovalMismatch, "unknown point %q", ap.Point)
 	}
 	// The paused run's position: the binding before Next asked. On
@@ -306,7 +306,7 @@ func (c *Chain) Resolve(ctx context.Context, id string, r Resolution) (*Outcome,
 		if len(r.Edit) == 0 {
 			return nil, fmt.Errorf("%w: an edit sets at least one field", ErrInvalidResolution)
 		}
-		point, _ := abi.LookupPoint(ap.Point)
+		point, _ := c.points.Lookup(ap.Point)
 		for k := range r.Edit {
 			if !point.CanChange(k) {
 				return nil, fmt.Errorf("%w: field %q cannot be changed at %s (editable: %s)", ErrInvalidResolution, k, ap.Point, strings.Join(point.Changeable, ", "))
@@ -560,6 +560,8 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 			"run", st.Run, "was", st.Config, "now", s.digest)
 		st.Next, st.Config = 0, s.digest
 		st.Approved = append(st.Approved, ap.Binding+"@"+ap.Module)
+		st.ShortCircuit = "" // the guard that gave it runs again
+
 	}
 	out, err := c.steps(ctx, s, &st, afterD)
 	if err != nil {

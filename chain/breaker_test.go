@@ -19,12 +19,11 @@ func TestBreaker(t *testing.T) {
 	cfg := policyConfig(t, Binding{Name: "flaky", Point: outbound, Phase: Guard, Fail: FailOpen,
 		Settings: when("boom", `{"action":"explode"}`)})
 	cfg.Breaker = BreakerConfig{Failures: 3, Backoff: 10 * time.Second, MaxBackoff: 15 * time.Second}
-	e := newEnv(t, cfg)
 	invocations := 0
-	e.c.invoke = func(ctx context.Context, m *runtime.Module, req runtime.Request) (*runtime.Result, error) {
+	e := newEnv(t, cfg, withInvoke(t, func(ctx context.Context, m *runtime.Module, req runtime.Request) (*runtime.Result, error) {
 		invocations++
 		return testRuntime(t).Invoke(ctx, m, req)
-	}
+	}))
 	boom := map[string]any{"outgoing": "boom"}
 	calm := map[string]any{"outgoing": "calm"}
 	type want struct {

@@ -40,19 +40,43 @@ var (
 // bytes, the size of the HMAC-SHA256 it keys.
 const MinApprovalKeyBytes = 32
 
+// Engine is what a Chain asks of the runtime: load modules, check limits
+// against the runtime's ceilings and defaults, and run an invocation.
+// *runtime.Runtime implements it; tests give a fake whose InvokeInto
+// produces failures the runtime does not (yet) produce. The Chain never
+// closes it.
+type Engine interface {
+	// Load compiles and validates a module (runtime.Runtime.Load).
+	Load(ctx context.Context, wasm []byte) (*runtime.Module, error)
+	// EffectiveLimits checks a binding's limits and fills in the
+	// defaults (runtime.Runtime.EffectiveLimits).
+	EffectiveLimits(l runtime.Limits) (runtime.Limits, error)
+	// LimitsFor checks a binding's limits against its module
+	// (runtime.Runtime.LimitsFor).
+	LimitsFor(m *runtime.Module, l runtime.Limits) (runtime.Limits, error)
+	// InvokeInto runs one invocation, writing its report into res
+	// (runtime.Runtime.InvokeInto: a *abi.Failure error comes with the
+	// report in res; any other error with no usable report).
+	InvokeInto(ctx context.Context, m *runtime.Module, req runtime.Request, res *runtime.Result) error
+}
+
+var _ Engine = (*runtime.Runtime)(nil)
+
 // Options configures a Chain. Runtime is required; every other zero value
 // works.
 type Options struct {
-	// Runtime loads and runs the hooks. Required. The Chain does not close
-	// it.
-	Runtime *runtime.Runtime
+	// Runtime loads and runs the hooks: a *runtime.Runtime (or a fake
+	// Engine in tests). Required. The Chain does not close it.
+	Runtime Engine
 	// HostCaller serves the hooks' host calls (a *capability.Runner,
 	// typically), shared by every binding; each binding's Grants and
 	// Limits travel with its requests. Nil answers every host call
 	// UNKNOWN_CAPABILITY.
 	HostCaller runtime.HostCaller
-	// Audit receives one record per verdict. Nil means a new
-	// audit.MemorySink (which grows without bound: for tests and the CLI).
+	// Audit receives one record per verdict: an audit.Log over any
+	// audit.Store (audit.FileSink, a database's), audit.TenantLogs for a
+	// chain per tenant. Nil means a new audit.MemorySink (which grows
+	// without bound: for tests and the CLI).
 	Audit audit.Sink
 	// AuditValues puts the before and after values of modified fields in
 	// audit records. False records only their digests, so the audit log
@@ -77,13 +101,18 @@ type Options struct {
 	// Now is the clock (breakers, approvals, audit times). Nil means
 	// time.Now.
 	Now func() time.Time
+	// Points registers the platform's own hook points beside the built-in
+	// ones (abi.NewPointRegistry checks them: names starting with "x.",
+	// at most abi.MaxRegisteredPoints). Bindings, runs and field checks
+	// use them as they use the built-in points.
+	Points []abi.Point
 }
 
 // Chain runs the bindings of a configuration over agent traffic. Its
 // configuration can be swapped with Reload while runs are in flight. It is
 // safe for concurrent use by multiple goroutines.
 type Chain struct {
-	rt *runtime.Runtime
+	engine Engine
 	// caller serves the hooks' host calls: Options.HostCaller with a span
 	// per call. The runtime reports the calls themselves (Result.Calls).
 	caller    *tracedCaller
@@ -96,9 +125,8 @@ type Chain struct {
 	log         *slog.Logger
 	now         func() time.Time
 	breakers    breakers
-	// invoke is c.rt.Invoke; tests replace it to produce failures the
-	// runtime does not (yet) produce.
-	invoke func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error)
+	// points resolves point names: the built-in points and Options.Points.
+	points *abi.PointRegistry
 
 	cur      atomic.Pointer[snapshot] // the configuration in force; nil once closed
 	reloadMu sync.Mutex               // serialises Reload and Close; guards version, closed
@@ -113,10 +141,16 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		return nil, errors.New("chain: Options.Runtime is required")
 	}
 	c := &Chain{
-		rt: opts.Runtime, sink: opts.Audit, values: opts.AuditValues,
+		engine: opts.Runtime, sink: opts.Audit, values: opts.AuditValues,
 		approvals: opts.Approvals, log: opts.Logger, now: opts.Now,
 	}
-	c.invoke = c.rt.Invoke
+	if len(opts.Points) > 0 {
+		reg, err := abi.NewPointRegistry(opts.Points...)
+		if err != nil {
+			return nil, fmt.Errorf("chain: Options.Points: %w", err)
+		}
+		c.points = reg
+	}
 	switch {
 	case opts.ApprovalKey == nil:
 		c.approvalKey = make([]byte, 32)
@@ -306,7 +340,8 @@ type Outcome struct {
 	Modified bool `json:"modified"`
 	// Binding names the binding that blocked or asked.
 	Binding string `json:"binding,omitempty"`
-	// By says who blocked: "hook", "fail_policy" or "approval".
+	// By says who blocked or asked: "hook", "fail_policy", "approval", or
+	// "config" (a ToolApproval's ask).
 	By string `json:"by,omitempty"`
 	// Reason is for the agent: why the traffic was blocked or held.
 	Reason string `json:"reason,omitempty"`
@@ -322,6 +357,10 @@ type Outcome struct {
 	Context map[string]any `json:"context"`
 	// Approval is the pending approval when Verdict is pending.
 	Approval *Approval `json:"approval,omitempty"`
+	// Notifications lists the notifies the run applied, in run order
+	// (resumed runs included): the traffic went on, and each asks the
+	// platform to tell a human. Whatever the verdict, they happened.
+	Notifications []Notification `json:"notifications,omitempty"`
 	// ShortCircuit names the guard whose short_circuit ended the run with
 	// allow; the bindings after it are in Trace as skipped
 	// (By ByShortCircuit).
@@ -356,8 +395,8 @@ type Step struct {
 	// the run, BreakerNow says where it moved.
 	Breaker    string `json:"breaker,omitempty"`
 	BreakerNow string `json:"breaker_now,omitempty"`
-	// Applied is what the step did to the traffic: continue, modify, block
-	// or ask.
+	// Applied is what the step did to the traffic: continue, modify, block,
+	// ask or notify (a continue that tells a human).
 	Applied abi.Action `json:"applied"`
 	// By says who decided it: hook, fail_policy or approval.
 	By string `json:"by"`
@@ -369,8 +408,9 @@ type Step struct {
 	// Approval is the approval an ask created or a resolution resolved.
 	Approval string `json:"approval,omitempty"`
 	// Resolution is approved, denied, edited or expired, for a resolution;
-	// Actor and Reason are who resolved it and their note. For a binding
-	// a short_circuit skipped, Reason says which guard skipped it.
+	// Actor and Reason are who resolved it and their note. For a
+	// ToolApproval's ask (By "config"), Reason is the rule's reason; for a
+	// binding a short_circuit skipped, which guard skipped it.
 	Resolution string `json:"resolution,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	Reason     string `json:"reason,omitempty"`
@@ -408,7 +448,7 @@ func (c *Chain) Run(ctx context.Context, in Input) (*Outcome, error) {
 	if in.Tenant == "" {
 		return nil, fmt.Errorf("%w: tenant is required", ErrInvalidInput)
 	}
-	if _, ok := abi.LookupPoint(in.Point); !ok {
+	if _, ok := c.points.Lookup(in.Point); !ok {
 		return nil, fmt.Errorf("%w: unknown hook point %q", ErrInvalidInput, in.Point)
 	}
 	if in.Context == nil {

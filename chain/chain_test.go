@@ -308,11 +308,11 @@ func TestFailureCodesFromLaterRuntimes(t *testing.T) {
 	for _, code := range []abi.FailureCode{"fuel_exhausted", "stack_exhausted"} {
 		for _, policy := range []FailPolicy{FailOpen, FailClosed} {
 			t.Run(string(code)+"/"+string(policy), func(t *testing.T) {
-				e := newEnv(t, policyConfig(t, Binding{Name: "hook", Point: outbound, Phase: Transformer, Fail: policy}))
-				e.c.invoke = func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error) {
-					f := &abi.Failure{Code: code, Message: "ran out"}
-					return &runtime.Result{Failure: f}, f
-				}
+				e := newEnv(t, policyConfig(t, Binding{Name: "hook", Point: outbound, Phase: Transformer, Fail: policy}),
+					withInvoke(t, func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error) {
+						f := &abi.Failure{Code: code, Message: "ran out"}
+						return &runtime.Result{Failure: f}, f
+					}))
 				out := e.run(t, outbound, map[string]any{"outgoing": "x"})
 				want := Allow
 				if policy == FailClosed {
@@ -334,7 +334,7 @@ func TestDefaultFailPolicies(t *testing.T) {
 		if got := DefaultFailPolicy(p.Name, Observer); got != FailOpen {
 			t.Errorf("%s observer: %s", p.Name, got)
 		}
-		if _, ok := transformerFail[p.Name]; !ok {
+		if p.AllowsPhase(abi.PhaseTransformer) && p.Fail != "open" && p.Fail != "closed" {
 			t.Errorf("%s has no transformer default", p.Name)
 		}
 	}
@@ -415,5 +415,25 @@ func TestAuditFailureStopsTheRun(t *testing.T) {
 	out, err := e.c.Run(context.Background(), Input{Tenant: "acme", Point: outbound})
 	if !errors.Is(err, ErrAudit) || out != nil {
 		t.Errorf("Run = %+v, %v; want ErrAudit", out, err)
+	}
+}
+
+// TestTraceDecisionsOutliveLaterRuns: a step invokes into a pooled
+// runtime.Result, and the runtime reuses the Decision a Result points to;
+// the decision a trace holds must not be the one a later run overwrites.
+func TestTraceDecisionsOutliveLaterRuns(t *testing.T) {
+	e := newEnv(t, policyConfig(t, Binding{Name: "guard", Point: outbound, Phase: Guard,
+		Settings: when("boom", `{"action":"block","reason":"boom"}`)}))
+	first := e.run(t, outbound, map[string]any{"outgoing": "boom"})
+	if first.Verdict != Block || first.Trace[0].Decision == nil || first.Trace[0].Decision.Action != abi.ActionBlock {
+		t.Fatalf("first run: %+v", first)
+	}
+	for i := 0; i < 5; i++ {
+		if out := e.run(t, outbound, map[string]any{"outgoing": "calm"}); out.Verdict != Allow {
+			t.Fatalf("later run: %+v", out)
+		}
+	}
+	if d := first.Trace[0].Decision; d.Action != abi.ActionBlock || d.Reason != "boom" {
+		t.Errorf("the first run's decision became %+v", d)
 	}
 }

@@ -62,37 +62,29 @@ const (
 	FailClosed FailPolicy = "closed"
 )
 
-// transformerFail is the default fail policy of a transformer at each point:
-// closed where the traffic leaves the agent's trust boundary (to the user, to
-// a tool, to a model provider, into durable memory), open where it stays
-// inside the agent. See RATIONALE.md#why-these-default-fail-policies.
-var transformerFail = map[string]FailPolicy{
-	"message.inbound":  FailOpen,
-	"message.outbound": FailClosed,
-	"tool.before":      FailClosed,
-	"tool.after":       FailOpen,
-	"llm.before":       FailClosed,
-	"llm.after":        FailOpen,
-	"context.assemble": FailOpen,
-	"compaction":       FailOpen,
-	"memory.read":      FailOpen,
-	"memory.write":     FailClosed,
+// DefaultFailPolicy returns the fail policy of a binding at the built-in
+// point in phase that does not set one: open for observers (they cannot
+// block), closed for guards, and for transformers the point's own
+// (abi.Point.Fail): closed where the traffic leaves the agent's trust
+// boundary (message.outbound, tool.before, llm.before, memory.write), open
+// where it stays inside the agent. See
+// RATIONALE.md#why-these-default-fail-policies. A platform's point sets its
+// own in abi.Point.Fail.
+func DefaultFailPolicy(point string, phase Phase) FailPolicy {
+	p, _ := abi.LookupPoint(point)
+	return defaultFail(p, phase)
 }
 
-// DefaultFailPolicy returns the fail policy of a binding at point in phase
-// that does not set one: open for observers (they cannot block), closed for
-// guards, and for transformers closed where the traffic leaves the agent
-// (message.outbound, tool.before, llm.before, memory.write) and open
-// elsewhere.
-func DefaultFailPolicy(point string, phase Phase) FailPolicy {
+// defaultFail is DefaultFailPolicy for a point, built-in or registered.
+func defaultFail(p abi.Point, phase Phase) FailPolicy {
 	switch phase {
 	case Observer:
 		return FailOpen
 	case Guard:
 		return FailClosed
 	}
-	if p, ok := transformerFail[point]; ok {
-		return p
+	if p.Fail == string(FailOpen) {
+		return FailOpen
 	}
 	return FailClosed
 }
@@ -190,6 +182,9 @@ type Config struct {
 	Bindings []Binding
 	// Breaker configures the circuit breakers.
 	Breaker BreakerConfig
+	// ToolApprovals marks tools that need a human's approval at
+	// tool.before, without a guard hook (seed 002's requires_approval).
+	ToolApprovals []ToolApproval
 }
 
 // ConfigError reports why a configuration was refused. A refused Reload
@@ -236,6 +231,8 @@ type bound struct {
 	// spanStart starts the binding's chain.hook spans: their attributes
 	// are the binding's, made once rather than per run.
 	spanStart []trace.SpanStartOption
+	// rule is set for a ToolApproval's guard, which runs no module.
+	rule *toolRule
 }
 
 // snapshot is one immutable configuration. Runs hold a reference while they
@@ -320,7 +317,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		}
 		l := &loaded{}
 		mods[name] = l
-		m, err := c.rt.Load(ctx, cfg.Modules[name])
+		m, err := c.engine.Load(ctx, cfg.Modules[name])
 		if err != nil {
 			badErr(err, "module %q: %v", name, err)
 			l.err = true
@@ -345,13 +342,17 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: duplicate binding name", what)
 			continue
 		}
-		point, ok := abi.LookupPoint(b.Point)
+		point, ok := c.points.Lookup(b.Point)
 		if !ok {
 			bad("%s: unknown hook point %q", what, b.Point)
 			continue
 		}
 		if b.Phase.rank() < 0 {
 			bad("%s: unknown phase %q (want observer, transformer or guard)", what, b.Phase)
+			continue
+		}
+		if !point.AllowsPhase(string(b.Phase)) {
+			bad("%s: point %s does not allow %s bindings (it allows %s)", what, b.Point, b.Phase, strings.Join(point.Phases, ", "))
 			continue
 		}
 		l, ok := mods[b.Module]
@@ -362,7 +363,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		fail := b.Fail
 		switch fail {
 		case "":
-			fail = DefaultFailPolicy(b.Point, b.Phase)
+			fail = defaultFail(point, b.Phase)
 		case FailOpen, FailClosed:
 		default:
 			bad("%s: unknown fail policy %q (want open or closed)", what, b.Fail)
@@ -388,7 +389,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		// The runtime's own check, against its ceiling (MaxMemoryPages)
 		// and defaults: a limit it would refuse at every invocation is
 		// refused now.
-		lim, err := c.rt.EffectiveLimits(b.Limits)
+		lim, err := c.engine.EffectiveLimits(b.Limits)
 		if err != nil {
 			badErr(err, "%s: limits: %v", what, err)
 			continue
@@ -413,7 +414,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: module %q's manifest does not allow point %s (it allows %s)", what, b.Module, b.Point, strings.Join(man.Points, ", "))
 			continue
 		}
-		if _, err := c.rt.LimitsFor(l.mod, b.Limits); err != nil {
+		if _, err := c.engine.LimitsFor(l.mod, b.Limits); err != nil {
 			// Memory below the module's declared minimum.
 			badErr(err, "%s: limits: %v", what, err)
 			continue
@@ -440,6 +441,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 		)}
 		s.points[b.Point] = append(s.points[b.Point], nb)
 	}
+	c.buildToolApprovals(cfg, s, bad)
 	if len(problems) > 0 {
 		closeAll()
 		return nil, &ConfigError{Problems: problems, Errs: errs}
@@ -505,9 +507,16 @@ func configDigest(cfg Config, s *snapshot) string {
 		OnExpiry                   string
 	}
 	doc := struct {
-		Bindings []entry
-		Breaker  BreakerConfig
+		Bindings      []entry
+		Breaker       BreakerConfig
+		ToolApprovals []entry `json:",omitempty"`
 	}{Breaker: s.breaker}
+	for _, b := range s.byName {
+		if b.rule != nil { // its digest covers its tools, reason and policy
+			doc.ToolApprovals = append(doc.ToolApprovals, entry{Name: b.Name, Module: b.digest, Priority: b.Priority, Point: b.Point, Phase: string(b.Phase)})
+		}
+	}
+	sort.Slice(doc.ToolApprovals, func(i, j int) bool { return doc.ToolApprovals[i].Name < doc.ToolApprovals[j].Name })
 	for _, b := range cfg.Bindings {
 		nb := s.byName[b.Name]
 		doc.Bindings = append(doc.Bindings, entry{

@@ -42,6 +42,19 @@
 //     allow as continue, rewrite as modify, require_approval as ask (its
 //     pending kept in the Approval). Step.Wire and the audit record's wire
 //     say which shape a decision came in when it was not the canonical one.
+//   - notify (ABI 1.2) changes no traffic, so every phase may return it: the
+//     run continues and Outcome.Notifications carries it to the platform
+//     (binding, reason, payload), audited as "notify".
+//
+// # Points
+//
+// Each point allows some phases (abi.Point.Phases): the lifecycle points of
+// ABI 1.2 (session.created, context.overflow, compaction.completed, ...) are
+// notification points, for observers only; a binding in a phase its point
+// does not allow refuses the configuration. A platform registers its own
+// points in Options.Points (abi.NewPointRegistry checks them; their names
+// start with "x."), used by bindings, runs, field checks and approvals as
+// the built-in ones are.
 //
 // # Failures
 //
@@ -70,6 +83,11 @@
 // says; a resolved approval leaves a tombstone, so it resolves at most once.
 // A mismatch is an *ApprovalError with a stable code, and the approval stays
 // as it was.
+//
+// Config.ToolApprovals marks tools (by name or path.Match pattern) that need
+// approval at tool.before without a guard hook (seed 002's
+// requires_approval): the call takes a guard's ask path, with By "config"
+// and the binding name "config:" + the rule's name.
 //
 // # Audit and observability
 //

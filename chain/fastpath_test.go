@@ -27,23 +27,23 @@ func overheadChain(tb testing.TB) (*Chain, Input) {
 		Binding{Name: "redact", Point: outbound, Phase: Transformer},
 		Binding{Name: "observe", Point: outbound, Phase: Observer},
 		Binding{Name: "guard", Point: outbound, Phase: Guard})
-	c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Audit: &countingSink{}, Logger: quiet(),
-		TracerProvider: noop.NewTracerProvider()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close(context.Background()) })
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 11)
 	in := Input{Tenant: "acme", Point: outbound, Run: "bench", Context: map[string]any{"outgoing": text + "AKIAIOSFODNN7EXAMPLE" + text}}
 	redacted := &runtime.Result{Decision: &abi.Decision{Action: abi.ActionModify, Reason: "redacted 1 secret",
 		Context: map[string]any{"outgoing": text + "[REDACTED]" + text}}}
 	cont := &runtime.Result{Decision: &abi.Decision{Action: abi.ActionContinue}}
-	c.invoke = func(_ context.Context, _ *runtime.Module, req runtime.Request) (*runtime.Result, error) {
+	engine := &fakeEngine{Runtime: testRuntime(t), invoke: func(_ context.Context, _ *runtime.Module, req runtime.Request) (*runtime.Result, error) {
 		if req.Hook == "redact" {
 			return redacted, nil
 		}
 		return cont, nil
+	}}
+	c, err := New(context.Background(), cfg, Options{Runtime: engine, Audit: &countingSink{}, Logger: quiet(),
+		TracerProvider: noop.NewTracerProvider()})
+	if err != nil {
+		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { c.Close(context.Background()) })
 	if out, err := c.Run(context.Background(), in); err != nil || !out.Modified || len(out.Trace) != 3 || len(out.Audit) != 3 {
 		tb.Fatalf("outcome %+v, %v", out, err)
 	}

@@ -19,7 +19,11 @@ import (
 //	   {"name": "redact-outbound", "module": "redact", "point": "message.outbound",
 //	    "phase": "transformer", "priority": 10, "settings": {}, "grants": [],
 //	    "fail": "closed", "limits": {"timeout": "2s", "memory_pages": 512, "fuel": 50000000},
-//	    "approval": {"timeout": "15m", "on_expiry": "deny"}}]}
+//	    "approval": {"timeout": "15m", "on_expiry": "deny"}}],
+//	 "tool_approvals": [
+//	   {"name": "payments", "tools": ["payments.*", "shell.exec"],
+//	    "reason": "money moves only with a human's sign-off", "priority": 0,
+//	    "approval": {"timeout": "1h", "on_expiry": "deny"}}]}
 //
 // A binding's "limits" is runtime.Limits' JSON form (Limits.UnmarshalJSON):
 // every field of runtime.Limits by its json name, in snake case
@@ -31,6 +35,16 @@ type fileConfig struct {
 	Modules  map[string]string `json:"modules"`
 	Breaker  *fileBreaker      `json:"breaker"`
 	Bindings []fileBinding     `json:"bindings"`
+	// ToolApprovals is Config.ToolApprovals.
+	ToolApprovals []fileToolApproval `json:"tool_approvals"`
+}
+
+type fileToolApproval struct {
+	Name     string        `json:"name"`
+	Tools    []string      `json:"tools"`
+	Reason   string        `json:"reason"`
+	Priority int           `json:"priority"`
+	Approval *fileApproval `json:"approval"`
 }
 
 type fileBreaker struct {
@@ -115,6 +129,13 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 			b.Approval = ApprovalPolicy{Timeout: time.Duration(a.Timeout), OnExpiry: a.OnExpiry}
 		}
 		cfg.Bindings = append(cfg.Bindings, b)
+	}
+	for _, ft := range fc.ToolApprovals {
+		ta := ToolApproval{Name: ft.Name, Tools: ft.Tools, Reason: ft.Reason, Priority: ft.Priority}
+		if a := ft.Approval; a != nil {
+			ta.Approval = ApprovalPolicy{Timeout: time.Duration(a.Timeout), OnExpiry: a.OnExpiry}
+		}
+		cfg.ToolApprovals = append(cfg.ToolApprovals, ta)
 	}
 	return cfg, nil
 }

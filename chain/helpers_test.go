@@ -60,6 +60,29 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func policyWasm(t *testing.T) []byte   { return testutil.ReadFile(t, "testdata/guests/policy.wasm") }
 func scriptedWasm(t *testing.T) []byte { return testutil.ReadFile(t, "testdata/guests/scripted.wasm") }
 
+// fakeEngine is the test runtime with its invocations answered by invoke:
+// for failures the runtime does not (yet) produce, canned results, or
+// counting invocations.
+type fakeEngine struct {
+	*runtime.Runtime
+	invoke func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error)
+}
+
+// InvokeInto copies invoke's result into res and returns its error.
+func (f *fakeEngine) InvokeInto(ctx context.Context, m *runtime.Module, req runtime.Request, res *runtime.Result) error {
+	r, err := f.invoke(ctx, m, req)
+	if r != nil {
+		*res = *r
+	}
+	return err
+}
+
+// withInvoke is a newEnv option: the chain's engine answers invocations with
+// invoke.
+func withInvoke(t *testing.T, invoke func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error)) func(*Options) {
+	return func(o *Options) { o.Runtime = &fakeEngine{Runtime: testRuntime(t), invoke: invoke} }
+}
+
 // env is a chain under test with its collaborators.
 type env struct {
 	c     *Chain

@@ -43,6 +43,12 @@ type RunState struct {
 	// Approved lists bindings whose ask a human already approved in this
 	// run; used when a run restarts on a changed configuration.
 	Approved []string `json:"approved,omitempty"`
+	// ShortCircuit is the guard whose short_circuit (ABI 1.2) skips the
+	// guards after it in this run; a ToolApproval after it still applies
+	// (shortcircuit.go).
+	ShortCircuit string `json:"short_circuit,omitempty"`
+	// Notifications lists the notifies applied so far.
+	Notifications []Notification `json:"notifications,omitempty"`
 	// Trace is the run's trace so far.
 	Trace []Step `json:"trace"`
 	// Started is when the run started.
@@ -106,8 +112,21 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
-		step, dec, nextCtx, err := c.step(ctx, s, b, st)
-		if err != nil {
+		var (
+			step    Step
+			dec     *abi.Decision
+			nextCtx = st.Context
+			err     error
+		)
+		if b.rule != nil { // a ToolApproval (toolapproval.go): no hook runs
+			tool, ok := b.rule.matches(st.Context)
+			if !ok {
+				continue // not a tool it names: no step
+			}
+			step, dec = c.ruleStep(b, st, tool)
+		} else if st.ShortCircuit != "" && b.Phase == Guard {
+			step = skippedStep(b, st.ShortCircuit) // shortcircuit.go
+		} else if step, dec, nextCtx, err = c.step(ctx, s, b, st); err != nil {
 			return nil, err
 		}
 		var ap *Approval
@@ -133,6 +152,8 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		records = append(records, rec)
 		st.Trace = append(st.Trace, step)
 		switch step.Applied {
+		case abi.ActionNotify:
+			st.Notifications = append(st.Notifications, notification(b, &step, dec))
 		case abi.ActionModify:
 			st.Context, st.Modified = nextCtx, true
 		case abi.ActionBlock:
@@ -146,7 +167,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 				return nil, fmt.Errorf("chain: storing approval: %w", err)
 			}
 			out := c.outcome(s, st, Pending, records)
-			out.Binding, out.By, out.Approval = b.Name, ByHook, ap
+			out.Binding, out.By, out.Approval = b.Name, step.By, ap
 			if dec != nil {
 				out.Reason, out.UserMessage = dec.Reason, dec.UserMessage
 			}
@@ -156,12 +177,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			st.DoNotReplyAgain = true
 		}
 		if shortCircuits(b, &step, dec) {
-			if records, err = c.skipRest(ctx, s, st, b, cur, records); err != nil {
-				return nil, err
-			}
-			out := c.outcome(s, st, Allow, records)
-			out.ShortCircuit = b.Name
-			return out, nil
+			st.ShortCircuit = b.Name
 		}
 	}
 	return c.outcome(s, st, Allow, records), nil
@@ -178,7 +194,7 @@ func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Re
 	return &Outcome{
 		Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: s.digest, Verdict: v,
 		Modified: st.Modified, DoNotReplyAgain: st.DoNotReplyAgain, Context: st.Context,
-		Trace: trace, Audit: records,
+		Notifications: st.Notifications, ShortCircuit: st.ShortCircuit, Trace: trace, Audit: records,
 	}
 }
 
@@ -236,14 +252,16 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 			step.Breaker = BreakerHalfOpen
 		}
 		step.Invocation = st.Run + "." + strconv.Itoa(len(st.Trace))
-		var (
-			err     error
-			refused bool // the runtime refused the request: the hook did not run
-		)
-		res, err = c.invoke(ctx, b.module, runtime.Request{
+		res = results.Get().(*runtime.Result)
+		defer putResult(res)
+		refused := false // the runtime refused the request: the hook did not run
+		err := c.engine.InvokeInto(ctx, b.module, runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
-			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation,
-		})
+			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation, Points: c.points,
+		}, res)
+		if _, failed := err.(*abi.Failure); err != nil && !failed {
+			res = nil // no report: not the hook's failure, or a refusal
+		}
 		switch {
 		case res != nil:
 			fail = res.Failure
@@ -334,6 +352,17 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 	return step, dec, next, nil
 }
 
+// results holds the Results steps invoke into, so that a step allocates
+// none. The Decision a step gets is kept in its trace, so a Result goes back
+// without one (InvokeInto would reuse it); the array of its Calls is reused
+// (hostCalls copies them).
+var results = sync.Pool{New: func() any { return new(runtime.Result) }}
+
+func putResult(res *runtime.Result) {
+	*res = runtime.Result{Calls: res.Calls[:0]}
+	results.Put(res)
+}
+
 // stepLog logs for one step with the step's attributes. The logger carrying
 // them is made on the first record the handler wants: most steps log
 // nothing.
@@ -359,8 +388,8 @@ func (s *stepLog) log(level slog.Level, msg string, args ...any) {
 
 // permitted applies the phase's permissions to a decision: what the step
 // applies, and what was ignored. Block, ask, do_not_reply_again and
-// short_circuit belong to guards, modify to transformers. See
-// RATIONALE.md#why-three-phases.
+// short_circuit belong to guards, modify to transformers; continue and
+// notify to every phase. See RATIONALE.md#why-three-phases.
 func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 	a, ignored := permittedAction(phase, dec.Action)
 	if dec.ShortCircuit && phase != Guard {
@@ -374,7 +403,8 @@ func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 }
 
 func permittedAction(phase Phase, a abi.Action) (abi.Action, string) {
-	if a == abi.ActionContinue {
+	if a == abi.ActionContinue || a == abi.ActionNotify {
+		// A notify changes nothing: every phase may tell a human.
 		return a, ""
 	}
 	switch phase {

@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/wasmhooks/wasmhooks/abi"
@@ -9,39 +8,29 @@ import (
 )
 
 // shortCircuits reports whether step, b's step with the hook's decision dec,
-// ends the run with allow (ABI 1.2's "short_circuit": true, seed 000's
-// MiddlewareResult::ShortCircuit): only a guard's own continue does. Guards
-// run last, so a short_circuit skips only the guards after it, never an
-// observer or a transformer; from those it is ignored and reported
-// (permitted). See RATIONALE.md#why-is-short-circuit-a-flag-on-continue.
+// short-circuits the run (ABI 1.2's "short_circuit": true, seed 000's
+// MiddlewareResult::ShortCircuit): only a guard's own continue does. The
+// guards after it are then skipped (RunState.ShortCircuit) and the run ends
+// with allow. Guards run last, so a short_circuit skips only guards, never
+// an observer or a transformer; from those it is ignored and reported
+// (permitted). A ToolApproval after it still applies: it is the platform's
+// configuration, not a hook, and a hook cannot switch it off. See
+// RATIONALE.md#why-is-short-circuit-a-flag-on-continue.
 func shortCircuits(b *bound, step *Step, dec *abi.Decision) bool {
-	return dec != nil && dec.ShortCircuit && b.Phase == Guard &&
+	return dec != nil && dec.ShortCircuit && b.Phase == Guard && b.rule == nil &&
 		step.By == ByHook && step.Applied == abi.ActionContinue && step.Ignored == ""
 }
 
-// skipRest records every binding after by in st's run order as skipped by
-// its short_circuit: a trace step and an audit record each (decision
-// continue, by short_circuit, the context unchanged), so the log shows
-// which guards did not see the traffic and why. It returns records with
-// theirs appended.
-func (c *Chain) skipRest(ctx context.Context, s *snapshot, st *RunState, by *bound, cur *audit.Digests, records []audit.Record) ([]audit.Record, error) {
-	list := s.points[st.Point]
-	why := fmt.Sprintf("skipped: guard %s short-circuited the run", by.Name)
-	for st.Next < len(list) {
-		b := list[st.Next]
-		st.Next++
-		step := Step{
-			Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority,
-			Applied: abi.ActionContinue, By: ByShortCircuit, Reason: why, HostCalls: []audit.HostCall{},
-		}
-		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, cur, cur)
-		if err != nil {
-			return records, err
-		}
-		records = append(records, rec)
-		st.Trace = append(st.Trace, step)
+// skippedStep is the step of guard b, skipped because guard by
+// short-circuited the run: it did not run, the traffic goes on unchanged,
+// and its audit record (decision continue, by short_circuit, the context
+// digest unchanged) says so and why.
+func skippedStep(b *bound, by string) Step {
+	return Step{
+		Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority,
+		Applied: abi.ActionContinue, By: ByShortCircuit, HostCalls: []audit.HostCall{},
+		Reason: fmt.Sprintf("skipped: guard %s short-circuited the run", by),
 	}
-	return records, nil
 }
 
 // joinIgnored joins two reasons a decision was (partly) ignored.

@@ -225,3 +225,67 @@ func TestShortCircuitAfterApproval(t *testing.T) {
 		t.Fatalf("outcome %s by %q, trace %v", res.Verdict, res.ShortCircuit, names(res.Trace))
 	}
 }
+
+// A guard's short_circuit skips guard hooks, never a ToolApproval: that is
+// the platform's configuration. The approval pauses the run; once approved,
+// the guards after the short-circuit stay skipped.
+func TestShortCircuitKeepsToolApprovals(t *testing.T) {
+	cfg := policyConfig(t,
+		Binding{Name: "sc", Point: toolBefore, Phase: Guard, Priority: 1, Settings: decide(`{"action":"allow","short_circuit":true}`)},
+		Binding{Name: "deny-all", Point: toolBefore, Phase: Guard, Priority: 3, Settings: decide(`{"action":"block"}`)},
+	)
+	cfg.ToolApprovals = []ToolApproval{{Name: "pay", Tools: []string{"payments.*"}, Priority: 2}}
+	e := newEnv(t, cfg)
+	out := e.run(t, toolBefore, map[string]any{"tool": "payments.send", "arguments": map[string]any{}})
+	if out.Verdict != Pending || out.By != ByConfig || out.ShortCircuit != "sc" {
+		t.Fatalf("%s by %s (short-circuited by %q), trace %v", out.Verdict, out.By, out.ShortCircuit, names(out.Trace))
+	}
+	res, err := e.c.Resolve(context.Background(), out.Approval.ID, Resolution{Decision: Approve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := res.Trace[len(res.Trace)-1]
+	if res.Verdict != Allow || res.ShortCircuit != "sc" || last.Binding != "deny-all" || last.By != ByShortCircuit {
+		t.Fatalf("%s, short-circuited by %q, trace %v (last %+v)", res.Verdict, res.ShortCircuit, names(res.Trace), last)
+	}
+	// Another tool: nothing asks, and deny-all is skipped.
+	out = e.run(t, toolBefore, map[string]any{"tool": "search", "arguments": map[string]any{}})
+	if out.Verdict != Allow || !equal(names(out.Trace), []string{"sc", "deny-all"}) {
+		t.Fatalf("%s, trace %v", out.Verdict, names(out.Trace))
+	}
+}
+
+// When the configuration changed while the run was paused, the run restarts
+// from its first binding: the guard that short-circuited runs again rather
+// than being skipped by its own earlier short-circuit.
+func TestShortCircuitRestartsWithTheConfiguration(t *testing.T) {
+	bindings := func(denyPriority int) Config {
+		cfg := policyConfig(t,
+			Binding{Name: "sc", Point: toolBefore, Phase: Guard, Priority: 1, Settings: decide(`{"action":"allow","short_circuit":true}`)},
+			Binding{Name: "deny-all", Point: toolBefore, Phase: Guard, Priority: denyPriority, Settings: decide(`{"action":"block"}`)},
+		)
+		cfg.ToolApprovals = []ToolApproval{{Name: "pay", Tools: []string{"payments.*"}, Priority: 2}}
+		return cfg
+	}
+	e := newEnv(t, bindings(3))
+	out := e.run(t, toolBefore, map[string]any{"tool": "payments.send", "arguments": map[string]any{}})
+	if out.Verdict != Pending {
+		t.Fatalf("verdict %s", out.Verdict)
+	}
+	if err := e.c.Reload(context.Background(), bindings(4)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.c.Resolve(context.Background(), out.Approval.ID, Resolution{Decision: Approve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again *Step
+	for i := range res.Trace[2:] { // after the first run's two steps and the resolution
+		if st := &res.Trace[2+i]; st.Binding == "sc" {
+			again = st
+		}
+	}
+	if res.Verdict != Allow || again == nil || again.By != ByHook {
+		t.Fatalf("%s, trace %v, sc after the restart %+v", res.Verdict, names(res.Trace), again)
+	}
+}

@@ -29,6 +29,9 @@ type Request struct {
 	Hook string
 	// Point is the hook point. Empty means "message.outbound".
 	Point string
+	// Points resolves Point: the built-in points and those a platform
+	// registered (abi.PointRegistry). Nil means the built-in points only.
+	Points *abi.PointRegistry
 	// Context is the traffic the hook sees; its shape depends on Point.
 	Context map[string]any
 	// Settings are the hook's settings, already validated by the caller
@@ -259,7 +262,7 @@ func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {
 	if req.Point == "" {
 		req.Point = "message.outbound"
 	}
-	point, ok := abi.LookupPoint(req.Point)
+	point, ok := req.Points.Lookup(req.Point)
 	if !ok {
 		return Limits{}, abi.Point{}, fmt.Errorf("%w: unknown hook point %q", ErrInvalidRequest, req.Point)
 	}

@@ -70,7 +70,7 @@ const (
 	// differently, as meter.Version is bumped with the instrumentation:
 	// entries of the old rules are then no longer found. (A new release
 	// or build of the library changes the key anyway: see buildIdentity.)
-	modcacheRules = 1
+	modcacheRules = 2
 
 	modcacheMagic     = "whmodule"
 	modcacheHeaderLen = 100
@@ -251,7 +251,9 @@ var modcacheBuildRules = sync.OnceValues(func() (string, error) {
 	}
 	slices.Sort(wasi)
 	fmt.Fprintf(&b, "wasi=%s\n", strings.Join(wasi, ", "))
-	fmt.Fprintf(&b, "compile_cost=%d/%d\n", MaxControlPerFunction, MaxControlSquares)
+	fmt.Fprintf(&b, "compile_cost=%d/%d/%d/%d/%d br_table=%d/%d/%d/%d\n", MaxControlPerFunction, MaxControlSquares, loopWeight, bulkWeight,
+		MaxControlCarried, MaxBrTableTargetsPerFunction, MaxBrTableTargetsSquares, MaxBrTableTargets, MaxBrTableTargetsCarried)
+	fmt.Fprintf(&b, "declarations_by_functions=%d compile_heap=%d/%d\n", MaxDeclarationsByFunctions, MaxCompileHeapPerFunction, MaxCompileHeap)
 	fmt.Fprintf(&b, "wasmbin=%+v\n", wasmbin.DefaultLimits())
 	fmt.Fprintf(&b, "module_info=%s\n", typeShape(reflect.TypeFor[ModuleInfo](), nil))
 	id, err := buildIdentity()

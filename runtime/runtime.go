@@ -37,7 +37,9 @@ type Runtime struct {
 	interrupt bool
 	wr        wazero.Runtime
 	cache     *lru.Cache[string, *compiled] // by sha256 of the module bytes
-	logger    *slog.Logger
+	// cacheBytes is the sum of the hostBytes of the modules in cache.
+	cacheBytes atomic.Int64
+	logger     *slog.Logger
 
 	mu     sync.RWMutex // guards closed, pools
 	closed bool
@@ -104,7 +106,10 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		logger:    cfg.Logger,
 		pools:     make(map[poolKey]*pool),
 	}
-	cache, err := lru.NewWithEvict(cfg.CacheModules, func(_ string, c *compiled) { c.evict() })
+	cache, err := lru.NewWithEvict(cfg.CacheModules, func(_ string, c *compiled) {
+		r.cacheBytes.Add(-c.hostBytes)
+		c.evict()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +202,9 @@ type compiled struct {
 	// sliced reports whether the module imports the instrumentation's
 	// yield, so that its fuel can be handed over in slices.
 	sliced bool
+	// hostBytes estimates the host memory the compiled module holds
+	// (compiledHostBytes), what it counts for in Config.CacheBytes.
+	hostBytes int64
 	// initPages is the largest memory an instance had after its
 	// initialisation: what the next instances reserve up front.
 	initPages atomic.Uint32
@@ -313,22 +321,35 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Module, error) {
 			return nil, err
 		}
 		info := p.info
-		code, err := r.wr.CompileModule(ctx, p.bin)
+		bin, hostBytes, err := forCompiler(p.bin)
+		if err != nil {
+			return nil, err
+		}
+		code, err := r.wr.CompileModule(ctx, bin)
 		if err != nil {
 			return nil, &ValidationError{Reason: "compile failed", Err: err}
 		}
 		r.keepModule(ctx, p)
-		c := &compiled{digest: digest, code: code, info: info, refs: 1, sliced: importsYield(code)}
+		c := &compiled{digest: digest, code: code, info: info, refs: 1, sliced: importsYield(code), hostBytes: hostBytes}
 		if info.Manifest != nil {
 			c.requested = slices.Clip(append([]string(nil), info.Manifest.Capabilities...))
 		}
+		r.cacheBytes.Add(hostBytes) // before the add: an eviction it causes subtracts
 		if prev, ok, _ := r.cache.PeekOrAdd(digest, c); ok {
 			// Another goroutine compiled the same bytes first.
+			r.cacheBytes.Add(-hostBytes)
 			_ = code.Close(ctx)
 			if prev.acquire() {
 				return &Module{rt: r, c: prev}, nil
 			}
 			continue
+		}
+		// Bounded by bytes as well as by count: evict the least recently
+		// used until the estimate fits (the newest is kept even alone).
+		for r.cacheBytes.Load() > r.cfg.CacheBytes && r.cache.Len() > 1 {
+			if _, _, ok := r.cache.RemoveOldest(); !ok {
+				break
+			}
 		}
 		return &Module{rt: r, c: c}, nil
 	}

@@ -2,6 +2,13 @@
 // them, and the sinks that store them: one record per verdict of a binding
 // (allow included) and one per resolution of an approval.
 //
+// A Log links records (sequence number, previous hash, MAC, hash,
+// checkpoints) into the chain a Store keeps as bytes; the Store assigns the
+// sequence numbers, so several Logs, in one process or several, append to
+// one chain without forking it. MemorySink and FileSink are a Log over
+// MemoryStore and FileStore; a database store implements Store, and
+// audittest checks it. VerifyStore, VerifyFileWith and VerifyWith verify.
+//
 // Every record carries the hash of the record before it (Prev) and its own
 // (Hash): the sha256 of its stored JSON without the hash field. Verify and
 // VerifyFile recompute both, so a record that was modified, inserted or
@@ -24,11 +31,9 @@ package audit
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"sync"
 	"time"
 
@@ -186,51 +191,20 @@ func lineHash(line []byte) (got, claimed string, err error) {
 }
 
 // Sink stores audit records. Append links r into the sink's chain (it sets
-// Seq, Prev and Hash) and stores it; records are stored in Seq order.
+// Seq, Prev, MAC and Hash) and stores it; records are stored in Seq order.
+// A Log over a Store is the Sink every store shares; the chain takes any.
 // Implementations must be safe for concurrent use.
 type Sink interface {
 	Append(ctx context.Context, r *Record) error
 }
 
-// linker assigns Seq, Prev, MAC and Hash. The caller holds the sink's lock.
-type linker struct {
-	next uint64
-	head string
-	keys *keys     // nil for an unkeyed chain
-	hm   hash.Hash // HMAC under keys.record, reused
-}
-
-func (l *linker) link(r *Record) ([]byte, error) {
-	r.Seq, r.Prev, r.MAC = l.next, l.head, ""
-	var (
-		line []byte
-		h    string
-		err  error
-	)
-	if l.keys != nil {
-		if l.hm == nil {
-			l.hm = hmac.New(sha256.New, l.keys.record)
-		}
-		line, h, err = encodeKeyed(r, l.keys.record, l.hm)
-	} else {
-		line, h, err = encode(r)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit: encoding record: %w", err)
-	}
-	r.Hash = h
-	return line, nil
-}
-
-func (l *linker) commit(r *Record) {
-	l.next, l.head = r.Seq+1, r.Hash
-}
-
-// MemorySink keeps records in memory: for tests, the CLI and embedders that
-// ship records elsewhere. It is safe for concurrent use.
+// MemorySink is a Log over a MemoryStore that also keeps the records as
+// appended: for tests, the CLI and embedders that ship records elsewhere.
+// The zero value is an empty unkeyed sink. It is safe for concurrent use.
 type MemorySink struct {
-	mu      sync.Mutex // guards l, records
-	l       linker
+	mu      sync.Mutex // guards the fields below; held over appends, so records stay in Seq order
+	store   *MemoryStore
+	log     *Log
 	records []Record
 }
 
@@ -240,21 +214,33 @@ func NewMemorySink() *MemorySink { return &MemorySink{} }
 // NewKeyedMemorySink returns an empty MemorySink whose records carry a MAC
 // under key (at least MinKeyBytes).
 func NewKeyedMemorySink(key []byte) (*MemorySink, error) {
-	k, err := deriveKeys(key)
-	if err != nil {
+	if len(key) < MinKeyBytes {
+		return nil, fmt.Errorf("audit: the key has %d bytes, want at least %d", len(key), MinKeyBytes)
+	}
+	s := &MemorySink{store: NewMemoryStore()}
+	var err error
+	if s.log, err = NewLog(context.Background(), s.store, LogOptions{Key: key}); err != nil {
 		return nil, err
 	}
-	return &MemorySink{l: linker{keys: k}}, nil
+	return s, nil
+}
+
+// init makes the zero value's unkeyed Log. The caller holds s.mu.
+func (s *MemorySink) init() {
+	if s.log == nil {
+		s.store = NewMemoryStore()
+		s.log, _ = NewLog(context.Background(), s.store, LogOptions{}) // an empty store and no key: nothing to refuse
+	}
 }
 
 // Append links and keeps r.
-func (s *MemorySink) Append(_ context.Context, r *Record) error {
+func (s *MemorySink) Append(ctx context.Context, r *Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.l.link(r); err != nil {
+	s.init()
+	if err := s.log.Append(ctx, r); err != nil {
 		return err
 	}
-	s.l.commit(r)
 	s.records = append(s.records, *r)
 	return nil
 }
@@ -266,12 +252,22 @@ func (s *MemorySink) Records() []Record {
 	return append([]Record(nil), s.records...)
 }
 
+// Store returns the store holding the records' stored lines (for
+// VerifyStore).
+func (s *MemorySink) Store() *MemoryStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	return s.store
+}
+
 // Head returns the hash of the newest record ("" when empty) and the Seq the
 // next record will get.
 func (s *MemorySink) Head() (hash string, next uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.l.head, s.l.next
+	s.init()
+	return s.log.Head()
 }
 
 // Checkpoint returns a checkpoint of the sink's head, MACed under its key,
@@ -279,10 +275,8 @@ func (s *MemorySink) Head() (hash string, next uint64) {
 func (s *MemorySink) Checkpoint() (c Checkpoint, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.l.keys == nil {
-		return Checkpoint{}, false
-	}
-	return s.l.keys.checkpoint(s.l.next, s.l.head), true
+	s.init()
+	return s.log.Checkpoint()
 }
 
 // VerifyError reports the first record that breaks the chain.

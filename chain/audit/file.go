@@ -38,18 +38,16 @@ type FileOptions struct {
 	Checkpoint string
 }
 
-// FileSink appends records to a JSON-lines file, one compact record per
-// line. Opening an existing file continues its chain from its last record.
-// It is safe for concurrent use by multiple goroutines of one process; two
-// processes must not append to the same file.
+// FileSink is a Log over a FileStore, with its checkpoints in a file of
+// their own (FileOptions.Checkpoint): one JSON-lines file, one compact
+// record per line. Opening an existing file continues its chain from its
+// last record. It is safe for concurrent use by multiple goroutines of one
+// process; a second FileSink over the same file is refused (ErrFileInUse)
+// while the first is open.
 type FileSink struct {
-	mu   sync.Mutex // guards f, l, err
-	f    *os.File
-	l    linker
-	sync bool
-	// ckpt is FileOptions.Checkpoint, open: each checkpoint overwrites
-	// the last in place (encodeCheckpoint pads them to one size).
-	ckpt *os.File
+	*Log
+	store *FileStore
+	ckpt  *fileCheckpoints // nil without FileOptions.Checkpoint
 }
 
 // OpenFile opens (or creates) the JSON-lines file at path for appending and
@@ -64,202 +62,229 @@ type FileSink struct {
 // fails either is refused (an error wrapping ErrCheckpoint for the second):
 // verify it (VerifyFileWith) and repair it first.
 func OpenFile(path string, opts FileOptions) (*FileSink, error) {
-	var k *keys
 	if opts.Key != nil {
-		var err error
-		if k, err = deriveKeys(opts.Key); err != nil {
+		if _, err := deriveKeys(opts.Key); err != nil {
 			return nil, err
 		}
 	} else if opts.Checkpoint != "" {
 		return nil, fmt.Errorf("audit: FileOptions.Checkpoint needs FileOptions.Key")
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	st, err := OpenFileStore(path, opts.Sync)
 	if err != nil {
 		return nil, err
 	}
-	s := &FileSink{f: f, sync: opts.Sync}
-	s.l.keys = k
-	if err := s.resume(path, opts); err != nil {
-		f.Close()
-		return nil, err
-	}
+	s := &FileSink{store: st}
+	lo := LogOptions{Key: opts.Key}
 	if opts.Checkpoint != "" {
-		if s.ckpt, err = os.OpenFile(opts.Checkpoint, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := s.writeCheckpoint(); err != nil { // a new log's, or the same again
-			s.Close()
-			return nil, err
-		}
+		s.ckpt = &fileCheckpoints{path: opts.Checkpoint, sync: opts.Sync}
+		lo.Checkpoints = s.ckpt
+	}
+	if s.Log, err = NewLog(context.Background(), st, lo); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }
 
-// resume reads the end of the log to continue its chain, and checks it
-// against the key and the checkpoint.
-func (s *FileSink) resume(path string, opts FileOptions) error {
-	last, n, err := lastLine(s.f)
+// Close closes the files.
+func (s *FileSink) Close() error {
+	err := s.store.Close()
+	if s.ckpt != nil {
+		if cerr := s.ckpt.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// fileCheckpoints keeps a checkpoint in a file, each overwriting the last
+// in place (encodeCheckpoint pads them to one size).
+type fileCheckpoints struct {
+	path   string
+	sync   bool
+	mu     sync.Mutex // guards f, closed
+	f      *os.File   // opened on the first Save
+	closed bool       // by Close: every Save after it fails
+}
+
+// Load reads the checkpoint file; a missing or empty one holds none.
+// Anything but a regular file (a FIFO, a device) is left to ReadCheckpoint,
+// which refuses it.
+func (c *fileCheckpoints) Load() (*Checkpoint, error) {
+	fi, err := os.Stat(c.path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && fi.Mode().IsRegular() && fi.Size() == 0) {
+		return nil, nil // a new log, or one whose first open stopped before its checkpoint was written
+	}
+	return ReadCheckpoint(c.path)
+}
+
+// Save overwrites the checkpoint file. A crash in the middle of it leaves a
+// checkpoint that does not verify: OpenFile then refuses the log until it is
+// verified and the checkpoint rewritten.
+func (c *fileCheckpoints) Save(cp Checkpoint) error {
+	b, err := encodeCheckpoint(cp)
 	if err != nil {
-		return fmt.Errorf("audit: reading %s: %w", path, err)
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("audit: checkpoint file %s: %w", c.path, os.ErrClosed)
+	}
+	if c.f == nil {
+		if c.f, err = os.OpenFile(c.path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return err
+		}
+	}
+	if _, err := c.f.WriteAt(b, 0); err != nil {
+		return err
+	}
+	if c.sync {
+		return c.f.Sync()
+	}
+	return nil
+}
+
+// Close closes the file; a Save after it fails.
+func (c *fileCheckpoints) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.f == nil {
+		return nil
+	}
+	err := c.f.Close()
+	c.f = nil
+	return err
+}
+
+// ErrFileInUse is wrapped by the error of OpenFileStore (and OpenFile) for a
+// file another FileStore holds open, in this process or another: two
+// writers appending to one file would fork its chain.
+var ErrFileInUse = errors.New("audit: the file is open in another FileStore (another process, or this one)")
+
+// FileStore is a Store in a JSON-lines file, one stored record per line. It
+// is safe for concurrent use within one process. It holds an exclusive
+// advisory lock (flock) on the file while open, so a second FileStore over
+// it, in any process, is refused with ErrFileInUse (on systems without
+// flock, nothing refuses it: do not open one file twice).
+type FileStore struct {
+	path string
+	sync bool
+	mu   sync.Mutex // guards the fields below; held over Append's link
+	f    *os.File
+	next uint64
+	head string
+	last []byte
+	size int64 // bytes written, complete lines only
+}
+
+// OpenFileStore opens (or creates) the JSON-lines file at path. A file whose
+// last line is not a record with a valid hash (a write torn by a crash,
+// say) is refused: repair it first, since appending after it would hide the
+// damage. With sync, every Append calls fsync before it returns.
+func OpenFileStore(path string, sync bool) (*FileStore, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		if errors.Is(err, ErrFileInUse) {
+			return nil, fmt.Errorf("%w: %s", err, path)
+		}
+		return nil, fmt.Errorf("audit: locking %s: %w", path, err)
+	}
+	s := &FileStore{path: path, sync: sync, f: f}
+	last, n, err := lastLine(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: reading %s: %w", path, err)
 	}
 	if last != nil {
-		var r Record
-		if err := json.Unmarshal(last, &r); err != nil || r.Hash == "" {
-			return fmt.Errorf("audit: %s: line %d is not an audit record; the file needs repair before the chain can continue", path, n)
+		seq, h, err := parseLine(last)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("audit: %s: line %d: %v; the file needs repair before the chain can continue", path, n, err)
 		}
-		got, claimed, err := lineHash(last)
-		if err != nil || got != claimed || claimed != r.Hash {
-			return fmt.Errorf("audit: %s: line %d does not hash to its hash; the file needs repair before the chain can continue", path, n)
-		}
-		if s.l.keys != nil {
-			if err := s.l.keys.checkLine(n-1, r.Seq, last); err != nil {
-				return fmt.Errorf("audit: %s: line %d: %v; the chain does not continue from it", path, n, err.(*VerifyError).Reason)
-			}
-		}
-		s.l.next, s.l.head = r.Seq+1, r.Hash
+		s.next, s.head, s.last = seq+1, h, last
 	}
-	if opts.Checkpoint == "" {
-		return nil
+	if s.size, err = f.Seek(0, io.SeekEnd); err != nil {
+		f.Close()
+		return nil, err
 	}
-	if fi, err := os.Stat(opts.Checkpoint); err == nil && fi.Size() == 0 && last == nil {
-		return nil // a new log whose first open stopped before its checkpoint was written
-	}
-	c, err := ReadCheckpoint(opts.Checkpoint)
-	switch {
-	case errors.Is(err, os.ErrNotExist) && last == nil:
-		return nil // a new log
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("%w: %s is missing but %s holds records; the chain does not continue without it", ErrCheckpoint, opts.Checkpoint, path)
-	case err != nil:
-		return err
-	}
-	if err := c.Check(opts.Key); err != nil {
-		return err
-	}
-	if c.Records == s.l.next && c.Head == s.l.head {
-		return nil
-	}
-	if c.Records < s.l.next {
-		// The checkpoint is behind the log: the writer stopped between a
-		// record and its checkpoint. The records after it stand if the
-		// whole log verifies against it (each of them MACed under the
-		// key); the checkpoint then catches up.
-		if _, err := VerifyFileWith(path, VerifyOptions{Key: opts.Key, Checkpoint: c}); err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s ends at record %d (%.16s), its checkpoint at %d (%.16s): records were cut, or the log rewritten; verify and repair it first",
-		ErrCheckpoint, path, s.l.next, s.l.head, c.Records, c.Head)
+	return s, nil
 }
 
-// lastLine returns the last non-empty line of f and its number (from 1).
-func lastLine(f *os.File) ([]byte, int, error) {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, 0, err
-	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
-	var last []byte
-	n, lastN := 0, 0
-	for sc.Scan() {
-		n++
-		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-			last = append(last[:0], sc.Bytes()...)
-			lastN = n
-		}
-	}
-	return last, lastN, sc.Err()
+// Head returns the next Seq and the last line.
+func (s *FileStore) Head(context.Context) (uint64, []byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next, s.last, nil
 }
 
-// Append links r and writes it as one line.
-func (s *FileSink) Append(_ context.Context, r *Record) error {
+// Append links a record at the next seq and writes its line, holding the
+// store.
+func (s *FileStore) Append(_ context.Context, link LinkFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
-		return errors.New("audit: file sink closed")
+		return errors.New("audit: file store closed")
 	}
-	line, err := s.l.link(r)
+	e, err := link(s.next, s.last)
 	if err != nil {
 		return err
 	}
-	if _, err := s.f.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("audit: writing record %d: %w", r.Seq, err)
+	if err := e.check(s.next, s.head); err != nil {
+		return err
+	}
+	n, err := s.f.Write(append(e.Line, '\n'))
+	if err != nil {
+		return fmt.Errorf("audit: writing record %d: %w", e.Seq, err)
 	}
 	if s.sync {
 		if err := s.f.Sync(); err != nil {
-			return fmt.Errorf("audit: syncing record %d: %w", r.Seq, err)
+			return fmt.Errorf("audit: syncing record %d: %w", e.Seq, err)
 		}
 	}
-	s.l.commit(r)
-	if s.ckpt != nil {
-		// The record is stored: a failure here is reported as a
-		// *CheckpointError, the record stands, and the next OpenFile
-		// catches the checkpoint up (the log verifies against the older
-		// one).
-		if err := s.writeCheckpoint(); err != nil {
-			return &CheckpointError{Seq: r.Seq, Err: err}
-		}
-	}
+	s.next, s.head, s.last = e.Seq+1, e.Hash, e.Line
+	s.size += int64(n)
 	return nil
 }
 
-// CheckpointError is FileSink.Append's error when the record was stored but
-// the checkpoint after it could not be written. The record stands: a caller
-// must count it as stored (and report the failure). It wraps ErrCheckpoint
-// and the write's error.
-type CheckpointError struct {
-	// Seq is the stored record's.
-	Seq uint64
-	// Err is the checkpoint write's error.
-	Err error
-}
-
-func (e *CheckpointError) Error() string {
-	return fmt.Sprintf("audit: record %d stored, but the checkpoint after it was not written: %v", e.Seq, e.Err)
-}
-
-// Unwrap returns ErrCheckpoint and Err.
-func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
-
-// writeCheckpoint overwrites the checkpoint file with the head's. A crash
-// in the middle of it leaves a checkpoint that does not verify: OpenFile
-// then refuses the log until it is verified and the checkpoint rewritten.
-func (s *FileSink) writeCheckpoint() error {
-	b, err := encodeCheckpoint(s.l.keys.checkpoint(s.l.next, s.l.head))
+// Read calls f with the lines from seq from (blank lines skipped), up to
+// the end of the file when Read began.
+func (s *FileStore) Read(ctx context.Context, from uint64, f func([]byte) error) error {
+	s.mu.Lock()
+	size := s.size
+	s.mu.Unlock()
+	file, err := os.Open(s.path)
 	if err != nil {
 		return err
 	}
-	if _, err := s.ckpt.WriteAt(b, 0); err != nil {
-		return err
+	defer file.Close()
+	sc := bufio.NewScanner(io.LimitReader(file, size))
+	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
+	for i := uint64(0); sc.Scan(); {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if i >= from {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := f(line); err != nil {
+				return err
+			}
+		}
+		i++
 	}
-	if s.sync {
-		return s.ckpt.Sync()
-	}
-	return nil
-}
-
-// Checkpoint returns a checkpoint of the sink's head; ok is false for an
-// unkeyed sink.
-func (s *FileSink) Checkpoint() (c Checkpoint, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.l.keys == nil {
-		return Checkpoint{}, false
-	}
-	return s.l.keys.checkpoint(s.l.next, s.l.head), true
-}
-
-// Head returns the hash of the newest record ("" when empty) and the Seq the
-// next record will get.
-func (s *FileSink) Head() (hash string, next uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.l.head, s.l.next
+	return sc.Err()
 }
 
 // Close closes the file.
-func (s *FileSink) Close() error {
+func (s *FileStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
@@ -267,12 +292,6 @@ func (s *FileSink) Close() error {
 	}
 	err := s.f.Close()
 	s.f = nil
-	if s.ckpt != nil {
-		if cerr := s.ckpt.Close(); err == nil {
-			err = cerr
-		}
-		s.ckpt = nil
-	}
 	return err
 }
 
@@ -303,42 +322,11 @@ func VerifyFile(path string) (int, error) {
 // VerifyFileWith is VerifyFile with the checks of opts: every line's MAC
 // under opts.Key, and the end of the log against opts.Checkpoint.
 func VerifyFileWith(path string, opts VerifyOptions) (int, error) {
-	k, err := opts.keys()
+	v, err := newLineVerifier(opts)
 	if err != nil {
 		return 0, err
 	}
-	prev, seq, n := "", uint64(0), 0
-	var atCheckpoint string
-	err = eachLine(path, func(i int, line []byte) error {
-		var head struct {
-			Seq  uint64 `json:"seq"`
-			Prev string `json:"prev"`
-			Hash string `json:"hash"`
-		}
-		if err := json.Unmarshal(line, &head); err != nil {
-			return &VerifyError{Index: i, Reason: "not an audit record: " + err.Error()}
-		}
-		got, claimed, err := lineHash(line)
-		if err != nil {
-			return &VerifyError{Index: i, Seq: head.Seq, Reason: err.Error()}
-		}
-		if err := check(i, prev, seq, head.Seq, head.Prev, claimed, func() (string, error) { return got, nil }); err != nil {
-			return err
-		}
-		if k != nil {
-			if err := k.checkLine(i, head.Seq, line); err != nil {
-				return err
-			}
-		}
-		prev, seq = head.Hash, head.Seq+1
-		atCheckpoint = opts.atCheckpoint(seq, prev, atCheckpoint)
-		n++
-		return nil
-	})
-	if err != nil {
-		return n, err
-	}
-	return n, opts.checkEnd(n, seq, prev, atCheckpoint)
+	return v.end(eachLine(path, v.line))
 }
 
 func eachLine(path string, f func(i int, line []byte) error) error {
@@ -359,4 +347,23 @@ func eachLine(path string, f func(i int, line []byte) error) error {
 		}
 	}
 	return sc.Err()
+}
+
+// lastLine returns the last non-empty line of f and its number (from 1).
+func lastLine(f *os.File) ([]byte, int, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
+	var last []byte
+	n, lastN := 0, 0
+	for sc.Scan() {
+		n++
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			last = append(last[:0], sc.Bytes()...)
+			lastN = n
+		}
+	}
+	return last, lastN, sc.Err()
 }

@@ -298,10 +298,13 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Context     map[string]any `json:"context"`
 		Approval    *approval      `json:"approval,omitempty"`
 		Short       string         `json:"short_circuit,omitempty"`
-		Trace       []step         `json:"trace"`
-		Audit       []record       `json:"audit"`
+		// Notifications are the notifies applied (ABI 1.2).
+		Notifications []chain.Notification `json:"notifications,omitempty"`
+		Trace         []step               `json:"trace"`
+		Audit         []record             `json:"audit"`
 	}{Verdict: out.Verdict, Modified: out.Modified, Binding: out.Binding, By: out.By, Reason: out.Reason,
-		UserMessage: out.UserMessage, Failure: out.Failure, Context: out.Context, Short: out.ShortCircuit, Trace: []step{}, Audit: []record{}}
+		UserMessage: out.UserMessage, Failure: out.Failure, Context: out.Context, Notifications: out.Notifications,
+		Short: out.ShortCircuit, Trace: []step{}, Audit: []record{}}
 	if a := out.Approval; a != nil {
 		doc.Approval = &approval{ID: a.ID, Binding: a.Binding, Reason: a.Reason, Proposed: a.Proposed, Pending: a.Pending, Editable: a.Editable, Expires: a.Expires.Format(time.RFC3339)}
 	}

@@ -1,7 +1,7 @@
 // Package archtest enforces the dependency rules of STYLE.md with `go list
 // -deps`: abi is standard-library only and builds for wasip1; sdk imports only
 // abi; runtime and capability never import each other; example hooks import
-// only the sdk and abi.
+// only the sdk and abi; no library package imports the store layer.
 package archtest
 
 import (
@@ -99,6 +99,21 @@ func TestDependencyRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLibraryNeverImportsStore: the library packages declare the interfaces
+// (capability.Ledger, builtin.KVStore, ...) that the store implements; the
+// store depends on them, never the reverse, so that embedding the runtime
+// never drags a database driver in.
+func TestLibraryNeverImportsStore(t *testing.T) {
+	for _, pattern := range []string{"./abi/...", "./sdk/...", "./runtime/...", "./capability/...", "./chain/..."} {
+		for _, p := range deps(t, nil, pattern) {
+			if p.ImportPath == module+"/store" || strings.HasPrefix(p.ImportPath, module+"/store/") ||
+				strings.HasPrefix(p.ImportPath, "modernc.org/") || strings.HasPrefix(p.ImportPath, "github.com/jackc/") {
+				t.Errorf("%s depends on %s", pattern, p.ImportPath)
+			}
+		}
 	}
 }
 

@@ -39,6 +39,14 @@ func RemoveCustomSections(module []byte, name string) ([]byte, error) {
 	return out, err
 }
 
+// StripCustomSections returns a copy of module without any custom section
+// (names, DWARF, producers, the manifest). Errors are as for
+// RemoveCustomSections.
+func StripCustomSections(module []byte) ([]byte, error) {
+	out, _, err := removeCustomIf(module, func(string) bool { return true })
+	return out, err
+}
+
 // SetCustomSection returns a copy of module in which the custom section
 // named name holds payload: any existing sections of that name are removed
 // and one is appended at the end. Errors are as for RemoveCustomSections.
@@ -51,6 +59,12 @@ func SetCustomSection(module []byte, name string, payload []byte) ([]byte, error
 }
 
 func removeCustom(b []byte, name string) ([]byte, int, error) {
+	return removeCustomIf(b, func(n string) bool { return n == name })
+}
+
+// removeCustomIf returns b without the custom sections whose name drop
+// reports, and how many it removed.
+func removeCustomIf(b []byte, drop func(name string) bool) ([]byte, int, error) {
 	if err := checkHeader(b); err != nil {
 		return nil, 0, err
 	}
@@ -79,7 +93,7 @@ func removeCustom(b []byte, name string) ([]byte, int, error) {
 			if uint64(n) > uint64(r.remaining()) {
 				return nil, 0, r.errorf(start, "custom section name of %d bytes exceeds the section", n)
 			}
-			if string(b[r.pos:r.pos+int(n)]) == name {
+			if drop(string(b[r.pos : r.pos+int(n)])) {
 				removed++
 				pos = end
 				continue

@@ -152,3 +152,27 @@ func TestBuilderRoundTrip(t *testing.T) {
 	}()
 	b.ImportFunc("m", "late", voidType)
 }
+
+func TestStripCustomSections(t *testing.T) {
+	in := hookModule() // a manifest and a name section, among the others
+	in = AppendCustomSection(in, ".debug_info", []byte{1, 2, 3})
+	before := mustParse(t, in, Limits{})
+	out, err := StripCustomSections(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mustParse(t, out, Limits{})
+	if len(m.Customs) != 0 {
+		t.Errorf("%d custom sections left", len(m.Customs))
+	}
+	if want := len(before.Sections) - len(before.Customs); len(m.Sections) != want {
+		t.Errorf("%d sections, want %d", len(m.Sections), want)
+	}
+	again, err := StripCustomSections(out)
+	if err != nil || !bytes.Equal(again, out) {
+		t.Errorf("stripping a stripped module changed it (%v)", err)
+	}
+	if _, err := StripCustomSections([]byte("\x00asm\x01\x00\x00\x00\x00\x05")); err == nil {
+		t.Error("a section size past the end was accepted")
+	}
+}

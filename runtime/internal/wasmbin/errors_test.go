@@ -66,6 +66,7 @@ func TestParseErrors(t *testing.T) {
 		{"typed ref param (GC)", mod(sec(SectionType, u32(1), raw(0x60, 0x01, 0x64, 0x00, 0x00))), Limits{}, wantErr{feature: FeatureGC}},
 		{"too many params", mod(sec(SectionType, u32(1), functype([]ValueType{I32, I32, I32}, nil))), Limits{MaxParams: 2}, wantErr{limit: "MaxParams"}},
 		{"too many results", mod(sec(SectionType, u32(1), functype(nil, []ValueType{I32, I32}))), Limits{MaxResults: 1}, wantErr{limit: "MaxResults"}},
+		{"type values over MaxTypeValues (params and results over types)", mod(sec(SectionType, u32(2), functype([]ValueType{I32, I32}, []ValueType{I32}), functype([]ValueType{I64}, []ValueType{I64}))), Limits{MaxTypeValues: 4}, wantErr{limit: "MaxTypeValues"}},
 		{"too many types", mod(sec(SectionType, u32(3), functype(nil, nil), functype(nil, nil), functype(nil, nil))), Limits{MaxTypes: 2}, wantErr{limit: "MaxTypes"}},
 
 		// Import section.
@@ -181,6 +182,8 @@ func TestParseErrors(t *testing.T) {
 		{"element expr of wrong type", mod(typeVoid, oneFunc, sec(SectionElement, u32(1), raw(0x05, byte(FuncRef)), u32(1), raw(0xD0, byte(ExternRef), OpEnd)), oneBody), Limits{}, wantErr{format: "has type externref, want funcref"}},
 		{"element expr not constant", mod(typeVoid, oneFunc, sec(SectionElement, u32(1), raw(0x05, byte(FuncRef)), u32(1), raw(0x00, OpEnd)), oneBody), Limits{}, wantErr{format: "item 0: opcode 0x00 is not a constant"}},
 		{"element reftype i32", mod(typeVoid, oneFunc, sec(SectionElement, u32(1), raw(0x05, byte(I32)), u32(0)), oneBody), Limits{}, wantErr{format: "not a reference type"}},
+		{"element items over MaxElementItems (total over segments)", mod(typeVoid, oneFunc, sec(SectionElement, u32(2), raw(0x01, 0x00), u32(2), u32(0), u32(0), raw(0x01, 0x00), u32(2), u32(0), u32(0)), oneBody), Limits{MaxElementItems: 3}, wantErr{limit: "MaxElementItems"}},
+		{"element item count over MaxElementItems before the items", mod(typeVoid, oneFunc, sec(SectionElement, u32(1), raw(0x01, 0x00), u32(5), u32(0), u32(0), u32(0), u32(0), u32(0)), oneBody), Limits{MaxElementItems: 4}, wantErr{limit: "MaxElementItems"}},
 		{"too many element segments", mod(typeVoid, oneFunc, sec(SectionElement, u32(2), raw(0x01, 0x00, 0x00, 0x01, 0x00, 0x00)), oneBody), Limits{MaxElementSegments: 1}, wantErr{limit: "MaxElementSegments"}},
 
 		// Datacount section.
@@ -206,6 +209,8 @@ func TestParseErrors(t *testing.T) {
 		{"locals over MaxLocals", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(6), u32(2), u32(30), raw(byte(I32)), u32(30), raw(byte(I32)), raw(OpEnd))), Limits{MaxLocals: 59}, wantErr{limit: "MaxLocals"}},
 		{"params count toward MaxLocals", mod(typeVoidI32, sec(SectionFunction, u32(1), u32(1)), sec(SectionCode, u32(1), u32(4), u32(1), u32(10), raw(byte(I32)), raw(OpEnd))), Limits{MaxLocals: 10}, wantErr{limit: "MaxLocals"}},
 		{"params alone over MaxLocals", mod(sec(SectionType, u32(1), functype([]ValueType{I32, I32}, nil)), oneFunc, oneBody), Limits{MaxLocals: 1}, wantErr{limit: "MaxLocals"}},
+		{"locals over MaxLocalsTotal (total over functions)", mod(typeVoid, sec(SectionFunction, u32(2), u32(0), u32(0)), sec(SectionCode, u32(2), u32(4), u32(1), u32(6), raw(byte(I32)), raw(OpEnd), u32(4), u32(1), u32(5), raw(byte(I32)), raw(OpEnd))), Limits{MaxLocalsTotal: 10}, wantErr{limit: "MaxLocalsTotal"}},
+		{"params count toward MaxLocalsTotal", mod(typeVoidI32, sec(SectionFunction, u32(2), u32(1), u32(1)), sec(SectionCode, u32(2), u32(4), u32(1), u32(4), raw(byte(I32)), raw(OpEnd), u32(4), u32(1), u32(4), raw(byte(I32)), raw(OpEnd))), Limits{MaxLocalsTotal: 9}, wantErr{limit: "MaxLocalsTotal"}},
 		{"v128 local", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(4), u32(1), u32(1), raw(byte(V128)), raw(OpEnd))), Limits{}, wantErr{feature: FeatureSIMD}},
 		{"local type invalid", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(4), u32(1), u32(1), raw(0x00), raw(OpEnd))), Limits{}, wantErr{format: "invalid value type 0x00"}},
 		{"local count truncated", mod(typeVoid, oneFunc, sec(SectionCode, u32(1), u32(3), u32(1), raw(0x80, 0x80))), Limits{}, wantErr{format: "unexpected end"}},
@@ -219,6 +224,7 @@ func TestParseErrors(t *testing.T) {
 		{"data offset f32", mod(oneMemory, sec(SectionData, u32(1), raw(0x00, 0x43, 0, 0, 0, 0, OpEnd), u32(0))), Limits{}, wantErr{format: "has type f32, want i32"}},
 		{"data size past section", mod(oneMemory, sec(SectionData, u32(1), raw(0x01), u32(100), raw(1, 2, 3))), Limits{}, wantErr{format: "contents of 100 bytes exceeds the 3 bytes left"}},
 		{"data size 2^32-1", mod(oneMemory, sec(SectionData, u32(1), raw(0x01), u32(big), raw(1, 2, 3))), Limits{}, wantErr{format: "contents of 4294967295 bytes"}},
+		{"data bytes over MaxDataBytes (total over segments)", mod(oneMemory, sec(SectionData, u32(2), raw(0x01), u32(3), raw(1, 2, 3), raw(0x01), u32(2), raw(1, 2))), Limits{MaxDataBytes: 4}, wantErr{limit: "MaxDataBytes"}},
 		{"too many data segments", mod(oneMemory, sec(SectionData, u32(2), raw(0x01, 0x00, 0x01, 0x00))), Limits{MaxDataSegments: 1}, wantErr{limit: "MaxDataSegments"}},
 
 		// Custom sections.

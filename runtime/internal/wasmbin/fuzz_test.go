@@ -13,6 +13,7 @@ var tightLimits = Limits{
 	MaxParams: 3, MaxResults: 2, MaxTypes: 3, MaxImports: 2, MaxExports: 2, MaxGlobals: 2, MaxTables: 1,
 	MaxTableElements: 8, MaxMemories: 1, MaxMemoryPages: 2, MaxDataSegments: 2, MaxElementSegments: 1,
 	MaxCustomSections: 2, MaxNameBytes: 16,
+	MaxLocalsTotal: 12, MaxTypeValues: 8, MaxElementItems: 6, MaxDataBytes: 32,
 }
 
 // fuzzSeeds are valid modules of various shapes.

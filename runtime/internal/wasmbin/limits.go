@@ -24,12 +24,17 @@ type Limits struct {
 	// Default DefaultMaxFunctionBodyBytes (1 MiB).
 	MaxFunctionBodyBytes uint64
 	// MaxFunctions is the most functions, imported plus defined.
-	// Default DefaultMaxFunctions (100,000).
+	// Default DefaultMaxFunctions (50,000).
 	MaxFunctions uint64
 	// MaxLocals is the most locals of one function, parameters included
 	// (the sum of the declarations is computed in 64 bits).
 	// Default DefaultMaxLocals (50,000).
 	MaxLocals uint64
+	// MaxLocalsTotal is the most locals over all the defined functions
+	// together, parameters included: what the compiler allocates and the
+	// compiled module keeps (about 8 bytes each in wazero) grows with it.
+	// Default DefaultMaxLocalsTotal (1,000,000).
+	MaxLocalsTotal uint64
 	// MaxParams is the most parameters of one function type.
 	// Default DefaultMaxParams (1,000).
 	MaxParams uint64
@@ -39,6 +44,12 @@ type Limits struct {
 	// MaxTypes is the most entries in the type section.
 	// Default DefaultMaxTypes (10,000).
 	MaxTypes uint64
+	// MaxTypeValues is the most parameters and results over all the
+	// entries of the type section together. wazero's time and allocation
+	// for a type grow with the square of its length, and its store keeps
+	// every type it has seen for the life of the Runtime.
+	// Default DefaultMaxTypeValues (50,000).
+	MaxTypeValues uint64
 	// MaxImports is the most imports. Default DefaultMaxImports (1,000).
 	MaxImports uint64
 	// MaxExports is the most exports. Default DefaultMaxExports (10,000).
@@ -64,9 +75,18 @@ type Limits struct {
 	// MaxDataSegments is the most data segments.
 	// Default DefaultMaxDataSegments (100,000).
 	MaxDataSegments uint64
+	// MaxDataBytes is the most bytes of all data segments together.
+	// Default DefaultMaxDataBytes (16 MiB).
+	MaxDataBytes uint64
 	// MaxElementSegments is the most element segments.
 	// Default DefaultMaxElementSegments (10,000).
 	MaxElementSegments uint64
+	// MaxElementItems is the most items of all element segments together
+	// (active, passive and declarative): wazero keeps each in the compiled
+	// module and copies each into every instance (about 40 bytes of host
+	// heap an item in each).
+	// Default DefaultMaxElementItems (131,072).
+	MaxElementItems uint64
 	// MaxCustomSections is the most custom sections.
 	// Default DefaultMaxCustomSections (1,000).
 	MaxCustomSections uint64
@@ -90,12 +110,23 @@ const (
 	// DefaultMaxFunctionBodyBytes is 1 MiB. The largest body in the Go
 	// hooks above is under 64 KiB; the JS API allows 7,654,321 bytes.
 	DefaultMaxFunctionBodyBytes = 1 << 20
-	// DefaultMaxFunctions is 100,000: 25 times the 3,885 of a Go hook that
+	// DefaultMaxFunctions is 50,000: 12 times the 3,928 of a Go hook that
 	// links net/http, and room for a 16 MiB module of small C or Rust
-	// functions (the JS API allows 1,000,000).
-	DefaultMaxFunctions = 100_000
+	// functions of 300 bytes (the JS API allows 1,000,000). It was 100,000
+	// until issue 10: wazero's compiler pays a little for every function
+	// (0.65 s of CPU for 100,000 empty ones), which the worst module the
+	// other limits accept cannot afford twice within its 3 s.
+	DefaultMaxFunctions = 50_000
 	// DefaultMaxLocals is 50,000, the JS API and V8 limit (parameters count).
 	DefaultMaxLocals = 50_000
+	// DefaultMaxLocalsTotal is 1,000,000: the example Go hooks declare
+	// 11,000 to 12,300 locals in all (20,400 with net/http), a Haskell
+	// program 8,800, a C program of 56 functions 6,400; it is room for a
+	// module of 50,000 functions of 20 locals. At the limit wazero
+	// keeps about 8 MiB for the compiled module; without it, 100,000
+	// functions of 50,000 locals each (a 64 KB module of them) peaked at
+	// 4.8 GiB during Load.
+	DefaultMaxLocalsTotal = 1_000_000
 	// DefaultMaxParams is 1,000, the JS API limit.
 	DefaultMaxParams = 1_000
 	// DefaultMaxResults is 1,000, the JS API limit.
@@ -103,6 +134,12 @@ const (
 	// DefaultMaxTypes is 10,000. Linkers deduplicate types: Go emits 16,
 	// large C++ and Rust programs hundreds (the JS API allows 1,000,000).
 	DefaultMaxTypes = 10_000
+	// DefaultMaxTypeValues is 50,000: Go's 15 types hold 44 to 51 values,
+	// a Haskell program's 1,719 types 7,727. At the limit (25 types of
+	// 1,000 parameters and 1,000 results) wazero allocates about 160 MiB
+	// over 0.2 s and keeps 0.5 MiB; without it, 10,000 such types took
+	// 30 s to load and wazero kept 177 MiB for the life of the Runtime.
+	DefaultMaxTypeValues = 50_000
 	// DefaultMaxImports is 1,000. A hook imports host_call and at most the
 	// ABI's fixed WASI set (Go imports 21 entries); everything else is
 	// refused by the loader anyway.
@@ -118,7 +155,7 @@ const (
 	DefaultMaxTables = 16
 	// DefaultMaxTableElements is 262,144 (2 MiB of references per instance
 	// in wazero). Go's table holds 4,096 plus one entry per function, so it
-	// is about 104,000 at DefaultMaxFunctions.
+	// is about 54,000 at DefaultMaxFunctions.
 	DefaultMaxTableElements = 1 << 18
 	// DefaultMaxMemories is 1: multi-memory is not supported.
 	DefaultMaxMemories = 1
@@ -128,8 +165,21 @@ const (
 	// DefaultMaxDataSegments is 100,000, the JS API limit, which Go's linker
 	// respects by merging segments (a Go hook has tens of thousands).
 	DefaultMaxDataSegments = 100_000
+	// DefaultMaxDataBytes is 16 MiB, so that by default only the module
+	// size binds, as for the code: the Go hooks above hold 0.9 to 1.8 MB
+	// of data. Loading costs about 3 times the data's size in transient
+	// heap; passive segments are not copied into instances.
+	DefaultMaxDataBytes = 16 << 20
 	// DefaultMaxElementSegments is 10,000. Toolchains emit one.
 	DefaultMaxElementSegments = 10_000
+	// DefaultMaxElementItems is 131,072. Toolchains fill their one table
+	// with one active segment: a Go hook has one item per function (2,304;
+	// 3,928 with net/http; about 50,000 at DefaultMaxFunctions), a
+	// Haskell program 3,895. At the limit an instance costs the host about
+	// 5 MiB for them, outside its MemoryPages; without it, a passive
+	// segment of millions of items (a 30 MB module) cost 1.1 GiB to load
+	// and 229 MiB per instance.
+	DefaultMaxElementItems = 1 << 17
 	// DefaultMaxCustomSections is 1,000. Toolchains emit a handful (name,
 	// producers, target_features, go:buildid, a dozen .debug_* sections).
 	DefaultMaxCustomSections = 1_000
@@ -151,9 +201,11 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFunctionBodyBytes, DefaultMaxFunctionBodyBytes)
 	def(&l.MaxFunctions, DefaultMaxFunctions)
 	def(&l.MaxLocals, DefaultMaxLocals)
+	def(&l.MaxLocalsTotal, DefaultMaxLocalsTotal)
 	def(&l.MaxParams, DefaultMaxParams)
 	def(&l.MaxResults, DefaultMaxResults)
 	def(&l.MaxTypes, DefaultMaxTypes)
+	def(&l.MaxTypeValues, DefaultMaxTypeValues)
 	def(&l.MaxImports, DefaultMaxImports)
 	def(&l.MaxExports, DefaultMaxExports)
 	def(&l.MaxGlobals, DefaultMaxGlobals)
@@ -162,7 +214,9 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxMemories, DefaultMaxMemories)
 	def(&l.MaxMemoryPages, DefaultMaxMemoryPages)
 	def(&l.MaxDataSegments, DefaultMaxDataSegments)
+	def(&l.MaxDataBytes, DefaultMaxDataBytes)
 	def(&l.MaxElementSegments, DefaultMaxElementSegments)
+	def(&l.MaxElementItems, DefaultMaxElementItems)
 	def(&l.MaxCustomSections, DefaultMaxCustomSections)
 	def(&l.MaxNameBytes, DefaultMaxNameBytes)
 	return l

@@ -68,6 +68,12 @@ type parser struct {
 	numGlobals  uint64
 	tableElems  uint64
 
+	// totals over the module, for the Max*Total-style limits
+	localsTotal uint64
+	typeValues  uint64
+	elemItems   uint64
+	dataBytes   uint64
+
 	importedFuncs uint64
 	globalTypes   []GlobalType // imported then defined, for const expr checks
 

@@ -330,7 +330,8 @@ func TestParseValid(t *testing.T) {
 		}},
 		{"limits at their values", hookModule(), Limits{MaxModuleBytes: uint64(len(hookModule())), MaxFunctions: 5, MaxImports: 2, MaxExports: 3,
 			MaxTypes: 5, MaxCustomSections: 2, MaxTables: 1, MaxTableElements: 4, MaxGlobals: 1, MaxDataSegments: 2, MaxElementSegments: 1,
-			MaxLocals: 4, MaxParams: 6, MaxResults: 1, MaxNameBytes: 22, MaxMemoryPages: 2}, nil},
+			MaxLocals: 4, MaxParams: 6, MaxResults: 1, MaxNameBytes: 22, MaxMemoryPages: 2,
+			MaxLocalsTotal: 5, MaxTypeValues: 16, MaxElementItems: 3, MaxDataBytes: 12}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

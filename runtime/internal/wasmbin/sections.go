@@ -109,8 +109,14 @@ func (p *parser) funcType(r *reader, ft *FuncType) error {
 	if ft.Params, err = p.typeList(r, "param", p.lim.MaxParams, "MaxParams"); err != nil {
 		return err
 	}
-	ft.Results, err = p.typeList(r, "result", p.lim.MaxResults, "MaxResults")
-	return err
+	if ft.Results, err = p.typeList(r, "result", p.lim.MaxResults, "MaxResults"); err != nil {
+		return err
+	}
+	p.typeValues += uint64(len(ft.Params) + len(ft.Results))
+	if p.typeValues > p.lim.MaxTypeValues {
+		return &LimitError{Limit: "MaxTypeValues", Max: p.lim.MaxTypeValues, Got: p.typeValues}
+	}
+	return nil
 }
 
 func (p *parser) typeList(r *reader, what string, max uint64, limitName string) ([]ValueType, error) {
@@ -675,6 +681,10 @@ func (p *parser) elementSegment(r *reader, s *ElementSegment) error {
 	if s.Count, err = r.count("item", 1); err != nil {
 		return err
 	}
+	p.elemItems += uint64(s.Count)
+	if p.elemItems > p.lim.MaxElementItems {
+		return &LimitError{Limit: "MaxElementItems", Max: p.lim.MaxElementItems, Got: p.elemItems}
+	}
 	itemsStart := r.pos
 	for j := uint32(0); j < s.Count; j++ {
 		if s.Exprs {
@@ -772,6 +782,10 @@ func (p *parser) body(r *reader, c *Code, ft FuncType) error {
 			return &LimitError{Limit: "MaxLocals", Max: p.lim.MaxLocals, Got: params + c.NumLocals}
 		}
 	}
+	p.localsTotal += params + c.NumLocals
+	if p.localsTotal > p.lim.MaxLocalsTotal {
+		return &LimitError{Limit: "MaxLocalsTotal", Max: p.lim.MaxLocalsTotal, Got: p.localsTotal}
+	}
 	if br.eof() {
 		return br.errorf(br.pos, "body has no instructions (want at least end)")
 	}
@@ -840,6 +854,12 @@ func (p *parser) dataSegment(r *reader, s *DataSegment) error {
 		return err
 	}
 	s.InitOffset = r.pos
-	s.Init, err = r.readBytes(uint64(ln), "contents")
-	return err
+	if s.Init, err = r.readBytes(uint64(ln), "contents"); err != nil {
+		return err
+	}
+	p.dataBytes += uint64(ln)
+	if p.dataBytes > p.lim.MaxDataBytes {
+		return &LimitError{Limit: "MaxDataBytes", Max: p.lim.MaxDataBytes, Got: p.dataBytes}
+	}
+	return nil
 }

@@ -1,0 +1,243 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// conflicting is an optimistic Store: it links outside its lock, as a
+// database inserting under a unique key on the sequence number would, and
+// makes the first conflicts Appends lose a race (another writer's record
+// goes in first).
+type conflicting struct {
+	*MemoryStore
+	other     *Log // the other writer
+	conflicts int
+}
+
+func (s *conflicting) Append(ctx context.Context, link LinkFunc) error {
+	next, last, err := s.MemoryStore.Head(ctx)
+	if err != nil {
+		return err
+	}
+	e, err := link(next, last)
+	if err != nil {
+		return err
+	}
+	if s.conflicts > 0 {
+		s.conflicts--
+		if err := s.other.Append(ctx, rec(900+s.conflicts)); err != nil {
+			return err
+		}
+	}
+	return s.MemoryStore.Append(ctx, func(n uint64, _ []byte) (Entry, error) {
+		if n != e.Seq {
+			return Entry{}, ErrConflict
+		}
+		return e, nil
+	})
+}
+
+// TestLogRetriesAConflict: a Log over an optimistic store that loses the
+// race for a sequence number links the record again at the new head, up to
+// MaxAppendAttempts times, and the chain neither forks nor has a gap.
+func TestLogRetriesAConflict(t *testing.T) {
+	for _, tt := range []struct {
+		conflicts int
+		ok        bool
+	}{{0, true}, {1, true}, {MaxAppendAttempts - 1, true}, {MaxAppendAttempts, false}} {
+		ms := NewMemoryStore()
+		other, err := NewLog(t.Context(), ms, LogOptions{Key: testKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &conflicting{MemoryStore: ms, other: other}
+		l, err := NewLog(t.Context(), s, LogOptions{Key: testKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Append(t.Context(), rec(0)); err != nil {
+			t.Fatal(err)
+		}
+		s.conflicts = tt.conflicts
+		err = l.Append(t.Context(), rec(1))
+		if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrConflict)) {
+			t.Errorf("%d conflicts: Append = %v", tt.conflicts, err)
+		}
+		want := 1 + tt.conflicts
+		if tt.ok {
+			want++
+		}
+		if n, err := VerifyStore(t.Context(), ms, VerifyOptions{Key: testKey}); err != nil || n != want {
+			t.Errorf("%d conflicts: VerifyStore = %d, %v; want %d", tt.conflicts, n, err, want)
+		}
+	}
+}
+
+// TestLogRefusesAForgedHead: a Log that finds a head it did not write
+// checks it before linking to it: a record appended without the key is not
+// continued from.
+func TestLogRefusesAForgedHead(t *testing.T) {
+	ms := NewMemoryStore()
+	keyed, err := NewLog(t.Context(), ms, LogOptions{Key: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keyed.Append(t.Context(), rec(0)); err != nil {
+		t.Fatal(err)
+	}
+	forger, err := NewLog(t.Context(), ms, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forger.Append(t.Context(), rec(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := keyed.Append(t.Context(), rec(2)); err == nil || !strings.Contains(err.Error(), "mac") {
+		t.Fatalf("Append after a forged record = %v, want a refusal naming the mac", err)
+	}
+	if _, err := NewLog(t.Context(), ms, LogOptions{Key: testKey}); err == nil {
+		t.Fatal("NewLog continued from a forged record")
+	}
+	if next, _, _ := ms.Head(t.Context()); next != 2 {
+		t.Fatalf("%d records, want 2", next)
+	}
+}
+
+// TestTenantLogs: each tenant's records form a chain of their own in their
+// own store, numbered from 0, that verifies alone.
+func TestTenantLogs(t *testing.T) {
+	stores := map[string]*MemoryStore{}
+	tl, err := NewTenantLogs(func(_ context.Context, tenant string) (Store, error) {
+		if tenant == "" {
+			return nil, errors.New("no tenant")
+		}
+		s := NewMemoryStore()
+		stores[tenant] = s
+		return s, nil
+	}, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tenant := range []string{"acme", "globex", "acme", "acme", "globex"} {
+		r := rec(i)
+		r.Tenant = tenant
+		if err := tl.Append(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tenant, want := range map[string]int{"acme": 3, "globex": 2} {
+		if n, err := VerifyStore(t.Context(), stores[tenant], VerifyOptions{Key: testKey}); err != nil || n != want {
+			t.Errorf("%s: VerifyStore = %d, %v; want %d", tenant, n, err, want)
+		}
+	}
+	r := rec(9)
+	r.Tenant = ""
+	if err := tl.Append(t.Context(), r); err == nil {
+		t.Error("a record whose store cannot be opened was stored")
+	}
+	if _, err := NewTenantLogs(nil, []byte("short")); err == nil {
+		t.Error("a short key was accepted")
+	}
+}
+
+// TestFileStoreRefusesASecondWriter: while one FileSink has a file open, a
+// second over it (here, in this process; another process alike) is refused
+// instead of appending a fork; once the first is closed, it opens.
+func TestFileStoreRefusesASecondWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenFile(path, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, a, 2)
+	if b, err := OpenFile(path, FileOptions{}); !errors.Is(err, ErrFileInUse) {
+		if b != nil {
+			b.Close()
+		}
+		t.Fatalf("second OpenFile = %v, want ErrFileInUse", err)
+	}
+	fill(t, a, 1)
+	a.Close()
+	b, err := OpenFile(path, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fill(t, b, 1)
+	if n, err := VerifyFile(path); err != nil || n != 4 {
+		t.Fatalf("VerifyFile = %d, %v", n, err)
+	}
+}
+
+// memCheckpoints is a CheckpointStore in memory whose Save fails while fail
+// is set.
+type memCheckpoints struct {
+	c    *Checkpoint
+	fail bool
+}
+
+func (m *memCheckpoints) Load() (*Checkpoint, error) { return m.c, nil }
+
+func (m *memCheckpoints) Save(c Checkpoint) error {
+	if m.fail {
+		return errors.New("checkpoint volume full")
+	}
+	m.c = &c
+	return nil
+}
+
+// TestLogCheckpointBehindItsStore: review1's fixes for FileSink hold for a
+// Log over any Store. A record the store stored whose checkpoint's save
+// failed is a *CheckpointError (the record stands); NewLog then continues
+// the chain from the older checkpoint, which catches up, since every record
+// after it carries a MAC; a chain cut short of its checkpoint, or rewritten
+// before it, is still refused.
+func TestLogCheckpointBehindItsStore(t *testing.T) {
+	ctx := context.Background()
+	st, cps := NewMemoryStore(), &memCheckpoints{}
+	l, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 3)
+	old := *cps.c
+	cps.fail = true
+	err = l.Append(ctx, rec(3))
+	var ce *CheckpointError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCheckpoint) || ce.Seq != 3 {
+		t.Fatalf("Append with a failing checkpoint = %v, want a *CheckpointError for seq 3", err)
+	}
+	if n, err := VerifyStore(ctx, st, VerifyOptions{Key: testKey, Checkpoint: &old}); err != nil || n != 4 {
+		t.Fatalf("the record was not stored: %d, %v", n, err)
+	}
+	cps.fail = false
+	if _, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps}); err != nil {
+		t.Fatalf("NewLog with a checkpoint behind the chain: %v", err)
+	}
+	if cps.c.Records != 4 {
+		t.Fatalf("the checkpoint did not catch up: %+v", cps.c)
+	}
+
+	// Rewritten before the checkpoint: a head the chain does not hold.
+	forged, err := NewCheckpoint(testKey, 3, "00"+old.Head[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps.c = &forged
+	if _, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps}); !errors.Is(err, ErrCheckpoint) {
+		t.Errorf("NewLog with a checkpoint whose head is not the chain's record = %v, want ErrCheckpoint", err)
+	}
+	// Cut short of the checkpoint.
+	ahead, err := NewCheckpoint(testKey, 7, old.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps.c = &ahead
+	if _, err := NewLog(ctx, st, LogOptions{Key: testKey, Checkpoints: cps}); !errors.Is(err, ErrCheckpoint) {
+		t.Errorf("NewLog with a checkpoint ahead of the chain = %v, want ErrCheckpoint", err)
+	}
+}

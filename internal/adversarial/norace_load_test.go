@@ -1,0 +1,5 @@
+//go:build !race
+
+package adversarial
+
+const raceEnabled = false

@@ -1,0 +1,288 @@
+package store_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/capability"
+	"github.com/wasmhooks/wasmhooks/store"
+	"github.com/wasmhooks/wasmhooks/store/postgres"
+	"github.com/wasmhooks/wasmhooks/store/sqlite"
+	"github.com/wasmhooks/wasmhooks/store/storetest"
+)
+
+// The tests re-execute the test binary as child processes; these variables
+// select the child's part and its database.
+const (
+	envChild  = "WASMHOOKS_STORE_CHILD" // "charge" or "hold"
+	envDriver = "WASMHOOKS_STORE_DRIVER"
+	envDSN    = "WASMHOOKS_STORE_DSN"
+)
+
+const (
+	account    = "acme"
+	callCost   = 7
+	allowed    = 100 // calls the balance pays for
+	goroutines = 50  // per process
+	childLease = 2 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	if part := os.Getenv(envChild); part != "" {
+		if err := child(part); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func openDSN(ctx context.Context, driver, dsn string) (*store.DB, error) {
+	if driver == "postgres" {
+		return postgres.Open(ctx, dsn)
+	}
+	return sqlite.Open(ctx, dsn)
+}
+
+// child is one process's part.
+//
+//	charge: 50 goroutines reserve and settle callCost until the account
+//	        runs dry; prints "ok N", the calls it paid for.
+//	hold:   reserves 10 holds of callCost, settles 3, prints "ready" and
+//	        waits to be killed.
+func child(part string) error {
+	ctx := context.Background()
+	db, err := openDSN(ctx, os.Getenv(envDriver), os.Getenv(envDSN))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch part {
+	case "charge":
+		l := store.NewLedger(db, store.LedgerOptions{})
+		var ok atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, goroutines)
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					id, err := l.Reserve(ctx, account, callCost, "")
+					if errors.Is(err, capability.ErrInsufficientCredit) {
+						return
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					if _, err := l.Settle(ctx, id, callCost); err != nil {
+						errs <- err
+						return
+					}
+					ok.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			return err
+		}
+		fmt.Printf("ok %d\n", ok.Load())
+	case "hold":
+		l := store.NewLedger(db, store.LedgerOptions{Lease: childLease})
+		var ids []string
+		for i := range 10 {
+			id, err := l.Reserve(ctx, account, callCost, "crash/"+strconv.Itoa(i))
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids[:3] {
+			if _, err := l.Settle(ctx, id, callCost); err != nil {
+				return err
+			}
+		}
+		fmt.Println("ready")
+		select {}
+	default:
+		return fmt.Errorf("unknown part %q", part)
+	}
+	return nil
+}
+
+func startChild(t *testing.T, part, driver, dsn string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"="+part, envDriver+"="+driver, envDSN+"="+dsn)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, bufio.NewScanner(out)
+}
+
+type target struct{ driver, dsn string }
+
+func sqliteTarget(t *testing.T) target {
+	return target{"sqlite", filepath.Join(t.TempDir(), "state.db")}
+}
+
+func postgresTarget(t *testing.T) target {
+	return target{"postgres", storetest.PostgresURL(t)}
+}
+
+func (tg target) open(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := openDSN(context.Background(), tg.driver, tg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestTwoProcessesChargeOneBalanceSQLite(t *testing.T) {
+	twoProcessesChargeOneBalance(t, sqliteTarget(t))
+}
+
+func TestTwoProcessesChargeOneBalancePostgres(t *testing.T) {
+	twoProcessesChargeOneBalance(t, postgresTarget(t))
+}
+
+// twoProcessesChargeOneBalance: two OS processes of 50 goroutines each charge
+// one balance that pays for exactly 100 calls: exactly 100 are paid for and
+// the balance ends at zero.
+func twoProcessesChargeOneBalance(t *testing.T, tg target) {
+	ctx := context.Background()
+	db := tg.open(t)
+	l := store.NewLedger(db, store.LedgerOptions{})
+	if err := l.Grant(ctx, account, allowed*callCost, ""); err != nil {
+		t.Fatal(err)
+	}
+	type proc struct {
+		cmd *exec.Cmd
+		out *bufio.Scanner
+	}
+	var procs []proc
+	for range 2 {
+		cmd, out := startChild(t, "charge", tg.driver, tg.dsn)
+		procs = append(procs, proc{cmd, out})
+	}
+	total := int64(0)
+	for i, p := range procs {
+		var line string
+		for p.out.Scan() {
+			line = p.out.Text()
+		}
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("process %d: %v", i, err)
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(line, "ok "), 10, 64)
+		if err != nil {
+			t.Fatalf("process %d printed %q", i, line)
+		}
+		t.Logf("process %d paid for %d calls", i, n)
+		total += n
+	}
+	if total != allowed {
+		t.Errorf("%d calls paid for, want exactly %d", total, allowed)
+	}
+	if a, p, err := l.Balance(ctx, account); err != nil || a != 0 || p != 0 {
+		t.Errorf("balance %d, pending %d, %v; want 0, 0", a, p, err)
+	}
+	if err := l.Check(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCrashedProcessHoldsSweptSQLite(t *testing.T) {
+	crashedProcessHoldsSwept(t, sqliteTarget(t))
+}
+
+func TestCrashedProcessHoldsSweptPostgres(t *testing.T) {
+	crashedProcessHoldsSwept(t, postgresTarget(t))
+}
+
+// crashedProcessHoldsSwept: a process holding open holds is killed with
+// SIGKILL; once its lease ends, Sweep in this process releases them (and not
+// before, and never this live process's own hold), and the balance is the
+// initial one minus what the dead process settled.
+func crashedProcessHoldsSwept(t *testing.T, tg target) {
+	ctx := context.Background()
+	db := tg.open(t)
+	const initial = 1000
+	live := store.NewLedger(db, store.LedgerOptions{Lease: time.Hour})
+	if err := live.Grant(ctx, account, initial, ""); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := live.Reserve(ctx, account, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := startChild(t, "hold", tg.driver, tg.dsn)
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("child did not get ready: %q", out.Text())
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed := time.Now()
+	const settled = 3 * callCost
+	if a, p, _ := live.Balance(ctx, account); p != 7*callCost+1 || a != initial-settled-p {
+		t.Fatalf("after the kill: available %d pending %d", a, p)
+	}
+	// The dead process's lease has not ended yet: nothing is swept.
+	if n, err := live.Sweep(ctx, killed); err != nil || n != 0 {
+		t.Fatalf("Sweep within the lease = %d, %v; want 0", n, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	swept := 0
+	for swept < 7 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		n, err := live.Sweep(ctx, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		swept += n
+	}
+	if swept != 7 {
+		t.Fatalf("swept %d holds, want 7", swept)
+	}
+	if since := time.Since(killed); since < childLease-100*time.Millisecond {
+		t.Fatalf("swept %v after the kill, before the %v lease ended", since, childLease)
+	}
+	if a, p, err := live.Balance(ctx, account); err != nil || p != 1 || a != initial-settled-1 {
+		t.Fatalf("after the sweep: available %d pending %d, %v; want %d, 1", a, p, err, initial-settled-1)
+	}
+	if err := live.Release(ctx, mine); err != nil {
+		t.Fatalf("this live process's hold: %v", err)
+	}
+	if a, _, _ := live.Balance(ctx, account); a != initial-settled {
+		t.Fatalf("final available %d, want %d", a, initial-settled)
+	}
+	if err := live.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

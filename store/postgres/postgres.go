@@ -1,0 +1,109 @@
+// Package postgres opens the store on a Postgres database (through
+// github.com/jackc/pgx/v5): several processes, on several machines, share
+// one platform's state.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/wasmhooks/wasmhooks/store"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+// MaxConns bounds the connections one process opens.
+const MaxConns = 16
+
+// migrationLock is the pg_advisory_lock key that serialises migrations
+// (the bytes "wasmhook" as a big-endian int64).
+const migrationLock = 0x7761736d686f6f6b
+
+// Migrations returns the schema migrations this binary carries.
+func Migrations() ([]store.Migration, error) {
+	return store.ParseMigrations(migrationsFS, "migrations")
+}
+
+// Open connects to the database at url (postgres://user@host:port/db?...)
+// and migrates its schema.
+func Open(ctx context.Context, url string) (*store.DB, error) {
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, store.Unavailable("open", err)
+	}
+	db.SetMaxOpenConns(MaxConns)
+	db.SetMaxIdleConns(MaxConns)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, store.Unavailable("open", err)
+	}
+	s, err := store.New(ctx, db, dialect{}, ms)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+var _ = stdlib.GetDefaultDriver // registers the "pgx" driver
+
+type dialect struct{}
+
+func (dialect) Name() string { return "postgres" }
+
+func (dialect) Rebind(q string) string { return q }
+
+func (dialect) ForUpdate() string { return " FOR UPDATE" }
+
+func pgCode(err error) string {
+	var e *pgconn.PgError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func (dialect) IsUniqueViolation(err error) bool { return pgCode(err) == "23505" }
+
+func (dialect) IsCheckViolation(err error) bool { return pgCode(err) == "23514" }
+
+func (dialect) WritableCTE() bool { return true }
+
+// IsRetryable: serialization_failure, deadlock_detected.
+func (dialect) IsRetryable(err error) bool {
+	c := pgCode(err)
+	return c == "40001" || c == "40P01"
+}
+
+// Migrate holds a session advisory lock while fn runs in a transaction on
+// the same connection, so one process at a time migrates.
+func (dialect) Migrate(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
