@@ -439,7 +439,7 @@ func (q *dispatchQueue) deliver(d Dispatch) {
 			return
 		}
 		d.Attempt = attempt
-		err, p, stack := q.attempt(d)
+		p, stack, err := q.attempt(d)
 		switch {
 		case err == nil:
 			q.delivered.Add(1)
@@ -463,7 +463,7 @@ func (q *dispatchQueue) deliver(d Dispatch) {
 }
 
 // attempt makes one call of the Dispatcher, recovering a panic.
-func (q *dispatchQueue) attempt(d Dispatch) (err error, p any, stack []byte) {
+func (q *dispatchQueue) attempt(d Dispatch) (p any, stack []byte, err error) {
 	ctx, cancel := context.WithTimeout(q.stop, q.opts.AttemptTimeout)
 	defer cancel()
 	defer func() {
@@ -472,7 +472,7 @@ func (q *dispatchQueue) attempt(d Dispatch) (err error, p any, stack []byte) {
 			err = fmt.Errorf("dispatcher panic: %v", p)
 		}
 	}()
-	return q.d.Dispatch(ctx, d), nil, nil
+	return nil, nil, q.d.Dispatch(ctx, d)
 }
 
 // backoff returns the wait after the given failed attempt: Backoff doubled
