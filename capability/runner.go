@@ -21,10 +21,10 @@ import (
 const (
 	// DefaultMaxPayloadBytes bounds a payload when
 	// RunnerOptions.MaxPayloadBytes is zero.
-	DefaultMaxPayloadBytes = 1 << 20
+	DefaultMaxPayloadBytes = abi.DefaultMaxPayloadBytes
 	// DefaultMaxDepth bounds payload nesting when RunnerOptions.MaxDepth
 	// is zero.
-	DefaultMaxDepth = 64
+	DefaultMaxDepth = abi.DefaultMaxJSONDepth
 	// DefaultSettleTimeout bounds settling or releasing one hold when
 	// RunnerOptions.SettleTimeout is zero.
 	DefaultSettleTimeout = 10 * time.Second
@@ -213,9 +213,9 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 	call := c.call
 
 	// 1. Resolve.
-	if len(call.Name) > MaxNameBytes {
+	if len(call.Name) > abi.MaxNameBytes {
 		return c.fail(abi.StatusRequestTooLarge,
-			fmt.Sprintf("capability name is %d bytes, over the limit of %d", len(call.Name), MaxNameBytes),
+			fmt.Sprintf("capability name is %d bytes, over the limit of %d", len(call.Name), abi.MaxNameBytes),
 			fmt.Errorf("%w: name of %d bytes", ErrRequestTooLarge, len(call.Name)))
 	}
 	if !ValidName(call.Name) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
 )
 
 // Defaults for Limits. See SECURITY.md for what each limit defends against.
@@ -17,23 +19,21 @@ const (
 	// instance and running _initialize.
 	DefaultInitTimeout = 5 * time.Second
 	// DefaultMaxInputBytes bounds the invocation document (1 MiB).
-	DefaultMaxInputBytes = 1 << 20
+	DefaultMaxInputBytes = abi.DefaultMaxJSONBytes
 	// DefaultMaxOutputBytes bounds the decision document (1 MiB).
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxOutputBytes = abi.DefaultMaxJSONBytes
 	// DefaultMaxHostCalls bounds host calls per invocation, takes excluded.
 	DefaultMaxHostCalls = 64
 	// DefaultMaxHostCallBytes bounds the bytes of all host-call names,
 	// payloads and results of one invocation (8 MiB).
 	DefaultMaxHostCallBytes = 8 << 20
 	// DefaultMaxRequestBytes bounds one host-call payload (1 MiB).
-	DefaultMaxRequestBytes = 1 << 20
+	DefaultMaxRequestBytes = abi.DefaultMaxPayloadBytes
 	// DefaultMaxResultBytes bounds one host-call result (1 MiB).
-	DefaultMaxResultBytes = 1 << 20
+	DefaultMaxResultBytes = abi.DefaultMaxPayloadBytes
 	// DefaultMaxLogBytes bounds what one invocation may write to stdout
 	// and stderr together (64 KiB); the rest is dropped and counted.
 	DefaultMaxLogBytes = 64 << 10
-	// MaxNameBytes bounds a capability name in a host call.
-	MaxNameBytes = 128
 	// DefaultFuel is the default fuel of one invocation: 400 million
 	// units, one per WebAssembly instruction executed. The example Go hooks
 	// use 0.2 to 12 million on a 1 KiB message (Shopify Functions allow 11

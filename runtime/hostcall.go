@@ -177,8 +177,8 @@ func (inv *invocation) call(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr
 // serve is call after the call was counted: the name it read (if any), the
 // credit charged and the reply.
 func (inv *invocation) serve(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr, inLen uint32) (string, int64, deliverReply) {
-	if nameLen > MaxNameBytes {
-		return "", 0, errReply(abi.StatusRequestTooLarge, "capability name is %d bytes, over the limit of %d", nameLen, MaxNameBytes)
+	if nameLen > abi.MaxNameBytes {
+		return "", 0, errReply(abi.StatusRequestTooLarge, "capability name is %d bytes, over the limit of %d", nameLen, abi.MaxNameBytes)
 	}
 	if int64(inLen) > int64(inv.lim.MaxRequestBytes) {
 		return "", 0, errReply(abi.StatusRequestTooLarge, "payload is %d bytes, over the limit of %d", inLen, inv.lim.MaxRequestBytes)
