@@ -245,8 +245,9 @@ var modcacheBuildRules = sync.OnceValues(func() (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "format=%d\nrules=%d\nmeter=%s\n", modcacheFormat, modcacheRules, meter.Version)
 	fmt.Fprintf(&b, "abi=%d host_call=%s handle=%s\n", abi.Major, abi.HostCallSignature, abi.HandleSignature)
-	wasi := make([]string, 0, len(abi.WASIFunctions))
-	for name, sig := range abi.WASIFunctions {
+	wasiFunctions := abi.WASIFunctions()
+	wasi := make([]string, 0, len(wasiFunctions))
+	for name, sig := range wasiFunctions {
 		wasi = append(wasi, name+" "+sig)
 	}
 	slices.Sort(wasi)

@@ -149,7 +149,7 @@ func validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, *wasmbin.Module, 
 				return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("signature is %s, want %s", ii.Signature, abi.HostCallSignature)}
 			}
 		case abi.WASIModule:
-			want, ok := abi.WASIFunctions[ii.Name]
+			want, ok := abi.WASISignature(ii.Name)
 			if !ok {
 				return info, nil, &ValidationError{Import: name, Reason: "not in the fixed WASI set a hook may import (see ABI.md#wasi)"}
 			}
