@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/benchmode"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -47,7 +48,7 @@ type Env struct {
 
 	// RT is the shared runtime of the warm cases, with CacheDir: the
 	// default configuration. RTUnmetered is the same with
-	// Config.DisableMetering and NoDeadlineInterrupt: the bare engine,
+	// benchmode.Bare (DisableMetering and NoDeadlineInterrupt): the bare engine,
 	// for scale.
 	RT, RTUnmetered *runtime.Runtime
 
@@ -102,7 +103,7 @@ func newEnv(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.RTUnmetered, err = runtime.New(ctx, runtime.Config{CacheDir: filepath.Join(cache, "wazero-unmetered"), DisableMetering: true, NoDeadlineInterrupt: true})
+	e.RTUnmetered, err = runtime.New(ctx, benchmode.With(runtime.Config{CacheDir: filepath.Join(cache, "wazero-unmetered")}, benchmode.Bare))
 	if err != nil {
 		return nil, err
 	}

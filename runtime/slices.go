@@ -49,7 +49,7 @@ const (
 
 // HostWorkPerCheck is how much host-function work, in fuel units, the host
 // does between two looks at the clock and the caller's context: every
-// charge adds up, metered or not (Config.DisableMetering), and when the sum
+// charge adds up, metered or not (benchmode.Switches.DisableMetering), and when the sum
 // reaches HostWorkPerCheck the deadline is checked. With the caps on each
 // host function (MaxWriteIovecs, MaxWriteBytes, MaxPollSubscriptions,
 // MaxRandomBytes) no single call does more than about a millisecond of work,
