@@ -140,8 +140,8 @@
 // Credit is reserve-then-settle: a Ledger holds the worst case before
 // Execute, and the actual consumption is posted after it, so concurrent calls
 // can never spend the same credit twice and a call can never be charged more
-// than it reserved. MemoryLedger is an in-memory Ledger. See NOTES.md for the
-// reasoning behind each policy.
+// than it reserved. MemoryLedger is an in-memory Ledger. RATIONALE.md gives
+// the reasoning behind each policy, from #why-reserve-then-settle on.
 //
 // The runner and the runtime never import each other: the runtime declares
 // the interface it consumes (HostCall(ctx, *abi.Call) abi.Reply), which

@@ -373,7 +373,7 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 	c.rec.Uncharged = max(consumed-charged, 0)
 	if serr != nil {
 		// The work was done but could not be billed: the result is not
-		// delivered. See NOTES.md.
+		// delivered. See RATIONALE.md#why-is-a-failed-call-not-charged-and-what-if-settlement-fails.
 		reply, err := c.failed(serr, "settle")
 		reply.Charged = charged
 		return reply, err
@@ -386,7 +386,8 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		c.rec.FollowUpsDropped = c.r.dispatch.enqueue(ctx, c, res.FollowUps)
 	}
 	if limit := call.MaxResultBytes; limit > 0 && len(body) > limit {
-		// The work was done, so the consumption stands. See NOTES.md.
+		// The work was done, so the consumption stands. See
+		// RATIONALE.md#why-does-result_too_large-still-settle.
 		reply, _ := c.fail(abi.StatusResultTooLarge,
 			fmt.Sprintf("result of %s is %d bytes, over the limit of %d", c.name, len(body), limit),
 			nil)
