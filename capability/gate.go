@@ -48,8 +48,6 @@ type Hold interface {
 	Release(ctx context.Context) error
 }
 
-// See RATIONALE.md#why-reserve-then-settle.
-//
 // CreditGate reserves a call's worst-case cost on the caller's tenant account
 // before Execute and settles the actual consumption after it
 // (see RATIONALE.md#why-reserve-then-settle). The account is Caller.Tenant; the

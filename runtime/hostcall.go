@@ -211,10 +211,9 @@ func errReply(s abi.Status, format string, args ...any) deliverReply {
 	return deliverReply{s, abi.Errorf(s, format, args...).Encode()}
 }
 
-// See RATIONALE.md#why-park-and-take-never-re-run.
-//
 // deliver writes body into the guest's buffer when it fits, and parks it
 // otherwise. Per ABI.md the body was written iff len <= out_cap.
+// See RATIONALE.md#why-park-and-take-never-re-run.
 func deliver(inv *invocation, mem api.Memory, r deliverReply, outPtr, outCap uint32) uint64 {
 	n := uint32(len(r.body))
 	if n <= outCap {
