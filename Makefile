@@ -89,7 +89,7 @@ check: $(STATICCHECK)
 	    echo "go mod tidy changed go.mod/go.sum"; cp /tmp/wasmhooks-go.mod.bak go.mod; cp /tmp/wasmhooks-go.sum.bak go.sum; exit 1; fi
 
 ## bench: wasmhooks side by side with native Go and Extism, as one table
-## with the issue-6 targets (BENCHMARKS.md). The bench module (bench/) has its
+## with their targets (BENCHMARKS.md). The bench module (bench/) has its
 ## own go.mod, so Extism never becomes a dependency of the library.
 bench: deps
 	cd bench && $(GO) run ./cmd/benchtable

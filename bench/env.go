@@ -1,6 +1,6 @@
 // Package bench measures wasmhooks side by side with native Go and with
-// Extism (extism/go-sdk), and checks the figures against the targets of
-// issue 6. It is its own module so that Extism never becomes a dependency of
+// Extism (extism/go-sdk), and checks the figures against their targets
+// (BENCHMARKS.md). It is its own module so that Extism never becomes a dependency of
 // the library. BENCHMARKS.md explains every row.
 //
 // Run the table with `make bench` (go run ./cmd/benchtable); CI runs every

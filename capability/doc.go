@@ -120,10 +120,9 @@
 // Durability: delivery is at least once for a process that lives: every
 // queued follow-up is delivered, reported as failed, or still pending, and
 // Runner.Close drains the queue. The queue is in memory: a follow-up queued
-// when the process crashes is lost without a report. A durable store (issue
-// 13) is what will make it survive a crash; until then, a platform that
-// cannot lose a follow-up should make its Dispatcher write to its own
-// durable queue, which is quick and rarely fails.
+// when the process crashes is lost without a report. A platform that cannot
+// lose a follow-up should make its Dispatcher write to its own durable
+// queue, which is quick and rarely fails.
 //
 // # Errors
 //
