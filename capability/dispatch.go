@@ -15,12 +15,11 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 )
 
-// See RATIONALE.md#why-is-follow-up-work-queued-and-not-sent-during-the-call.
-//
 // The dispatch step: a capability returns follow-up work (Result.FollowUps)
 // and, once the call is settled, the runner hands each piece to the
 // platform's Dispatcher from a bounded queue served by a few workers, with
-// bounded retries. The hook's call never waits for a delivery.
+// bounded retries. The hook's call never waits for a delivery. See
+// RATIONALE.md#why-is-follow-up-work-queued-and-not-sent-during-the-call.
 
 // Defaults of DispatchOptions.
 const (
