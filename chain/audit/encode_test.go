@@ -125,7 +125,7 @@ func TestEncodeMatchesReference(t *testing.T) {
 		"typed nil map":    func(r *Record) { r.Diff[0].BeforeValue = map[string]any(nil) },
 		"nil slice value":  func(r *Record) { r.Diff[0].AfterValue = []any(nil) },
 		"floats": func(r *Record) {
-			r.Diff[0].BeforeValue = []any{1e21, 1e20, 1e-7, 1e-6, -0.0, 5e-324, math.MaxFloat64, 0.1, 100.0, 123456789.123}
+			r.Diff[0].BeforeValue = []any{1e21, 1e20, 1e-7, 1e-6, math.Copysign(0, -1), 5e-324, math.MaxFloat64, 0.1, 100.0, 123456789.123}
 		},
 		"numbers": func(r *Record) {
 			r.Diff[0].BeforeValue = []any{json.Number("-0.0e+5"), json.Number(""), int64(-3), uint64(math.MaxUint64), 7}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/benchmode"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -137,7 +138,7 @@ func TestTimeHostFunctionsAtTheirWorst(t *testing.T) {
 	}{
 		{"metered", func(*options) {}, runtime.MaxFuel},
 		{"metered with the default fuel", func(*options) {}, 0},
-		{"unmetered", func(o *options) { o.cfg.DisableMetering = true }, 0},
+		{"unmetered", func(o *options) { o.cfg = benchmode.With(o.cfg, benchmode.Unmetered) }, 0},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			w := newWorld(t, mode.opt)
@@ -176,7 +177,7 @@ func TestTimeOverrunFigures(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opt  func(*options)
-	}{{"metered", func(*options) {}}, {"unmetered", func(o *options) { o.cfg.DisableMetering = true }}} {
+	}{{"metered", func(*options) {}}, {"unmetered", func(o *options) { o.cfg = benchmode.With(o.cfg, benchmode.Unmetered) }}} {
 		w := newWorld(t, mode.opt)
 		measure := func(name string, m *runtime.Module, lim runtime.Limits, past time.Duration) {
 			var d []time.Duration
