@@ -102,8 +102,9 @@ type StreamOutcome struct {
 //     they stay held, as the hooks received them, to be seen again with
 //     what follows. The cut falls just after the last whitespace at least L
 //     characters from the end, if one is within L characters of that point,
-//     else exactly there. If the hooks changed text within L characters of
-//     the end, nothing is released yet.
+//     else exactly there when L characters without whitespace precede it.
+//     If the hooks changed text within L characters of the end, nothing is
+//     released yet.
 //
 // Close runs the chain once more over what is held, with "final" true, and
 // releases all it leaves. Released text is never sent to a hook again, so no
@@ -313,9 +314,10 @@ func (s *Stream) release(text, held string) string {
 // cutPoint returns where to cut window, the text the hooks received, given
 // after, what they made of it: the byte offset in window from which at least
 // l characters came out unchanged (the window's tail and after's), or -1 if
-// there is none. It prefers the position just after a whitespace character
-// when one lies within l characters before the latest possible cut, so a
-// window begins where a word does.
+// there is none. It cuts just after the last whitespace character within l
+// characters before the latest possible cut, so a window begins where a word
+// does; with no whitespace in those l characters, at the latest cut; and
+// with fewer than l characters there to look through, not yet.
 func cutPoint(window, after string, l int) int {
 	// common is the length of the longest common suffix, on a character
 	// boundary.
@@ -337,7 +339,12 @@ func cutPoint(window, after string, l int) int {
 	}
 	floor := len(window) - common // the cut may not go before it
 	p := latest
-	for i := 0; i < l && p > floor; i++ {
+	for i := 0; i < l; i++ {
+		if p <= floor {
+			// Fewer than l characters to look through: wait for more
+			// text rather than cut a word that may go on.
+			return -1
+		}
 		r, size := utf8.DecodeLastRuneInString(window[:p])
 		if unicode.IsSpace(r) {
 			return p

@@ -406,6 +406,9 @@ func TestStreamCutPoint(t *testing.T) {
 		{"hello world", "HELLO world", 5, 6},    // the change is out of the tail
 		{"hello world", "hello worlD", 3, -1},   // the change is in the tail
 		{"abc", "abc", 3, -1},                   // nothing before the tail
+		{"abcde", "abcde", 3, -1},               // too little to look for a space
+		{"abcdefgh", "Xbcdefgh", 4, -1},         // nor past a change
+		{"xy abcdefgh", "xy abcdefgh", 3, 8},    // no space in l characters
 		{"ab 日本語x", "ab 日本語x", 2, len("ab 日本")}, // characters, not bytes
 	} {
 		if got := cutPoint(tc.window, tc.after, tc.l); got != tc.want {
