@@ -13,7 +13,7 @@ import (
 
 // streamChain builds demo/stream-chain.json (redact-secrets as a
 // transformer at llm.output.stream, lookahead 64) over the built hook.
-func streamChain(t *testing.T) *chain.Chain {
+func streamChain(t testing.TB) *chain.Chain {
 	t.Helper()
 	ctx := context.Background()
 	wasm, err := runtime.EmbedManifest(testutil.BuildHook(t, "hooks-examples/redact-secrets"),
@@ -103,4 +103,44 @@ func TestStreamRedactSecretsSplitKey(t *testing.T) {
 			t.Fatalf("released %q, whole reply %q (chunks %q)", got, wantAll, chunks)
 		}
 	}
+}
+
+// BenchmarkStreamRedactSecrets streams a 2,000-character reply with a key
+// through the real redact-secrets (demo/stream-chain.json: lookahead 64) in
+// chunks of 16 characters; whole=1 is one Chain.Run over the whole reply.
+// ns/op is per stream; divide by chunks/op for the latency added per chunk.
+func BenchmarkStreamRedactSecrets(b *testing.B) {
+	c := streamChain(b)
+	ctx := context.Background()
+	reply := strings.Repeat("The pool ran dry under the evening peak. ", 25)[:1000] + "export KEY=sk-proj-Q7vX2mLp9RtZ4bNc8WfYk3Hd now. " +
+		strings.Repeat("Requests timed out until the pool grew again. ", 25)
+	reply = reply[:2000]
+	b.Run("whole=1", func(b *testing.B) {
+		in := chain.Input{Tenant: "acme", Point: "llm.output.stream", Context: map[string]any{"response": reply, "offset": 0, "final": true}}
+		for b.Loop() {
+			if _, err := c.Run(ctx, in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("chunk=16", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			s, err := c.Stream(ctx, chain.Input{Tenant: "acme", Point: "llm.output.stream"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n = 0
+			for i := 0; i < len(reply); i += 16 {
+				if _, err := s.Write(reply[i:min(i+16, len(reply))]); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			if _, out, err := s.Close(); err != nil || !strings.Contains(out.Text, "[REDACTED]") {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n), "chunks/op")
+	})
 }
