@@ -174,7 +174,11 @@ func TestStreamProperty(t *testing.T) {
 			guarded, _ := streamEnv(t, append(append([]Binding(nil), trans...), Binding{Name: "ban", Point: point, Phase: Guard, Lookahead: 16})...)
 			open, _ := streamEnv(t, trans...)
 			r := rand.New(rand.NewSource(12))
-			for i := 0; i < 150; i++ {
+			replies := 150
+			if raceEnabled {
+				replies = 40 // the race detector makes each run ten times slower
+			}
+			for i := 0; i < replies; i++ {
 				text := randomReply(r, i%3 == 0)
 				want := whole(t, guarded.c, point, text)
 				wantText := whole(t, open.c, point, text).Context[primaryOf(point)].(string)
