@@ -104,7 +104,9 @@ type StreamOutcome struct {
 //     characters from the end, if one is within L characters of that point,
 //     else exactly there when L characters without whitespace precede it.
 //     If the hooks changed text within L characters of the end, nothing is
-//     released yet.
+//     released yet; once the window is longer than 4L bytes, the next run
+//     then waits until it has grown by half (so hooks that never agree cost
+//     work linear in the reply, not quadratic).
 //
 // Close runs the chain once more over what is held, with "final" true, and
 // releases all it leaves. Released text is never sent to a hook again, so no
@@ -119,6 +121,9 @@ type Stream struct {
 	held    string
 	partial string // an incomplete UTF-8 sequence ending the last chunk
 	offset  int    // characters released so far
+	// next is the held bytes the next run waits for, after a run that
+	// released nothing (0: run as soon as the window exceeds L).
+	next int
 	text    strings.Builder
 	out     StreamOutcome
 	err     error // set once the stream stopped
@@ -201,7 +206,7 @@ func (s *Stream) Write(chunk string) (string, error) {
 		// No hook to wait for.
 		return s.release(s.held, ""), nil
 	}
-	if utf8.RuneCountInString(s.held) <= l {
+	if len(s.held) < s.next || utf8.RuneCountInString(s.held) <= l {
 		return "", nil // nothing could be released yet
 	}
 	window := s.held
@@ -212,16 +217,28 @@ func (s *Stream) Write(chunk string) (string, error) {
 	if out.Verdict != Allow {
 		return "", s.stop(&StreamStopped{Outcome: out})
 	}
+	// Once the window is past 4L bytes (hooks local within L agree well
+	// before), a run that releases nothing waits for the window to grow by
+	// half before the next: hooks that keep changing its end would
+	// otherwise be run over the whole held text at every chunk, work
+	// quadratic in the reply. Waiting longer only delays release.
+	wait := 0
+	if len(window) > 4*l {
+		wait = len(window) + len(window)/2
+	}
 	for i := range out.Trace {
 		if out.Trace[i].Failure != nil {
+			s.next = wait
 			return "", nil // a hook that failed did not agree
 		}
 	}
 	after, _ := out.Context[s.primary].(string)
 	keep := cutPoint(window, after, l)
 	if keep < 0 {
+		s.next = wait
 		return "", nil
 	}
+	s.next = 0
 	return s.release(after[:len(after)-(len(window)-keep)], window[keep:]), nil
 }
 

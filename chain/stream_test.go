@@ -306,6 +306,25 @@ func TestStreamNonLocalHookHoldsToTheEnd(t *testing.T) {
 	}
 }
 
+// TestStreamNonLocalHookRunsRarely: while hooks agree to nothing, runs
+// wait for the window to grow by half, so a long reply costs a few runs
+// rather than one per chunk over ever more text.
+func TestStreamNonLocalHookRunsRarely(t *testing.T) {
+	e, _ := streamEnv(t, Binding{Name: "tail", Phase: Transformer, Lookahead: 16})
+	text := strings.Repeat("abc def ", 2500) // 20,000 characters
+	var chunks []string
+	for i := 0; i < len(text); i += 10 {
+		chunks = append(chunks, text[i:i+10])
+	}
+	got, out, err := streamAll(t, e.c, "llm.output.stream", chunks)
+	if err != nil || got != text+"!" {
+		t.Fatalf("released %d bytes, %v", len(got), err)
+	}
+	if out.Runs > 40 {
+		t.Fatalf("%d runs for %d chunks, want a few (logarithmic)", out.Runs, len(chunks))
+	}
+}
+
 // TestStreamFailedHookReleasesNothing: a fail-open hook that fails agrees to
 // nothing: the text is held until the end.
 func TestStreamFailedHookReleasesNothing(t *testing.T) {
