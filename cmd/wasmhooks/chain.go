@@ -18,7 +18,7 @@ import (
 // top-level one.
 const chainSynopsis = `  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
                   [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
-                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
+                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE] [--stream [--chunk N]]
   wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
                   [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
                   [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
@@ -109,6 +109,8 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	f.register(fs)
 	point := fs.String("point", "", "the hook point; required")
 	inputPath := fs.String("input", "", "the traffic at the point (its context object), a JSON file or - for stdin (default {})")
+	var sf streamFlags
+	sf.register(fs)
 	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
 		return code
 	}
@@ -128,6 +130,9 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return code
 	}
 	defer env.close()
+	if sf.stream {
+		return runStream(ctx, env, &sf, chain.Input{Tenant: f.tenant, Point: *point, Context: input}, stdout)
+	}
 	out, err := env.c.Run(ctx, chain.Input{Tenant: f.tenant, Point: *point, Context: input})
 	if err != nil {
 		return fail(stdout, exitUsage, chainCode(err), "%v", err)
