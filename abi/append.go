@@ -32,14 +32,7 @@ func AppendJSON(dst []byte, v any) (out []byte, ok bool) {
 // returns; ok is false when Context or Settings hold a value AppendJSON does
 // not handle (use Encode).
 func (inv *Invocation) AppendTo(dst []byte) (out []byte, ok bool) {
-	abi := inv.ABI
-	if abi == 0 {
-		abi = Major
-	}
-	b := append(dst, `{"abi":`...)
-	b = strconv.AppendInt(b, int64(abi), 10)
-	b = append(b, `,"point":`...)
-	b = appendString(b, inv.Point)
+	b := inv.appendHead(dst)
 	for _, f := range [...]struct {
 		name string
 		m    map[string]any
@@ -51,13 +44,43 @@ func (inv *Invocation) AppendTo(dst []byte) (out []byte, ok bool) {
 			return nil, false
 		}
 	}
+	return inv.appendMeta(b), true
+}
+
+// AppendObjects appends the invocation document with context and settings
+// as its "context" and "settings" (inv's Context and Settings are ignored):
+// byte for byte what AppendTo writes for maps whose Objects they are, with
+// the objects' bytes copied as they are instead of encoded again.
+func (inv *Invocation) AppendObjects(dst []byte, context, settings Object) []byte {
+	b := inv.appendHead(dst)
+	b = append(b, `,"context":`...)
+	b = append(b, context.Bytes()...)
+	b = append(b, `,"settings":`...)
+	b = append(b, settings.Bytes()...)
+	return inv.appendMeta(b)
+}
+
+// appendHead appends the document up to its point.
+func (inv *Invocation) appendHead(dst []byte) []byte {
+	abi := inv.ABI
+	if abi == 0 {
+		abi = Major
+	}
+	b := append(dst, `{"abi":`...)
+	b = strconv.AppendInt(b, int64(abi), 10)
+	b = append(b, `,"point":`...)
+	return appendString(b, inv.Point)
+}
+
+// appendMeta appends the document's meta and its end.
+func (inv *Invocation) appendMeta(b []byte) []byte {
 	b = append(b, `,"meta":{"hook":`...)
 	b = appendString(b, inv.Meta.Hook)
 	b = append(b, `,"invocation":`...)
 	b = appendString(b, inv.Meta.Invocation)
 	b = append(b, `,"tenant":`...)
 	b = appendString(b, inv.Meta.Tenant)
-	return append(b, "}}"...), true
+	return append(b, "}}"...)
 }
 
 // appendValue is AppendJSON at nesting depth.
