@@ -32,32 +32,33 @@ func AppendJSON(dst []byte, v any) (out []byte, ok bool) {
 // returns; ok is false when Context or Settings hold a value AppendJSON does
 // not handle (use Encode).
 func (inv *Invocation) AppendTo(dst []byte) (out []byte, ok bool) {
+	return inv.AppendObjects(dst, Object{}, Object{})
+}
+
+// AppendObjects is AppendTo with context and settings standing for Context
+// and Settings where those are nil: the objects' bytes are copied as they
+// are, not encoded again, and are what AppendTo writes for the maps they
+// were made from.
+func (inv *Invocation) AppendObjects(dst []byte, context, settings Object) (out []byte, ok bool) {
 	b := inv.appendHead(dst)
 	for _, f := range [...]struct {
 		name string
 		m    map[string]any
-	}{{`,"context":`, inv.Context}, {`,"settings":`, inv.Settings}} {
+		o    *Object
+	}{{`,"context":`, inv.Context, &context}, {`,"settings":`, inv.Settings, &settings}} {
 		b = append(b, f.name...)
-		if len(f.m) == 0 {
+		switch {
+		case f.m == nil:
+			b = append(b, f.o.Bytes()...)
+		case len(f.m) == 0:
 			b = append(b, "{}"...)
-		} else if b, ok = appendObject(b, f.m, 2); !ok {
-			return nil, false
+		default:
+			if b, ok = appendObject(b, f.m, 2); !ok {
+				return nil, false
+			}
 		}
 	}
 	return inv.appendMeta(b), true
-}
-
-// AppendObjects appends the invocation document with context and settings
-// as its "context" and "settings" (inv's Context and Settings are ignored):
-// byte for byte what AppendTo writes for maps whose Objects they are, with
-// the objects' bytes copied as they are instead of encoded again.
-func (inv *Invocation) AppendObjects(dst []byte, context, settings Object) []byte {
-	b := inv.appendHead(dst)
-	b = append(b, `,"context":`...)
-	b = append(b, context.Bytes()...)
-	b = append(b, `,"settings":`...)
-	b = append(b, settings.Bytes()...)
-	return inv.appendMeta(b)
 }
 
 // appendHead appends the document up to its point.
