@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Object is a JSON object in canonical form: its bytes are written once,
@@ -206,6 +207,9 @@ func (o Object) Merge(changes map[string]any) (Object, []string, error) {
 	return n, changed, nil
 }
 
+// valueScratch holds the buffers SetMerge encodes new values into.
+var valueScratch = sync.Pool{New: func() any { return new([]byte) }}
+
 // SetMerge makes o what base.Merge(changes) returns, reusing o's storage
 // (see SetMap; o must not share it with base), and returns the changed keys.
 // When nothing changed, o is a copy of base's bytes.
@@ -215,10 +219,16 @@ func (o *Object) SetMerge(base Object, changes map[string]any) ([]string, error)
 		key        string
 		start, end int
 	}
-	var (
-		cs   = make([]change, 0, len(changes))
-		vals []byte
-	)
+	var csBuf [8]change // most modifies change a field or two
+	cs := csBuf[:0]
+	vp := valueScratch.Get().(*[]byte)
+	vals := (*vp)[:0]
+	defer func() {
+		if cap(vals) <= 64<<10 {
+			*vp = vals[:0]
+			valueScratch.Put(vp)
+		}
+	}()
 	for k, v := range changes {
 		start := len(vals)
 		var ok bool

@@ -1,11 +1,11 @@
 package chain
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -120,8 +120,13 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 				continue // not a tool it names: no step
 			}
 			step, dec = c.ruleStep(b, st, tool)
-		} else if step, dec, nextCtx, err = c.step(ctx, s, b, st); err != nil {
-			return nil, err
+		} else {
+			if next == nil {
+				next = audit.AcquireDigests()
+			}
+			if step, dec, nextCtx, err = c.step(ctx, s, b, st, cur, next); err != nil {
+				return nil, err
+			}
 		}
 		var ap *Approval
 		if step.Applied == abi.ActionAsk {
@@ -130,11 +135,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		}
 		after := cur
 		if step.Applied == abi.ActionModify {
-			if next == nil {
-				next = audit.AcquireDigests()
-			}
-			next.Reset(nextCtx)
-			after = next
+			after = next // step spliced the modify into it
 		}
 		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after)
 		if err != nil {
@@ -217,8 +218,10 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 }
 
 // step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), and the context after the step.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (Step, *abi.Decision, map[string]any, error) {
+// the hook's decision (nil on failure), and the context after the step. cur
+// holds st.Context (the hook gets its bytes); when the step applies a
+// modify, nextD holds the context after it.
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	ctx, span := c.tracer.Start(ctx, "chain.hook", b.spanStart...)
 	defer span.End()
@@ -246,10 +249,20 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		res = results.Get().(*runtime.Result)
 		defer putResult(res)
 		refused := false // the runtime refused the request: the hook did not run
-		err := c.engine.InvokeInto(ctx, b.module, runtime.Request{
+		req := runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
 			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation, Points: c.points,
-		}, res)
+		}
+		// The traffic goes as the bytes the chain holds, encoded once per
+		// context; the settings as encoded when the configuration was
+		// built.
+		if obj, ok := cur.Object(); ok {
+			req.Context, req.ContextObject = nil, obj
+		}
+		if b.settingsObject != nil {
+			req.Settings, req.SettingsObject = nil, *b.settingsObject
+		}
+		err := c.engine.InvokeInto(ctx, b.module, req, res)
 		if _, failed := err.(*abi.Failure); err != nil && !failed {
 			res = nil // no report: not the hook's failure, or a refusal
 		}
@@ -281,12 +294,23 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 				step.Ignored = "ask already approved earlier in this run"
 			}
 			if step.Applied == abi.ActionModify {
-				next, step.Changed = merge(st.Context, dec.Context)
+				// The modify is spliced into the bytes of the context:
+				// the fields it left keep theirs.
+				size, before := -1, -1
+				var spliced bool
+				if next, step.Changed, spliced = nextD.ResetMerge(cur, dec.Context); spliced {
+					o, _ := nextD.Object()
+					in, _ := cur.Object()
+					size, before = o.Len(), in.Len()
+				} else {
+					next, step.Changed = merge(st.Context, dec.Context)
+					nextD.Reset(next)
+				}
 				if len(step.Changed) == 0 {
 					// Every field was set to the value it had.
 					step.Applied = abi.ActionContinue
 					next = st.Context
-				} else if fail = c.checkModify(s, b, st, next, step.Changed); fail != nil {
+				} else if fail = c.checkModify(s, b, st, next, step.Changed, size, before); fail != nil {
 					next, step.Changed, dec = st.Context, nil, nil
 					step.Decision, step.Ignored = nil, ""
 				}
@@ -422,8 +446,9 @@ func article(p Phase) string {
 // (invalid_output), or a context grown past what a later binding's input
 // limit leaves room for (output_too_large; a context that was already past
 // it when the transformer got it is not the transformer's failure). next is the context
-// after the modify; changed lists the fields it changed.
-func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *abi.Failure {
+// after the modify; changed lists the fields it changed; size and before
+// are the encoded sizes of next and st.Context, -1 when not known.
+func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string, size, before int) *abi.Failure {
 	for _, f := range changed {
 		if err := b.point.CheckField(f, next[f]); err != nil {
 			return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
@@ -433,9 +458,11 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	if !ok {
 		return nil
 	}
-	size, err := contextBytes(next)
-	if err != nil {
-		return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
+	if size < 0 {
+		var err error
+		if size, err = contextBytes(next); err != nil {
+			return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
+		}
 	}
 	if size <= room {
 		return nil
@@ -443,7 +470,13 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	// Traffic that came in too large for the later binding fails it
 	// whatever the transformer does: only a modify that takes a context
 	// that fitted past the bound is the transformer's failure.
-	if before, err := contextBytes(st.Context); err == nil && before > room {
+	if before < 0 {
+		var err error
+		if before, err = contextBytes(st.Context); err != nil {
+			before = -1
+		}
+	}
+	if before > room {
 		return nil
 	}
 	return &abi.Failure{Code: abi.FailOutputTooLarge, Message: fmt.Sprintf(
@@ -521,7 +554,11 @@ func contextBytes(ctx map[string]any) (int, error) {
 }
 
 // merge returns ctx with the fields of changes set, and the fields whose
-// value changed, sorted. ctx itself is not modified.
+// encoding changed, sorted (as abi.Object.Merge decides: a value that
+// encodes as the one it replaces is no change; one that does not encode is
+// one). ctx itself is not modified. The steps splice a modify into the
+// context's Object (audit.Digests.ResetMerge); this is for a context that
+// has none, and for an approver's edit.
 func merge(ctx, changes map[string]any) (map[string]any, []string) {
 	out := make(map[string]any, len(ctx)+len(changes))
 	for k, v := range ctx {
@@ -529,13 +566,23 @@ func merge(ctx, changes map[string]any) (map[string]any, []string) {
 	}
 	var changed []string
 	for k, v := range changes {
-		if old, ok := ctx[k]; !ok || !reflect.DeepEqual(old, v) {
+		if old, ok := ctx[k]; !ok || !sameEncoding(old, v) {
 			changed = append(changed, k)
 		}
 		out[k] = v
 	}
 	sort.Strings(changed)
 	return out, changed
+}
+
+// sameEncoding reports whether a and b encode to the same bytes.
+func sameEncoding(a, b any) bool {
+	ea, err := abi.Marshal(a)
+	if err != nil {
+		return false
+	}
+	eb, err := abi.Marshal(b)
+	return err == nil && bytes.Equal(ea, eb)
 }
 
 func contains(list []string, s string) bool {
