@@ -288,12 +288,37 @@ func appendValue(b []byte, name string, v any) ([]byte, bool) {
 // appendString appends s as encoding/json's Marshal does: abi.AppendJSON's
 // string with HTML escaping.
 func appendString(b []byte, s string) []byte {
+	if plainASCII(s) { // digests, names, codes: most of a record
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	start := len(b)
 	b, _ = abi.AppendJSON(b, s)
 	return escapeHTML(b, start)
 }
 
 const hexDigits = "0123456789abcdef"
+
+// needsCare marks the bytes a JSON string cannot hold as they are in
+// encoding/json's HTML-safe form: controls, '"', '\\', '<', '>', '&', and
+// every byte of a multi-byte character (left to the full encoder).
+var needsCare = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&'
+	}
+	return t
+}()
+
+// plainASCII reports whether s encodes as itself between quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if needsCare[s[i]] {
+			return false
+		}
+	}
+	return true
+}
 
 // escapeHTML rewrites every <, > and & of b[start:] as \u003c, \u003e and
 // \u0026, which is all that sets encoding/json's default (HTML-safe) output
