@@ -412,7 +412,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			nb.settingsObject = &o
 		}
 		nb.Grants = append([]string(nil), b.Grants...)
-		nb.inputMax, nb.envelope = lim.MaxInputBytes, envelopeBytes(b.Point, b.Name, settings)
+		nb.inputMax, nb.envelope = lim.MaxInputBytes, envelopeBytes(b.Point, b.Name, settings, nb.settingsObject)
 		s.byName[b.Name] = nb
 		if l.err {
 			continue // the module's problem is already reported

@@ -510,9 +510,14 @@ func roomAfter(later []*bound, st *RunState, index int) (room int, who string, o
 // envelopeBytes is the size of a binding's invocation document without its
 // context ({} counted as nothing), tenant and invocation id ("" each counted
 // as nothing): what roomAfter subtracts from its input limit.
-func envelopeBytes(point, hook string, settings map[string]any) int {
+// The settings' Object, when there is one, stands for them.
+func envelopeBytes(point, hook string, settings map[string]any, obj *abi.Object) int {
 	inv := abi.Invocation{ABI: abi.Major, Point: point, Settings: settings, Meta: abi.Meta{Hook: hook}}
-	doc, ok := inv.AppendTo(nil)
+	var so abi.Object
+	if obj != nil {
+		inv.Settings, so = nil, *obj
+	}
+	doc, ok := inv.AppendObjects(nil, abi.Object{}, so)
 	if !ok {
 		var err error
 		if doc, err = inv.Encode(); err != nil {
