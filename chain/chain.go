@@ -56,7 +56,11 @@ type Engine interface {
 	LimitsFor(m *runtime.Module, l runtime.Limits) (runtime.Limits, error)
 	// InvokeInto runs one invocation, writing its report into res
 	// (runtime.Runtime.InvokeInto: a *abi.Failure error comes with the
-	// report in res; any other error with no usable report).
+	// report in res; any other error with no usable report). The chain
+	// sends the traffic as req.ContextObject and the settings as
+	// req.SettingsObject (Context and Settings nil); the context's bytes
+	// are reused once the call returns, so an Engine that keeps them
+	// past it copies them.
 	InvokeInto(ctx context.Context, m *runtime.Module, req runtime.Request, res *runtime.Result) error
 }
 
