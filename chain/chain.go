@@ -128,7 +128,11 @@ type Chain struct {
 	tracer      trace.Tracer
 	log         *slog.Logger
 	now         func() time.Time
-	breakers    breakers
+	// wallClock is set when now is time.Now: a step then reads the clock
+	// once for its start and its breaker (a clock read is dear on some
+	// virtual machines).
+	wallClock bool
+	breakers  breakers
 	// points resolves point names: the built-in points and Options.Points.
 	points *abi.PointRegistry
 
@@ -182,7 +186,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		c.log = slog.Default()
 	}
 	if c.now == nil {
-		c.now = time.Now
+		c.now, c.wallClock = time.Now, true
 	}
 	if err := c.Reload(ctx, cfg); err != nil {
 		return nil, err

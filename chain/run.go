@@ -229,7 +229,11 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	log := stepLog{c: c, st: st, b: b}
 
 	br := c.breakers.get(b.key, st.Tenant)
-	p := br.allow(c.now(), s.breaker)
+	at := start
+	if !c.wallClock {
+		at = c.now()
+	}
+	p := br.allow(at, s.breaker)
 	var (
 		res  *runtime.Result
 		fail *abi.Failure
