@@ -137,14 +137,13 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if step.Applied == abi.ActionModify {
 			after = next // step spliced the modify into it
 		}
-		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after)
-		if err != nil {
+		records = append(records, audit.Record{})
+		if err := c.recordInto(ctx, &records[len(records)-1], s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after); err != nil {
 			return nil, err
 		}
 		if after != cur {
 			cur, next = after, cur
 		}
-		records = append(records, rec)
 		st.Trace = append(st.Trace, step)
 		switch step.Applied {
 		case abi.ActionNotify:
@@ -607,7 +606,15 @@ func contains(list []string, s string) bool {
 // before and after hold the digests of the context before and after the step
 // (the same for a step that changed nothing).
 func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) (audit.Record, error) {
-	r := audit.Record{
+	var r audit.Record
+	err := c.recordInto(ctx, &r, config, st, binding, phase, module, step, before, after)
+	return r, err
+}
+
+// recordInto is record writing the record into *r (a run's slice of
+// records, so that a step allocates no record of its own).
+func (c *Chain) recordInto(ctx context.Context, r *audit.Record, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) error {
+	*r = audit.Record{
 		Time: c.now().UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
 		Binding: binding, Phase: string(phase), Module: module,
 		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
@@ -650,7 +657,7 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 		}
 		r.Diff = append(r.Diff, ch)
 	}
-	err := c.sink.Append(ctx, &r)
+	err := c.sink.Append(ctx, r)
 	var ckpt *audit.CheckpointError
 	if errors.As(err, &ckpt) {
 		// The record is stored; only the checkpoint after it is not.
@@ -661,8 +668,8 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 	}
 	if err != nil {
 		c.log.Error("chain: audit record not stored; the run stops without a verdict", "run", st.Run, "binding", binding, "error", err)
-		return r, fmt.Errorf("%w: %w", ErrAudit, err)
+		return fmt.Errorf("%w: %w", ErrAudit, err)
 	}
 	step.Audit = r.Hash
-	return r, nil
+	return nil
 }
