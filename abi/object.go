@@ -20,7 +20,9 @@ import (
 // An Object is immutable: every method leaves it as it is and the bytes it
 // returns must not be modified. The zero Object is the empty object {}.
 // SetMap and SetMerge are the exceptions, for holders that reuse an
-// Object's storage (a pool): they overwrite it in place.
+// Object's storage (a pool): they overwrite it in place. An Object is safe
+// for concurrent use by multiple goroutines as long as none of them calls
+// SetMap or SetMerge on it.
 type Object struct {
 	data   []byte
 	fields []objectField
