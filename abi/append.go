@@ -32,6 +32,37 @@ func AppendJSON(dst []byte, v any) (out []byte, ok bool) {
 // returns; ok is false when Context or Settings hold a value AppendJSON does
 // not handle (use Encode).
 func (inv *Invocation) AppendTo(dst []byte) (out []byte, ok bool) {
+	return inv.AppendObjects(dst, Object{}, Object{})
+}
+
+// AppendObjects is AppendTo with context and settings standing for Context
+// and Settings where those are nil: the objects' bytes are copied as they
+// are, not encoded again, and are what AppendTo writes for the maps they
+// were made from.
+func (inv *Invocation) AppendObjects(dst []byte, context, settings Object) (out []byte, ok bool) {
+	b := inv.appendHead(dst)
+	for _, f := range [...]struct {
+		name string
+		m    map[string]any
+		o    *Object
+	}{{`,"context":`, inv.Context, &context}, {`,"settings":`, inv.Settings, &settings}} {
+		b = append(b, f.name...)
+		switch {
+		case f.m == nil:
+			b = append(b, f.o.Bytes()...)
+		case len(f.m) == 0:
+			b = append(b, "{}"...)
+		default:
+			if b, ok = appendObject(b, f.m, 2); !ok {
+				return nil, false
+			}
+		}
+	}
+	return inv.appendMeta(b), true
+}
+
+// appendHead appends the document up to its point.
+func (inv *Invocation) appendHead(dst []byte) []byte {
 	abi := inv.ABI
 	if abi == 0 {
 		abi = Major
@@ -39,25 +70,18 @@ func (inv *Invocation) AppendTo(dst []byte) (out []byte, ok bool) {
 	b := append(dst, `{"abi":`...)
 	b = strconv.AppendInt(b, int64(abi), 10)
 	b = append(b, `,"point":`...)
-	b = appendString(b, inv.Point)
-	for _, f := range [...]struct {
-		name string
-		m    map[string]any
-	}{{`,"context":`, inv.Context}, {`,"settings":`, inv.Settings}} {
-		b = append(b, f.name...)
-		if len(f.m) == 0 {
-			b = append(b, "{}"...)
-		} else if b, ok = appendObject(b, f.m, 2); !ok {
-			return nil, false
-		}
-	}
+	return appendString(b, inv.Point)
+}
+
+// appendMeta appends the document's meta and its end.
+func (inv *Invocation) appendMeta(b []byte) []byte {
 	b = append(b, `,"meta":{"hook":`...)
 	b = appendString(b, inv.Meta.Hook)
 	b = append(b, `,"invocation":`...)
 	b = appendString(b, inv.Meta.Invocation)
 	b = append(b, `,"tenant":`...)
 	b = appendString(b, inv.Meta.Tenant)
-	return append(b, "}}"...), true
+	return append(b, "}}"...)
 }
 
 // appendValue is AppendJSON at nesting depth.

@@ -56,7 +56,11 @@ type Engine interface {
 	LimitsFor(m *runtime.Module, l runtime.Limits) (runtime.Limits, error)
 	// InvokeInto runs one invocation, writing its report into res
 	// (runtime.Runtime.InvokeInto: a *abi.Failure error comes with the
-	// report in res; any other error with no usable report).
+	// report in res; any other error with no usable report). The chain
+	// sends the traffic as req.ContextObject and the settings as
+	// req.SettingsObject (Context and Settings nil); the context's bytes
+	// are reused once the call returns, so an Engine that keeps them
+	// past it copies them.
 	InvokeInto(ctx context.Context, m *runtime.Module, req runtime.Request, res *runtime.Result) error
 }
 
@@ -124,7 +128,11 @@ type Chain struct {
 	tracer      trace.Tracer
 	log         *slog.Logger
 	now         func() time.Time
-	breakers    breakers
+	// wallClock is set when now is time.Now: a step then reads the clock
+	// once for its start and its breaker (a clock read is dear on some
+	// virtual machines).
+	wallClock bool
+	breakers  breakers
 	// points resolves point names: the built-in points and Options.Points.
 	points *abi.PointRegistry
 
@@ -178,7 +186,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		c.log = slog.Default()
 	}
 	if c.now == nil {
-		c.now = time.Now
+		c.now, c.wallClock = time.Now, true
 	}
 	if err := c.Reload(ctx, cfg); err != nil {
 		return nil, err

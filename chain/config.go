@@ -235,6 +235,10 @@ type bound struct {
 	// and the invocation id: a transformer's modify before it is bounded by
 	// them (see room in run.go).
 	inputMax, envelope int
+	// settingsObject is Settings encoded, once, when the configuration
+	// is built: what every invocation's document carries (nil for
+	// settings that do not encode, which normalise does not let by).
+	settingsObject *abi.Object
 	// spanStart starts the binding's chain.hook spans: their attributes
 	// are the binding's, made once rather than per run.
 	spanStart []trace.SpanStartOption
@@ -419,8 +423,11 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			nb.timeout = DefaultApprovalTimeout
 		}
 		nb.Settings = settings
+		if o, err := abi.ObjectFromMap(settings); err == nil {
+			nb.settingsObject = &o
+		}
 		nb.Grants = append([]string(nil), b.Grants...)
-		nb.inputMax, nb.envelope = lim.MaxInputBytes, envelopeBytes(b.Point, b.Name, settings)
+		nb.inputMax, nb.envelope = lim.MaxInputBytes, envelopeBytes(b.Point, b.Name, settings, nb.settingsObject)
 		s.byName[b.Name] = nb
 		if l.err {
 			continue // the module's problem is already reported

@@ -1,11 +1,11 @@
 package chain
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -126,8 +126,13 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			step, dec = c.ruleStep(b, st, tool)
 		} else if st.ShortCircuit != "" && b.Phase == Guard {
 			step = skippedStep(b, st.ShortCircuit) // shortcircuit.go
-		} else if step, dec, nextCtx, err = c.step(ctx, s, b, st); err != nil {
-			return nil, err
+		} else {
+			if next == nil {
+				next = audit.AcquireDigests()
+			}
+			if step, dec, nextCtx, err = c.step(ctx, s, b, st, cur, next); err != nil {
+				return nil, err
+			}
 		}
 		var ap *Approval
 		if step.Applied == abi.ActionAsk {
@@ -136,20 +141,15 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		}
 		after := cur
 		if step.Applied == abi.ActionModify {
-			if next == nil {
-				next = audit.AcquireDigests()
-			}
-			next.Reset(nextCtx)
-			after = next
+			after = next // step spliced the modify into it
 		}
-		rec, err := c.record(ctx, s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after)
-		if err != nil {
+		records = append(records, audit.Record{})
+		if err := c.recordInto(ctx, &records[len(records)-1], s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after); err != nil {
 			return nil, err
 		}
 		if after != cur {
 			cur, next = after, cur
 		}
-		records = append(records, rec)
 		st.Trace = append(st.Trace, step)
 		switch step.Applied {
 		case abi.ActionNotify:
@@ -226,8 +226,10 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 }
 
 // step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), and the context after the step.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (Step, *abi.Decision, map[string]any, error) {
+// the hook's decision (nil on failure), and the context after the step. cur
+// holds st.Context (the hook gets its bytes); when the step applies a
+// modify, nextD holds the context after it.
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	ctx, span := c.tracer.Start(ctx, "chain.hook", b.spanStart...)
 	defer span.End()
@@ -235,7 +237,11 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 	log := stepLog{c: c, st: st, b: b}
 
 	br := c.breakers.get(b.key, st.Tenant)
-	p := br.allow(c.now(), s.breaker)
+	at := start
+	if !c.wallClock {
+		at = c.now()
+	}
+	p := br.allow(at, s.breaker)
 	var (
 		res  *runtime.Result
 		fail *abi.Failure
@@ -255,10 +261,20 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 		res = results.Get().(*runtime.Result)
 		defer putResult(res)
 		refused := false // the runtime refused the request: the hook did not run
-		err := c.engine.InvokeInto(ctx, b.module, runtime.Request{
+		req := runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
 			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation, Points: c.points,
-		}, res)
+		}
+		// The traffic goes as the bytes the chain holds, encoded once per
+		// context; the settings as encoded when the configuration was
+		// built.
+		if obj, ok := cur.Object(); ok {
+			req.Context, req.ContextObject = nil, obj
+		}
+		if b.settingsObject != nil {
+			req.Settings, req.SettingsObject = nil, *b.settingsObject
+		}
+		err := c.engine.InvokeInto(ctx, b.module, req, res)
 		if _, failed := err.(*abi.Failure); err != nil && !failed {
 			res = nil // no report: not the hook's failure, or a refusal
 		}
@@ -293,12 +309,23 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 				step.Ignored = "ask already approved earlier in this run"
 			}
 			if step.Applied == abi.ActionModify {
-				next, step.Changed = merge(st.Context, dec.Context)
+				// The modify is spliced into the bytes of the context:
+				// the fields it left keep theirs.
+				size, before := -1, -1
+				var spliced bool
+				if next, step.Changed, spliced = nextD.ResetMerge(cur, dec.Context); spliced {
+					o, _ := nextD.Object()
+					in, _ := cur.Object()
+					size, before = o.Len(), in.Len()
+				} else {
+					next, step.Changed = merge(st.Context, dec.Context)
+					nextD.Reset(next)
+				}
 				if len(step.Changed) == 0 {
 					// Every field was set to the value it had.
 					step.Applied = abi.ActionContinue
 					next = st.Context
-				} else if fail = c.checkModify(s, b, st, next, step.Changed); fail != nil {
+				} else if fail = c.checkModify(s, b, st, next, step.Changed, size, before); fail != nil {
 					next, step.Changed, dec = st.Context, nil, nil
 					step.Decision, step.Ignored, step.Wire = nil, "", ""
 				}
@@ -435,8 +462,9 @@ func article(p Phase) string {
 // (invalid_output), or a context grown past what a later binding's input
 // limit leaves room for (output_too_large; a context that was already past
 // it when the transformer got it is not the transformer's failure). next is the context
-// after the modify; changed lists the fields it changed.
-func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string) *abi.Failure {
+// after the modify; changed lists the fields it changed; size and before
+// are the encoded sizes of next and st.Context, -1 when not known.
+func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string]any, changed []string, size, before int) *abi.Failure {
 	for _, f := range changed {
 		if err := b.point.CheckField(f, next[f]); err != nil {
 			return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
@@ -446,9 +474,11 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	if !ok {
 		return nil
 	}
-	size, err := contextBytes(next)
-	if err != nil {
-		return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
+	if size < 0 {
+		var err error
+		if size, err = contextBytes(next); err != nil {
+			return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
+		}
 	}
 	if size <= room {
 		return nil
@@ -456,7 +486,13 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 	// Traffic that came in too large for the later binding fails it
 	// whatever the transformer does: only a modify that takes a context
 	// that fitted past the bound is the transformer's failure.
-	if before, err := contextBytes(st.Context); err == nil && before > room {
+	if before < 0 {
+		var err error
+		if before, err = contextBytes(st.Context); err != nil {
+			before = -1
+		}
+	}
+	if before > room {
 		return nil
 	}
 	return &abi.Failure{Code: abi.FailOutputTooLarge, Message: fmt.Sprintf(
@@ -490,9 +526,14 @@ func roomAfter(later []*bound, st *RunState, index int) (room int, who string, o
 // envelopeBytes is the size of a binding's invocation document without its
 // context ({} counted as nothing), tenant and invocation id ("" each counted
 // as nothing): what roomAfter subtracts from its input limit.
-func envelopeBytes(point, hook string, settings map[string]any) int {
+// The settings' Object, when there is one, stands for them.
+func envelopeBytes(point, hook string, settings map[string]any, obj *abi.Object) int {
 	inv := abi.Invocation{ABI: abi.Major, Point: point, Settings: settings, Meta: abi.Meta{Hook: hook}}
-	doc, ok := inv.AppendTo(nil)
+	var so abi.Object
+	if obj != nil {
+		inv.Settings, so = nil, *obj
+	}
+	doc, ok := inv.AppendObjects(nil, abi.Object{}, so)
 	if !ok {
 		var err error
 		if doc, err = inv.Encode(); err != nil {
@@ -534,7 +575,11 @@ func contextBytes(ctx map[string]any) (int, error) {
 }
 
 // merge returns ctx with the fields of changes set, and the fields whose
-// value changed, sorted. ctx itself is not modified.
+// encoding changed, sorted (as abi.Object.Merge decides: a value that
+// encodes as the one it replaces is no change; one that does not encode is
+// one). ctx itself is not modified. The steps splice a modify into the
+// context's Object (audit.Digests.ResetMerge); this is for a context that
+// has none, and for an approver's edit.
 func merge(ctx, changes map[string]any) (map[string]any, []string) {
 	out := make(map[string]any, len(ctx)+len(changes))
 	for k, v := range ctx {
@@ -542,13 +587,23 @@ func merge(ctx, changes map[string]any) (map[string]any, []string) {
 	}
 	var changed []string
 	for k, v := range changes {
-		if old, ok := ctx[k]; !ok || !reflect.DeepEqual(old, v) {
+		if old, ok := ctx[k]; !ok || !sameEncoding(old, v) {
 			changed = append(changed, k)
 		}
 		out[k] = v
 	}
 	sort.Strings(changed)
 	return out, changed
+}
+
+// sameEncoding reports whether a and b encode to the same bytes.
+func sameEncoding(a, b any) bool {
+	ea, err := abi.Marshal(a)
+	if err != nil {
+		return false
+	}
+	eb, err := abi.Marshal(b)
+	return err == nil && bytes.Equal(ea, eb)
 }
 
 func contains(list []string, s string) bool {
@@ -564,7 +619,15 @@ func contains(list []string, s string) bool {
 // before and after hold the digests of the context before and after the step
 // (the same for a step that changed nothing).
 func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) (audit.Record, error) {
-	r := audit.Record{
+	var r audit.Record
+	err := c.recordInto(ctx, &r, config, st, binding, phase, module, step, before, after)
+	return r, err
+}
+
+// recordInto is record writing the record into *r (a run's slice of
+// records, so that a step allocates no record of its own).
+func (c *Chain) recordInto(ctx context.Context, r *audit.Record, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) error {
+	*r = audit.Record{
 		Time: c.now().UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
 		Binding: binding, Phase: string(phase), Module: module,
 		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
@@ -608,7 +671,7 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 		}
 		r.Diff = append(r.Diff, ch)
 	}
-	err := c.sink.Append(ctx, &r)
+	err := c.sink.Append(ctx, r)
 	var ckpt *audit.CheckpointError
 	if errors.As(err, &ckpt) {
 		// The record is stored; only the checkpoint after it is not.
@@ -619,8 +682,8 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 	}
 	if err != nil {
 		c.log.Error("chain: audit record not stored; the run stops without a verdict", "run", st.Run, "binding", binding, "error", err)
-		return r, fmt.Errorf("%w: %w", ErrAudit, err)
+		return fmt.Errorf("%w: %w", ErrAudit, err)
 	}
 	step.Audit = r.Hash
-	return r, nil
+	return nil
 }

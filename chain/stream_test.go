@@ -33,7 +33,14 @@ var streamKeyRE = regexp.MustCompile(`\bsk-[a-z0-9]+`)
 
 func (h *streamHooks) invoke(_ context.Context, _ *runtime.Module, req runtime.Request) (*runtime.Result, error) {
 	p, _ := abi.LookupPoint(req.Point)
-	text, _ := req.Context[p.Primary].(string)
+	ctx := req.Context
+	if ctx == nil { // the chain sends its context as canonical bytes
+		var err error
+		if ctx, err = req.ContextObject.Map(abi.JSONLimits{}); err != nil {
+			return nil, err
+		}
+	}
+	text, _ := ctx[p.Primary].(string)
 	h.seen = append(h.seen, text)
 	modify := func(s string) (*runtime.Result, error) {
 		if s == text {
@@ -51,7 +58,7 @@ func (h *streamHooks) invoke(_ context.Context, _ *runtime.Module, req runtime.R
 			return &runtime.Result{Decision: &abi.Decision{Action: abi.ActionBlock, Reason: "forbidden word"}}, nil
 		}
 	case strings.HasPrefix(name, "footer"):
-		if req.Context["final"] == true {
+		if ctx["final"] == true {
 			return modify(text + " --bot")
 		}
 	case strings.HasPrefix(name, "tail"):

@@ -37,6 +37,12 @@ type Request struct {
 	// Settings are the hook's settings, already validated by the caller
 	// against the manifest's settings schema.
 	Settings map[string]any
+	// ContextObject and SettingsObject are Context and Settings already
+	// encoded, for a caller that holds the traffic as an abi.Object (the
+	// chain): when Context (Settings) is nil, the object's bytes are
+	// copied into the invocation document as they are instead of a map
+	// being encoded. The zero Object is {}.
+	ContextObject, SettingsObject abi.Object
 	// Grants lists the capabilities the operator granted the hook.
 	Grants []string
 	// Limits bound the invocation. Zero fields mean Config.Limits, then
@@ -146,10 +152,10 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 	// nothing once the buffers have grown.
 	buf := docBuffers.Get().(*[]byte)
 	defer putDocBuffer(buf)
-	doc, ok := ainv.AppendTo((*buf)[:0])
+	doc, ok := ainv.AppendObjects((*buf)[:0], req.ContextObject, req.SettingsObject)
 	if ok {
 		*buf = doc
-	} else if doc, err = ainv.Encode(); err != nil {
+	} else if doc, err = encodeInvocation(ainv, req.ContextObject, req.SettingsObject); err != nil {
 		return fmt.Errorf("%w: encoding the invocation: %w", ErrInvalidRequest, err)
 	}
 	if len(doc) > lim.MaxInputBytes {
@@ -250,6 +256,29 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		return fail
 	}
 	return nil
+}
+
+// encodeInvocation is the invocation document by Marshal, for the maps
+// AppendJSON leaves to it; an object standing for a nil map is decoded
+// into the map it came from (its bytes are Marshal's, so they round-trip).
+func encodeInvocation(inv abi.Invocation, context, settings abi.Object) ([]byte, error) {
+	var err error
+	if inv.Context == nil {
+		if inv.Context, err = objectMap(context); err != nil {
+			return nil, err
+		}
+	}
+	if inv.Settings == nil {
+		if inv.Settings, err = objectMap(settings); err != nil {
+			return nil, err
+		}
+	}
+	return inv.Encode()
+}
+
+// objectMap decodes o, whatever its size and depth (its bytes are Marshal's).
+func objectMap(o abi.Object) (map[string]any, error) {
+	return o.Map(abi.JSONLimits{MaxBytes: o.Len(), MaxDepth: 1 << 20})
 }
 
 func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {

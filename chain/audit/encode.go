@@ -59,19 +59,20 @@ func digestMarshal(v any) string {
 }
 
 // Digests gives Digest of one object and of each of its fields' values from
-// a single encoding: the object's canonical JSON holds each field's, so a
+// its abi.Object: the object's canonical bytes hold each field's, so a
 // field's digest hashes a slice of bytes already written instead of encoding
 // the value again. Every result is what Digest returns for the same value.
+// The Object is the traffic as the chain holds it (Object), and a modify is
+// spliced into it (ResetMerge) rather than encoded again.
 //
 // The zero value is ready to use; Reset sets the object. A Digests is not safe
-// for concurrent use. It keeps a reference to the object until the next Reset.
+// for concurrent use. It keeps a reference to the object until the next Reset,
+// and reuses the Object's storage: the Object it returns is valid until then.
 type Digests struct {
 	m      map[string]any
-	digest string // Digest(m)
-	buf    []byte // m's canonical JSON, when one pass could write it
-	keys   []string
-	spans  [][2]int // spans[i] is where m[keys[i]] is in buf
-	whole  bool     // buf, keys and spans are valid
+	digest string     // Digest(m)
+	obj    abi.Object // m's canonical bytes, when they could be written
+	whole  bool       // obj is valid
 }
 
 // digestsPool holds Digests for AcquireDigests.
@@ -89,8 +90,9 @@ func AcquireDigests() *Digests {
 // AcquireDigests takes from (unless its buffers grew too large to keep). d
 // must not be used afterwards.
 func (d *Digests) Release() {
+	big := d.obj.Len() > maxPooledBytes || d.obj.NumField() > maxPooledBytes/16
 	d.Reset(nil)
-	if cap(d.buf) > maxPooledBytes || cap(d.keys) > maxPooledBytes/16 {
+	if big {
 		return
 	}
 	digestsPool.Put(d)
@@ -98,42 +100,56 @@ func (d *Digests) Release() {
 
 // Reset digests m (nil digests as {}, as Digest does).
 func (d *Digests) Reset(m map[string]any) {
-	d.m, d.whole = m, false
-	clear(d.keys) // drop references to the last object's keys
-	d.keys, d.spans = d.keys[:0], d.spans[:0]
+	d.m = m
+	if err := d.obj.SetMap(m); err != nil {
+		d.whole = false
+		d.digest = digestMarshal(m)
+		return
+	}
+	d.whole = true
 	if m == nil {
 		d.digest = emptyDigest
 		return
 	}
-	for k := range m {
-		d.keys = append(d.keys, k)
+	d.digest = digestOf(d.obj.Bytes())
+}
+
+// ResetMerge makes d the digests of base's object with the fields of changes
+// set, spliced into base's bytes, and returns the fields whose encoding
+// changed (sorted) and the object as a map: base's map copied, with changes
+// set. ok is false, and d is unchanged, when base holds no Object (a value
+// only Marshal's error describes) or a change does not encode: the caller
+// merges the maps and uses Reset. d and base must differ.
+func (d *Digests) ResetMerge(base *Digests, changes map[string]any) (m map[string]any, changed []string, ok bool) {
+	if !base.whole {
+		return nil, nil, false
 	}
-	slices.Sort(d.keys) // byte-wise, as encoding/json sorts map keys
-	// This is abi.AppendJSON's object, written a field at a time to note
-	// where each value lies.
-	b := append(d.buf[:0], '{')
-	for i, k := range d.keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b, _ = abi.AppendJSON(b, k) // a string always encodes
-		b = append(b, ':')
-		start := len(b)
-		var ok bool
-		if b, ok = abi.AppendJSON(b, m[k]); !ok {
-			d.buf = d.buf[:0]
-			d.digest = digestMarshal(m)
-			return
-		}
-		d.spans = append(d.spans, [2]int{start, len(b)})
+	var err error
+	if changed, err = d.obj.SetMerge(base.obj, changes); err != nil {
+		return nil, nil, false // SetMerge encodes the changes before it writes
 	}
-	b = append(b, '}')
-	d.buf, d.whole = b, true
-	d.digest = digestOf(b)
+	m = make(map[string]any, len(base.m)+len(changes))
+	for k, v := range base.m {
+		m[k] = v
+	}
+	for k, v := range changes {
+		m[k] = v
+	}
+	d.m, d.whole = m, true
+	d.digest = digestOf(d.obj.Bytes())
+	return m, changed, true
 }
 
 // Digest returns Digest of the object.
 func (d *Digests) Digest() string { return d.digest }
+
+// Object returns the object's canonical form, valid until d's next Reset,
+// ResetMerge or Release; ok is false when the object has none (a value
+// Marshal refuses).
+func (d *Digests) Object() (o abi.Object, ok bool) { return d.obj, d.whole }
+
+// Map returns the object, as Reset or ResetMerge was given or made it.
+func (d *Digests) Map() map[string]any { return d.m }
 
 // Field returns the object's field name: its value, Digest of its value, and
 // whether the object has it.
@@ -142,9 +158,8 @@ func (d *Digests) Field(name string) (v any, digest string, ok bool) {
 		return nil, "", false
 	}
 	if m, isMap := v.(map[string]any); d.whole && !(isMap && m == nil) { // a nil map digests as {}, encodes as null
-		if i, found := slices.BinarySearch(d.keys, name); found {
-			s := d.spans[i]
-			return v, digestOf(d.buf[s[0]:s[1]]), true
+		if raw, found := d.obj.Get(name); found {
+			return v, digestOf(raw), true
 		}
 	}
 	return v, Digest(v), true
@@ -274,12 +289,37 @@ func appendValue(b []byte, name string, v any) ([]byte, bool) {
 // appendString appends s as encoding/json's Marshal does: abi.AppendJSON's
 // string with HTML escaping.
 func appendString(b []byte, s string) []byte {
+	if plainASCII(s) { // digests, names, codes: most of a record
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	start := len(b)
 	b, _ = abi.AppendJSON(b, s)
 	return escapeHTML(b, start)
 }
 
 const hexDigits = "0123456789abcdef"
+
+// needsCare marks the bytes a JSON string cannot hold as they are in
+// encoding/json's HTML-safe form: controls, '"', '\\', '<', '>', '&', and
+// every byte of a multi-byte character (left to the full encoder).
+var needsCare = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&'
+	}
+	return t
+}()
+
+// plainASCII reports whether s encodes as itself between quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if needsCare[s[i]] {
+			return false
+		}
+	}
+	return true
+}
 
 // escapeHTML rewrites every <, > and & of b[start:] as \u003c, \u003e and
 // \u0026, which is all that sets encoding/json's default (HTML-safe) output
