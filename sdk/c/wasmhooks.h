@@ -782,6 +782,8 @@ WH_API uint32_t wh_kv_get(const char *key, int *found, const char **value_json, 
 	wh_buf b = {0};
 	if (!r) r = &dummy;
 	*found = 0;
+	*value_json = "null";
+	*vlen = 4;
 	wh_buf_puts(&b, "{\"key\":");
 	wh_buf_json_string(&b, key, strlen(key));
 	wh_buf_byte(&b, '}');
