@@ -6,20 +6,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
-
-// benchText is bench.Text (bench/env.go) — the 1 KiB text of the redaction
-// benchmarks, prose with one AWS-style key — repeated here because the bench
-// module has its own go.mod. Keep the two equal.
-func benchText() string {
-	filler := strings.Repeat("lorem ipsum dolor sit amet, consectetur adipiscing elit. ", 40)
-	s := filler[:501] + " " + "AKIAIOSFODNN7EXAMPLE" + " "
-	return s + filler[501:501+1024-len(s)]
-}
 
 // buildFor builds hook in lang into dir, or skips the benchmark.
 func buildFor(b *testing.B, hook string, lang language, dir string) []byte {
@@ -54,7 +44,7 @@ func buildFor(b *testing.B, hook string, lang language, dir string) []byte {
 func BenchmarkRedactSecrets1KiB(b *testing.B) {
 	benchHook(b, "redact-secrets", runtime.Request{
 		Tenant: "bench", Hook: "redact", Point: "message.outbound",
-		Context: map[string]any{"incoming": "hi", "outgoing": benchText()},
+		Context: map[string]any{"incoming": "hi", "outgoing": largeUnit},
 	}, "modify")
 }
 
@@ -63,7 +53,7 @@ func BenchmarkRedactSecrets1KiB(b *testing.B) {
 func BenchmarkBlockPromptInjection1KiB(b *testing.B) {
 	benchHook(b, "block-prompt-injection", runtime.Request{
 		Tenant: "bench", Hook: "bpi", Point: "message.inbound",
-		Context: map[string]any{"incoming": benchText()},
+		Context: map[string]any{"incoming": largeUnit},
 	}, "continue")
 }
 
