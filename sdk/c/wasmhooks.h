@@ -479,7 +479,12 @@ WH_API int wh_json_next(const wh_json *j, int tok, int c) {
 /* wh_json_number reads number token tok as a double; 0 if it is not one. */
 WH_API int wh_json_number(const wh_json *j, int tok, double *out) {
 	if (tok < 0 || j->t[tok].type != WH_JNUMBER) return 0;
-	*out = strtod(wh_strndup(j->src + j->t[tok].start, j->t[tok].end - j->t[tok].start), NULL);
+	char tmp[130]; /* strict JSON numbers are at most 128 bytes */
+	size_t n = j->t[tok].end - j->t[tok].start;
+	if (n >= sizeof tmp) return 0;
+	memcpy(tmp, j->src + j->t[tok].start, n);
+	tmp[n] = 0;
+	*out = strtod(tmp, NULL);
 	return 1;
 }
 
