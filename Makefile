@@ -11,12 +11,17 @@ FUZZPKGS ?= ./...
 
 .PHONY: all demo test check bench bench-packages bench-check fuzz deps hooks cli testdata clean test-sdks
 
-# The C and Rust ports of the example hooks (hooks-examples/HOOK/c/hook.c,
-# hooks-examples/HOOK/rust/hook.rs), built with Debian's toolchains (make
+# The C, Rust and AssemblyScript ports of the example hooks
+# (hooks-examples/HOOK/c/hook.c, rust/hook.rs, assemblyscript/hook.ts), built with Debian's toolchains (make
 # deps). hooks-examples/corpus_test.go builds them with the same flags: keep
 # the two in step.
 C_HOOKS    := $(patsubst hooks-examples/%/c/hook.c,%,$(wildcard hooks-examples/*/c/hook.c))
 RUST_HOOKS := $(patsubst hooks-examples/%/rust/hook.rs,%,$(wildcard hooks-examples/*/rust/hook.rs))
+AS_HOOKS   := $(patsubst hooks-examples/%/assemblyscript/hook.ts,%,$(wildcard hooks-examples/*/assemblyscript/hook.ts))
+# npm's AssemblyScript compiler, pinned by sdk/assemblyscript/package-lock.json
+# and installed there by make deps (npm ci).
+ASC        := sdk/assemblyscript/node_modules/.bin/asc
+ASFLAGS    := -O3 --noAssert --runtime incremental --use abort=sdk/assemblyscript/assembly/index/abortHook
 CLANG      ?= clang
 CFLAGS_WASM := --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Isdk/c -Wl,--strip-all
 # Debian's rustc (/usr/bin) first: its wasm32 standard library comes from
@@ -31,15 +36,18 @@ all: cli hooks
 
 ## deps: install what the build needs beyond Go: wabt for WAT fixtures, and
 ## Debian's clang, lld, wasi-libc, rustc and its wasm32 standard library for
-## the C and Rust hooks (about 20 s on a fresh bookworm machine).
+## the C and Rust hooks (about 20 s on a fresh bookworm machine), and npm's
+## AssemblyScript into sdk/assemblyscript (npm ci, about 2 s).
 deps:
 	@missing=""; \
 	command -v wat2wasm >/dev/null 2>&1 || missing="wabt"; \
 	for p in $(SDK_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	@test -x $(ASC) || (cd sdk/assemblyscript && npm ci --no-audit --no-fund)
 
 ## cli: build the wasmhooks command.
 cli: $(CLI)
@@ -50,7 +58,12 @@ $(CLI): FORCE
 ## hooks: build the example hooks from source and embed their manifests: the
 ## Go hooks as build/hooks/HOOK.wasm, their C and Rust ports as
 ## build/hooks/HOOK-c.wasm and build/hooks/HOOK-rust.wasm.
-hooks: $(HOOK_WASM) $(addprefix $(BUILD)/hooks/,$(addsuffix -c.wasm,$(C_HOOKS)) $(addsuffix -rust.wasm,$(RUST_HOOKS)))
+hooks: $(HOOK_WASM) $(addprefix $(BUILD)/hooks/,$(addsuffix -c.wasm,$(C_HOOKS)) $(addsuffix -rust.wasm,$(RUST_HOOKS)) $(addsuffix -as.wasm,$(AS_HOOKS)))
+$(BUILD)/hooks/%-as.wasm: FORCE $(CLI)
+	@mkdir -p $(BUILD)/hooks
+	$(ASC) hooks-examples/$*/assemblyscript/hook.ts $(ASFLAGS) -o $@.tmp
+	$(CLI) manifest embed --manifest hooks-examples/$*/manifest.json --out $@ $@.tmp
+	@rm -f $@.tmp
 $(BUILD)/hooks/%-c.wasm: FORCE $(CLI)
 	@mkdir -p $(BUILD)/hooks
 	$(CLANG) $(CFLAGS_WASM) -o $@.tmp hooks-examples/$*/c/hook.c

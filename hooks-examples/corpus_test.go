@@ -85,6 +85,7 @@ func languages() []language {
 		{name: "go", src: "main.go", missing: func() string { return lookMissing("go") }, build: buildGo},
 		{name: "c", src: "c/hook.c", missing: missingC, build: buildC},
 		{name: "rust", src: "rust/hook.rs", missing: missingRust, build: buildRust},
+		{name: "assemblyscript", src: "assemblyscript/hook.ts", missing: missingAS, build: buildAS},
 	}
 }
 
@@ -182,6 +183,31 @@ func buildRust(hookDir, out string) error {
 		"-L", filepath.Join(repoRoot(), "sdk", "rust"),
 		"--extern", "wasmhooks="+filepath.Join(filepath.Dir(out), "libwasmhooks.rlib"),
 		"-o", out, "rust/hook.rs")
+}
+
+// asc is npm's AssemblyScript compiler, installed into sdk/assemblyscript by
+// `npm ci` there (make deps).
+func asc() string {
+	return filepath.Join(repoRoot(), "sdk", "assemblyscript", "node_modules", ".bin", "asc")
+}
+
+func missingAS() string {
+	if m := lookMissing("node"); m != "" {
+		return m + " (Debian: apt-get install nodejs npm)"
+	}
+	if _, err := os.Stat(asc()); err != nil {
+		return "no AssemblyScript compiler: run npm ci in sdk/assemblyscript (make deps)"
+	}
+	return ""
+}
+
+func buildAS(hookDir, out string) error {
+	src, err := filepath.Rel(repoRoot(), filepath.Join(hookDir, "assemblyscript", "hook.ts"))
+	if err != nil {
+		return err
+	}
+	return runTool(repoRoot(), nil, asc(), src, "-O3", "--noAssert", "--runtime", "incremental",
+		"--use", "abort=sdk/assemblyscript/assembly/index/abortHook", "-o", out)
 }
 
 // buildRustSDK compiles the Rust SDK crate once per test into dir.
