@@ -26,6 +26,17 @@ const TEMPLATE_TOKENS: string[] = [
 ];
 const ROLE_LABELS: string[] = ["system:", "assistant:", "user:", "developer:", "### system", "### instruction", "### assistant", "<system>", "</system>"];
 
+// The tokens and labels as UTF-8, made once per instance.
+const TEMPLATE_BYTES: Uint8Array[] = TEMPLATE_TOKENS.map<Uint8Array>((t: string): Uint8Array => utf8(t));
+const ROLE_BYTES: Uint8Array[] = ROLE_LABELS.map<Uint8Array>((t: string): Uint8Array => utf8(t));
+
+// hasPrefixAt reports whether s[at:] starts with p.
+function hasPrefixAt(s: Uint8Array, at: i32, end: i32, p: Uint8Array): bool {
+  if (end - at < p.length) return false;
+  for (let k = 0; k < p.length; k++) if (unchecked(s[at + k]) != unchecked(p[k])) return false;
+  return true;
+}
+
 // ---- runes ----
 let runeAt: i32 = 0; // the byte length of the last rune read
 function nextRune(s: Uint8Array, i: i32): i32 {
@@ -173,7 +184,10 @@ function countSub(s: Uint8Array, t: Uint8Array): i32 {
   let c = 0;
   let i = 0;
   const tl = t.length;
+  if (tl == 0) return 0;
+  const t0 = t[0];
   while (i + tl <= s.length) {
+    if (unchecked(s[i]) != t0) { i++; continue; }
     let ok = true;
     for (let k = 0; k < tl; k++) if (unchecked(s[i + k]) != unchecked(t[k])) { ok = false; break; }
     if (ok) { c++; i += tl; } else i++;
@@ -247,7 +261,7 @@ function score(t: Uint8Array, texts: string[], weights: f64[]): void {
   summary = [];
   const lower = lowerASCII(t);
   let n = 0;
-  for (let i = 0; i < TEMPLATE_TOKENS.length; i++) n += countSub(lower, utf8(TEMPLATE_TOKENS[i]));
+  for (let i = 0; i < TEMPLATE_BYTES.length; i++) n += countSub(lower, TEMPLATE_BYTES[i]);
   if (n > 0) add(counted(n, "chat-template token", "chat-template tokens"), 1.0);
 
   let roles = 0;
@@ -257,9 +271,8 @@ function score(t: Uint8Array, texts: string[], weights: f64[]): void {
     while (e < lower.length && lower[e] != 10) e++;
     let a = i;
     while (a < e && (lower[a] == 32 || (lower[a] >= 9 && lower[a] <= 13))) a++;
-    for (let k = 0; k < ROLE_LABELS.length; k++) {
-      const l = utf8(ROLE_LABELS[k]);
-      if (e - a >= l.length && bytesEqual(lower.slice(a, a + l.length), l)) { roles++; break; }
+    for (let k = 0; k < ROLE_BYTES.length; k++) {
+      if (hasPrefixAt(lower, a, e, ROLE_BYTES[k])) { roles++; break; }
     }
     i = e + 1;
   }
