@@ -868,7 +868,9 @@ uint64_t hook_v1_handle(uint32_t in_len) {
 	wh_arena_reset();
 	const char *why = NULL;
 	uint64_t ret = 0;
-	char *doc = (char *)wh_alloc((size_t)in_len + 1);
+	/* in_len + 1 must not wrap a 32-bit size_t; the host's documents are
+	 * far smaller (1 MiB by default). */
+	char *doc = in_len < 0x40000000u ? (char *)wh_alloc((size_t)in_len + 1) : NULL;
 	if (!doc) { why = "out of memory for the invocation document"; goto out; }
 	uint64_t r = wh_host_call(0, 0, 0, 0, WH_PTR(doc), in_len);
 	if ((r >> 32) != WH_OK || (uint32_t)r != in_len) { why = "taking the invocation document failed"; goto out; }
