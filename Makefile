@@ -30,7 +30,7 @@ RUSTC      ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rust
 RUST_TARGET := wasm32-unknown-unknown
 RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1
 # The Debian packages the C and Rust builds need (bookworm names).
-SDK_DEBS   := clang lld wasi-libc rustc libstd-rust-dev-wasm32
+SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32
 
 all: cli hooks
 

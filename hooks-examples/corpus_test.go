@@ -123,13 +123,16 @@ func buildGo(hookDir, out string) error {
 // (CFLAGS_WASM, RUSTFLAGS_WASM there): keep them in step.
 func missingC() string {
 	if m := lookMissing(clang()); m != "" {
-		return m + " (Debian: apt-get install clang lld wasi-libc, or make deps)"
+		return m + " (Debian: apt-get install clang lld wasi-libc libclang-rt-dev-wasm32, or make deps)"
 	}
 	if m := lookMissing("wasm-ld"); m != "" {
 		return m + " (Debian: apt-get install lld)"
 	}
 	if _, err := os.Stat("/usr/include/wasm32-wasi/stdlib.h"); err != nil && os.Getenv("WASI_SYSROOT") == "" {
 		return "wasi-libc is not installed (Debian: apt-get install wasi-libc; or set WASI_SYSROOT)"
+	}
+	if rt, _ := filepath.Glob("/usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a"); len(rt) == 0 && os.Getenv("WASI_SYSROOT") == "" {
+		return "compiler-rt's wasm32 builtins are not installed (Debian: apt-get install libclang-rt-dev-wasm32)"
 	}
 	return ""
 }

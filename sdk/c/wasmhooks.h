@@ -26,7 +26,7 @@
  *       return wh_continue();
  *   }
  *
- * Build (Debian: apt-get install clang lld wasi-libc):
+ * Build (Debian: apt-get install clang lld wasi-libc libclang-rt-dev-wasm32):
  *
  *   clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 \
  *     -Wl,--export=hook_v1_handle -Wl,--strip-all -o hook.wasm hook.c
