@@ -26,7 +26,7 @@ static const char *compile(const char **pats, const size_t *lens, int n, wh_re *
 	wh_buf key = {0};
 	for (int i = 0; i < n; i++) { wh_buf_put(&key, pats[i], lens[i]); wh_buf_byte(&key, 0); }
 	if (key.oom) return "out of memory";
-	if (cache.res && cache.keylen == key.n && !memcmp(cache.key, key.p, key.n)) { *out = cache.res; return NULL; }
+	if (cache.res && cache.keylen == key.n && (key.n == 0 || !memcmp(cache.key, key.p, key.n))) { *out = cache.res; return NULL; }
 	wh_persistent = 1;
 	wh_re **res = (wh_re **)wh_alloc(sizeof(wh_re *) * (size_t)(n + 1));
 	const char *err = NULL;
@@ -49,7 +49,7 @@ static const char *compile(const char **pats, const size_t *lens, int n, wh_re *
 	wh_persistent = 1;
 	cache.key = (char *)wh_alloc(key.n);
 	wh_persistent = 0;
-	if (cache.key) { memcpy(cache.key, key.p, key.n); cache.keylen = key.n; cache.res = res; cache.n = n; }
+	if (cache.key) { if (key.n) memcpy(cache.key, key.p, key.n); cache.keylen = key.n; cache.res = res; cache.n = n; }
 	*out = res;
 	return NULL;
 }
