@@ -87,6 +87,11 @@ $(BUILD)/hooks/%.wasm: FORCE $(CLI)
 test-sdks:
 	@mkdir -p $(BUILD)/sdk-test
 	$(CLANG) -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Isdk/c -o $(BUILD)/sdk-test/c sdk/c/test/sdk_test.c && $(BUILD)/sdk-test/c
+	@for h in $(C_HOOKS); do \
+	  echo "C hook $$h natively over testdata/corpus/$$h, with ASan and UBSan"; \
+	  $(CLANG) -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Isdk/c \
+	    -include hooks-examples/$$h/c/hook.c -o $(BUILD)/sdk-test/corpus-$$h sdk/c/test/corpus_native.c && \
+	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)/sdk-test/corpus-$$h testdata/corpus/$$h/*.json || exit 1; done
 	@if [ -f sdk/rust/src/lib.rs ]; then \
 	  $(RUSTC) --edition=2021 --test --crate-name=wasmhooks -o $(BUILD)/sdk-test/rust sdk/rust/src/lib.rs && $(BUILD)/sdk-test/rust -q; fi
 
