@@ -9,16 +9,45 @@ FUZZTIME ?= 10s
 FUZZ     ?= .
 FUZZPKGS ?= ./...
 
-.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres
+.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-sdks
+
+# The C, Rust and AssemblyScript ports of the example hooks
+# (hooks-examples/HOOK/c/hook.c, rust/hook.rs, assemblyscript/hook.ts), built with Debian's toolchains (make
+# deps). hooks-examples/corpus_test.go builds them with the same flags: keep
+# the two in step.
+C_HOOKS    := $(patsubst hooks-examples/%/c/hook.c,%,$(wildcard hooks-examples/*/c/hook.c))
+RUST_HOOKS := $(patsubst hooks-examples/%/rust/hook.rs,%,$(wildcard hooks-examples/*/rust/hook.rs))
+AS_HOOKS   := $(patsubst hooks-examples/%/assemblyscript/hook.ts,%,$(wildcard hooks-examples/*/assemblyscript/hook.ts))
+# npm's AssemblyScript compiler, pinned by sdk/assemblyscript/package-lock.json
+# and installed there by make deps (npm ci).
+ASC        := sdk/assemblyscript/node_modules/.bin/asc
+ASFLAGS    := -O3 --noAssert --runtime incremental --use abort=sdk/assemblyscript/assembly/index/abortHook
+CLANG      ?= clang
+CFLAGS_WASM := --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Isdk/c -Wl,--strip-all
+# Debian's rustc (/usr/bin) first: its wasm32 standard library comes from
+# libstd-rust-dev-wasm32; a rustup rustc on PATH may lack the target.
+RUSTC      ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rustc)
+RUST_TARGET := wasm32-unknown-unknown
+RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1
+# The Debian packages the C and Rust builds need (bookworm names).
+SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32
 
 all: cli hooks
 
-## deps: install what the build needs beyond Go (wabt for WAT fixtures).
+## deps: install what the build needs beyond Go: wabt for WAT fixtures, and
+## Debian's clang, lld, wasi-libc, rustc and its wasm32 standard library for
+## the C and Rust hooks (about 20 s on a fresh bookworm machine), and npm's
+## AssemblyScript into sdk/assemblyscript (npm ci, about 2 s).
 deps:
-	@command -v wat2wasm >/dev/null 2>&1 || { \
-	  echo "installing wabt"; \
+	@missing=""; \
+	command -v wat2wasm >/dev/null 2>&1 || missing="wabt"; \
+	for p in $(SDK_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
-	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wabt; }
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	@test -x $(ASC) || (cd sdk/assemblyscript && npm ci --no-audit --no-fund)
 
 ## cli: build the wasmhooks command.
 cli: $(CLI)
@@ -26,13 +55,45 @@ $(CLI): FORCE
 	@mkdir -p $(BUILD)
 	$(GO) build -o $(CLI) ./cmd/wasmhooks
 
-## hooks: build the example hooks from source and embed their manifests.
-hooks: $(HOOK_WASM)
+## hooks: build the example hooks from source and embed their manifests: the
+## Go hooks as build/hooks/HOOK.wasm, their C and Rust ports as
+## build/hooks/HOOK-c.wasm and build/hooks/HOOK-rust.wasm.
+hooks: $(HOOK_WASM) $(addprefix $(BUILD)/hooks/,$(addsuffix -c.wasm,$(C_HOOKS)) $(addsuffix -rust.wasm,$(RUST_HOOKS)) $(addsuffix -as.wasm,$(AS_HOOKS)))
+$(BUILD)/hooks/%-as.wasm: FORCE $(CLI)
+	@mkdir -p $(BUILD)/hooks
+	$(ASC) hooks-examples/$*/assemblyscript/hook.ts $(ASFLAGS) -o $@.tmp
+	$(CLI) manifest embed --manifest hooks-examples/$*/manifest.json --out $@ $@.tmp
+	@rm -f $@.tmp
+$(BUILD)/hooks/%-c.wasm: FORCE $(CLI)
+	@mkdir -p $(BUILD)/hooks
+	$(CLANG) $(CFLAGS_WASM) -o $@.tmp hooks-examples/$*/c/hook.c
+	$(CLI) manifest embed --manifest hooks-examples/$*/manifest.json --out $@ $@.tmp
+	@rm -f $@.tmp
+$(BUILD)/hooks/%-rust.wasm: FORCE $(CLI) $(BUILD)/rust/libwasmhooks.rlib
+	@mkdir -p $(BUILD)/hooks
+	$(RUSTC) $(RUSTFLAGS_WASM) --crate-type=cdylib -C lto -C strip=symbols --extern wasmhooks=$(BUILD)/rust/libwasmhooks.rlib -o $@.tmp hooks-examples/$*/rust/hook.rs
+	$(CLI) manifest embed --manifest hooks-examples/$*/manifest.json --out $@ $@.tmp
+	@rm -f $@.tmp
+$(BUILD)/rust/libwasmhooks.rlib: FORCE
+	@mkdir -p $(BUILD)/rust
+	$(RUSTC) $(RUSTFLAGS_WASM) --crate-type=rlib --crate-name=wasmhooks -o $@ sdk/rust/src/lib.rs
 $(BUILD)/hooks/%.wasm: FORCE $(CLI)
 	@mkdir -p $(BUILD)/hooks
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@.tmp ./hooks-examples/$*
 	$(CLI) manifest embed --manifest hooks-examples/$*/manifest.json --out $@ $@.tmp
 	@rm -f $@.tmp
+
+## test-sdks: the C and Rust SDKs' native unit tests (their test doubles).
+test-sdks:
+	@mkdir -p $(BUILD)/sdk-test
+	$(CLANG) -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Isdk/c -o $(BUILD)/sdk-test/c sdk/c/test/sdk_test.c && $(BUILD)/sdk-test/c
+	@for h in $(C_HOOKS); do \
+	  echo "C hook $$h natively over testdata/corpus/$$h, with ASan and UBSan"; \
+	  $(CLANG) -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Isdk/c \
+	    -include hooks-examples/$$h/c/hook.c -o $(BUILD)/sdk-test/corpus-$$h sdk/c/test/corpus_native.c && \
+	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)/sdk-test/corpus-$$h testdata/corpus/$$h/*.json || exit 1; done
+	@if [ -f sdk/rust/src/lib.rs ]; then \
+	  $(RUSTC) --edition=2021 --test --crate-name=wasmhooks -o $(BUILD)/sdk-test/rust sdk/rust/src/lib.rs && $(BUILD)/sdk-test/rust -q; fi
 
 ## testdata: reassemble the committed WAT fixtures.
 testdata: deps

@@ -1,0 +1,186 @@
+/* Native unit tests of the C SDK, against its test double (wh_mock_*).
+ * Build and run: make test-sdk-c (or cc -I sdk/c sdk/c/test/sdk_test.c). */
+#include <stdio.h>
+#include "wasmhooks.h"
+#include "wasmhooks_regex.h"
+
+static int failures;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+/* The handler under test does what the test tells it through `mode`. */
+static const char *mode;
+static char observed[4096];
+
+static wh_decision wh_handle(wh_invocation *inv) {
+	if (!strcmp(mode, "echo")) {
+		snprintf(observed, sizeof observed, "%s|%s|%s|%s|%s|%s", inv->point, inv->primary_field, inv->primary_text, inv->hook, inv->invocation_id, inv->tenant);
+		return wh_continue();
+	}
+	if (!strcmp(mode, "settings")) {
+		const char **v;
+		size_t *l;
+		int n = wh_setting_strings(inv, "list", &v, &l);
+		snprintf(observed, sizeof observed, "%s|%g|%lld|%d|%d|%s", wh_setting_string(inv, "s", "def"), wh_setting_number(inv, "f", -1),
+			 wh_setting_int(inv, "i", -1), wh_setting_bool(inv, "b", 0), n, n > 1 ? v[1] : "");
+		if (inv->setting_error) return wh_fail(inv->setting_error);
+		return wh_continue();
+	}
+	if (!strcmp(mode, "modify")) { wh_decision d = wh_modify_primary("a\"b\n\x01", 5); d.reason = "r"; d.do_not_reply_again = 1; return d; }
+	if (!strcmp(mode, "block")) { wh_decision d = wh_block("bad"); d.user_message = "no"; return d; }
+	if (!strcmp(mode, "ask")) return wh_ask("check");
+	if (!strcmp(mode, "fail")) return wh_fail("because");
+	if (!strcmp(mode, "calls")) {
+		const char *text;
+		size_t tl;
+		wh_reply r;
+		uint32_t s = wh_llm_run("hi", 2, 10, &text, &tl, &r);
+		int found;
+		const char *val;
+		size_t vl;
+		uint32_t s2 = wh_kv_get("k", &found, &val, &vl, NULL);
+		uint32_t s3 = wh_kv_set("k", "[1,2]", 5, NULL);
+		uint32_t s4 = wh_log("info", "hello");
+		snprintf(observed, sizeof observed, "%u:%.*s|%u:%d:%.*s|%u|%u|%s", s, (int)(s ? 0 : tl > 40 ? 40 : tl), s ? "" : text, s2, found, (int)vl, val, s3, s4, r.message);
+		return wh_continue();
+	}
+	return wh_fail("unknown mode");
+}
+
+static const char *big_reply;
+static const char *mock_ok(const char *name, const char *payload, size_t plen, uint32_t *status, void *ctx) {
+	(void)ctx;
+	*status = WH_OK;
+	if (!strcmp(name, "llm.run")) {
+		if (!memmem(payload, plen, "\"max_tokens\":10", 15)) return "{\"text\":\"no max_tokens\"}";
+		return big_reply ? big_reply : "{\"text\":\"sum\\u00e9\"}";
+	}
+	if (!strcmp(name, "kv.get")) return "{\"found\":true,\"value\":{\"a\":1}}";
+	return "{}";
+}
+static const char *mock_err(const char *name, const char *payload, size_t plen, uint32_t *status, void *ctx) {
+	(void)name; (void)payload; (void)plen; (void)ctx;
+	*status = WH_DENIED;
+	return "{\"code\":\"denied\",\"message\":\"not granted\"}";
+}
+
+static const char *inv_doc(const char *point, const char *context, const char *settings) {
+	static char buf[8192];
+	snprintf(buf, sizeof buf, "{\"abi\":\"1.1\",\"point\":\"%s\",\"context\":%s,\"settings\":%s,\"meta\":{\"hook\":\"h\",\"invocation\":\"i-1\",\"tenant\":\"t\"}}", point, context, settings);
+	return buf;
+}
+
+static void test_json(void) {
+	static const char *valid[] = {"0", "-0", "1.5e3", "\"\\u00e9\\ud83d\\ude00\"", "[]", "{}", "{\"a\":[1,{\"b\":null}],\"c\":true}", " [ false ] "};
+	static const char *invalid[] = {"", " ", "01", "1.", ".5", "-", "[1,]", "{\"a\"}", "{a:1}", "\"\\x\"", "\"\\ud800\"", "\"\x01\"", "\"\xc3\"", "[1] 2", "nul", "'a'", "\"\xed\xa0\x80\""};
+	wh_json j;
+	for (size_t i = 0; i < sizeof valid / sizeof *valid; i++)
+		CHECK(wh_json_parse(&j, valid[i], strlen(valid[i])) == 0, "valid %s: %s", valid[i], j.err);
+	for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++)
+		CHECK(wh_json_parse(&j, invalid[i], strlen(invalid[i])) < 0, "invalid %s accepted", invalid[i]);
+	const char *doc = "{\"k\\u0065y\":\"v\\n\\u00e9\\ud83d\\ude00\",\"arr\":[1,[2,3],{\"x\":4}],\"z\":1}";
+	CHECK(wh_json_parse(&j, doc, strlen(doc)) == 0, "parse: %s", j.err);
+	size_t n;
+	const char *v = wh_json_string(&j, wh_json_get(&j, 0, "key"), &n);
+	CHECK(v && n == 8 && !memcmp(v, "v\n\xc3\xa9\xf0\x9f\x98\x80", 8), "escaped key/value: %s", v ? v : "(null)");
+	int arr = wh_json_get(&j, 0, "arr"), count = 0;
+	for (int c = wh_json_first(&j, arr); c >= 0; c = wh_json_next(&j, arr, c)) count++;
+	CHECK(count == 3, "array elements %d", count);
+	count = 0;
+	for (int c = wh_json_first(&j, 0); c >= 0; c = wh_json_next(&j, 0, c)) count++;
+	CHECK(count == 3, "object keys %d", count);
+	double d;
+	CHECK(wh_json_number(&j, wh_json_get(&j, 0, "z"), &d) && d == 1, "number");
+	CHECK(wh_json_get(&j, 0, "missing") < 0, "missing key");
+}
+
+static void test_handle(void) {
+	const char *out;
+	mode = "echo";
+	out = wh_mock_run(inv_doc("message.outbound", "{\"incoming\":\"q\",\"outgoing\":\"hello\"}", "{}"), NULL, NULL);
+	CHECK(out && !strcmp(out, "{\"action\":\"continue\"}"), "continue: %s", out);
+	CHECK(!strcmp(observed, "message.outbound|outgoing|hello|h|i-1|t"), "invocation: %s", observed);
+	out = wh_mock_run(inv_doc("context.assemble", "{\"items\":[]}", "{}"), NULL, NULL);
+	CHECK(!strcmp(observed, "context.assemble|||h|i-1|t"), "no primary: %s", observed);
+
+	mode = "settings";
+	out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", "{\"s\":\"str\",\"f\":1.5,\"i\":7,\"b\":true,\"list\":[\"a\",\"b\"]}"), NULL, NULL);
+	CHECK(out && !strcmp(observed, "str|1.5|7|1|2|b"), "settings: %s", observed);
+	out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", "{\"s\":null}"), NULL, NULL);
+	CHECK(out && !strcmp(observed, "def|-1|-1|0|-1|"), "defaults: %s", observed);
+	static const char *bad[] = {"{\"s\":1}", "{\"f\":\"1\"}", "{\"i\":1.5}", "{\"b\":0}", "{\"list\":\"a\"}", "{\"list\":[1]}"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", bad[i]), NULL, NULL);
+		CHECK(!out && wh_last_failure && strstr(wh_last_failure, "setting \""), "bad setting %s: %s", bad[i], out);
+	}
+
+	mode = "modify";
+	out = wh_mock_run(inv_doc("tool.after", "{\"tool\":\"t\",\"result\":\"x\"}", "{}"), NULL, NULL);
+	CHECK(out && !strcmp(out, "{\"action\":\"modify\",\"context\":{\"result\":\"a\\\"b\\n\\u0001\"},\"reason\":\"r\",\"do_not_reply_again\":true}"), "modify: %s", out);
+	out = wh_mock_run(inv_doc("context.assemble", "{\"items\":[]}", "{}"), NULL, NULL);
+	CHECK(!out, "modify of the primary field at a point without one must fail: %s", out);
+	mode = "block";
+	out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", "{}"), NULL, NULL);
+	CHECK(out && !strcmp(out, "{\"action\":\"block\",\"reason\":\"bad\",\"user_message\":\"no\"}"), "block: %s", out);
+	mode = "ask";
+	out = wh_mock_run(inv_doc("tool.before", "{\"tool\":\"t\",\"arguments\":{}}", "{}"), NULL, NULL);
+	CHECK(out && !strcmp(out, "{\"action\":\"ask\",\"reason\":\"check\"}"), "ask: %s", out);
+	mode = "fail";
+	out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", "{}"), NULL, NULL);
+	CHECK(!out && wh_last_failure && !strcmp(wh_last_failure, "because"), "fail: %s", wh_last_failure);
+	out = wh_mock_run("{\"point\":1}", NULL, NULL);
+	CHECK(!out, "a malformed invocation must fail");
+
+	mode = "calls";
+	out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", "{}"), mock_ok, NULL);
+	CHECK(out && !strcmp(observed, "0:sum\xc3\xa9|0:1:{\"a\":1}|0|0|"), "calls: %s", observed);
+	CHECK(wh_mock.calls == 4, "calls made: %d", wh_mock.calls);
+	out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", "{}"), mock_err, NULL);
+	CHECK(out && !strcmp(observed, "3:|3:0:null|3|3|not granted"), "denied: %s", observed);
+	/* A reply larger than the scratch buffer is parked and taken. */
+	static char big[70000];
+	strcpy(big, "{\"text\":\"");
+	memset(big + 9, 'x', 65000);
+	strcpy(big + 9 + 65000, "\"}");
+	big_reply = big;
+	out = wh_mock_run(inv_doc("message.inbound", "{\"incoming\":\"x\"}", "{}"), mock_ok, NULL);
+	CHECK(out && !strncmp(observed, "0:xxxxxxxxxx", 12), "big reply: %.40s", observed);
+	big_reply = NULL;
+}
+
+static void test_regex(void) {
+	static const struct { const char *re, *text; long start, end; } cases[] = {
+		{"a+", "baaa", 1, 4}, {"a+?", "baaa", 1, 2}, {"\\bfoo\\b", "xfoo foo", 5, 8}, {"(?i)BEAR", "a bear", 2, 6},
+		{"x{2,3}", "xxxxx", 0, 3}, {"x{2}", "x", -1, -1}, {"[^a-c]+", "abcdef", 3, 6}, {"a|ab", "ab", 0, 1},
+		{"(?:ab)*c", "ababc", 0, 5}, {"^a", "ba", -1, -1}, {"a$", "ba", 1, 2}, {"\\d{3}", "ab1234", 2, 5},
+		{"[\\s\\S]*?END", "x\nyEND", 0, 6}, {".", "\xc3\xa9", 0, 2}, {"(a*)*b", "aaab", 0, 4}, {"a{,2}", "a{,2}", 0, 5},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		const char *err = NULL;
+		wh_re *re = wh_re_compile(cases[i].re, strlen(cases[i].re), &err);
+		CHECK(re, "compile %s: %s", cases[i].re, err);
+		if (!re) continue;
+		long m[2], sub[2];
+		int r = wh_re_match(re, cases[i].text, strlen(cases[i].text), 0, m, sub);
+		if (cases[i].start < 0) CHECK(r == 0, "%s on %s matched", cases[i].re, cases[i].text);
+		else CHECK(r == 1 && m[0] == cases[i].start && m[1] == cases[i].end, "%s on %s: %d [%ld,%ld]", cases[i].re, cases[i].text, r, m[0], m[1]);
+	}
+	static const char *invalid[] = {"(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", "\\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\"};
+	for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+		const char *err = NULL;
+		CHECK(!wh_re_compile(invalid[i], strlen(invalid[i]), &err) && err, "invalid %s compiled", invalid[i]);
+	}
+	const char *err;
+	const char *pat = "(?i)bearer\\s+(?P<secret>\\w+)";
+	wh_re *re = wh_re_compile(pat, strlen(pat), &err);
+	long m[2], sub[2];
+	CHECK(re && wh_re_match(re, "Bearer abc", 10, 0, m, sub) == 1 && sub[0] == 7 && sub[1] == 10, "secret group");
+}
+
+int main(void) {
+	test_json();
+	test_handle();
+	test_regex();
+	if (failures) { fprintf(stderr, "FAIL: %d\n", failures); return 1; }
+	printf("ok: C SDK native tests\n");
+	return 0;
+}

@@ -1,0 +1,632 @@
+/* wasmhooks_regex.h: a small regular-expression engine for C hooks, with
+ * the syntax and the leftmost-first semantics of Go's regexp (RE2) for the
+ * subset hooks use. Include it after wasmhooks.h (it allocates with
+ * wh_alloc, so a compiled pattern lives until the end of the invocation;
+ * compile again, or keep your own copy, per invocation).
+ *
+ * Supported: literals; . ; [...] and [^...] with ranges and \d \w \s \D \W
+ * \S inside (ASCII members only; a negated class matches every non-ASCII
+ * character); \d \w \s \D \W \S \b \B \A \z ^ $; escapes \n \t \r \f \v \a
+ * \xHH and escaped punctuation; groups (...), (?:...), (?P<name>...),
+ * (?<name>...); flags (?i) (?s) (?m) (?U) and (?flags:...); quantifiers
+ * * + ? {n} {n,} {n,m} (n, m <= 1000) and their lazy forms. A group named
+ * "secret" is captured (wh_re_match's sub). Anything else (\p{..}, [[:alpha:]],
+ * non-ASCII class members) is refused at compile time with a message.
+ *
+ * Matching is byte-wise over UTF-8 with whole characters for ., classes and
+ * their negations, by backtracking in priority order (so the first match
+ * found is the leftmost-first match Go returns). The worst case is
+ * polynomial in the text, bounded by the host's fuel like any hook's work;
+ * a first-byte set and the bytes every match must contain skip most start
+ * positions.
+ */
+#ifndef WASMHOOKS_REGEX_H
+#define WASMHOOKS_REGEX_H
+
+#include "wasmhooks.h"
+
+enum { WH_RI_BYTE, WH_RI_CLASS, WH_RI_ANY, WH_RI_ANYNL, WH_RI_ASSERT, WH_RI_SPLIT, WH_RI_JMP, WH_RI_SAVE, WH_RI_CHECK, WH_RI_MATCH };
+enum { WH_RA_BOT, WH_RA_EOT, WH_RA_BOL, WH_RA_EOL, WH_RA_WORD, WH_RA_NOWORD };
+
+typedef struct { uint32_t bits[4]; uint8_t nonascii; } wh_re_class;
+typedef struct { uint8_t op; uint8_t arg; uint16_t pad; int32_t x, y; } wh_re_inst;
+
+/* AST */
+enum { WH_RN_EMPTY, WH_RN_BYTE, WH_RN_CLASS, WH_RN_ANY, WH_RN_ASSERT, WH_RN_CAT, WH_RN_ALT, WH_RN_REP, WH_RN_GROUP };
+typedef struct { uint8_t type, arg, greedy, cap; int32_t first, next, min, max, cls; } wh_re_node;
+
+typedef struct {
+	wh_re_inst *prog;
+	int nprog, cprog;
+	wh_re_class *cls;
+	int ncls, ccls;
+	wh_re_node *nodes;
+	int nnodes, cnodes;
+	int nslots;            /* 4 capture slots (0,1 whole; 2,3 secret) + loop slots */
+	int has_secret;
+	uint8_t first[256];    /* bytes a match can start with */
+	int first_any;         /* 1: no first-byte filter */
+	uint8_t required[16];  /* bytes every match contains */
+	int nrequired;
+	const char *err;
+} wh_re;
+
+typedef struct { const char *s, *end; int flags; wh_re *re; } wh__rp;
+#define WH_RF_I 1
+#define WH_RF_S 2
+#define WH_RF_M 4
+#define WH_RF_U 8
+#define WH_RE_MAX_PROG 40000
+#define WH_RE_MAX_NODES 4000
+
+WH_API int wh__rnode(wh__rp *p, int type) {
+	wh_re *re = p->re;
+	if (re->nnodes >= WH_RE_MAX_NODES) { re->err = "expression too large"; return -1; }
+	if (re->nnodes == re->cnodes) {
+		int c = re->cnodes ? re->cnodes * 2 : 32;
+		wh_re_node *n = (wh_re_node *)wh_alloc(sizeof *n * (size_t)c);
+		if (!n) { re->err = "out of memory"; return -1; }
+		if (re->nnodes) memcpy(n, re->nodes, sizeof *n * (size_t)re->nnodes);
+		re->nodes = n;
+		re->cnodes = c;
+	}
+	wh_re_node *n = &re->nodes[re->nnodes];
+	memset(n, 0, sizeof *n);
+	n->type = (uint8_t)type;
+	n->first = n->next = -1;
+	return re->nnodes++;
+}
+WH_API int wh__rclass(wh__rp *p) {
+	wh_re *re = p->re;
+	if (re->ncls == re->ccls) {
+		int c = re->ccls ? re->ccls * 2 : 16;
+		wh_re_class *n = (wh_re_class *)wh_alloc(sizeof *n * (size_t)c);
+		if (!n) { re->err = "out of memory"; return -1; }
+		if (re->ncls) memcpy(n, re->cls, sizeof *n * (size_t)re->ncls);
+		re->cls = n;
+		re->ccls = c;
+	}
+	memset(&re->cls[re->ncls], 0, sizeof(wh_re_class));
+	return re->ncls++;
+}
+WH_API void wh__cset(wh_re_class *c, int b) { c->bits[b >> 5] |= 1u << (b & 31); }
+WH_API int wh__ctest(const wh_re_class *c, int b) { return (c->bits[b >> 5] >> (b & 31)) & 1; }
+WH_API void wh__crange(wh_re_class *c, int lo, int hi, int fold) {
+	for (int b = lo; b <= hi; b++) {
+		wh__cset(c, b);
+		if (fold && b >= 'a' && b <= 'z') wh__cset(c, b - 32);
+		if (fold && b >= 'A' && b <= 'Z') wh__cset(c, b + 32);
+	}
+}
+/* wh__cperl adds \d \w \s (or their negations) to c; 0 if e is not one. */
+WH_API int wh__cperl(wh_re_class *c, char e) {
+	wh_re_class t = {{0}, 0};
+	int neg = e >= 'A' && e <= 'Z';
+	switch (e | 32) {
+	case 'd': wh__crange(&t, '0', '9', 0); break;
+	case 'w': wh__crange(&t, '0', '9', 0); wh__crange(&t, 'a', 'z', 0); wh__crange(&t, 'A', 'Z', 0); wh__cset(&t, '_'); break;
+	case 's': wh__cset(&t, '\t'); wh__cset(&t, '\n'); wh__cset(&t, '\f'); wh__cset(&t, '\r'); wh__cset(&t, ' '); break;
+	default: return 0;
+	}
+	for (int i = 0; i < 4; i++) c->bits[i] |= neg ? ~t.bits[i] : t.bits[i];
+	if (neg) c->nonascii = 1;
+	return 1;
+}
+/* wh__rescape reads the escape at p->s (after the backslash) as a literal
+ * byte; -1 on error, -2 if it is not a literal escape. */
+WH_API int wh__rescape(wh__rp *p) {
+	if (p->s >= p->end) { p->re->err = "trailing backslash at end of expression"; return -1; }
+	char e = *p->s++;
+	switch (e) {
+	case 'n': return '\n';
+	case 't': return '\t';
+	case 'r': return '\r';
+	case 'f': return '\f';
+	case 'v': return '\v';
+	case 'a': return 7;
+	case 'x': {
+		if (p->end - p->s >= 2 && wh__hex(p->s[0]) >= 0 && wh__hex(p->s[1]) >= 0) {
+			int v = wh__hex(p->s[0]) * 16 + wh__hex(p->s[1]);
+			p->s += 2;
+			if (v >= 0x80) { p->re->err = "non-ASCII \\x escapes are not supported"; return -1; }
+			return v;
+		}
+		p->re->err = "invalid escape sequence";
+		return -1;
+	}
+	}
+	if ((unsigned char)e < 0x80 && !((e >= '0' && e <= '9') || (e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z'))) return (unsigned char)e;
+	p->s--;
+	return -2;
+}
+WH_API int wh__rparse_class(wh__rp *p) {
+	int k = wh__rclass(p);
+	if (k < 0) return -1;
+	wh_re_class c = {{0}, 0};
+	int neg = 0, fold = p->flags & WH_RF_I;
+	if (p->s < p->end && *p->s == '^') { neg = 1; p->s++; }
+	int firstch = 1;
+	for (;;) {
+		if (p->s >= p->end) { p->re->err = "missing closing ]"; return -1; }
+		char ch = *p->s;
+		if (ch == ']' && !firstch) { p->s++; break; }
+		firstch = 0;
+		if (ch == '[' && p->s + 1 < p->end && p->s[1] == ':') { p->re->err = "[:class:] is not supported"; return -1; }
+		int lo;
+		p->s++;
+		if ((unsigned char)ch >= 0x80) { p->re->err = "non-ASCII characters in a class are not supported"; return -1; }
+		if (ch == '\\') {
+			if (p->s < p->end && wh__cperl(&c, *p->s)) { p->s++; continue; }
+			lo = wh__rescape(p);
+			if (lo == -2) { p->re->err = "invalid escape sequence"; return -1; }
+			if (lo < 0) return -1;
+		} else lo = (unsigned char)ch;
+		int hi = lo;
+		if (p->s + 1 < p->end && *p->s == '-' && p->s[1] != ']') {
+			p->s++;
+			char h = *p->s++;
+			if ((unsigned char)h >= 0x80) { p->re->err = "non-ASCII characters in a class are not supported"; return -1; }
+			if (h == '\\') {
+				hi = wh__rescape(p);
+				if (hi == -2) { p->re->err = "invalid escape sequence"; return -1; }
+				if (hi < 0) return -1;
+			} else hi = (unsigned char)h;
+			if (hi < lo) { p->re->err = "invalid character class range"; return -1; }
+		}
+		wh__crange(&c, lo, hi, fold);
+	}
+	if (neg) { for (int i = 0; i < 4; i++) c.bits[i] = ~c.bits[i]; c.nonascii = !c.nonascii; }
+	p->re->cls[k] = c;
+	int n = wh__rnode(p, WH_RN_CLASS);
+	if (n >= 0) p->re->nodes[n].cls = k;
+	return n;
+}
+WH_API int wh__rliteral(wh__rp *p, int b) {
+	if ((p->flags & WH_RF_I) && ((b | 32) >= 'a' && (b | 32) <= 'z')) {
+		int k = wh__rclass(p);
+		if (k < 0) return -1;
+		wh__crange(&p->re->cls[k], b, b, 1);
+		int n = wh__rnode(p, WH_RN_CLASS);
+		if (n >= 0) p->re->nodes[n].cls = k;
+		return n;
+	}
+	int n = wh__rnode(p, WH_RN_BYTE);
+	if (n >= 0) p->re->nodes[n].arg = (uint8_t)b;
+	return n;
+}
+static int wh__ralt(wh__rp *p, int depth);
+WH_API int wh__ratom(wh__rp *p, int depth) {
+	char ch = *p->s++;
+	int n;
+	switch (ch) {
+	case '(': {
+		int cap = 0, saved = p->flags;
+		if (p->s < p->end && *p->s == '?') {
+			p->s++;
+			if (p->s < p->end && (*p->s == 'P' || *p->s == '<')) {
+				if (*p->s == 'P') p->s++;
+				if (p->s >= p->end || *p->s != '<') { p->re->err = "invalid named capture"; return -1; }
+				const char *name = ++p->s;
+				while (p->s < p->end && *p->s != '>') p->s++;
+				if (p->s >= p->end || p->s == name) { p->re->err = "invalid named capture"; return -1; }
+				if (p->s - name == 6 && !memcmp(name, "secret", 6)) {
+					if (p->re->has_secret) { p->re->err = "duplicate capture group name"; return -1; }
+					p->re->has_secret = cap = 1;
+				}
+				p->s++;
+			} else {
+				int neg = 0, any = 0;
+				for (;;) {
+					if (p->s >= p->end) { p->re->err = "missing closing )"; return -1; }
+					char f = *p->s++;
+					if (f == '-') { if (neg) goto badflags; neg = 1; any = 0; continue; }
+					int bit = f == 'i' ? WH_RF_I : f == 's' ? WH_RF_S : f == 'm' ? WH_RF_M : f == 'U' ? WH_RF_U : 0;
+					if (bit) { any = 1; if (neg) p->flags &= ~bit; else p->flags |= bit; continue; }
+					if ((f == ')' || f == ':') && (any || !neg)) {
+						if (f == ')') return wh__rnode(p, WH_RN_EMPTY); /* flags stay until the group's end */
+						break;
+					}
+				badflags:
+					p->re->err = "invalid or unsupported Perl syntax";
+					return -1;
+				}
+			}
+		}
+		int inner = wh__ralt(p, depth + 1);
+		if (inner < 0) return -1;
+		if (p->s >= p->end || *p->s != ')') { p->re->err = "missing closing )"; return -1; }
+		p->s++;
+		p->flags = saved;
+		n = wh__rnode(p, WH_RN_GROUP);
+		if (n < 0) return -1;
+		p->re->nodes[n].first = inner;
+		p->re->nodes[n].cap = (uint8_t)cap;
+		return n;
+	}
+	case ')': p->re->err = "unexpected )"; return -1;
+	case '[': return wh__rparse_class(p);
+	case '.':
+		n = wh__rnode(p, WH_RN_ANY);
+		if (n >= 0) p->re->nodes[n].arg = (p->flags & WH_RF_S) ? 1 : 0;
+		return n;
+	case '^':
+	case '$':
+		n = wh__rnode(p, WH_RN_ASSERT);
+		if (n >= 0) p->re->nodes[n].arg = ch == '^' ? ((p->flags & WH_RF_M) ? WH_RA_BOL : WH_RA_BOT) : ((p->flags & WH_RF_M) ? WH_RA_EOL : WH_RA_EOT);
+		return n;
+	case '*': case '+': case '?':
+		p->re->err = "missing argument to repetition operator";
+		return -1;
+	case '\\': {
+		if (p->s < p->end) {
+			char e = *p->s;
+			int a = e == 'b' ? WH_RA_WORD : e == 'B' ? WH_RA_NOWORD : e == 'A' ? WH_RA_BOT : e == 'z' ? WH_RA_EOT : -1;
+			if (a >= 0) {
+				p->s++;
+				n = wh__rnode(p, WH_RN_ASSERT);
+				if (n >= 0) p->re->nodes[n].arg = (uint8_t)a;
+				return n;
+			}
+			if (strchr("dwsDWS", e)) {
+				p->s++;
+				int k = wh__rclass(p);
+				if (k < 0) return -1;
+				wh__cperl(&p->re->cls[k], e);
+				n = wh__rnode(p, WH_RN_CLASS);
+				if (n >= 0) p->re->nodes[n].cls = k;
+				return n;
+			}
+		}
+		int b = wh__rescape(p);
+		if (b == -2) { p->re->err = "invalid or unsupported escape sequence"; return -1; }
+		if (b < 0) return -1;
+		return wh__rliteral(p, b);
+	}
+	}
+	return wh__rliteral(p, (unsigned char)ch);
+}
+/* wh__rcount parses {n}, {n,} or {n,m} at p->s (after '{'); 0 if it is not
+ * a repetition (then '{' is a literal), 1 if it is, -1 on error. */
+WH_API int wh__rcount(wh__rp *p, int *min, int *max) {
+	const char *s = p->s;
+	int a = 0, b, digits = 0;
+	while (s < p->end && *s >= '0' && *s <= '9') { if (a <= 100000) a = a * 10 + (*s - '0'); s++; digits++; }
+	if (!digits) return 0;
+	b = a;
+	if (s < p->end && *s == ',') {
+		s++;
+		if (s < p->end && *s >= '0' && *s <= '9') {
+			b = 0;
+			while (s < p->end && *s >= '0' && *s <= '9') { if (b <= 100000) b = b * 10 + (*s - '0'); s++; }
+		} else b = -1;
+	}
+	if (s >= p->end || *s != '}') return 0;
+	p->s = s + 1;
+	if (a > 1000 || b > 1000 || (b >= 0 && b < a)) { p->re->err = "invalid repeat count"; return -1; }
+	*min = a;
+	*max = b;
+	return 1;
+}
+WH_API int wh__rrepeat(wh__rp *p, int depth) {
+	int atom = wh__ratom(p, depth);
+	if (atom < 0) return -1;
+	int reps = 0;
+	while (p->s < p->end) {
+		int min, max;
+		char q = *p->s;
+		if (q == '*') { min = 0; max = -1; p->s++; }
+		else if (q == '+') { min = 1; max = -1; p->s++; }
+		else if (q == '?') { min = 0; max = 1; p->s++; }
+		else if (q == '{') {
+			p->s++;
+			int r = wh__rcount(p, &min, &max);
+			if (r < 0) return -1;
+			if (r == 0) { p->s--; break; }
+		} else break;
+		if (reps++ || p->re->nodes[atom].type == WH_RN_EMPTY) { p->re->err = reps > 1 ? "invalid nested repetition operator" : "missing argument to repetition operator"; return -1; }
+		int greedy = !(p->flags & WH_RF_U);
+		if (p->s < p->end && *p->s == '?') { greedy = !greedy; p->s++; }
+		int n = wh__rnode(p, WH_RN_REP);
+		if (n < 0) return -1;
+		p->re->nodes[n].first = atom;
+		p->re->nodes[n].min = min;
+		p->re->nodes[n].max = max;
+		p->re->nodes[n].greedy = (uint8_t)greedy;
+		atom = n;
+	}
+	return atom;
+}
+WH_API int wh__rcat(wh__rp *p, int depth) {
+	int n = wh__rnode(p, WH_RN_CAT), last = -1;
+	if (n < 0) return -1;
+	while (p->s < p->end && *p->s != '|' && *p->s != ')') {
+		int c = wh__rrepeat(p, depth);
+		if (c < 0) return -1;
+		if (last < 0) p->re->nodes[n].first = c; else p->re->nodes[last].next = c;
+		last = c;
+	}
+	return n;
+}
+WH_API int wh__ralt(wh__rp *p, int depth) {
+	if (depth > 100) { p->re->err = "expression nests too deeply"; return -1; }
+	int first = wh__rcat(p, depth);
+	if (first < 0 || p->s >= p->end || *p->s != '|') return first;
+	int n = wh__rnode(p, WH_RN_ALT), last = first;
+	if (n < 0) return -1;
+	p->re->nodes[n].first = first;
+	while (p->s < p->end && *p->s == '|') {
+		p->s++;
+		int c = wh__rcat(p, depth);
+		if (c < 0) return -1;
+		p->re->nodes[last].next = c;
+		last = c;
+	}
+	return n;
+}
+
+WH_API int wh__remit(wh_re *re, int op, int arg, int x, int y) {
+	if (re->nprog >= WH_RE_MAX_PROG) { re->err = "expression too large"; return -1; }
+	if (re->nprog == re->cprog) {
+		int c = re->cprog ? re->cprog * 2 : 64;
+		wh_re_inst *n = (wh_re_inst *)wh_alloc(sizeof *n * (size_t)c);
+		if (!n) { re->err = "out of memory"; return -1; }
+		if (re->nprog) memcpy(n, re->prog, sizeof *n * (size_t)re->nprog);
+		re->prog = n;
+		re->cprog = c;
+	}
+	wh_re_inst *i = &re->prog[re->nprog];
+	i->op = (uint8_t)op;
+	i->arg = (uint8_t)arg;
+	i->x = x;
+	i->y = y;
+	return re->nprog++;
+}
+WH_API int wh__rnullable(const wh_re *re, int n) {
+	const wh_re_node *d = &re->nodes[n];
+	switch (d->type) {
+	case WH_RN_EMPTY: case WH_RN_ASSERT: return 1;
+	case WH_RN_BYTE: case WH_RN_CLASS: case WH_RN_ANY: return 0;
+	case WH_RN_GROUP: return wh__rnullable(re, d->first);
+	case WH_RN_REP: return d->min == 0 || wh__rnullable(re, d->first);
+	case WH_RN_CAT:
+		for (int c = d->first; c >= 0; c = re->nodes[c].next) if (!wh__rnullable(re, c)) return 0;
+		return 1;
+	case WH_RN_ALT:
+		for (int c = d->first; c >= 0; c = re->nodes[c].next) if (wh__rnullable(re, c)) return 1;
+		return 0;
+	}
+	return 1;
+}
+static int wh__rgen(wh_re *re, int n);
+WH_API int wh__rgen_split(wh_re *re, int greedy) { return wh__remit(re, WH_RI_SPLIT, greedy, 0, 0); }
+WH_API void wh__rpatch_split(wh_re *re, int at, int body, int out) {
+	if (re->prog[at].arg) { re->prog[at].x = body; re->prog[at].y = out; }
+	else { re->prog[at].x = out; re->prog[at].y = body; }
+}
+WH_API int wh__rgen(wh_re *re, int n) {
+	const wh_re_node d = re->nodes[n];
+	switch (d.type) {
+	case WH_RN_EMPTY: return 0;
+	case WH_RN_BYTE: return wh__remit(re, WH_RI_BYTE, d.arg, 0, 0) < 0 ? -1 : 0;
+	case WH_RN_CLASS: return wh__remit(re, WH_RI_CLASS, 0, d.cls, 0) < 0 ? -1 : 0;
+	case WH_RN_ANY: return wh__remit(re, d.arg ? WH_RI_ANYNL : WH_RI_ANY, 0, 0, 0) < 0 ? -1 : 0;
+	case WH_RN_ASSERT: return wh__remit(re, WH_RI_ASSERT, d.arg, 0, 0) < 0 ? -1 : 0;
+	case WH_RN_GROUP:
+		if (d.cap && wh__remit(re, WH_RI_SAVE, 0, 2, 0) < 0) return -1;
+		if (wh__rgen(re, d.first) < 0) return -1;
+		if (d.cap && wh__remit(re, WH_RI_SAVE, 0, 3, 0) < 0) return -1;
+		return 0;
+	case WH_RN_CAT:
+		for (int c = d.first; c >= 0; c = re->nodes[c].next)
+			if (wh__rgen(re, c) < 0) return -1;
+		return 0;
+	case WH_RN_ALT: {
+		int jumps[256], nj = 0;
+		for (int c = d.first; c >= 0; c = re->nodes[c].next) {
+			int split = -1;
+			if (re->nodes[c].next >= 0) { if ((split = wh__rgen_split(re, 1)) < 0) return -1; }
+			if (wh__rgen(re, c) < 0) return -1;
+			if (re->nodes[c].next >= 0) {
+				if (nj == 256) { re->err = "too many alternatives"; return -1; }
+				if ((jumps[nj++] = wh__remit(re, WH_RI_JMP, 0, 0, 0)) < 0) return -1;
+				wh__rpatch_split(re, split, split + 1, re->nprog);
+			}
+		}
+		for (int i = 0; i < nj; i++) re->prog[jumps[i]].x = re->nprog;
+		return 0;
+	}
+	case WH_RN_REP: {
+		for (int i = 0; i < d.min; i++)
+			if (wh__rgen(re, d.first) < 0) return -1;
+		if (d.max < 0) {
+			int nullable = wh__rnullable(re, d.first), slot = 0;
+			int loop = wh__rgen_split(re, d.greedy);
+			if (loop < 0) return -1;
+			if (nullable) {
+				slot = re->nslots++;
+				if (wh__remit(re, WH_RI_SAVE, 0, slot, 0) < 0) return -1;
+			}
+			if (wh__rgen(re, d.first) < 0) return -1;
+			if (nullable && wh__remit(re, WH_RI_CHECK, 0, slot, 0) < 0) return -1;
+			if (wh__remit(re, WH_RI_JMP, 0, loop, 0) < 0) return -1;
+			wh__rpatch_split(re, loop, loop + 1, re->nprog);
+			return 0;
+		}
+		int splits[1001], ns = 0;
+		for (int i = d.min; i < d.max; i++) {
+			if ((splits[ns++] = wh__rgen_split(re, d.greedy)) < 0) return -1;
+			if (wh__rgen(re, d.first) < 0) return -1;
+		}
+		for (int i = 0; i < ns; i++) wh__rpatch_split(re, splits[i], splits[i] + 1, re->nprog);
+		return 0;
+	}
+	}
+	return 0;
+}
+WH_API void wh__rfirst(wh_re *re) {
+	uint8_t *seen = (uint8_t *)wh_alloc((size_t)re->nprog);
+	int *stack = (int *)wh_alloc(sizeof(int) * (size_t)re->nprog * 2 + 2);
+	int sp = 0;
+	if (!seen || !stack) { re->first_any = 1; return; }
+	memset(seen, 0, (size_t)re->nprog);
+	memset(re->first, 0, sizeof re->first);
+	stack[sp++] = 0;
+	while (sp) {
+		int pc = stack[--sp];
+		if (seen[pc]) continue;
+		seen[pc] = 1;
+		const wh_re_inst *i = &re->prog[pc];
+		switch (i->op) {
+		case WH_RI_BYTE: re->first[i->arg] = 1; break;
+		case WH_RI_CLASS:
+			for (int b = 0; b < 128; b++) if (wh__ctest(&re->cls[i->x], b)) re->first[b] = 1;
+			if (re->cls[i->x].nonascii) for (int b = 128; b < 256; b++) re->first[b] = 1;
+			break;
+		case WH_RI_ANY: case WH_RI_ANYNL:
+			for (int b = 0; b < 256; b++) if (b != '\n' || i->op == WH_RI_ANYNL) re->first[b] = 1;
+			break;
+		case WH_RI_MATCH: re->first_any = 1; return;
+		case WH_RI_SPLIT: stack[sp++] = i->y; stack[sp++] = i->x; break;
+		case WH_RI_JMP: stack[sp++] = i->x; break;
+		default: stack[sp++] = pc + 1;
+		}
+	}
+}
+
+/* wh_re_compile compiles pattern; NULL and *err set on a syntax error. */
+WH_API wh_re *wh_re_compile(const char *pattern, size_t n, const char **err) {
+	wh_re *re = (wh_re *)wh_alloc(sizeof *re);
+	if (!re) { *err = "out of memory"; return NULL; }
+	memset(re, 0, sizeof *re);
+	re->nslots = 4;
+	wh__rp p = {pattern, pattern + n, 0, re};
+	int root = wh__ralt(&p, 0);
+	if (root >= 0 && p.s < p.end) re->err = "unexpected )";
+	if (root < 0 || re->err) { *err = re->err ? re->err : "invalid expression"; return NULL; }
+	/* bytes every match contains: literal bytes of the top-level sequence */
+	const wh_re_node *top = &re->nodes[root];
+	if (top->type == WH_RN_CAT)
+		for (int c = top->first; c >= 0 && re->nrequired < 16; c = re->nodes[c].next)
+			if (re->nodes[c].type == WH_RN_BYTE) re->required[re->nrequired++] = re->nodes[c].arg;
+	if (wh__remit(re, WH_RI_SAVE, 0, 0, 0) < 0 || wh__rgen(re, root) < 0 ||
+	    wh__remit(re, WH_RI_SAVE, 0, 1, 0) < 0 || wh__remit(re, WH_RI_MATCH, 0, 0, 0) < 0) {
+		*err = re->err;
+		return NULL;
+	}
+	wh__rfirst(re);
+	return re;
+}
+
+WH_API int wh__isword(int c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+WH_API size_t wh__runelen(const char *s, size_t n) {
+	size_t l = wh_utf8_len((const unsigned char *)s, n, NULL);
+	return l ? l : 1;
+}
+
+typedef struct { int32_t pc; int32_t pos; int32_t slot; } wh__rframe; /* slot >= 0: restore slots[slot] = pos */
+
+/* wh__rrun tries a match at pos; 1 and slots set if there is one. */
+WH_API int wh__rrun(const wh_re *re, const char *s, size_t n, size_t start, int32_t *slots, wh__rframe **stk, int *cap) {
+	int sp = 0;
+	for (int i = 0; i < re->nslots; i++) slots[i] = -1;
+	(*stk)[sp++] = (wh__rframe){0, (int32_t)start, -1};
+	while (sp) {
+		wh__rframe f = (*stk)[--sp];
+		if (f.slot >= 0) { slots[f.slot] = f.pos; continue; }
+		int pc = f.pc;
+		size_t pos = (size_t)f.pos;
+		for (;;) {
+			const wh_re_inst *in = &re->prog[pc];
+			if (sp + 2 >= *cap) {
+				int c = *cap * 2;
+				wh__rframe *ns = (wh__rframe *)wh_alloc(sizeof *ns * (size_t)c);
+				if (!ns) return -1;
+				memcpy(ns, *stk, sizeof *ns * (size_t)sp);
+				*stk = ns;
+				*cap = c;
+			}
+			switch (in->op) {
+			case WH_RI_BYTE:
+				if (pos < n && (unsigned char)s[pos] == in->arg) { pos++; pc++; continue; }
+				goto fail;
+			case WH_RI_CLASS: {
+				if (pos >= n) goto fail;
+				unsigned char c = (unsigned char)s[pos];
+				if (c < 0x80) { if (!wh__ctest(&re->cls[in->x], c)) goto fail; pos++; }
+				else { if (!re->cls[in->x].nonascii) goto fail; pos += wh__runelen(s + pos, n - pos); }
+				pc++;
+				continue;
+			}
+			case WH_RI_ANY:
+			case WH_RI_ANYNL:
+				if (pos >= n || (in->op == WH_RI_ANY && s[pos] == '\n')) goto fail;
+				pos += wh__runelen(s + pos, n - pos);
+				pc++;
+				continue;
+			case WH_RI_ASSERT: {
+				int ok = 0;
+				switch (in->arg) {
+				case WH_RA_BOT: ok = pos == 0; break;
+				case WH_RA_EOT: ok = pos == n; break;
+				case WH_RA_BOL: ok = pos == 0 || s[pos - 1] == '\n'; break;
+				case WH_RA_EOL: ok = pos == n || s[pos] == '\n'; break;
+				default: {
+					int a = pos > 0 && wh__isword((unsigned char)s[pos - 1]), b = pos < n && wh__isword((unsigned char)s[pos]);
+					ok = (a != b) == (in->arg == WH_RA_WORD);
+				}
+				}
+				if (!ok) goto fail;
+				pc++;
+				continue;
+			}
+			case WH_RI_SPLIT:
+				(*stk)[sp++] = (wh__rframe){in->y, (int32_t)pos, -1};
+				pc = in->x;
+				continue;
+			case WH_RI_JMP: pc = in->x; continue;
+			case WH_RI_SAVE:
+				(*stk)[sp++] = (wh__rframe){0, slots[in->x], in->x};
+				slots[in->x] = (int32_t)pos;
+				pc++;
+				continue;
+			case WH_RI_CHECK:
+				if (slots[in->x] == (int32_t)pos) goto fail;
+				pc++;
+				continue;
+			case WH_RI_MATCH: return 1;
+			}
+		fail:
+			break;
+		}
+	}
+	return 0;
+}
+
+/* wh_re_match finds the leftmost-first match in s[from..n) and sets
+ * m[0], m[1] to its span and sub[0], sub[1] to the "secret" group's
+ * (-1 if the group did not take part). Returns 1 on a match, 0 if none,
+ * -1 if out of memory. */
+WH_API int wh_re_match(const wh_re *re, const char *s, size_t n, size_t from, long m[2], long sub[2]) {
+	for (int i = 0; i < re->nrequired; i++)
+		if (!memchr(s + from, re->required[i], n - from)) return 0;
+	int32_t *slots = (int32_t *)wh_alloc(sizeof(int32_t) * (size_t)re->nslots);
+	int cap = 256;
+	wh__rframe *stk = (wh__rframe *)wh_alloc(sizeof *stk * (size_t)cap);
+	if (!slots || !stk) return -1;
+	for (size_t p = from; p <= n;) {
+		if (re->first_any || (p < n && re->first[(unsigned char)s[p]])) {
+			int r = wh__rrun(re, s, n, p, slots, &stk, &cap);
+			if (r < 0) return -1;
+			if (r) {
+				m[0] = slots[0]; m[1] = slots[1];
+				sub[0] = slots[2]; sub[1] = slots[3];
+				return 1;
+			}
+		}
+		if (p == n) break;
+		p += wh__runelen(s + p, n - p);
+	}
+	return 0;
+}
+
+#endif /* WASMHOOKS_REGEX_H */

@@ -1,0 +1,776 @@
+//! A small regular-expression engine with the syntax and leftmost-first
+//! semantics of Go's regexp (RE2) for the subset hooks use; the same engine
+//! as the C SDK's wasmhooks_regex.h (see there for the supported syntax).
+//! Matching backtracks in priority order over UTF-8 bytes, whole characters
+//! for `.` and classes; a first-byte set and the literal bytes every match
+//! must contain skip most start positions.
+
+#[derive(Clone, Copy)]
+enum Inst {
+    Byte(u8),
+    Class(usize),
+    Any(bool), // true: also newline
+    Assert(Assertion),
+    Split(usize, usize),
+    Jmp(usize),
+    Save(usize),
+    Check(usize),
+    Match,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Assertion {
+    Bot,
+    Eot,
+    Bol,
+    Eol,
+    Word,
+    NoWord,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Class {
+    bits: [u32; 4],
+    nonascii: bool,
+}
+
+impl Class {
+    fn set(&mut self, b: u8) {
+        self.bits[(b >> 5) as usize] |= 1 << (b & 31);
+    }
+    fn test(&self, b: u8) -> bool {
+        b < 128 && (self.bits[(b >> 5) as usize] >> (b & 31)) & 1 == 1
+    }
+    fn range(&mut self, lo: u8, hi: u8, fold: bool) {
+        for b in lo..=hi {
+            self.set(b);
+            if fold && b.is_ascii_alphabetic() {
+                self.set(b ^ 0x20);
+            }
+        }
+    }
+    fn perl(&mut self, e: u8) -> bool {
+        let mut t = Class::default();
+        match e.to_ascii_lowercase() {
+            b'd' => t.range(b'0', b'9', false),
+            b'w' => {
+                t.range(b'0', b'9', false);
+                t.range(b'a', b'z', false);
+                t.range(b'A', b'Z', false);
+                t.set(b'_');
+            }
+            b's' => {
+                for c in [b'\t', b'\n', 0x0c, b'\r', b' '] {
+                    t.set(c);
+                }
+            }
+            _ => return false,
+        }
+        let neg = e.is_ascii_uppercase();
+        for i in 0..4 {
+            self.bits[i] |= if neg { !t.bits[i] } else { t.bits[i] };
+        }
+        if neg {
+            self.nonascii = true;
+        }
+        true
+    }
+}
+
+enum Node {
+    Empty,
+    Byte(u8),
+    Class(usize),
+    Any(bool),
+    Assert(Assertion),
+    Cat(Vec<Node>),
+    Alt(Vec<Node>),
+    Rep(Box<Node>, u32, Option<u32>, bool),
+    Group(Box<Node>, bool),
+}
+
+const FI: u8 = 1;
+const FS: u8 = 2;
+const FM: u8 = 4;
+const FU: u8 = 8;
+const MAX_PROG: usize = 40000;
+
+/// A compiled pattern.
+pub struct Regex {
+    prog: Vec<Inst>,
+    classes: Vec<Class>,
+    nslots: usize,
+    /// Whether the pattern has a group named "secret".
+    pub has_secret: bool,
+    first: [bool; 256],
+    first_any: bool,
+    required: Vec<u8>,
+}
+
+/// A match: the whole span, and the "secret" group's span if it took part.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Match {
+    pub start: usize,
+    pub end: usize,
+    pub secret: Option<(usize, usize)>,
+}
+
+struct P<'a> {
+    s: &'a [u8],
+    i: usize,
+    flags: u8,
+    classes: Vec<Class>,
+    has_secret: bool,
+    nodes: usize,
+}
+
+fn hexv(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+impl<'a> P<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+    fn count(&mut self) -> Result<(), String> {
+        self.nodes += 1;
+        if self.nodes > 4000 {
+            return Err("expression too large".into());
+        }
+        Ok(())
+    }
+    fn escape(&mut self) -> Result<Option<u8>, String> {
+        let e = self.peek().ok_or("trailing backslash at end of expression")?;
+        self.i += 1;
+        Ok(Some(match e {
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'r' => b'\r',
+            b'f' => 0x0c,
+            b'v' => 0x0b,
+            b'a' => 7,
+            b'x' => {
+                let (a, b) = (self.s.get(self.i).and_then(|&c| hexv(c)), self.s.get(self.i + 1).and_then(|&c| hexv(c)));
+                match (a, b) {
+                    (Some(a), Some(b)) if a < 8 => {
+                        self.i += 2;
+                        a * 16 + b
+                    }
+                    (Some(_), Some(_)) => return Err("non-ASCII \\x escapes are not supported".into()),
+                    _ => return Err("invalid escape sequence".into()),
+                }
+            }
+            c if c < 0x80 && !c.is_ascii_alphanumeric() => c,
+            _ => {
+                self.i -= 1;
+                return Ok(None);
+            }
+        }))
+    }
+    fn class(&mut self) -> Result<Node, String> {
+        let mut c = Class::default();
+        let fold = self.flags & FI != 0;
+        let neg = self.peek() == Some(b'^');
+        if neg {
+            self.i += 1;
+        }
+        let mut first = true;
+        loop {
+            let ch = self.peek().ok_or("missing closing ]")?;
+            if ch == b']' && !first {
+                self.i += 1;
+                break;
+            }
+            first = false;
+            if ch == b'[' && self.s.get(self.i + 1) == Some(&b':') {
+                return Err("[:class:] is not supported".into());
+            }
+            self.i += 1;
+            if ch >= 0x80 {
+                return Err("non-ASCII characters in a class are not supported".into());
+            }
+            let lo = if ch == b'\\' {
+                if let Some(e) = self.peek() {
+                    if c.perl(e) {
+                        self.i += 1;
+                        continue;
+                    }
+                }
+                self.escape()?.ok_or("invalid escape sequence")?
+            } else {
+                ch
+            };
+            let mut hi = lo;
+            if self.peek() == Some(b'-') && self.s.get(self.i + 1).map_or(false, |&c| c != b']') {
+                self.i += 1;
+                let h = self.s[self.i];
+                self.i += 1;
+                if h >= 0x80 {
+                    return Err("non-ASCII characters in a class are not supported".into());
+                }
+                hi = if h == b'\\' { self.escape()?.ok_or("invalid escape sequence")? } else { h };
+                if hi < lo {
+                    return Err("invalid character class range".into());
+                }
+            }
+            c.range(lo, hi, fold);
+        }
+        if neg {
+            for b in c.bits.iter_mut() {
+                *b = !*b;
+            }
+            c.nonascii = !c.nonascii;
+        }
+        self.classes.push(c);
+        Ok(Node::Class(self.classes.len() - 1))
+    }
+    fn literal(&mut self, b: u8) -> Node {
+        if self.flags & FI != 0 && b.is_ascii_alphabetic() {
+            let mut c = Class::default();
+            c.range(b, b, true);
+            self.classes.push(c);
+            return Node::Class(self.classes.len() - 1);
+        }
+        Node::Byte(b)
+    }
+    fn atom(&mut self, depth: usize) -> Result<Node, String> {
+        self.count()?;
+        let ch = self.s[self.i];
+        self.i += 1;
+        match ch {
+            b'(' => {
+                let saved = self.flags;
+                let mut cap = false;
+                if self.peek() == Some(b'?') {
+                    self.i += 1;
+                    if matches!(self.peek(), Some(b'P') | Some(b'<')) {
+                        if self.peek() == Some(b'P') {
+                            self.i += 1;
+                        }
+                        if self.peek() != Some(b'<') {
+                            return Err("invalid named capture".into());
+                        }
+                        self.i += 1;
+                        let start = self.i;
+                        while self.peek().map_or(false, |c| c != b'>') {
+                            self.i += 1;
+                        }
+                        if self.peek().is_none() || self.i == start {
+                            return Err("invalid named capture".into());
+                        }
+                        if &self.s[start..self.i] == b"secret" {
+                            if self.has_secret {
+                                return Err("duplicate capture group name".into());
+                            }
+                            self.has_secret = true;
+                            cap = true;
+                        }
+                        self.i += 1;
+                    } else {
+                        let (mut neg, mut any) = (false, false);
+                        loop {
+                            let f = self.peek().ok_or("missing closing )")?;
+                            self.i += 1;
+                            let bit = match f {
+                                b'i' => FI,
+                                b's' => FS,
+                                b'm' => FM,
+                                b'U' => FU,
+                                _ => 0,
+                            };
+                            if f == b'-' && !neg {
+                                neg = true;
+                                any = false;
+                            } else if bit != 0 {
+                                any = true;
+                                if neg {
+                                    self.flags &= !bit;
+                                } else {
+                                    self.flags |= bit;
+                                }
+                            } else if (f == b')' || f == b':') && (any || !neg) {
+                                if f == b')' {
+                                    return Ok(Node::Empty);
+                                }
+                                break;
+                            } else {
+                                return Err("invalid or unsupported Perl syntax".into());
+                            }
+                        }
+                    }
+                }
+                let inner = self.alt(depth + 1)?;
+                if self.peek() != Some(b')') {
+                    return Err("missing closing )".into());
+                }
+                self.i += 1;
+                self.flags = saved;
+                Ok(Node::Group(Box::new(inner), cap))
+            }
+            b')' => Err("unexpected )".into()),
+            b'[' => self.class(),
+            b'.' => Ok(Node::Any(self.flags & FS != 0)),
+            b'^' => Ok(Node::Assert(if self.flags & FM != 0 { Assertion::Bol } else { Assertion::Bot })),
+            b'$' => Ok(Node::Assert(if self.flags & FM != 0 { Assertion::Eol } else { Assertion::Eot })),
+            b'*' | b'+' | b'?' => Err("missing argument to repetition operator".into()),
+            b'\\' => {
+                if let Some(e) = self.peek() {
+                    let a = match e {
+                        b'b' => Some(Assertion::Word),
+                        b'B' => Some(Assertion::NoWord),
+                        b'A' => Some(Assertion::Bot),
+                        b'z' => Some(Assertion::Eot),
+                        _ => None,
+                    };
+                    if let Some(a) = a {
+                        self.i += 1;
+                        return Ok(Node::Assert(a));
+                    }
+                    let mut c = Class::default();
+                    if c.perl(e) {
+                        self.i += 1;
+                        self.classes.push(c);
+                        return Ok(Node::Class(self.classes.len() - 1));
+                    }
+                }
+                let b = self.escape()?.ok_or("invalid or unsupported escape sequence")?;
+                Ok(self.literal(b))
+            }
+            c => Ok(self.literal(c)),
+        }
+    }
+    fn repeat_count(&mut self) -> Result<Option<(u32, Option<u32>)>, String> {
+        let mut j = self.i;
+        let num = |j: &mut usize, s: &[u8]| -> Option<u32> {
+            let st = *j;
+            let mut v: u32 = 0;
+            while *j < s.len() && s[*j].is_ascii_digit() {
+                v = v.saturating_mul(10).saturating_add((s[*j] - b'0') as u32).min(1_000_000);
+                *j += 1;
+            }
+            if *j > st {
+                Some(v)
+            } else {
+                None
+            }
+        };
+        let a = match num(&mut j, self.s) {
+            Some(a) => a,
+            None => return Ok(None),
+        };
+        let mut b = Some(a);
+        if self.s.get(j) == Some(&b',') {
+            j += 1;
+            b = num(&mut j, self.s);
+        }
+        if self.s.get(j) != Some(&b'}') {
+            return Ok(None);
+        }
+        self.i = j + 1;
+        if a > 1000 || b.map_or(false, |b| b > 1000 || b < a) {
+            return Err("invalid repeat count".into());
+        }
+        Ok(Some((a, b)))
+    }
+    fn repeat(&mut self, depth: usize) -> Result<Node, String> {
+        let mut atom = self.atom(depth)?;
+        let mut reps = 0;
+        while let Some(q) = self.peek() {
+            let (min, max) = match q {
+                b'*' => (0, None),
+                b'+' => (1, None),
+                b'?' => (0, Some(1)),
+                b'{' => {
+                    self.i += 1;
+                    match self.repeat_count()? {
+                        Some(r) => r,
+                        None => {
+                            self.i -= 1;
+                            break;
+                        }
+                    }
+                }
+                _ => break,
+            };
+            if q != b'{' {
+                self.i += 1;
+            }
+            reps += 1;
+            if reps > 1 {
+                return Err("invalid nested repetition operator".into());
+            }
+            if matches!(atom, Node::Empty) {
+                return Err("missing argument to repetition operator".into());
+            }
+            let mut greedy = self.flags & FU == 0;
+            if self.peek() == Some(b'?') {
+                greedy = !greedy;
+                self.i += 1;
+            }
+            atom = Node::Rep(Box::new(atom), min, max, greedy);
+        }
+        Ok(atom)
+    }
+    fn cat(&mut self, depth: usize) -> Result<Node, String> {
+        let mut v = Vec::new();
+        while let Some(c) = self.peek() {
+            if c == b'|' || c == b')' {
+                break;
+            }
+            v.push(self.repeat(depth)?);
+        }
+        Ok(Node::Cat(v))
+    }
+    fn alt(&mut self, depth: usize) -> Result<Node, String> {
+        if depth > 100 {
+            return Err("expression nests too deeply".into());
+        }
+        let first = self.cat(depth)?;
+        if self.peek() != Some(b'|') {
+            return Ok(first);
+        }
+        let mut v = vec![first];
+        while self.peek() == Some(b'|') {
+            self.i += 1;
+            v.push(self.cat(depth)?);
+        }
+        Ok(Node::Alt(v))
+    }
+}
+
+fn nullable(n: &Node) -> bool {
+    match n {
+        Node::Empty | Node::Assert(_) => true,
+        Node::Byte(_) | Node::Class(_) | Node::Any(_) => false,
+        Node::Group(c, _) => nullable(c),
+        Node::Rep(c, min, _, _) => *min == 0 || nullable(c),
+        Node::Cat(v) => v.iter().all(nullable),
+        Node::Alt(v) => v.iter().any(nullable),
+    }
+}
+
+struct Gen {
+    prog: Vec<Inst>,
+    nslots: usize,
+}
+
+impl Gen {
+    fn emit(&mut self, i: Inst) -> Result<usize, String> {
+        if self.prog.len() >= MAX_PROG {
+            return Err("expression too large".into());
+        }
+        self.prog.push(i);
+        Ok(self.prog.len() - 1)
+    }
+    fn split(&mut self, at: usize, greedy: bool, body: usize, out: usize) {
+        self.prog[at] = if greedy { Inst::Split(body, out) } else { Inst::Split(out, body) };
+    }
+    fn gen(&mut self, n: &Node) -> Result<(), String> {
+        match n {
+            Node::Empty => {}
+            Node::Byte(b) => {
+                self.emit(Inst::Byte(*b))?;
+            }
+            Node::Class(k) => {
+                self.emit(Inst::Class(*k))?;
+            }
+            Node::Any(nl) => {
+                self.emit(Inst::Any(*nl))?;
+            }
+            Node::Assert(a) => {
+                self.emit(Inst::Assert(*a))?;
+            }
+            Node::Group(c, cap) => {
+                if *cap {
+                    self.emit(Inst::Save(2))?;
+                }
+                self.gen(c)?;
+                if *cap {
+                    self.emit(Inst::Save(3))?;
+                }
+            }
+            Node::Cat(v) => {
+                for c in v {
+                    self.gen(c)?;
+                }
+            }
+            Node::Alt(v) => {
+                let mut jumps = Vec::new();
+                for (i, c) in v.iter().enumerate() {
+                    let last = i + 1 == v.len();
+                    let split = if last { None } else { Some(self.emit(Inst::Match)?) };
+                    self.gen(c)?;
+                    if let Some(s) = split {
+                        jumps.push(self.emit(Inst::Jmp(0))?);
+                        let out = self.prog.len();
+                        self.split(s, true, s + 1, out);
+                    }
+                }
+                let end = self.prog.len();
+                for j in jumps {
+                    self.prog[j] = Inst::Jmp(end);
+                }
+            }
+            Node::Rep(c, min, max, greedy) => {
+                for _ in 0..*min {
+                    self.gen(c)?;
+                }
+                match max {
+                    None => {
+                        let null = nullable(c);
+                        let lp = self.emit(Inst::Match)?;
+                        let slot = self.nslots;
+                        if null {
+                            self.nslots += 1;
+                            self.emit(Inst::Save(slot))?;
+                        }
+                        self.gen(c)?;
+                        if null {
+                            self.emit(Inst::Check(slot))?;
+                        }
+                        self.emit(Inst::Jmp(lp))?;
+                        let out = self.prog.len();
+                        self.split(lp, *greedy, lp + 1, out);
+                    }
+                    Some(max) => {
+                        let mut splits = Vec::new();
+                        for _ in *min..*max {
+                            splits.push(self.emit(Inst::Match)?);
+                            self.gen(c)?;
+                        }
+                        let out = self.prog.len();
+                        for s in splits {
+                            self.split(s, *greedy, s + 1, out);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// The length of the UTF-8 character at s[0] (1 for an invalid byte).
+pub fn rune_len(s: &[u8]) -> usize {
+    let c = s[0];
+    let l = if c < 0x80 {
+        1
+    } else if c >= 0xF0 {
+        4
+    } else if c >= 0xE0 {
+        3
+    } else if c >= 0xC2 {
+        2
+    } else {
+        return 1;
+    };
+    if s.len() < l || std::str::from_utf8(&s[..l]).is_err() {
+        1
+    } else {
+        l
+    }
+}
+
+impl Regex {
+    /// Compiles pattern; Err with Go-like messages on a syntax error.
+    pub fn new(pattern: &str) -> Result<Regex, String> {
+        let mut p = P { s: pattern.as_bytes(), i: 0, flags: 0, classes: Vec::new(), has_secret: false, nodes: 0 };
+        let root = p.alt(0)?;
+        if p.i < p.s.len() {
+            return Err("unexpected )".into());
+        }
+        let mut required = Vec::new();
+        if let Node::Cat(v) = &root {
+            for n in v {
+                if let Node::Byte(b) = n {
+                    required.push(*b);
+                }
+            }
+        }
+        let mut g = Gen { prog: Vec::new(), nslots: 4 };
+        g.emit(Inst::Save(0))?;
+        g.gen(&root)?;
+        g.emit(Inst::Save(1))?;
+        g.emit(Inst::Match)?;
+        let mut re = Regex { prog: g.prog, classes: p.classes, nslots: g.nslots, has_secret: p.has_secret, first: [false; 256], first_any: false, required };
+        re.first_bytes();
+        Ok(re)
+    }
+
+    fn first_bytes(&mut self) {
+        let mut seen = vec![false; self.prog.len()];
+        let mut stack = vec![0usize];
+        while let Some(pc) = stack.pop() {
+            if seen[pc] {
+                continue;
+            }
+            seen[pc] = true;
+            match self.prog[pc] {
+                Inst::Byte(b) => self.first[b as usize] = true,
+                Inst::Class(k) => {
+                    for b in 0..=255u8 {
+                        if self.classes[k].test(b) || (b >= 0x80 && self.classes[k].nonascii) {
+                            self.first[b as usize] = true;
+                        }
+                    }
+                }
+                Inst::Any(nl) => {
+                    for b in 0..256 {
+                        if nl || b != b'\n' as usize {
+                            self.first[b] = true;
+                        }
+                    }
+                }
+                Inst::Match => {
+                    self.first_any = true;
+                    return;
+                }
+                Inst::Split(x, y) => {
+                    stack.push(y);
+                    stack.push(x);
+                }
+                Inst::Jmp(x) => stack.push(x),
+                _ => stack.push(pc + 1),
+            }
+        }
+    }
+
+    fn run(&self, s: &[u8], start: usize, slots: &mut [isize], stack: &mut Vec<(usize, usize, isize)>) -> bool {
+        // A frame is (pc, pos, -1) to try, or (slot, old value, 1) to restore.
+        for x in slots.iter_mut() {
+            *x = -1;
+        }
+        stack.clear();
+        stack.push((0, start, -1));
+        while let Some((a, b, kind)) = stack.pop() {
+            if kind >= 0 {
+                slots[a] = b as isize - 1;
+                continue;
+            }
+            let (mut pc, mut pos) = (a, b);
+            loop {
+                match self.prog[pc] {
+                    Inst::Byte(c) => {
+                        if pos < s.len() && s[pos] == c {
+                            pos += 1;
+                            pc += 1;
+                            continue;
+                        }
+                        break;
+                    }
+                    Inst::Class(k) => {
+                        if pos >= s.len() {
+                            break;
+                        }
+                        let c = s[pos];
+                        if c < 0x80 {
+                            if !self.classes[k].test(c) {
+                                break;
+                            }
+                            pos += 1;
+                        } else {
+                            if !self.classes[k].nonascii {
+                                break;
+                            }
+                            pos += rune_len(&s[pos..]);
+                        }
+                        pc += 1;
+                    }
+                    Inst::Any(nl) => {
+                        if pos >= s.len() || (!nl && s[pos] == b'\n') {
+                            break;
+                        }
+                        pos += rune_len(&s[pos..]);
+                        pc += 1;
+                    }
+                    Inst::Assert(a) => {
+                        let ok = match a {
+                            Assertion::Bot => pos == 0,
+                            Assertion::Eot => pos == s.len(),
+                            Assertion::Bol => pos == 0 || s[pos - 1] == b'\n',
+                            Assertion::Eol => pos == s.len() || s[pos] == b'\n',
+                            _ => {
+                                let x = pos > 0 && is_word(s[pos - 1]);
+                                let y = pos < s.len() && is_word(s[pos]);
+                                (x != y) == (a == Assertion::Word)
+                            }
+                        };
+                        if !ok {
+                            break;
+                        }
+                        pc += 1;
+                    }
+                    Inst::Split(x, y) => {
+                        stack.push((y, pos, -1));
+                        pc = x;
+                    }
+                    Inst::Jmp(x) => pc = x,
+                    Inst::Save(k) => {
+                        stack.push((k, (slots[k] + 1) as usize, 1));
+                        slots[k] = pos as isize;
+                        pc += 1;
+                    }
+                    Inst::Check(k) => {
+                        if slots[k] == pos as isize {
+                            break;
+                        }
+                        pc += 1;
+                    }
+                    Inst::Match => return true,
+                }
+            }
+        }
+        false
+    }
+
+    /// The leftmost-first match in s[from..], as Go's regexp finds it.
+    pub fn find_at(&self, s: &[u8], from: usize) -> Option<Match> {
+        for &b in &self.required {
+            if !s[from..].contains(&b) {
+                return None;
+            }
+        }
+        let mut slots = vec![-1isize; self.nslots];
+        let mut stack = Vec::new();
+        let mut p = from;
+        while p <= s.len() {
+            if self.first_any || (p < s.len() && self.first[s[p] as usize]) {
+                if self.run(s, p, &mut slots, &mut stack) {
+                    let secret = if slots[2] >= 0 { Some((slots[2] as usize, slots[3] as usize)) } else { None };
+                    return Some(Match { start: slots[0] as usize, end: slots[1] as usize, secret });
+                }
+            }
+            if p == s.len() {
+                break;
+            }
+            p += rune_len(&s[p..]);
+        }
+        None
+    }
+
+    /// Every match in s, in order, as Go's FindAll: after an empty match the
+    /// search moves on by one character.
+    pub fn find_all(&self, s: &[u8]) -> Vec<Match> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        while from <= s.len() {
+            let m = match self.find_at(s, from) {
+                Some(m) => m,
+                None => break,
+            };
+            out.push(m);
+            if m.end > m.start {
+                from = m.end;
+            } else if m.end >= s.len() {
+                break;
+            } else {
+                from = m.end + rune_len(&s[m.end..]);
+            }
+        }
+        out
+    }
+}

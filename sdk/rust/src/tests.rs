@@ -1,0 +1,121 @@
+use super::json::{self, Value};
+use super::regex::Regex;
+use super::*;
+
+fn doc(point: &str, context: &str, settings: &str) -> String {
+    format!(r#"{{"abi":"1.1","point":"{}","context":{},"settings":{},"meta":{{"hook":"h","invocation":"i-1","tenant":"t"}}}}"#, point, context, settings)
+}
+
+fn none(_: &str, _: &[u8]) -> (u32, Vec<u8>) {
+    (status::UNKNOWN_CAPABILITY, br#"{"code":"unknown_capability","message":"x"}"#.to_vec())
+}
+
+#[test]
+fn json_strict() {
+    for ok in ["0", "-0", "1.5e3", r#""\u00e9\ud83d\ude00""#, "[]", "{}", r#"{"a":[1,{"b":null}],"c":true}"#, " [ false ] "] {
+        assert!(json::parse(ok.as_bytes()).is_ok(), "{}", ok);
+    }
+    for bad in ["", " ", "01", "1.", ".5", "-", "[1,]", r#"{"a"}"#, "{a:1}", r#""\x""#, r#""\ud800""#, "\"\x01\"", "[1] 2", "nul", "'a'"] {
+        assert!(json::parse(bad.as_bytes()).is_err(), "{}", bad);
+    }
+    assert!(json::parse(b"\"\xc3\"").is_err());
+    let v = json::parse(br#"{"k\u0065y":"v\n\u00e9"}"#).unwrap();
+    assert_eq!(v.get("key").and_then(|v| v.as_str()), Some("v\n\u{e9}"));
+    let mut s = String::new();
+    json::write(&mut s, &Value::String("a\"b\n\u{1}".into()));
+    assert_eq!(s, r#""a\"b\n\u0001""#);
+}
+
+fn echo(inv: &mut Invocation) -> Result<Decision, String> {
+    let s = format!("{}|{}|{}|{}|{}|{}", inv.point, inv.primary_field(), inv.primary_text(), inv.meta.hook, inv.meta.invocation, inv.meta.tenant);
+    Ok(Decision::continue_().with_reason(&s))
+}
+
+#[test]
+fn invocation_and_decisions() {
+    let out = mock::run(&doc("message.outbound", r#"{"incoming":"q","outgoing":"hello"}"#, "{}"), echo, none).unwrap();
+    assert_eq!(out, r#"{"action":"continue","reason":"message.outbound|outgoing|hello|h|i-1|t"}"#);
+    fn modify(_: &mut Invocation) -> Result<Decision, String> {
+        Ok(Decision::modify_primary("x\n".into()).with_reason("r").do_not_reply_again())
+    }
+    let out = mock::run(&doc("tool.after", r#"{"tool":"t","result":"y"}"#, "{}"), modify, none).unwrap();
+    assert_eq!(out, r#"{"action":"modify","context":{"result":"x\n"},"reason":"r","do_not_reply_again":true}"#);
+    assert!(mock::run(&doc("context.assemble", r#"{"items":[]}"#, "{}"), modify, none).is_err());
+    fn block(_: &mut Invocation) -> Result<Decision, String> {
+        Ok(Decision::block("bad").with_user_message("no"))
+    }
+    assert_eq!(mock::run(&doc("message.inbound", r#"{"incoming":"x"}"#, "{}"), block, none).unwrap(), r#"{"action":"block","reason":"bad","user_message":"no"}"#);
+    fn ask(_: &mut Invocation) -> Result<Decision, String> {
+        Ok(Decision::ask("check"))
+    }
+    assert_eq!(mock::run(&doc("tool.before", r#"{"tool":"t","arguments":{}}"#, "{}"), ask, none).unwrap(), r#"{"action":"ask","reason":"check"}"#);
+    fn fail(_: &mut Invocation) -> Result<Decision, String> {
+        Err("because".into())
+    }
+    assert_eq!(mock::run(&doc("message.inbound", r#"{"incoming":"x"}"#, "{}"), fail, none), Err("because".into()));
+    assert!(mock::run(r#"{"point":1}"#, echo, none).is_err());
+}
+
+fn settings(inv: &mut Invocation) -> Result<Decision, String> {
+    let s = format!("{}|{}|{}|{}|{:?}", inv.setting_string("s", "def"), inv.setting_f64("f", -1.0), inv.setting_i64("i", -1), inv.setting_bool("b", false), inv.setting_strings("list"));
+    inv.settings_err()?;
+    Ok(Decision::continue_().with_reason(&s))
+}
+
+#[test]
+fn settings_accessors() {
+    let out = mock::run(&doc("message.inbound", r#"{"incoming":"x"}"#, r#"{"s":"str","f":1.5,"i":7,"b":true,"list":["a","b"]}"#), settings, none).unwrap();
+    assert!(out.contains(r#"str|1.5|7|true|Some([\"a\", \"b\"])"#), "{}", out);
+    let out = mock::run(&doc("message.inbound", r#"{"incoming":"x"}"#, r#"{"s":null}"#), settings, none).unwrap();
+    assert!(out.contains("def|-1|-1|false|None"), "{}", out);
+    for bad in [r#"{"s":1}"#, r#"{"f":"1"}"#, r#"{"i":1.5}"#, r#"{"b":0}"#, r#"{"list":"a"}"#, r#"{"list":[1]}"#] {
+        let e = mock::run(&doc("message.inbound", r#"{"incoming":"x"}"#, bad), settings, none).unwrap_err();
+        assert!(e.starts_with("setting \""), "{}: {}", bad, e);
+    }
+}
+
+fn calls(_: &mut Invocation) -> Result<Decision, String> {
+    let a = format!("{:?}", llm_run("hi", 10).map(|s| s.len()));
+    let b = format!("{:?}", kv_get("k").map(|v| v.map(|v| { let mut s = String::new(); json::write(&mut s, &v); s })));
+    let c = format!("{:?}", kv_set("k", Value::Number("1".into())).is_ok());
+    let d = format!("{:?}", log("info", "x").map_err(|e| e.code()));
+    Ok(Decision::continue_().with_reason(&format!("{} {} {} {}", a, b, c, d)))
+}
+
+#[test]
+fn host_calls() {
+    let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(65000));
+    let out = mock::run(&doc("message.inbound", r#"{"incoming":"x"}"#, "{}"), calls, move |name, payload| match name {
+        "llm.run" => {
+            assert!(std::str::from_utf8(payload).unwrap().contains(r#""max_tokens":10"#));
+            (0, big.clone().into_bytes())
+        }
+        "kv.get" => (0, br#"{"found":true,"value":{"a":1}}"#.to_vec()),
+        "kv.set" => (0, b"{}".to_vec()),
+        _ => (status::DENIED, br#"{"code":"denied","message":"not granted"}"#.to_vec()),
+    })
+    .unwrap();
+    assert!(out.contains(r#"Ok(65000) Ok(Some(\"{\\\"a\\\":1}\")) true Err(\"denied\")"#), "{}", out);
+    assert_eq!(mock::calls(), vec!["llm.run", "kv.get", "kv.set", "log.write"]);
+}
+
+#[test]
+fn regex() {
+    let cases: &[(&str, &str, Option<(usize, usize)>)] = &[
+        ("a+", "baaa", Some((1, 4))), ("a+?", "baaa", Some((1, 2))), (r"\bfoo\b", "xfoo foo", Some((5, 8))),
+        ("(?i)BEAR", "a bear", Some((2, 6))), ("x{2,3}", "xxxxx", Some((0, 3))), ("x{2}", "x", None),
+        ("[^a-c]+", "abcdef", Some((3, 6))), ("a|ab", "ab", Some((0, 1))), ("(?:ab)*c", "ababc", Some((0, 5))),
+        ("^a", "ba", None), ("a$", "ba", Some((1, 2))), (r"\d{3}", "ab1234", Some((2, 5))),
+        (r"[\s\S]*?END", "x\nyEND", Some((0, 6))), (".", "\u{e9}", Some((0, 2))), ("(a*)*b", "aaab", Some((0, 4))),
+        ("a{,2}", "a{,2}", Some((0, 5))),
+    ];
+    for (re, text, want) in cases {
+        let r = Regex::new(re).unwrap_or_else(|e| panic!("{}: {}", re, e));
+        assert_eq!(r.find_at(text.as_bytes(), 0).map(|m| (m.start, m.end)), *want, "{} on {}", re, text);
+    }
+    for bad in ["(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", r"\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\"] {
+        assert!(Regex::new(bad).is_err(), "{}", bad);
+    }
+    let r = Regex::new(r"(?i)bearer\s+(?P<secret>\w+)").unwrap();
+    assert_eq!(r.find_at(b"Bearer abc", 0).unwrap().secret, Some((7, 10)));
+}
