@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
@@ -156,4 +157,21 @@ func connectionLostMidCall(t *testing.T, warm bool) {
 func TestKVPostgres(t *testing.T) {
 	storetest.RequirePostgres(t)
 	storetest.RunKV(t, openFresh)
+}
+
+func TestApprovalsPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	approvaltest.Run(t, func(t *testing.T, c approvaltest.Clock) approvaltest.Harness {
+		url := storetest.PostgresURL(t)
+		var h [2]*store.Approvals
+		for i := range h {
+			db, err := postgres.Open(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			h[i] = store.NewApprovals(db, store.ApprovalOptions{Lease: approvaltest.Lease, Now: c.Now})
+		}
+		return approvaltest.Harness{A: h[0], B: h[1]}
+	})
 }

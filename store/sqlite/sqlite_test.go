@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/sqlite"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
@@ -70,3 +71,19 @@ func TestMigrationsSQLite(t *testing.T) {
 }
 
 func TestKVSQLite(t *testing.T) { storetest.RunKV(t, openTemp) }
+
+func TestApprovalsSQLite(t *testing.T) {
+	approvaltest.Run(t, func(t *testing.T, c approvaltest.Clock) approvaltest.Harness {
+		path := filepath.Join(t.TempDir(), "state.db")
+		var h [2]*store.Approvals
+		for i := range h {
+			db, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			h[i] = store.NewApprovals(db, store.ApprovalOptions{Lease: approvaltest.Lease, Now: c.Now})
+		}
+		return approvaltest.Harness{A: h[0], B: h[1]}
+	})
+}
