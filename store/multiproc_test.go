@@ -120,6 +120,8 @@ func child(part string) error {
 		}
 		fmt.Println("ready")
 		select {}
+	case "resolve", "stall":
+		return approvalChild(ctx, db, part)
 	default:
 		return fmt.Errorf("unknown part %q", part)
 	}
