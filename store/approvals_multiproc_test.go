@@ -140,8 +140,16 @@ type resolveChild struct {
 
 func startResolver(t *testing.T, tg target, id string) resolveChild {
 	t.Helper()
+	return startWaiter(t, "resolve", tg, envApproval+"="+id)
+}
+
+// startWaiter starts a child that prints "ready" and waits for a line on
+// its stdin before its part.
+func startWaiter(t *testing.T, part string, tg target, env ...string) resolveChild {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=resolve", envDriver+"="+tg.driver, envDSN+"="+tg.dsn, envApproval+"="+id)
+	cmd.Env = append(os.Environ(), envChild+"="+part, envDriver+"="+tg.driver, envDSN+"="+tg.dsn)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -157,7 +165,7 @@ func startResolver(t *testing.T, tg target, id string) resolveChild {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	ch := resolveChild{cmd, in, bufio.NewScanner(out)}
 	if !ch.lines.Scan() || ch.lines.Text() != "ready" {
-		t.Fatalf("resolver did not get ready: %q", ch.lines.Text())
+		t.Fatalf("%s child did not get ready: %q", part, ch.lines.Text())
 	}
 	return ch
 }

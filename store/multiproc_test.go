@@ -122,6 +122,8 @@ func child(part string) error {
 		select {}
 	case "resolve", "stall":
 		return approvalChild(ctx, db, part)
+	case "audit":
+		return auditChild(ctx, db)
 	default:
 		return fmt.Errorf("unknown part %q", part)
 	}

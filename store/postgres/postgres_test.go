@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
@@ -173,5 +175,32 @@ func TestApprovalsPostgres(t *testing.T) {
 			h[i] = store.NewApprovals(db, store.ApprovalOptions{Lease: approvaltest.Lease, Now: c.Now})
 		}
 		return approvaltest.Harness{A: h[0], B: h[1]}
+	})
+}
+
+func TestAuditPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	urls := map[audit.Store]string{}
+	var mu sync.Mutex
+	open := func(t *testing.T, url string) audit.Store {
+		db, err := postgres.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		s := store.NewAuditStore(db, "acme")
+		mu.Lock()
+		urls[s] = url
+		mu.Unlock()
+		return s
+	}
+	audittest.RunWith(t, audittest.Options{
+		New: func(t *testing.T) audit.Store { return open(t, storetest.PostgresURL(t)) },
+		Another: func(t *testing.T, s audit.Store) audit.Store {
+			mu.Lock()
+			url := urls[s]
+			mu.Unlock()
+			return open(t, url)
+		},
 	})
 }

@@ -7,7 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/sqlite"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
@@ -86,4 +89,79 @@ func TestApprovalsSQLite(t *testing.T) {
 		}
 		return approvaltest.Harness{A: h[0], B: h[1]}
 	})
+}
+
+func TestAuditSQLite(t *testing.T) {
+	paths := map[audit.Store]string{}
+	var mu sync.Mutex
+	open := func(t *testing.T, path string) audit.Store {
+		db, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		s := store.NewAuditStore(db, "acme")
+		mu.Lock()
+		paths[s] = path
+		mu.Unlock()
+		return s
+	}
+	audittest.RunWith(t, audittest.Options{
+		New: func(t *testing.T) audit.Store { return open(t, filepath.Join(t.TempDir(), "state.db")) },
+		Another: func(t *testing.T, s audit.Store) audit.Store {
+			mu.Lock()
+			path := paths[s]
+			mu.Unlock()
+			return open(t, path)
+		},
+	})
+}
+
+// Corrupt rows get typed errors and change nothing: an approval whose data
+// does not decode stays pending; an audit chain missing its last record
+// refuses appends and reads.
+func TestCorruptRowsSQLite(t *testing.T) {
+	ctx := context.Background()
+	db := openTemp(t)
+	if _, err := db.SQL().ExecContext(ctx, `INSERT INTO approvals (id, state, data, expires_at) VALUES (CAST('00aa' AS BLOB), 'pending', CAST('{not json' AS BLOB), 0)`); err != nil {
+		t.Fatal(err)
+	}
+	ap := store.NewApprovals(db, store.ApprovalOptions{})
+	for _, op := range []func() error{
+		func() error { _, err := ap.Get(ctx, "00aa"); return err },
+		func() error { _, err := ap.Take(ctx, "00aa"); return err },
+	} {
+		var ae *chain.ApprovalError
+		if err := op(); !errors.As(err, &ae) || ae.Code != chain.ApprovalCorrupt {
+			t.Fatalf("corrupt approval: %v", err)
+		}
+	}
+	var state string
+	if err := db.SQL().QueryRowContext(ctx, `SELECT state FROM approvals`).Scan(&state); err != nil || state != "pending" {
+		t.Fatalf("state %q, %v; want pending", state, err)
+	}
+
+	s := store.NewAuditStore(db, "acme")
+	l, err := audit.NewLog(ctx, s, audit.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := l.Append(ctx, audittest.Record(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.SQL().ExecContext(ctx, `DELETE FROM audit_records WHERE seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(ctx, audittest.Record(2)); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Append after a cut: %v", err)
+	}
+	if err := s.Read(ctx, 0, func([]byte) error { return nil }); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Read after a cut: %v", err)
+	}
+	var n int
+	if err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_records`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d records, %v; want 1", n, err)
+	}
 }
