@@ -31,17 +31,17 @@ func (e *cliError) print(w io.Writer) int { return fail(w, e.exit, e.code, "%s",
 // behind a runner, with llm.run billed when a credit balance is given. Both
 // `run` and `chain` are chains over one.
 type host struct {
-	rt      *runtime.Runtime
-	reg     *capability.Registry
-	runner  *capability.Runner
-	logs    *builtin.MemoryLogSink   // log.write's lines, taken per invocation
-	ledger  capability.Ledger // the state file's; nil without --credit
+	rt     *runtime.Runtime
+	reg    *capability.Registry
+	runner *capability.Runner
+	logs   *builtin.MemoryLogSink // log.write's lines, taken per invocation
+	ledger capability.Ledger      // the state file's; nil without --credit
 	// state is the state file, opened when first needed; statePath is
 	// --state.
 	state     *store.DB
 	statePath string
-	logger  *slog.Logger             // warnings and worse, to stderr
-	closers []func()
+	logger    *slog.Logger // warnings and worse, to stderr
+	closers   []func()
 }
 
 // hostFlags are the flags a host is wired from, `run`'s and `chain`'s.
