@@ -11,6 +11,8 @@ import (
 	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
+	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/runtime/modstoretest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
@@ -203,4 +205,9 @@ func TestAuditPostgres(t *testing.T) {
 			return open(t, url)
 		},
 	})
+}
+
+func TestModulesPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	modstoretest.Run(t, func(t *testing.T) runtime.ModuleStore { return store.NewModules(openFresh(t)) })
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
+	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/runtime/modstoretest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/sqlite"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
@@ -163,5 +165,32 @@ func TestCorruptRowsSQLite(t *testing.T) {
 	var n int
 	if err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_records`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d records, %v; want 1", n, err)
+	}
+}
+
+func TestModulesSQLite(t *testing.T) {
+	modstoretest.Run(t, func(t *testing.T) runtime.ModuleStore { return store.NewModules(openTemp(t)) })
+}
+
+// A module whose stored bytes were changed is refused, never loaded.
+func TestModulesCorruptSQLite(t *testing.T) {
+	ctx := context.Background()
+	db := openTemp(t)
+	s := store.NewModules(db)
+	wasm, info := modstoretest.Module(1, 64)
+	if err := s.Put(ctx, wasm, info); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().ExecContext(ctx, `UPDATE modules SET wasm = CAST('evil' AS BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, info.Digest); !errors.Is(err, runtime.ErrModuleMismatch) {
+		t.Fatalf("Get of changed bytes: %v", err)
+	}
+	if _, err := db.SQL().ExecContext(ctx, `UPDATE modules SET info = CAST('{' AS BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Info(ctx, info.Digest); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Info of a corrupt report: %v", err)
 	}
 }
