@@ -78,6 +78,7 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 	}
 	c, cerr := h.newChain(ctx, cfg, chainStores{
 		auditPath: f.auditPath, checkpoint: f.checkpoint, approvals: f.approvals, keyFile: f.keyFile, auditValues: f.auditValues,
+		durable: true,
 	}, nil)
 	if cerr != nil {
 		h.close()

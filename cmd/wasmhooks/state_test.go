@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -50,6 +51,14 @@ func TestStateSurvivesBetweenCommands(t *testing.T) {
 	}
 
 	shapes := filepath.Join(guests, "shapes.wasm")
+	// run without --credit keeps nothing: no state file.
+	unused := filepath.Join(dir, "unused.db")
+	if out, code := exec(t, "", "run", "--cache-dir=", "--hook", shapes, "--state", unused); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(unused); !os.IsNotExist(err) {
+		t.Fatalf("run without --credit made a state file: %v", err)
+	}
 	left := regexp.MustCompile(`"credit_left": ([0-9]+)`)
 	credit := func(t *testing.T, arg string) string {
 		t.Helper()

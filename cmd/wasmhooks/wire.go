@@ -102,10 +102,11 @@ func (h *host) close() {
 }
 
 // chainStores are where a chain keeps its audit records and pending
-// approvals; the zero value keeps both in memory.
+// approvals; the zero value keeps both in memory. durable keeps approvals
+// in the state file unless approvals names a directory.
 type chainStores struct {
 	auditPath, checkpoint, approvals, keyFile string
-	auditValues                               bool
+	auditValues, durable                      bool
 }
 
 // newChain builds a chain of cfg on the host. logger receives the chain's
@@ -116,7 +117,7 @@ func (h *host) newChain(ctx context.Context, cfg chain.Config, st chainStores, l
 		logger = h.logger
 	}
 	opts := chain.Options{Runtime: h.rt, HostCaller: h.runner, Logger: logger, AuditValues: st.auditValues}
-	{
+	if st.durable || st.auditPath != "" || st.approvals != "" {
 		// Approvals are durable (the state file, or --approvals): they
 		// are sealed under the host key, so another command can resume
 		// them.
@@ -144,7 +145,7 @@ func (h *host) newChain(ctx context.Context, cfg chain.Config, st chainStores, l
 			return nil, newCLIError(exitRefused, "approvals", err)
 		}
 		opts.Approvals = dir
-	} else {
+	} else if st.durable {
 		db, cerr := h.openState(ctx)
 		if cerr != nil {
 			return nil, cerr
