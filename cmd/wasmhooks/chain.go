@@ -22,6 +22,8 @@ const chainSynopsis = `  wasmhooks chain --config chain.json --point P [--input 
   wasmhooks chain resolve --config chain.json --id ID --decision approve|deny|edit [--state FILE]
                   [--approvals DIR] [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl]
                   [--credit N|keep] [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
+  wasmhooks chain expire --config chain.json [--state FILE] [--approvals DIR] [--audit FILE.jsonl]
+                  [--credit N|keep] [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
 `
 
@@ -107,6 +109,8 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return cmdChainResolve(ctx, args[1:], stdout, stderr)
 		case "verify":
 			return cmdChainVerify(args[1:], stdout, stderr)
+		case "expire":
+			return cmdChainExpire(ctx, args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
@@ -181,6 +185,40 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	env.attachLogWrites(out)
 	printOutcome(stdout, out, f.brief)
+	return exitOK
+}
+
+// cmdChainExpire is the approvals' sweeper for the CLI: it applies the
+// expiry policy of every pending approval whose expiry has passed (and of
+// any whose resume died and whose claim's lease has ended), resuming or
+// blocking their runs, and prints their outcomes. Run it periodically (cron).
+func cmdChainExpire(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chain expire", flag.ContinueOnError)
+	var f chainFlags
+	f.register(fs)
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
+	}
+	if f.config == "" || fs.NArg() != 0 {
+		fmt.Fprint(stderr, "wasmhooks chain expire: --config is required and no positional arguments are taken\n"+chainUsage)
+		return exitUsage
+	}
+	env, code := openChain(ctx, &f, stdout, stderr)
+	if env == nil {
+		return code
+	}
+	defer env.close()
+	outs, err := env.c.ExpirePending(ctx)
+	if err != nil {
+		return fail(stdout, exitUsage, chainCode(err), "%v", err)
+	}
+	for _, out := range outs {
+		env.attachLogWrites(out)
+	}
+	if outs == nil {
+		outs = []*chain.Outcome{}
+	}
+	printJSON(stdout, map[string]any{"expired": outs})
 	return exitOK
 }
 

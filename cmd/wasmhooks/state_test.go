@@ -42,6 +42,10 @@ func TestStateSurvivesBetweenCommands(t *testing.T) {
 	if code != exitOK || json.Unmarshal(out, &paused) != nil || paused.Verdict != "pending" || paused.Approval.ID == "" {
 		t.Fatalf("chain: exit %d\n%s", code, out)
 	}
+	// Nothing has expired: the sweeper leaves the approval pending.
+	if out, code := exec(t, "", append([]string{"chain", "expire"}, base...)...); code != exitOK || !bytes.Contains(out, []byte(`"expired": []`)) {
+		t.Fatalf("chain expire: exit %d\n%s", code, out)
+	}
 	resolve := append(append([]string{"chain", "resolve"}, base...), "--id", paused.Approval.ID, "--decision", "deny")
 	if out, code := exec(t, "", resolve...); code != exitOK || !bytes.Contains(out, []byte(`"verdict": "block"`)) {
 		t.Fatalf("chain resolve: exit %d\n%s", code, out)
