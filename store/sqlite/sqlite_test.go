@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
@@ -192,5 +193,50 @@ func TestModulesCorruptSQLite(t *testing.T) {
 	}
 	if _, err := s.Info(ctx, info.Digest); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("Info of a corrupt report: %v", err)
+	}
+}
+
+// A database that is gone answers every store with STORE_UNAVAILABLE and
+// changes nothing: the approval is pending when it is back.
+func TestStoresUnavailableSQLite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := &chain.Approval{ID: "00ab", Expires: time.Now().Add(time.Hour)}
+	aps := store.NewApprovals(db, store.ApprovalOptions{})
+	if err := aps.Put(ctx, ap); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	wasm, info := modstoretest.Module(1, 16)
+	for name, op := range map[string]func() error{
+		"approvals get":  func() error { _, err := aps.Get(ctx, ap.ID); return err },
+		"approvals take": func() error { _, err := aps.Take(ctx, ap.ID); return err },
+		"approvals done": func() error { return aps.Done(ctx, ap.ID) },
+		"approvals due":  func() error { _, err := aps.Due(ctx, time.Now()); return err },
+		"audit append": func() error {
+			return store.NewAuditStore(db, "acme").Append(ctx, func(uint64, []byte) (audit.Entry, error) {
+				t.Error("link called on a closed database")
+				return audit.Entry{}, nil
+			})
+		},
+		"audit head":  func() error { _, _, err := store.NewAuditStore(db, "acme").Head(ctx); return err },
+		"modules put": func() error { return store.NewModules(db).Put(ctx, wasm, info) },
+		"modules get": func() error { _, _, err := store.NewModules(db).Get(ctx, info.Digest); return err },
+	} {
+		if err := op(); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s on a closed database: %v", name, err)
+		}
+	}
+	db, err = sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got, err := store.NewApprovals(db, store.ApprovalOptions{}).Take(ctx, ap.ID); err != nil || got.ID != ap.ID {
+		t.Fatalf("Take when the database is back: %v, %v", got, err)
 	}
 }
