@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZ     ?= .
 FUZZPKGS ?= ./...
 
-.PHONY: all demo test check bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres
+.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres
 
 all: cli hooks
 
@@ -63,10 +63,23 @@ test-postgres:
 	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) \
 	  $(GO) test -race -count=1 -run Postgres ./store/...
 
-## check: formatting, vet, the wasip1 build of abi/sdk/examples, tidy go.mod.
-check:
+## staticcheck: the pinned staticcheck, installed once into $(BUILD)/tools.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(BUILD)/tools/staticcheck-$(STATICCHECK_VERSION)
+$(STATICCHECK):
+	@mkdir -p $(BUILD)/tools/bin
+	GOBIN=$(abspath $(BUILD)/tools/bin) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BUILD)/tools/bin/staticcheck $@
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+## check: formatting, vet, staticcheck, the wasip1 build of abi/sdk/examples,
+## tidy go.mod.
+check: $(STATICCHECK)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./sdk
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./abi/... ./sdk
 	@for h in $(HOOKS); do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o /dev/null ./hooks-examples/$$h || exit 1; done
@@ -76,7 +89,7 @@ check:
 	    echo "go mod tidy changed go.mod/go.sum"; cp /tmp/wasmhooks-go.mod.bak go.mod; cp /tmp/wasmhooks-go.sum.bak go.sum; exit 1; fi
 
 ## bench: wasmhooks side by side with native Go and Extism, as one table
-## with the issue-6 targets (BENCHMARKS.md). The bench module (bench/) has its
+## with their targets (BENCHMARKS.md). The bench module (bench/) has its
 ## own go.mod, so Extism never becomes a dependency of the library.
 bench: deps
 	cd bench && $(GO) run ./cmd/benchtable
@@ -87,8 +100,8 @@ bench-packages:
 
 ## bench-check: build and vet the bench module, run its tests and every
 ## benchmark once, so that none can rot (CI runs it).
-bench-check: deps
-	cd bench && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -count=1 ./... && \
+bench-check: deps $(STATICCHECK)
+	cd bench && $(GO) mod tidy -diff && $(GO) vet ./... && $(abspath $(STATICCHECK)) ./... && $(GO) test -count=1 ./... && \
 	  $(GO) test -run '^$$' -bench . -benchtime=1x ./...
 
 ## fuzz: run every fuzz target for FUZZTIME each; FUZZ (a regexp) picks targets,

@@ -9,7 +9,10 @@
 // GOOS=wasip1, because the guest SDK imports it too.
 package abi
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+)
 
 // Version numbers of the ABI implemented by this package. A host that speaks
 // version 1.N accepts every module written against 1.M for M <= N.
@@ -18,8 +21,9 @@ const (
 	// HandleExport, and the "abi" field of the invocation document.
 	Major = 1
 	// Minor is the ABI minor version. Minor versions only add. 1.1 added
-	// metering (ABI.md#metering); 1.2 added the notify action and the
-	// lifecycle hook points (ABI.md#versions).
+	// metering (ABI.md#metering); 1.2 added the notify action, the
+	// lifecycle hook points, seed 002's decision words and short_circuit
+	// (ABI.md#versions).
 	Minor = 2
 )
 
@@ -45,8 +49,10 @@ const (
 	WASIModule = "wasi_snapshot_preview1"
 )
 
-// WASIFunctions is the fixed set of wasi_snapshot_preview1 functions a hook may
-// import: the union of what Go's wasip1 port and wasi-libc's stdio import.
+// WASIFunctions returns the fixed set of wasi_snapshot_preview1 functions a
+// hook may import, mapped to their signatures; the map is a copy the caller
+// may keep or change. The set is the union of what Go's wasip1 port and
+// wasi-libc's stdio import. the union of what Go's wasip1 port and wasi-libc's stdio import.
 // The host serves them without files, sockets, environment or arguments.
 //
 // Go's runtime alone imports args_get, args_sizes_get, environ_get,
@@ -59,7 +65,17 @@ const (
 //
 // The value is the function's signature in WebAssembly text form, which the
 // host checks at load.
-var WASIFunctions = map[string]string{
+func WASIFunctions() map[string]string { return maps.Clone(wasiFunctions) }
+
+// WASISignature returns the signature of the WASI function name, in the form
+// WASIFunctions gives, and whether a hook may import it at all.
+func WASISignature(name string) (sig string, ok bool) {
+	sig, ok = wasiFunctions[name]
+	return sig, ok
+}
+
+// wasiFunctions is the set WASIFunctions copies; it never changes.
+var wasiFunctions = map[string]string{
 	"args_get":            "(i32, i32) -> i32",
 	"args_sizes_get":      "(i32, i32) -> i32",
 	"environ_get":         "(i32, i32) -> i32",

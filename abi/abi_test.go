@@ -295,27 +295,43 @@ func TestWASIFunctions(t *testing.T) {
 		"random_get":          "(i32, i32) -> i32",
 		"sched_yield":         "() -> i32",
 	}
-	if len(WASIFunctions) != len(want) {
-		t.Errorf("WASIFunctions has %d functions, want %d", len(WASIFunctions), len(want))
+	funcs := WASIFunctions()
+	if len(funcs) != len(want) {
+		t.Errorf("WASIFunctions has %d functions, want %d", len(funcs), len(want))
 	}
 	for name, sig := range want {
 		t.Run(name, func(t *testing.T) {
-			got, ok := WASIFunctions[name]
+			got, ok := funcs[name]
 			switch {
 			case !ok:
 				t.Errorf("missing")
 			case got != sig:
 				t.Errorf("signature %q, want %q", got, sig)
 			}
+			if got, ok := WASISignature(name); !ok || got != sig {
+				t.Errorf("WASISignature = %q, %v; want %q, true", got, ok, sig)
+			}
 		})
 	}
-	for name := range WASIFunctions {
+	if _, ok := WASISignature("path_open"); ok {
+		t.Errorf("WASISignature(path_open) reports an allowed import")
+	}
+	// The set cannot be changed through the copy a caller holds.
+	funcs["path_open"] = "(i32) -> i32"
+	delete(funcs, "fd_write")
+	if _, ok := WASISignature("path_open"); ok {
+		t.Errorf("adding to the returned map added to the set")
+	}
+	if _, ok := WASISignature("fd_write"); !ok {
+		t.Errorf("deleting from the returned map deleted from the set")
+	}
+	for name := range wasiFunctions {
 		if _, ok := want[name]; !ok {
 			t.Errorf("unexpected WASI function %q: the set is fixed", name)
 		}
 	}
 	// Nothing in the set opens a file, a socket or a path.
-	for name := range WASIFunctions {
+	for name := range wasiFunctions {
 		for _, bad := range []string{"path_", "sock_", "fd_read", "fd_pread", "fd_readdir"} {
 			if strings.HasPrefix(name, bad) {
 				t.Errorf("%s grants an effect and must not be in the set", name)

@@ -33,7 +33,7 @@ func (a Action) Valid() bool {
 // Shape names the wire shape a decision arrived in.
 type Shape string
 
-// The four decision shapes the host accepts. See ABI.md.
+// The decision shapes the host accepts. See ABI.md.
 const (
 	// ShapeCanonical is {"action": ..., "context": {...}, ...}.
 	ShapeCanonical Shape = "canonical"
@@ -44,6 +44,9 @@ const (
 	ShapeOutcome Shape = "outcome"
 	// ShapeLegacy is {"abort": bool, "reason": ...}.
 	ShapeLegacy Shape = "legacy"
+	// ShapeGuardrail is seed 002's {"action": "allow" | "rewrite" |
+	// "require_approval", ...} (since ABI 1.2; decision_words.go).
+	ShapeGuardrail Shape = "guardrail"
 )
 
 // Decision is the canonical decision document.
@@ -63,6 +66,13 @@ type Decision struct {
 	// DoNotReplyAgain asks the platform to suppress further automatic
 	// replies in the conversation.
 	DoNotReplyAgain bool `json:"do_not_reply_again,omitempty"`
+	// Pending is what an ask puts before the approver beside the traffic
+	// (seed 002's requireApproval(pending)); ask only, since ABI 1.2.
+	Pending map[string]any `json:"pending,omitempty"`
+	// ShortCircuit, on a continue, ends the run with success and skips the
+	// bindings after this one (seed 000's MiddlewareResult::ShortCircuit);
+	// since ABI 1.2. The chain applies it from guards only.
+	ShortCircuit bool `json:"short_circuit,omitempty"`
 	// Shape is the wire shape the decision was decoded from; it is not
 	// part of the canonical encoding.
 	Shape Shape `json:"-"`
@@ -92,7 +102,7 @@ func decisionErrorf(format string, args ...any) error {
 }
 
 var (
-	canonicalKeys = map[string]bool{"action": true, "context": true, "reason": true, "user_message": true, "do_not_reply_again": true}
+	canonicalKeys = map[string]bool{"action": true, "context": true, "reason": true, "user_message": true, "do_not_reply_again": true, "pending": true, "short_circuit": true}
 	outcomeKeys   = map[string]bool{"decision": true, "abort": true, "reason": true, "transformed_body": true, "do_not_reply_again": true}
 	legacyKeys    = map[string]bool{"abort": true, "reason": true}
 )
@@ -211,9 +221,12 @@ func decodeCanonical(m map[string]any) (*Decision, error) {
 	if !ok {
 		return nil, decisionErrorf(`"action" must be a string`)
 	}
+	if guardrailWords[word] {
+		return decodeGuardrail(m, word)
+	}
 	d := &Decision{Action: Action(word), Shape: ShapeCanonical}
 	if !d.Action.Valid() {
-		return nil, decisionErrorf("unknown action %q (want continue, modify, block, ask or notify)", word)
+		return nil, decisionErrorf("unknown action %q (want continue, modify, block, ask, notify, allow, rewrite or require_approval)", word)
 	}
 	if err := decodeCommon(d, m); err != nil {
 		return nil, err
@@ -226,6 +239,9 @@ func decodeCanonical(m map[string]any) (*Decision, error) {
 			}
 			d.Payload = obj
 		}
+	}
+	if err := decodeAdded(d, m); err != nil {
+		return nil, err
 	}
 	var extra []string
 	for k := range m {

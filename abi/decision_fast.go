@@ -27,6 +27,8 @@ const (
 	keyReason
 	keyUserMessage
 	keyDoNotReplyAgain
+	keyPending      // since ABI 1.2
+	keyShortCircuit // since ABI 1.2
 )
 
 // fastField is one field of the decision's "context".
@@ -39,9 +41,9 @@ type fastField struct {
 }
 
 // decodeDecisionFast decodes data if it is a canonical decision (the keys
-// action, context, reason, user_message and do_not_reply_again, nothing
-// else) that decodeDecisionTree accepts for point within lim, and returns
-// the same decision. ok is false for anything else, valid or not.
+// action, context, reason, user_message, do_not_reply_again, pending and
+// short_circuit, nothing else) that decodeDecisionTree accepts for point
+// within lim, and returns the same decision. ok is false for anything else, valid or not.
 func decodeDecisionFast(data []byte, point Point, lim JSONLimits) (d *Decision, ok bool) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxBytes {
@@ -54,6 +56,8 @@ func decodeDecisionFast(data []byte, point Point, lim JSONLimits) (d *Decision, 
 		reason      Span
 		userMessage Span
 		dnra        bool
+		pending     any
+		shortCirc   bool
 		fields      [maxFastFields]fastField
 		nfields     int
 	)
@@ -80,6 +84,10 @@ func decodeDecisionFast(data []byte, point Point, lim JSONLimits) (d *Decision, 
 			bit = keyUserMessage
 		case "do_not_reply_again":
 			bit = keyDoNotReplyAgain
+		case "pending":
+			bit = keyPending
+		case "short_circuit":
+			bit = keyShortCircuit
 		default:
 			// Another shape, a top-level modify or a field the tree path
 			// refuses.
@@ -136,6 +144,19 @@ func decodeDecisionFast(data []byte, point Point, lim JSONLimits) (d *Decision, 
 			default:
 				return nil, false
 			}
+		case keyShortCircuit:
+			switch {
+			case s.Literal("true"):
+				shortCirc = true
+			case s.Literal("false"), s.Literal("null"):
+			default:
+				return nil, false
+			}
+		case keyPending:
+			// Decoded as ParseJSON decodes it, one level down.
+			if pending, ok = s.Value(1); !ok {
+				return nil, false
+			}
 		}
 		s.SkipSpace()
 		if s.Consume(',') {
@@ -155,8 +176,20 @@ func decodeDecisionFast(data []byte, point Point, lim JSONLimits) (d *Decision, 
 	if (action == ActionModify) != (nfields > 0) {
 		return nil, false
 	}
+	// "pending" is an object or null, on an ask only; "short_circuit":
+	// true is on a continue only (decision_words.go).
+	pendingObj, isObj := pending.(map[string]any)
+	if seen&keyPending != 0 && (action != ActionAsk || (pending != nil && !isObj)) {
+		return nil, false
+	}
+	if shortCirc && action != ActionContinue {
+		return nil, false
+	}
 
-	d = &Decision{Action: action, DoNotReplyAgain: dnra, Shape: ShapeCanonical}
+	d = &Decision{Action: action, DoNotReplyAgain: dnra, ShortCircuit: shortCirc, Shape: ShapeCanonical}
+	if len(pendingObj) > 0 {
+		d.Pending = pendingObj
+	}
 	// Every string the decision keeps is a substring of one allocation,
 	// sized exactly (so one kept string keeps them all, never the input).
 	size := reason.Len() + userMessage.Len()

@@ -210,7 +210,7 @@ func TestDecodeDecisionFastFallsBack(t *testing.T) {
 		{"number out of range", `{"action":"modify","context":{"outgoing":1e400}}`, outbound, JSONLimits{}},
 		// Strict JSON, but not a valid decision.
 		{"no action", `{"reason":"r"}`, outbound, JSONLimits{}},
-		{"unknown action", `{"action":"allow"}`, outbound, JSONLimits{}},
+		{"unknown action", `{"action":"permit"}`, outbound, JSONLimits{}},
 		{"upper-case action", `{"action":"Continue"}`, outbound, JSONLimits{}},
 		{"action with a NUL", `{"action":"continue\u0000"}`, outbound, JSONLimits{}},
 		{"action null", `{"action":null}`, outbound, JSONLimits{}},
@@ -464,6 +464,12 @@ func FuzzDecodeDecisionFast(f *testing.F) {
 	f.Add([]byte(`{"action":"modify","context":{"arguments":{"a":[1]}}}`), index("tool.before"), uint8(4))
 	f.Add([]byte(`{"action":"continue","context":{}}`), uint8(0), uint8(1))
 	f.Add([]byte(`{"action":"continue"}`), uint8(0), uint8(0x18))
+	// ABI 1.2's fields, in and out of place.
+	f.Add([]byte(`{"action":"ask","pending":{"a":"\u00e9","b":[1,{"c":null}]}}`), index("tool.before"), uint8(0))
+	f.Add([]byte(`{"pending":null,"action":"ask","short_circuit":null}`), uint8(0), uint8(2))
+	f.Add([]byte(`{"action":"continue","short_circuit":true,"pending":{}}`), uint8(0), uint8(0))
+	f.Add([]byte(`{"action":"block","short_circuit":true}`), uint8(0), uint8(0))
+	f.Add([]byte(`{"action":"ask","pending":{"a":{"b":{}}}}`), uint8(0), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, pi, li uint8) {
 		point := fuzzPoint(pi)
 		// li picks the limits: its low 3 bits the depth (0 is the

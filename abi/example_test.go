@@ -61,12 +61,12 @@ func ExampleDecodeDecision() {
 	fmt.Println(string(canonical))
 
 	// Any word the ABI does not define is a hook failure, never a continue.
-	_, err = abi.DecodeDecision([]byte(`{"action":"allow"}`), point, abi.JSONLimits{})
+	_, err = abi.DecodeDecision([]byte(`{"action":"permit"}`), point, abi.JSONLimits{})
 	fmt.Println(err)
 	// Output:
 	// outcome
 	// {"action":"modify","context":{"incoming":"Hasta luego"},"reason":"opt-out keyword","do_not_reply_again":true}
-	// invalid decision: unknown action "allow" (want continue, modify, block, ask or notify)
+	// invalid decision: unknown action "permit" (want continue, modify, block, ask, notify, allow, rewrite or require_approval)
 }
 
 func ExampleInvocation_Encode() {

@@ -139,6 +139,14 @@ func FuzzDecodeDecision(f *testing.F) {
 				t.Fatalf("%s with a context from %q", d.Action, data)
 			}
 		}
+		// ABI 1.2's fields: pending on an ask only, never empty;
+		// short_circuit on a continue only.
+		if d.Pending != nil && (d.Action != ActionAsk || len(d.Pending) == 0) {
+			t.Fatalf("%s with pending %v from %q", d.Action, d.Pending, data)
+		}
+		if d.ShortCircuit && d.Action != ActionContinue {
+			t.Fatalf("%s with short_circuit from %q", d.Action, data)
+		}
 		// The canonical form is a fixed point.
 		enc, err := d.Encode()
 		if err != nil {

@@ -7,6 +7,19 @@ import (
 	"unicode/utf8"
 )
 
+// Bounds of host-call traffic shared by the host's runtime, which enforces
+// them as a hook calls, and the capability runner, which enforces them again
+// for any caller.
+const (
+	// MaxNameBytes is the longest capability name, in bytes: host_call
+	// refuses a longer one with REQUEST_TOO_LARGE, and a registry will not
+	// hold one.
+	MaxNameBytes = 128
+	// DefaultMaxPayloadBytes is the default bound of one host-call payload
+	// and of one host-call result (1 MiB).
+	DefaultMaxPayloadBytes = 1 << 20
+)
+
 // Error is the JSON error object a failing host_call returns as its body,
 // {"code": "...", "message": "..."}. Code is always Status.Code() of the
 // status it was returned with. Message is meant for the hook author and never

@@ -38,6 +38,9 @@ var pointExamples = map[string]string{
 	"loop.exit":            `{"response":"Done: the report is attached.","iterations":7}`,
 	"steering.inject":      `{"messages":[{"role":"user","content":"Focus on the EU figures."}]}`,
 	"steering.skip":        `{"messages":[{"role":"user","content":"Also check the US."}]}`,
+
+	"llm.output.stream":       `{"model":"small-chat","prompt":"Write a deploy note.","response":"Set OPENAI_KEY to sk-proj-","offset":120,"final":false}`,
+	"message.outbound.stream": `{"incoming":"How do I deploy?","outgoing":"Run make deploy, then check","conversation":"c_9f2","user":"u_77","offset":0,"final":true}`,
 }
 
 func exampleInvocation(t *testing.T, point string) *Invocation {

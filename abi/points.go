@@ -311,11 +311,44 @@ var points = map[string]Point{
 		Types: map[string]FieldType{"messages": FieldMessages},
 		Fail:  "open",
 	},
+	// Since 1.3: streaming points (ABI.md, "Streaming"). The host runs
+	// them over a hold-back window of a reply that arrives in chunks
+	// (chain.Stream): the primary field holds the window, offset the
+	// characters of the reply released before it, final whether the
+	// window ends the reply.
+	"llm.output.stream": {
+		Name: "llm.output.stream", Description: "a window of a model's streamed response, before any of it is released",
+		Fields: []string{"model", "prompt", "response", "offset", "final"}, Changeable: []string{"response"}, Primary: "response",
+		Types: map[string]FieldType{"model": FieldText, "prompt": FieldText, "response": FieldText, "offset": FieldInteger, "final": FieldAny},
+		Fail:  "open",
+	},
+	"message.outbound.stream": {
+		Name: "message.outbound.stream", Description: "a window of the agent's streamed reply, before any of it reaches the user",
+		Fields: []string{"incoming", "outgoing", "conversation", "user", "offset", "final"}, Changeable: []string{"outgoing"}, Primary: "outgoing",
+		Types: map[string]FieldType{"incoming": FieldText, "outgoing": FieldText, "conversation": FieldText, "user": FieldText, "offset": FieldInteger, "final": FieldAny},
+		Fail:  "closed",
+	},
 	"steering.skip": {
 		Name: "steering.skip", Description: "steering messages were skipped, not injected",
 		Fields: []string{"messages"},
 		Types:  map[string]FieldType{"messages": FieldMessages}, Phases: observersOnly,
 	},
+}
+
+// StreamPoints maps each streaming point (ABI.md, "Streaming") to the point
+// that carries the same traffic whole: a hook's decision on a whole message
+// at a streaming point is what chain.Stream's released text equals.
+var StreamPoints = map[string]string{
+	"llm.output.stream":       "llm.after",
+	"message.outbound.stream": "message.outbound",
+}
+
+// IsStreamPoint reports whether name is a streaming point: its context has
+// the fields "offset" (integer) and "final" (boolean) besides a primary
+// text field, and chain.Stream runs it over a hold-back window.
+func IsStreamPoint(name string) bool {
+	_, ok := StreamPoints[name]
+	return ok
 }
 
 // LookupPoint returns the point named name.

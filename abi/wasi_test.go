@@ -43,7 +43,7 @@ func TestGoWASIImports(t *testing.T) {
 			continue
 		}
 		imported[imp.name] = true
-		want, ok := WASIFunctions[imp.name]
+		want, ok := WASISignature(imp.name)
 		switch {
 		case !ok:
 			t.Errorf("Go imports %s.%s %s, which is not in WASIFunctions: every Go hook would be refused", imp.module, imp.name, imp.sig)
@@ -52,7 +52,7 @@ func TestGoWASIImports(t *testing.T) {
 		}
 	}
 	var unused []string
-	for name := range WASIFunctions {
+	for name := range wasiFunctions {
 		if !imported[name] {
 			unused = append(unused, name)
 		}

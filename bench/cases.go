@@ -140,7 +140,7 @@ func Cases() []Case {
 			Figure: extra("speedup", 1)},
 
 		{Name: "unmetered/redact/go-sdk", Native: true, Run: invokeBenchIn(GoRedact, false, true, true),
-			What: "redact/go-sdk on a Runtime with Config.DisableMetering and NoDeadlineInterrupt: the bare engine, nothing stops the guest (for scale only)"},
+			What: "redact/go-sdk on a Runtime with DisableMetering and NoDeadlineInterrupt (internal/benchmode): the bare engine, nothing stops the guest (for scale only)"},
 		{Name: "unmetered/redact/wat", Native: true, Run: invokeBenchIn(WATRedact, false, true, true),
 			What: "redact/wat, unmetered"},
 		{Name: "unmetered/empty/wat", Run: invokeBenchIn(WATEmpty, true, false, true),

@@ -15,12 +15,11 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 )
 
-// See RATIONALE.md#why-is-follow-up-work-queued-and-not-sent-during-the-call.
-//
 // The dispatch step: a capability returns follow-up work (Result.FollowUps)
 // and, once the call is settled, the runner hands each piece to the
 // platform's Dispatcher from a bounded queue served by a few workers, with
-// bounded retries. The hook's call never waits for a delivery.
+// bounded retries. The hook's call never waits for a delivery. See
+// RATIONALE.md#why-is-follow-up-work-queued-and-not-sent-during-the-call.
 
 // Defaults of DispatchOptions.
 const (
@@ -439,7 +438,7 @@ func (q *dispatchQueue) deliver(d Dispatch) {
 			return
 		}
 		d.Attempt = attempt
-		err, p, stack := q.attempt(d)
+		p, stack, err := q.attempt(d)
 		switch {
 		case err == nil:
 			q.delivered.Add(1)
@@ -463,7 +462,7 @@ func (q *dispatchQueue) deliver(d Dispatch) {
 }
 
 // attempt makes one call of the Dispatcher, recovering a panic.
-func (q *dispatchQueue) attempt(d Dispatch) (err error, p any, stack []byte) {
+func (q *dispatchQueue) attempt(d Dispatch) (p any, stack []byte, err error) {
 	ctx, cancel := context.WithTimeout(q.stop, q.opts.AttemptTimeout)
 	defer cancel()
 	defer func() {
@@ -472,7 +471,7 @@ func (q *dispatchQueue) attempt(d Dispatch) (err error, p any, stack []byte) {
 			err = fmt.Errorf("dispatcher panic: %v", p)
 		}
 	}()
-	return q.d.Dispatch(ctx, d), nil, nil
+	return nil, nil, q.d.Dispatch(ctx, d)
 }
 
 // backoff returns the wait after the given failed attempt: Backoff doubled

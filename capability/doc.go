@@ -120,10 +120,9 @@
 // Durability: delivery is at least once for a process that lives: every
 // queued follow-up is delivered, reported as failed, or still pending, and
 // Runner.Close drains the queue. The queue is in memory: a follow-up queued
-// when the process crashes is lost without a report. A durable store (issue
-// 13) is what will make it survive a crash; until then, a platform that
-// cannot lose a follow-up should make its Dispatcher write to its own
-// durable queue, which is quick and rarely fails.
+// when the process crashes is lost without a report. A platform that cannot
+// lose a follow-up should make its Dispatcher write to its own durable
+// queue, which is quick and rarely fails.
 //
 // # Errors
 //
@@ -140,8 +139,8 @@
 // Credit is reserve-then-settle: a Ledger holds the worst case before
 // Execute, and the actual consumption is posted after it, so concurrent calls
 // can never spend the same credit twice and a call can never be charged more
-// than it reserved. MemoryLedger is an in-memory Ledger. See NOTES.md for the
-// reasoning behind each policy.
+// than it reserved. MemoryLedger is an in-memory Ledger. RATIONALE.md gives
+// the reasoning behind each policy, from #why-reserve-then-settle on.
 //
 // The runner and the runtime never import each other: the runtime declares
 // the interface it consumes (HostCall(ctx, *abi.Call) abi.Reply), which

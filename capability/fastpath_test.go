@@ -90,7 +90,7 @@ func TestEncodeResultMatchesMarshal(t *testing.T) {
 	}
 	values := []any{
 		nil, map[string]any{}, map[string]any{"z": 1, "a": []any{"\u2028<&>\"\\\x01", json.Number("1e400"), 1.5e-7, false, nil}},
-		"invalid \xff utf-8", json.Number("-0.0e+5"), 1e21, 123456789.0, -0.0, int64(math.MinInt64), uint64(math.MaxUint64),
+		"invalid \xff utf-8", json.Number("-0.0e+5"), 1e21, 123456789.0, math.Copysign(0, -1), int64(math.MinInt64), uint64(math.MaxUint64),
 		[]string{"a", "b"}, map[string]string{"k": "v"}, custom{A: 1}, &custom{B: "x"}, []byte("bytes"), deep,
 		strings.Repeat("big ", 20<<10), // over the pooled buffer's size
 		math.NaN(), json.Number("01"), map[string]any{"f": func() {}},

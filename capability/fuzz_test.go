@@ -2,7 +2,6 @@ package capability_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
@@ -91,7 +90,7 @@ func FuzzRunnerPayload(f *testing.F) {
 			t.Fatalf("balance %d pending %d err %v; want %d, 0", avail, pending, err, funds-charged)
 		}
 		if n := ledger.Outstanding(); n != 0 {
-			t.Fatal(fmt.Sprintf("%d reservations outstanding", n))
+			t.Fatalf("%d reservations outstanding", n)
 		}
 	})
 }

@@ -48,11 +48,9 @@ type Hold interface {
 	Release(ctx context.Context) error
 }
 
-// See RATIONALE.md#why-reserve-then-settle.
-//
 // CreditGate reserves a call's worst-case cost on the caller's tenant account
 // before Execute and settles the actual consumption after it
-// (reserve-then-settle; see NOTES.md). The account is Caller.Tenant; the
+// (see RATIONALE.md#why-reserve-then-settle). The account is Caller.Tenant; the
 // amount is Capability.Cost(payload). A zero cost makes no ledger call.
 //
 // A CreditGate is safe for concurrent use by multiple goroutines if its

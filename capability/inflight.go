@@ -6,8 +6,6 @@ import (
 	"sync"
 )
 
-// See RATIONALE.md#why-does-a-duplicate-call-wait-for-the-first.
-//
 // inflight is the set of host calls being answered, by tenant and
 // idempotency key. A call whose key is already in flight (the same invocation
 // id and sequence number, e.g. a retried run id while the first run is still
@@ -20,6 +18,7 @@ import (
 // It is sharded so that concurrent calls of different invocations rarely
 // share a lock, and it allocates nothing in the steady state: keys are the
 // call's own strings, and a channel is made only when a duplicate waits.
+// See RATIONALE.md#why-does-a-duplicate-call-wait-for-the-first.
 type inflight struct {
 	seed   maphash.Seed
 	shards [inflightShards]inflightShard

@@ -9,7 +9,7 @@ import (
 
 // Ledger holds credit balances and two-phase reservations on them
 // (reserve-then-settle, as TigerBeetle's pending transfers and Stripe's
-// authorise/capture do; see NOTES.md).
+// authorise/capture do; see RATIONALE.md#why-reserve-then-settle).
 //
 // Invariants every implementation keeps, under any interleaving:
 //   - an account's balance never goes below zero: a Reserve succeeds only if

@@ -14,9 +14,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 )
 
-// MaxNameBytes is the longest capability name, in bytes.
-const MaxNameBytes = 128
-
 // maxSchemaBytes bounds a capability's schema document.
 const maxSchemaBytes = 1 << 20
 
@@ -26,9 +23,9 @@ const maxSchemaBytes = 1 << 20
 const schemaBase = "https://capability.wasmhooks.invalid/"
 
 // ValidName reports whether name is a well-formed capability name: 1 to
-// MaxNameBytes bytes of lower-case ASCII letters, digits, '_', '.' and '-'.
+// abi.MaxNameBytes bytes of lower-case ASCII letters, digits, '_', '.' and '-'.
 func ValidName(name string) bool {
-	if len(name) == 0 || len(name) > MaxNameBytes {
+	if len(name) == 0 || len(name) > abi.MaxNameBytes {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

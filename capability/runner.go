@@ -21,10 +21,10 @@ import (
 const (
 	// DefaultMaxPayloadBytes bounds a payload when
 	// RunnerOptions.MaxPayloadBytes is zero.
-	DefaultMaxPayloadBytes = 1 << 20
+	DefaultMaxPayloadBytes = abi.DefaultMaxPayloadBytes
 	// DefaultMaxDepth bounds payload nesting when RunnerOptions.MaxDepth
 	// is zero.
-	DefaultMaxDepth = 64
+	DefaultMaxDepth = abi.DefaultMaxJSONDepth
 	// DefaultSettleTimeout bounds settling or releasing one hold when
 	// RunnerOptions.SettleTimeout is zero.
 	DefaultSettleTimeout = 10 * time.Second
@@ -213,9 +213,9 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 	call := c.call
 
 	// 1. Resolve.
-	if len(call.Name) > MaxNameBytes {
+	if len(call.Name) > abi.MaxNameBytes {
 		return c.fail(abi.StatusRequestTooLarge,
-			fmt.Sprintf("capability name is %d bytes, over the limit of %d", len(call.Name), MaxNameBytes),
+			fmt.Sprintf("capability name is %d bytes, over the limit of %d", len(call.Name), abi.MaxNameBytes),
 			fmt.Errorf("%w: name of %d bytes", ErrRequestTooLarge, len(call.Name)))
 	}
 	if !ValidName(call.Name) {
@@ -373,7 +373,7 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 	c.rec.Uncharged = max(consumed-charged, 0)
 	if serr != nil {
 		// The work was done but could not be billed: the result is not
-		// delivered. See NOTES.md.
+		// delivered. See RATIONALE.md#why-is-a-failed-call-not-charged-and-what-if-settlement-fails.
 		reply, err := c.failed(serr, "settle")
 		reply.Charged = charged
 		return reply, err
@@ -386,7 +386,8 @@ func (c *callRun) run(ctx context.Context) (abi.Reply, error) {
 		c.rec.FollowUpsDropped = c.r.dispatch.enqueue(ctx, c, res.FollowUps)
 	}
 	if limit := call.MaxResultBytes; limit > 0 && len(body) > limit {
-		// The work was done, so the consumption stands. See NOTES.md.
+		// The work was done, so the consumption stands. See
+		// RATIONALE.md#why-does-result_too_large-still-settle.
 		reply, _ := c.fail(abi.StatusResultTooLarge,
 			fmt.Sprintf("result of %s is %d bytes, over the limit of %d", c.name, len(body), limit),
 			nil)

@@ -45,6 +45,10 @@ type Approval struct {
 	// Proposed is the traffic awaiting approval: the context as it stood
 	// when the guard asked (a tool call and its arguments, say).
 	Proposed map[string]any `json:"proposed"`
+	// Pending is what the guard put before the approver beside the
+	// traffic (ABI 1.2's "pending", seed 002's requireApproval(pending)):
+	// the hook's object, as it gave it; sealed with the rest.
+	Pending map[string]any `json:"pending,omitempty"`
 	// Editable lists the fields an approve-with-edit may set: the point's
 	// changeable fields.
 	Editable []string `json:"editable"`
@@ -276,7 +280,7 @@ func (c *Chain) newApproval(b *bound, st *RunState, dec *abi.Decision) *Approval
 		Created: now, Expires: now.Add(b.timeout), OnExpiry: b.onExpiry,
 	}
 	if dec != nil {
-		a.Reason, a.UserMessage = dec.Reason, dec.UserMessage
+		a.Reason, a.UserMessage, a.Pending = dec.Reason, dec.UserMessage, dec.Pending
 	}
 	return a
 }
@@ -583,6 +587,8 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 			"run", st.Run, "was", st.Config, "now", s.digest)
 		st.Next, st.Config = 0, s.digest
 		st.Approved = append(st.Approved, ap.Binding+"@"+ap.Module)
+		st.ShortCircuit = "" // the guard that gave it runs again
+
 	}
 	out, err := c.steps(ctx, s, &st, afterD)
 	if err != nil {

@@ -321,6 +321,9 @@ const (
 	ByHook       = "hook"
 	ByFailPolicy = "fail_policy"
 	ByApproval   = "approval"
+	// ByShortCircuit: the binding did not run, because a guard before it
+	// ended the run with a short_circuit (ABI 1.2).
+	ByShortCircuit = "short_circuit"
 )
 
 // Outcome is the result of a chain run (or of resuming one).
@@ -358,6 +361,10 @@ type Outcome struct {
 	// (resumed runs included): the traffic went on, and each asks the
 	// platform to tell a human. Whatever the verdict, they happened.
 	Notifications []Notification `json:"notifications,omitempty"`
+	// ShortCircuit names the guard whose short_circuit ended the run with
+	// allow; the bindings after it are in Trace as skipped
+	// (By ByShortCircuit).
+	ShortCircuit string `json:"short_circuit,omitempty"`
 	// Trace lists every step of the run, resumed runs included.
 	Trace []Step `json:"trace"`
 	// Audit holds the audit records this call appended.
@@ -375,6 +382,10 @@ type Step struct {
 	// Decision is the hook's own decision; nil when it failed, was
 	// skipped, or the step is a resolution.
 	Decision *abi.Decision `json:"decision"`
+	// Wire is the wire shape Decision came in, when not the canonical
+	// one: "top-level", "outcome", "legacy" (a legacy {"abort": ...}) or
+	// "guardrail" (seed 002's words); see abi.Shape.
+	Wire abi.Shape `json:"wire,omitempty"`
 	// Failure says why the hook reached no decision.
 	Failure *abi.Failure `json:"failure,omitempty"`
 	// FailPolicy is the policy that decided after a failure.
@@ -398,7 +409,8 @@ type Step struct {
 	Approval string `json:"approval,omitempty"`
 	// Resolution is approved, denied, edited or expired, for a resolution;
 	// Actor and Reason are who resolved it and their note. For a
-	// ToolApproval's ask (By "config"), Reason is the rule's reason.
+	// ToolApproval's ask (By "config"), Reason is the rule's reason; for a
+	// binding a short_circuit skipped, which guard skipped it.
 	Resolution string `json:"resolution,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	Reason     string `json:"reason,omitempty"`

@@ -261,7 +261,7 @@ func TestFailPolicies(t *testing.T) {
 		{abi.FailTimeout, "scripted", script("L"), runtime.Limits{Timeout: 50 * time.Millisecond}},
 		{abi.FailMemory, "scripted", script("G00000100S00100000"), runtime.Limits{MemoryPages: 8}},
 		{abi.FailInvalidOutput, "scripted", script("Z"), runtime.Limits{}},
-		{abi.FailInvalidOutput, "policy", decide(`{"action":"allow"}`), runtime.Limits{}},
+		{abi.FailInvalidOutput, "policy", decide(`{"action":"permit"}`), runtime.Limits{}},
 		{abi.FailOutputTooLarge, "policy", decide(`{"action":"continue"}`), runtime.Limits{MaxOutputBytes: 8}},
 		{abi.FailABIViolation, "scripted", script("O0010000000000010"), runtime.Limits{}},
 		{abi.FailInit, "init", nil, runtime.Limits{}},

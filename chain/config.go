@@ -142,6 +142,13 @@ type Binding struct {
 	// Approval configures the approvals the binding's asks create (guards
 	// only).
 	Approval ApprovalPolicy
+	// Lookahead is the look-ahead, in characters (Unicode code points),
+	// the binding needs at a streaming point (abi.IsStreamPoint): a
+	// Stream releases text only once every binding at its point has seen
+	// at least this many characters after it (or the end of the reply).
+	// Zero means DefaultLookahead; at most MaxLookahead. Only bindings at
+	// streaming points may set it. See Stream.
+	Lookahead int
 }
 
 // BreakerConfig configures the circuit breakers: one per binding and tenant.
@@ -377,6 +384,14 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: negative approval timeout", what)
 			continue
 		}
+		if b.Lookahead != 0 && !abi.IsStreamPoint(b.Point) {
+			bad("%s: lookahead is for streaming points only (%s is not one)", what, b.Point)
+			continue
+		}
+		if b.Lookahead < 0 || b.Lookahead > MaxLookahead {
+			bad("%s: lookahead %d out of range (0 for the default %d, at most %d)", what, b.Lookahead, DefaultLookahead, MaxLookahead)
+			continue
+		}
 		onExpiry := b.Approval.OnExpiry
 		switch onExpiry {
 		case "":
@@ -505,6 +520,7 @@ func configDigest(cfg Config, s *snapshot) string {
 		Limits                     runtime.Limits
 		Timeout                    time.Duration
 		OnExpiry                   string
+		Lookahead                  int `json:",omitempty"`
 	}
 	doc := struct {
 		Bindings      []entry
@@ -522,7 +538,7 @@ func configDigest(cfg Config, s *snapshot) string {
 		doc.Bindings = append(doc.Bindings, entry{
 			Name: nb.Name, Module: nb.digest, Point: nb.Point, Phase: string(nb.Phase), Priority: nb.Priority,
 			Settings: nb.Settings, Grants: nb.Grants, Fail: string(nb.fail), Timeout: nb.timeout, OnExpiry: string(nb.onExpiry),
-			Limits: nb.limits,
+			Limits: nb.limits, Lookahead: nb.Lookahead,
 		})
 	}
 	b, _ := abi.Marshal(doc)

@@ -34,6 +34,14 @@
 //     modify from a guard is ignored and reported.
 //   - do_not_reply_again, like block and ask, belongs to guards: from an
 //     observer or a transformer it is ignored and reported.
+//   - short_circuit (ABI 1.2), on a guard's continue, ends the run with allow:
+//     the guards after it do not run, and each has a trace step and an audit
+//     record with By = "short_circuit" (Outcome.ShortCircuit names the
+//     guard). From an observer or a transformer it is ignored and reported.
+//   - Seed 002's words (ABI 1.2) apply as the actions they normalise to:
+//     allow as continue, rewrite as modify, require_approval as ask (its
+//     pending kept in the Approval). Step.Wire and the audit record's wire
+//     say which shape a decision came in when it was not the canonical one.
 //   - notify (ABI 1.2) changes no traffic, so every phase may return it: the
 //     run continues and Outcome.Notifications carries it to the platform
 //     (binding, reason, payload), audited as "notify".

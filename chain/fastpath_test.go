@@ -133,7 +133,7 @@ func TestHookSpanAttributes(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, kv := range s.Attributes() {
-				attrs[string(kv.Key)] = kv.Value.Emit()
+				attrs[string(kv.Key)] = kv.Value.String()
 			}
 			hooks = append(hooks, attrs)
 		}

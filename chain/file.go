@@ -19,7 +19,7 @@ import (
 //	   {"name": "redact-outbound", "module": "redact", "point": "message.outbound",
 //	    "phase": "transformer", "priority": 10, "settings": {}, "grants": [],
 //	    "fail": "closed", "limits": {"timeout": "2s", "memory_pages": 512, "fuel": 50000000},
-//	    "approval": {"timeout": "15m", "on_expiry": "deny"}}],
+//	    "approval": {"timeout": "15m", "on_expiry": "deny"}, "lookahead": 256}],
 //	 "tool_approvals": [
 //	   {"name": "payments", "tools": ["payments.*", "shell.exec"],
 //	    "reason": "money moves only with a human's sign-off", "priority": 0,
@@ -64,6 +64,8 @@ type fileBinding struct {
 	Fail     FailPolicy      `json:"fail"`
 	Limits   json.RawMessage `json:"limits"` // runtime.Limits' JSON form
 	Approval *fileApproval   `json:"approval"`
+	// Lookahead is Binding.Lookahead (streaming points only).
+	Lookahead int `json:"lookahead"`
 }
 
 type fileApproval struct {
@@ -118,7 +120,7 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	for i, fb := range fc.Bindings {
 		b := Binding{
 			Name: fb.Name, Module: fb.Module, Point: fb.Point, Phase: fb.Phase, Priority: fb.Priority,
-			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail,
+			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail, Lookahead: fb.Lookahead,
 		}
 		if fb.Limits != nil {
 			if err := b.Limits.UnmarshalJSON(fb.Limits); err != nil {

@@ -72,7 +72,7 @@ func TestSpans(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range run.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["wasmhooks.verdict"] != "allow" || attrs["wasmhooks.point"] != outbound || attrs["wasmhooks.tenant"] != "acme" {
 		t.Errorf("run span attributes %v", attrs)

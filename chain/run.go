@@ -43,6 +43,10 @@ type RunState struct {
 	// Approved lists bindings whose ask a human already approved in this
 	// run; used when a run restarts on a changed configuration.
 	Approved []string `json:"approved,omitempty"`
+	// ShortCircuit is the guard whose short_circuit (ABI 1.2) skips the
+	// guards after it in this run; a ToolApproval after it still applies
+	// (shortcircuit.go).
+	ShortCircuit string `json:"short_circuit,omitempty"`
 	// Notifications lists the notifies applied so far.
 	Notifications []Notification `json:"notifications,omitempty"`
 	// Trace is the run's trace so far.
@@ -120,6 +124,8 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 				continue // not a tool it names: no step
 			}
 			step, dec = c.ruleStep(b, st, tool)
+		} else if st.ShortCircuit != "" && b.Phase == Guard {
+			step = skippedStep(b, st.ShortCircuit) // shortcircuit.go
 		} else if step, dec, nextCtx, err = c.step(ctx, s, b, st); err != nil {
 			return nil, err
 		}
@@ -170,6 +176,9 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if dec != nil && dec.DoNotReplyAgain && b.Phase == Guard && step.Ignored == "" {
 			st.DoNotReplyAgain = true
 		}
+		if shortCircuits(b, &step, dec) {
+			st.ShortCircuit = b.Name
+		}
 	}
 	return c.outcome(s, st, Allow, records), nil
 }
@@ -185,7 +194,7 @@ func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Re
 	return &Outcome{
 		Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: s.digest, Verdict: v,
 		Modified: st.Modified, DoNotReplyAgain: st.DoNotReplyAgain, Context: st.Context,
-		Notifications: st.Notifications, Trace: trace, Audit: records,
+		Notifications: st.Notifications, ShortCircuit: st.ShortCircuit, Trace: trace, Audit: records,
 	}
 }
 
@@ -275,6 +284,9 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 			// take is this binding's failure, not theirs.
 			dec = res.Decision
 			step.Decision, step.By = dec, ByHook
+			if dec.Shape != abi.ShapeCanonical {
+				step.Wire = dec.Shape
+			}
 			step.Applied, step.Ignored = permitted(b.Phase, dec)
 			if step.Applied == abi.ActionAsk && contains(st.Approved, b.key) {
 				step.Applied, step.By = abi.ActionContinue, ByApproval
@@ -288,7 +300,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState) (
 					next = st.Context
 				} else if fail = c.checkModify(s, b, st, next, step.Changed); fail != nil {
 					next, step.Changed, dec = st.Context, nil, nil
-					step.Decision, step.Ignored = nil, ""
+					step.Decision, step.Ignored, step.Wire = nil, "", ""
 				}
 			}
 		}
@@ -375,16 +387,17 @@ func (s *stepLog) log(level slog.Level, msg string, args ...any) {
 }
 
 // permitted applies the phase's permissions to a decision: what the step
-// applies, and what was ignored. Block, ask and do_not_reply_again belong to
-// guards, modify to transformers; continue and notify to every phase. See RATIONALE.md#why-three-phases.
+// applies, and what was ignored. Block, ask, do_not_reply_again and
+// short_circuit belong to guards, modify to transformers; continue and
+// notify to every phase. See RATIONALE.md#why-three-phases.
 func permitted(phase Phase, dec *abi.Decision) (abi.Action, string) {
 	a, ignored := permittedAction(phase, dec.Action)
+	if dec.ShortCircuit && phase != Guard {
+		ignored = joinIgnored(ignored, fmt.Sprintf("%s cannot short_circuit; only guards can", article(phase)))
+	}
 	if dec.DoNotReplyAgain && phase != Guard {
 		why := fmt.Sprintf("%s cannot set do_not_reply_again; only guards can", article(phase))
-		if ignored != "" {
-			why = ignored + "; " + why
-		}
-		return a, why
+		return a, joinIgnored(ignored, why)
 	}
 	return a, ignored
 }
@@ -558,6 +571,7 @@ func (c *Chain) record(ctx context.Context, config string, st *RunState, binding
 		Approval: step.Approval, Resolution: step.Resolution,
 		Input: before.Digest(), Output: after.Digest(),
 		LatencyUS: step.LatencyUS, HostCalls: step.HostCalls, CreditCharged: step.CreditCharged,
+		Wire: string(step.Wire),
 	}
 	if len(r.HostCalls) == 0 {
 		r.HostCalls = nil

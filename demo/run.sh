@@ -119,3 +119,18 @@ grep -q '"verdict": "block"' "$work/blocked.json" || { echo "the loop was not st
 
 step "16. the same read in another conversation (c_a11) has its own window (expect: allow)" \
   chain "${loop[@]}" --brief --point tool.before --input "$here/traffic/10-tool-read-config-other-conversation.json"
+
+echo
+echo "# Part 4: a streamed reply (wasmhooks chain --config demo/stream-chain.json --stream)"
+# The model's reply arrives in chunks of 12 characters at llm.output.stream;
+# the host holds back a window (the binding's lookahead, 64 characters) and
+# releases text only once redact-secrets has seen it with that much after it.
+# The key is split across chunks: no part of it is ever released.
+step "17. a streamed reply with a key split across chunk boundaries (expect: allow, modified; the key never released, [REDACTED] in its place)" \
+  chain --config "$here/stream-chain.json" --module-dir "$hooks" --point llm.output.stream --stream --chunk 12 \
+  --input "$here/traffic/11-llm-stream-with-secret.json" | tee "$work/stream.json"
+if grep '"released' "$work/stream.json" | grep -q 'sk-proj\|Q7vX\|Hd and'; then
+  echo "part of the key was released" >&2
+  exit 1
+fi
+grep -q '"text": ".*\[REDACTED\]' "$work/stream.json" || { echo "the key was not redacted" >&2; exit 1; }

@@ -75,7 +75,7 @@ func TestExamplesBuildAsReactors(t *testing.T) {
 				case abi.ImportModule:
 					want, ok = abi.HostCallSignature, im.name == abi.HostCallImport
 				case abi.WASIModule:
-					want, ok = abi.WASIFunctions[im.name]
+					want, ok = abi.WASISignature(im.name)
 				}
 				if !ok {
 					t.Errorf("imports %s.%s, which the host refuses", im.module, im.name)

@@ -83,7 +83,7 @@ func TestCustomSectionsAreNotCompiled(t *testing.T) {
 	}
 	// A name section that names the module "named" (subsection 0).
 	named := wasmbin.AppendCustomSection(wasm, "name", []byte{0x00, 0x06, 0x05, 'n', 'a', 'm', 'e', 'd'})
-	for _, cfg := range []Config{{}, {DisableMetering: true}} {
+	for _, cfg := range []Config{{}, {disableMetering: true}} {
 		r, err := New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -93,10 +93,10 @@ func TestCustomSectionsAreNotCompiled(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := m.c.code.Name(); got != "" {
-			t.Errorf("metered %v: the compiled module is named %q: its name section reached wazero", !cfg.DisableMetering, got)
+			t.Errorf("metered %v: the compiled module is named %q: its name section reached wazero", !cfg.disableMetering, got)
 		}
 		if len(m.c.code.CustomSections()) != 0 {
-			t.Errorf("metered %v: wazero kept %d custom sections", !cfg.DisableMetering, len(m.c.code.CustomSections()))
+			t.Errorf("metered %v: wazero kept %d custom sections", !cfg.disableMetering, len(m.c.code.CustomSections()))
 		}
 		_ = r.Close(ctx)
 	}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/benchmode"
 )
 
 // Defaults for Limits. See SECURITY.md for what each limit defends against.
@@ -17,23 +20,21 @@ const (
 	// instance and running _initialize.
 	DefaultInitTimeout = 5 * time.Second
 	// DefaultMaxInputBytes bounds the invocation document (1 MiB).
-	DefaultMaxInputBytes = 1 << 20
+	DefaultMaxInputBytes = abi.DefaultMaxJSONBytes
 	// DefaultMaxOutputBytes bounds the decision document (1 MiB).
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxOutputBytes = abi.DefaultMaxJSONBytes
 	// DefaultMaxHostCalls bounds host calls per invocation, takes excluded.
 	DefaultMaxHostCalls = 64
 	// DefaultMaxHostCallBytes bounds the bytes of all host-call names,
 	// payloads and results of one invocation (8 MiB).
 	DefaultMaxHostCallBytes = 8 << 20
 	// DefaultMaxRequestBytes bounds one host-call payload (1 MiB).
-	DefaultMaxRequestBytes = 1 << 20
+	DefaultMaxRequestBytes = abi.DefaultMaxPayloadBytes
 	// DefaultMaxResultBytes bounds one host-call result (1 MiB).
-	DefaultMaxResultBytes = 1 << 20
+	DefaultMaxResultBytes = abi.DefaultMaxPayloadBytes
 	// DefaultMaxLogBytes bounds what one invocation may write to stdout
 	// and stderr together (64 KiB); the rest is dropped and counted.
 	DefaultMaxLogBytes = 64 << 10
-	// MaxNameBytes bounds a capability name in a host call.
-	MaxNameBytes = 128
 	// DefaultFuel is the default fuel of one invocation: 400 million
 	// units, one per WebAssembly instruction executed. The example Go hooks
 	// use 0.2 to 12 million on a 1 KiB message (Shopify Functions allow 11
@@ -120,7 +121,7 @@ type Limits struct {
 	// milliseconds). Waiting for a CPU on an overloaded host comes on top.
 	// The bound does not cover a capability that ignores its context (it
 	// gets one that ends at the deadline), nor an unmetered runtime with
-	// Config.NoDeadlineInterrupt, whose guest code nothing stops.
+	// benchmode's NoDeadlineInterrupt, whose guest code nothing stops.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// InitTimeout is the wall-clock limit of creating an instance and
 	// running _initialize. Zero means DefaultInitTimeout (5s).
@@ -226,7 +227,7 @@ type Config struct {
 	// subdirectory named by a hash of what else the result depends on
 	// (the meter's version, the library's release or, for a development
 	// build, a hash of the executable, MaxModuleBytes, MaxMemoryPages,
-	// DisableMetering). Only modules that load are kept.
+	// whether metering is on). Only modules that load are kept.
 	// An entry carries a checksum; one that is truncated, corrupt or made
 	// for another module or configuration is ignored and rewritten.
 	// Entries are written atomically (a temporary file, mode 0600,
@@ -294,24 +295,22 @@ type Config struct {
 	// Interpreter selects wazero's interpreter instead of its compiler;
 	// for platforms without a compiler and for differential tests.
 	Interpreter bool
-	// DisableMetering loads modules as they are, without the fuel and
-	// stack instrumentation: Limits.Fuel, InitFuel and MaxStackBytes are
-	// then not enforced, Result.FuelUsed is 0, and only the wall-clock
-	// Timeout stops guest code, through wazero's close-on-context-done
-	// (which costs 5 to 10 times a loop-heavy invocation; a loop-free
-	// call tree is not stopped at all, and deep recursion grows the
-	// host's heap). It is for benchmarks and for modules the operator
-	// trusts. See SECURITY.md.
-	DisableMetering bool
-	// NoDeadlineInterrupt, with DisableMetering, turns wazero's
-	// close-on-context-done off as well: nothing then stops guest code,
-	// and while it runs a stop-the-world garbage collection of the whole
-	// process waits for it (compiled wasm has no Go safe points). For
-	// benchmarks only. Metered guests never use close-on-context-done:
-	// their deadline is checked at every fuel slice (FuelSlice), and this
-	// field changes nothing for them. See
-	// RATIONALE.md#why-fuel-slices-and-not-close-on-context-done.
-	NoDeadlineInterrupt bool
+
+	// disableMetering and noDeadlineInterrupt are the benchmark-only
+	// switches benchmode.Switches documents, set through package
+	// internal/benchmode only.
+	disableMetering     bool
+	noDeadlineInterrupt bool
+}
+
+func init() {
+	benchmode.Register(func(cfg any, s benchmode.Switches) {
+		c := cfg.(*Config)
+		c.disableMetering, c.noDeadlineInterrupt = s.DisableMetering, s.NoDeadlineInterrupt
+	}, func(cfg any) benchmode.Switches {
+		c := cfg.(*Config)
+		return benchmode.Switches{DisableMetering: c.disableMetering, NoDeadlineInterrupt: c.noDeadlineInterrupt}
+	})
 }
 
 func (c Config) withDefaults() Config {

@@ -17,5 +17,3 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-const haveThreadCPU = true

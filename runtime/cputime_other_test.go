@@ -8,5 +8,3 @@ var start = time.Now()
 
 // threadCPU falls back to the wall clock where RUSAGE_THREAD is missing.
 func threadCPU() time.Duration { return time.Since(start) }
-
-const haveThreadCPU = false

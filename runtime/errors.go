@@ -33,7 +33,7 @@ func (e *LimitError) Error() string {
 // AbandonedError is Invoke's error when the caller's context ended while the
 // hook ran: not the hook's failure, and no decision. The host calls it made
 // stand, and so does the credit they were charged, settled whatever the
-// caller's context (issue 10: a charge must never vanish from every report).
+// caller's context, so that a charge never vanishes from every report.
 // It wraps the context's error and ErrAbandoned.
 type AbandonedError struct {
 	// InvocationID is the invocation's id.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/benchmode"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -55,8 +56,8 @@ func meteringConfigs() []struct {
 		name string
 		cfg  runtime.Config
 	}{
-		{"plain", runtime.Config{DisableMetering: true, NoDeadlineInterrupt: true}},
-		{"plain+close", runtime.Config{DisableMetering: true}},
+		{"plain", benchmode.With(runtime.Config{}, benchmode.Bare)},
+		{"plain+close", benchmode.With(runtime.Config{}, benchmode.Unmetered)},
 		{"fuel", runtime.Config{}},
 	}
 }
@@ -184,7 +185,7 @@ func BenchmarkRunawayRecursion(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		cfg  runtime.Config
-	}{{"metered", runtime.Config{}}, {"unmetered", runtime.Config{DisableMetering: true}}} {
+	}{{"metered", runtime.Config{}}, {"unmetered", benchmode.With(runtime.Config{}, benchmode.Unmetered)}} {
 		b.Run(c.name, func(b *testing.B) {
 			r := newRuntime(b, c.cfg)
 			m := load(b, r, wasm)
@@ -209,7 +210,7 @@ func BenchmarkLoadGoHook(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		cfg  runtime.Config
-	}{{"plain", runtime.Config{DisableMetering: true}}, {"fuel", runtime.Config{}}} {
+	}{{"plain", benchmode.With(runtime.Config{}, benchmode.Unmetered)}, {"fuel", runtime.Config{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				r := newRuntime(b, c.cfg)

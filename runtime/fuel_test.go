@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/benchmode"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/runtime/internal/wasmbin"
@@ -159,12 +160,12 @@ func TestStartFunctionStillRuns(t *testing.T) {
   (func (export "hook_v1_handle") (param i32) (result i64)
     (if (i32.ne (global.get $n) (i32.const 7)) (then (return (i64.const 0))))
     (i64.const 21)))`
-	for _, cfg := range []runtime.Config{{}, {DisableMetering: true}} {
+	for _, cfg := range []runtime.Config{{}, benchmode.With(runtime.Config{}, benchmode.Unmetered)} {
 		r := newRuntime(t, cfg)
 		m := load(t, r, testutil.WAT(t, wat))
 		res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"})
 		if err != nil || res.Decision.Action != abi.ActionContinue {
-			t.Fatalf("metering %v: %v", !cfg.DisableMetering, err)
+			t.Fatalf("metering %v: %v", !benchmode.Of(cfg).DisableMetering, err)
 		}
 	}
 }
@@ -216,7 +217,7 @@ func TestFuelDeterministic(t *testing.T) {
 		t.Fatalf("with a budget of %d: %v", want-1, err)
 	}
 
-	r = newRuntime(t, runtime.Config{DisableMetering: true})
+	r = newRuntime(t, benchmode.With(runtime.Config{}, benchmode.Unmetered))
 	m = load(t, r, wasm)
 	if res, err := r.Invoke(context.Background(), m, req); err != nil || res.FuelUsed != 0 {
 		t.Fatalf("DisableMetering: fuel used %d, err %v", res.FuelUsed, err)
@@ -381,7 +382,7 @@ func TestExampleHooksBehaveTheSameMetered(t *testing.T) {
 		{Point: "message.outbound", Context: map[string]any{"outgoing": strings.Repeat("The pool ran dry under the evening peak. ", 30)}},
 	}
 	var rts [2]*runtime.Runtime
-	for i, cfg := range []runtime.Config{{DisableMetering: true}, {}} {
+	for i, cfg := range []runtime.Config{benchmode.With(runtime.Config{}, benchmode.Unmetered), {}} {
 		cfg.CacheDir = testutil.CacheDir(t)
 		cfg.HostCaller = echoHost()
 		rts[i] = newRuntime(t, cfg)

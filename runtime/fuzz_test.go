@@ -227,7 +227,7 @@ func FuzzHostCallArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p1, p2, p3, p4, p5, p6, base uint32) {
 		// The pattern goes below the guest's own data (0x20000), at base.
 		base %= 0x20000 - uint32(len(pattern))
-		if p2 > runtime.MaxNameBytes {
+		if p2 > abi.MaxNameBytes {
 			// The error body would be written at p5, possibly over the
 			// guest's own script; with no room it is only reported.
 			p6 = 0
@@ -262,7 +262,7 @@ func FuzzHostCallArgs(f *testing.F) {
 			if got[0].status != abi.StatusNoPending || len(calls) != 0 {
 				t.Fatalf("take: %v with %d calls", got[0].status, len(calls))
 			}
-		case p2 > runtime.MaxNameBytes:
+		case p2 > abi.MaxNameBytes:
 			if got[0].status != abi.StatusRequestTooLarge || len(calls) != 0 {
 				t.Fatalf("long name: %v with %d calls", got[0].status, len(calls))
 			}

@@ -177,8 +177,8 @@ func (inv *invocation) call(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr
 // serve is call after the call was counted: the name it read (if any), the
 // credit charged and the reply.
 func (inv *invocation) serve(g *guestRun, mem api.Memory, namePtr, nameLen, inPtr, inLen uint32) (string, int64, deliverReply) {
-	if nameLen > MaxNameBytes {
-		return "", 0, errReply(abi.StatusRequestTooLarge, "capability name is %d bytes, over the limit of %d", nameLen, MaxNameBytes)
+	if nameLen > abi.MaxNameBytes {
+		return "", 0, errReply(abi.StatusRequestTooLarge, "capability name is %d bytes, over the limit of %d", nameLen, abi.MaxNameBytes)
 	}
 	if int64(inLen) > int64(inv.lim.MaxRequestBytes) {
 		return "", 0, errReply(abi.StatusRequestTooLarge, "payload is %d bytes, over the limit of %d", inLen, inv.lim.MaxRequestBytes)
@@ -211,10 +211,9 @@ func errReply(s abi.Status, format string, args ...any) deliverReply {
 	return deliverReply{s, abi.Errorf(s, format, args...).Encode()}
 }
 
-// See RATIONALE.md#why-park-and-take-never-re-run.
-//
 // deliver writes body into the guest's buffer when it fits, and parks it
 // otherwise. Per ABI.md the body was written iff len <= out_cap.
+// See RATIONALE.md#why-park-and-take-never-re-run.
 func deliver(inv *invocation, mem api.Memory, r deliverReply, outPtr, outCap uint32) uint64 {
 	n := uint32(len(r.body))
 	if n <= outCap {

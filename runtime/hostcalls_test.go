@@ -25,7 +25,7 @@ func TestResultReportsHostCalls(t *testing.T) {
 	host.caps["odd"] = func(*abi.Call) abi.Reply { return abi.Reply{Status: 99, Charged: 3} }
 	script := opHostCall("paid", `{}`, 64) +
 		opHostCall("nope", `{}`, 64) +
-		opHostCall(strings.Repeat("n", runtime.MaxNameBytes+1), `{}`, 64) +
+		opHostCall(strings.Repeat("n", abi.MaxNameBytes+1), `{}`, 64) +
 		opHostCall("huge", `{}`, 64) +
 		opHostCall("odd", `{}`, 64) +
 		opTake(0) +

@@ -10,14 +10,13 @@ import (
 	"github.com/tetratelabs/wazero/api"
 )
 
-// See RATIONALE.md#why-a-runtime-wide-budget-of-warm-instances.
-//
 // idleSet is the runtime-wide list of warm (idle) instances, least recently
 // used last, with their count and bytes: Config.MaxIdleInstances,
 // MaxIdleBytes and IdleTTL are enforced on it, across every pool. Its mutex
 // also guards every pool's idle slice and closed flag. Nothing in it
 // allocates: the list is intrusive (instance.newer, instance.older) and the
 // instances to close are gathered in a fixed-size victimBatch.
+// See RATIONALE.md#why-a-runtime-wide-budget-of-warm-instances.
 type idleSet struct {
 	mu             sync.Mutex
 	newest, oldest *instance

@@ -78,7 +78,7 @@ type Result struct {
 	// same for the same module and input on every run and every machine
 	// (for a hook whose WASI inputs, the clock and random_get, do not
 	// change its path). It is the whole budget when the fuel ran out, and
-	// 0 with Config.DisableMetering.
+	// 0 with benchmode.Switches.DisableMetering.
 	FuelUsed uint64 `json:"fuel_used"`
 	// MemoryPages is the size of the instance's memory afterwards.
 	MemoryPages uint32 `json:"memory_pages"`

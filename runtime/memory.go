@@ -11,12 +11,11 @@ import (
 
 const pageSize = 65536
 
-// See RATIONALE.md#why-a-memory-allocator-of-our-own.
-//
 // limitedMemory backs one instance's linear memory and refuses to grow it past
 // the hook's own limit, so per-hook memory limits hold although wazero's
 // limit is runtime-wide. It counts refusals so a failure that follows one is
 // reported as a memory failure.
+// See RATIONALE.md#why-a-memory-allocator-of-our-own.
 type limitedMemory struct {
 	limit   uint64 // bytes
 	reserve uint64 // bytes to allocate up front (the module's size after init), at most limit

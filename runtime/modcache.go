@@ -133,7 +133,7 @@ func (r *Runtime) prepareModule(ctx context.Context, wasm []byte, digest string)
 	var entry *modcacheEntry
 	if r.cfg.CacheDir != "" {
 		var err error
-		if entry, err = newModcacheEntry(r.cfg.CacheDir, opts, !r.cfg.DisableMetering, digest); err != nil {
+		if entry, err = newModcacheEntry(r.cfg.CacheDir, opts, !r.cfg.disableMetering, digest); err != nil {
 			r.logger.LogAttrs(ctx, slog.LevelWarn, "runtime: module cache off", slog.String("error", err.Error()))
 		}
 	}
@@ -157,7 +157,7 @@ func (r *Runtime) prepareModule(ctx context.Context, wasm []byte, digest string)
 	}
 	p := &preparedModule{info: info, bin: wasm, entry: entry}
 	p.manifest, p.hasManifest = parsed.CustomSection(abi.ManifestSection)
-	if !r.cfg.DisableMetering {
+	if !r.cfg.disableMetering {
 		// See RATIONALE.md#why-fuel-and-how-much. The instrumented bytes
 		// are compiled and cached under the original's digest, so a
 		// module is rewritten once per process, and kept in the module
@@ -245,8 +245,9 @@ var modcacheBuildRules = sync.OnceValues(func() (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "format=%d\nrules=%d\nmeter=%s\n", modcacheFormat, modcacheRules, meter.Version)
 	fmt.Fprintf(&b, "abi=%d host_call=%s handle=%s\n", abi.Major, abi.HostCallSignature, abi.HandleSignature)
-	wasi := make([]string, 0, len(abi.WASIFunctions))
-	for name, sig := range abi.WASIFunctions {
+	wasiFunctions := abi.WASIFunctions()
+	wasi := make([]string, 0, len(wasiFunctions))
+	for name, sig := range wasiFunctions {
 		wasi = append(wasi, name+" "+sig)
 	}
 	slices.Sort(wasi)

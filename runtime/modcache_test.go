@@ -83,7 +83,7 @@ func mcEntry(t testing.TB, cfg Config, wasm []byte) *modcacheEntry {
 	t.Helper()
 	cfg = cfg.withDefaults()
 	opts := ValidateOptions{MaxModuleBytes: cfg.MaxModuleBytes, MaxMemoryPages: cfg.MaxMemoryPages}
-	e, err := newModcacheEntry(cfg.CacheDir, opts, !cfg.DisableMetering, Digest(wasm))
+	e, err := newModcacheEntry(cfg.CacheDir, opts, !cfg.disableMetering, Digest(wasm))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestModuleCacheRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			wasm := tt.wasm(t)
-			cfg := Config{CacheDir: t.TempDir(), DisableMetering: !tt.metering}
+			cfg := Config{CacheDir: t.TempDir(), disableMetering: !tt.metering}
 			first := mcLoad(t, cfg, wasm, events, modcacheMiss, modcacheStored)
 			second := mcLoad(t, cfg, wasm, events, modcacheHit)
 			if !equalInfo(first.Info(), second.Info()) {
@@ -325,7 +325,7 @@ func TestModuleCacheBadEntries(t *testing.T) {
 		})},
 		{name: "entry of another module", damage: another(mcGuest(t, "policy.wasm"), Config{})},
 		{name: "entry of another configuration", damage: another(wasm, Config{MaxModuleBytes: 1 << 20})},
-		{name: "entry without metering", damage: another(wasm, Config{DisableMetering: true})},
+		{name: "entry without metering", damage: another(wasm, Config{disableMetering: true})},
 		{name: "too large", damage: func(t *testing.T, good []byte, path string) {
 			mcWrite(t, path, good)
 			if err := os.Truncate(path, mcEntry(t, Config{}, wasm).maxBytes+1); err != nil {
@@ -399,10 +399,10 @@ func TestModuleCacheKey(t *testing.T) {
 		{"defaults spelled out", Config{MaxModuleBytes: DefaultMaxModuleBytes, MaxMemoryPages: DefaultMaxMemoryPages}, []modcacheEvent{modcacheHit}},
 		{"limits of invocations", Config{Limits: Limits{Fuel: 10, MemoryPages: 8}, CacheModules: 1}, []modcacheEvent{modcacheHit}},
 		{"interpreter", Config{Interpreter: true}, []modcacheEvent{modcacheHit}},
-		{"no deadline interrupt", Config{NoDeadlineInterrupt: true}, []modcacheEvent{modcacheHit}},
+		{"no deadline interrupt", Config{noDeadlineInterrupt: true}, []modcacheEvent{modcacheHit}},
 		{"MaxMemoryPages", Config{MaxMemoryPages: 100, Limits: Limits{MemoryPages: 100}}, []modcacheEvent{modcacheMiss, modcacheStored}},
 		{"MaxModuleBytes", Config{MaxModuleBytes: 1 << 20}, []modcacheEvent{modcacheMiss, modcacheStored}},
-		{"DisableMetering", Config{DisableMetering: true}, []modcacheEvent{modcacheMiss, modcacheStored}},
+		{"DisableMetering", Config{disableMetering: true}, []modcacheEvent{modcacheMiss, modcacheStored}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -291,7 +291,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	p.live.Add(1)
 	inst := &instance{p: p, mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport), segBytes: segmentBytes(mod)}
 	inst.ctx = context.WithValue(context.Background(), runKey{}, &inst.run)
-	if !r.cfg.DisableMetering {
+	if !r.cfg.disableMetering {
 		fuel, ok1 := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
 		stack, ok2 := mod.ExportedGlobal(meter.StackExport).(api.MutableGlobal)
 		if !ok1 || !ok2 { // the instrumentation guarantees them; be defensive

@@ -72,7 +72,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	// out at every loop back-edge and costs 5 to 10 times a loop-heavy
 	// invocation, is only for unmetered ones. See
 	// RATIONALE.md#why-fuel-slices-and-not-close-on-context-done.
-	interrupt := cfg.DisableMetering && !cfg.NoDeadlineInterrupt
+	interrupt := cfg.disableMetering && !cfg.noDeadlineInterrupt
 	wc = wc.WithCloseOnContextDone(interrupt).
 		WithMemoryLimitPages(cfg.MaxMemoryPages).
 		WithCoreFeatures(api.CoreFeaturesV2)
@@ -293,7 +293,7 @@ func Digest(b []byte) string {
 }
 
 // Load validates wasm (see Validate), instruments it with fuel and a stack
-// limiter (unless Config.DisableMetering), compiles it, and returns the
+// limiter (unless benchmode.Switches.DisableMetering), compiles it, and returns the
 // Module. Identical bytes are instrumented and compiled once and shared; with
 // Config.CacheDir the validation's result, the instrumented bytes and the
 // compiled code also survive the process.

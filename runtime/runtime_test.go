@@ -19,7 +19,7 @@ import (
 func TestHostCallStatuses(t *testing.T) {
 	r := newRuntime(t, runtime.Config{})
 	m := load(t, r, scripted(t))
-	longName := strings.Repeat("n", runtime.MaxNameBytes+1)
+	longName := strings.Repeat("n", abi.MaxNameBytes+1)
 	tests := []struct {
 		name   string
 		lim    runtime.Limits

@@ -11,8 +11,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime/internal/meter"
 )
 
-// See RATIONALE.md#why-fuel-slices-and-not-close-on-context-done.
-//
 // FuelSlice is the most fuel a metered guest holds at once. The rest of its
 // budget stays with the host; each time the guest spends its slice, its next
 // fuel check calls the host's yield function (see runtime/internal/meter),
@@ -21,7 +19,8 @@ import (
 // point. At the speeds BENCHMARKS.md measured (0.1 to 17 ns a unit), a slice
 // is 25 µs to 4.5 ms of guest code: the bound on how late a timeout or a
 // cancellation stops a hook, and on how long a stop-the-world pause of the
-// whole process can wait for it.
+// whole process can wait for it. See
+// RATIONALE.md#why-fuel-slices-and-not-close-on-context-done.
 const FuelSlice = 1 << 18
 
 // Host functions (the WASI set and host_call) are charged for the work they
@@ -49,7 +48,7 @@ const (
 
 // HostWorkPerCheck is how much host-function work, in fuel units, the host
 // does between two looks at the clock and the caller's context: every
-// charge adds up, metered or not (Config.DisableMetering), and when the sum
+// charge adds up, metered or not (benchmode.Switches.DisableMetering), and when the sum
 // reaches HostWorkPerCheck the deadline is checked. With the caps on each
 // host function (MaxWriteIovecs, MaxWriteBytes, MaxPollSubscriptions,
 // MaxRandomBytes) no single call does more than about a millisecond of work,

@@ -66,8 +66,6 @@ type ValidateOptions struct {
 var hookModuleRE = regexp.MustCompile(`^hook_v([0-9]+)$`)
 var handleExportRE = regexp.MustCompile(`^hook_v([0-9]+)_handle$`)
 
-// See RATIONALE.md#why-validate-with-our-own-binary-reader-before-compiling.
-//
 // Validate checks a module against ABI v1 without running or compiling it:
 // its size; its structure (a bounded binary reader, so garbage and hostile
 // shapes are refused in bounded time); its imports (only hook_v1.host_call
@@ -81,7 +79,8 @@ var handleExportRE = regexp.MustCompile(`^hook_v([0-9]+)_handle$`)
 // the module (see RATIONALE.md#why-fuel-and-how-much): an unknown opcode or
 // an instruction of an unsupported proposal (SIMD, threads, tail calls,
 // exceptions) refuses the module, as does an export whose name starts with
-// the reserved prefix "__wasmhooks".
+// the reserved prefix "__wasmhooks". See
+// RATIONALE.md#why-validate-with-our-own-binary-reader-before-compiling.
 func Validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, error) {
 	info, m, err := validate(wasm, opts)
 	if err != nil {
@@ -149,7 +148,7 @@ func validate(wasm []byte, opts ValidateOptions) (*ModuleInfo, *wasmbin.Module, 
 				return info, nil, &ValidationError{Import: name, Reason: fmt.Sprintf("signature is %s, want %s", ii.Signature, abi.HostCallSignature)}
 			}
 		case abi.WASIModule:
-			want, ok := abi.WASIFunctions[ii.Name]
+			want, ok := abi.WASISignature(ii.Name)
 			if !ok {
 				return info, nil, &ValidationError{Import: name, Reason: "not in the fixed WASI set a hook may import (see ABI.md#wasi)"}
 			}

@@ -58,11 +58,10 @@ var (
 	clockNow   = time.Now
 )
 
-// See RATIONALE.md#why-our-own-wasi-and-why-this-set.
-//
 // defineWASI defines the fixed WASI set of abi.WASIFunctions as inert
 // plumbing: no files, no sockets, no environment, no arguments. stdout and
 // stderr go to the invocation's capped log. See ABI.md#wasi.
+// See RATIONALE.md#why-our-own-wasi-and-why-this-set.
 func defineWASI(b wazero.HostModuleBuilder) {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	// Every call is charged HostFunctionFuel before it runs; the functions

@@ -118,7 +118,7 @@ func TestPollOneoffSleepsAndHonoursDeadline(t *testing.T) {
 // must serve each one with exactly that signature.
 func TestEveryWASIFunctionIsServed(t *testing.T) {
 	var imports strings.Builder
-	for name, sig := range abi.WASIFunctions {
+	for name, sig := range abi.WASIFunctions() {
 		params, results, _ := strings.Cut(sig, " -> ")
 		wat := func(list string) string {
 			list = strings.Trim(list, "()")

@@ -360,6 +360,15 @@ func appendDecision(b []byte, d Decision, point string) (out []byte, ok bool, er
 	if d.doNotReplyAgain {
 		b = append(b, `,"do_not_reply_again":true`...)
 	}
+	if len(d.pending) > 0 {
+		b = append(b, `,"pending":`...)
+		if b, ok = appendObject(b, d.pending, 1); !ok {
+			return nil, false, nil
+		}
+	}
+	if d.shortCircuit {
+		b = append(b, `,"short_circuit":true`...)
+	}
 	return append(b, '}'), true, nil
 }
 

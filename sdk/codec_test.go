@@ -266,6 +266,7 @@ func TestAppendDecisionMatchesEncode(t *testing.T) {
 			ModifyPrimary(v),
 			ModifyFields(map[string]any{"outgoing": v, "attachments": v, "\u2028": v}),
 			Modify("outgoing", v).WithReason("r").WithUserMessage("u").DoNotReplyAgain(),
+			Ask("a").WithPending(map[string]any{"v": v, "w": []any{v}}),
 		} {
 			if !checkEncode(t, d, "message.outbound") {
 				t.Errorf("the fast encoder does not handle %T (%#v)", v, v)
@@ -276,6 +277,7 @@ func TestAppendDecisionMatchesEncode(t *testing.T) {
 		for _, d := range []Decision{
 			{}, Continue(), Block(s), Ask(s), Continue().WithReason(s), Block(s).WithUserMessage(s),
 			Block("").DoNotReplyAgain(), Modify(s, s), ModifyPrimary(s).WithReason(s),
+			Continue().ShortCircuit(), Continue().WithReason(s).ShortCircuit(), Ask(s).WithPending(map[string]any{s: s}),
 		} {
 			if !checkEncode(t, d, "message.inbound") {
 				t.Errorf("the fast encoder does not handle %+v", d)
@@ -365,6 +367,9 @@ func FuzzAppendDecisionMatchesEncode(f *testing.F) {
 		}
 		if sel&0x20 != 0 {
 			d = d.DoNotReplyAgain()
+		}
+		if sel&0x10 != 0 {
+			d = d.ShortCircuit().WithPending(map[string]any{key: v, msg: fl})
 		}
 		handled := checkEncode(t, d, "message.outbound")
 		if !handled && !math.IsNaN(fl) && !math.IsInf(fl, 0) {

@@ -29,6 +29,10 @@ type Decision struct {
 	reason          string
 	userMessage     string
 	doNotReplyAgain bool
+	// ABI 1.2 (decision_words.go): never mutated after WithPending
+	// copied it.
+	pending      map[string]any
+	shortCircuit bool
 }
 
 // Continue lets the traffic through unchanged.
@@ -100,6 +104,8 @@ func (d Decision) canonical(point string) (*abi.Decision, error) {
 		Reason:          d.reason,
 		UserMessage:     d.userMessage,
 		DoNotReplyAgain: d.doNotReplyAgain,
+		Pending:         d.pending,
+		ShortCircuit:    d.shortCircuit,
 	}
 	if c.Action == "" {
 		c.Action = abi.ActionContinue

@@ -167,6 +167,9 @@ func TestEncodeCanonical(t *testing.T) {
 		{"modify primary", ModifyPrimary("x"), "tool.after", `{"action":"modify","context":{"result":"x"}}`},
 		{"block", Block("no").WithUserMessage("sorry").DoNotReplyAgain(), "message.inbound", `{"action":"block","reason":"no","user_message":"sorry","do_not_reply_again":true}`},
 		{"ask", Ask("approve?"), "tool.before", `{"action":"ask","reason":"approve?"}`},
+		{"ask with pending", Ask("approve?").WithPending(map[string]any{"tool": "rm"}), "tool.before", `{"action":"ask","reason":"approve?","pending":{"tool":"rm"}}`},
+		{"ask with empty pending", Ask("approve?").WithPending(map[string]any{}), "tool.before", `{"action":"ask","reason":"approve?"}`},
+		{"short circuit", Continue().WithReason("trusted").ShortCircuit(), "message.inbound", `{"action":"continue","reason":"trusted","short_circuit":true}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

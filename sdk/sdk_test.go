@@ -36,6 +36,8 @@ func TestDecisions(t *testing.T) {
 		{"modify primary object", "tool.before", sdk.ModifyPrimary(map[string]any{"q": "x"}), abi.Decision{Action: abi.ActionModify, Context: map[string]any{"arguments": map[string]any{"q": "x"}}}},
 		{"block", "message.outbound", sdk.Block("b").WithUserMessage("u").DoNotReplyAgain(), abi.Decision{Action: abi.ActionBlock, Reason: "b", UserMessage: "u", DoNotReplyAgain: true}},
 		{"ask", "tool.before", sdk.Ask("a"), abi.Decision{Action: abi.ActionAsk, Reason: "a"}},
+		{"ask with pending", "tool.before", sdk.Ask("a").WithPending(map[string]any{"tool": "rm"}), abi.Decision{Action: abi.ActionAsk, Reason: "a", Pending: map[string]any{"tool": "rm"}}},
+		{"short circuit", "message.inbound", sdk.Continue().ShortCircuit(), abi.Decision{Action: abi.ActionContinue, ShortCircuit: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

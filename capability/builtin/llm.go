@@ -208,7 +208,8 @@ func LLM(cfg LLMConfig) capability.Capability {
 // settlement) while still covering scripts without spaces, and it is never
 // below the prompt's whitespace-separated word count (each word takes at least
 // two bytes with its separator). A provider that counts more than the
-// reservation is charged only the reservation; see capability's NOTES.md.
+// reservation is charged only the reservation; see
+// RATIONALE.md#why-is-an-overage-not-charged.
 func EstimateInputTokens(prompt string) int64 {
 	return int64(len(prompt)+1)/2 + 8
 }

@@ -69,7 +69,7 @@ func Run(t *testing.T, c capability.Capability, cases ...Case) {
 	t.Helper()
 	ok := t.Run("declaration", func(t *testing.T) {
 		if !capability.ValidName(c.Name) {
-			t.Errorf("name %q is not 1 to %d bytes of [a-z0-9_.-]", c.Name, capability.MaxNameBytes)
+			t.Errorf("name %q is not 1 to %d bytes of [a-z0-9_.-]", c.Name, abi.MaxNameBytes)
 		}
 		if strings.TrimSpace(c.Description) == "" {
 			t.Errorf("%s: empty Description", c.Name)
@@ -277,7 +277,7 @@ func followUpProblem(fus []capability.FollowUp) string {
 	}
 	for i, f := range fus {
 		if !capability.ValidName(f.Kind) {
-			return fmt.Sprintf("follow-up %d: kind %q is not 1 to %d bytes of [a-z0-9_.-]", i, f.Kind, capability.MaxNameBytes)
+			return fmt.Sprintf("follow-up %d: kind %q is not 1 to %d bytes of [a-z0-9_.-]", i, f.Kind, abi.MaxNameBytes)
 		}
 		if _, err := abi.Marshal(f.Data); err != nil {
 			return fmt.Sprintf("follow-up %d (%s): Data is not JSON-encodable: %v", i, f.Kind, err)

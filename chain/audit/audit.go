@@ -64,12 +64,19 @@ type Record struct {
 	// Decision is the verdict applied to the traffic: continue, modify,
 	// block or ask.
 	Decision string `json:"decision"`
-	// By says who reached it: "hook", "fail_policy" (after a failure) or
-	// "approval" (a human or an approval's expiry).
+	// By says who reached it: "hook", "fail_policy" (after a failure),
+	// "approval" (a human or an approval's expiry) or "short_circuit" (the
+	// binding did not run: a guard before it short-circuited the run, as
+	// Reason says).
 	By string `json:"by"`
 	// HookAction is what the hook itself returned, when it returned a
 	// decision.
 	HookAction string `json:"hook_action,omitempty"`
+	// Wire is the wire shape the hook's decision came in (abi.Shape:
+	// "top-level", "outcome", "legacy" or "guardrail"), so that a legacy
+	// {"abort": true} is told apart from a canonical block; omitted for
+	// the canonical shape and when the hook returned no decision.
+	Wire string `json:"wire,omitempty"`
 	// Resolution is an approval's resolution: approved, denied, edited or
 	// expired.
 	Resolution string `json:"resolution,omitempty"`

@@ -173,6 +173,7 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	b = appendField(b, "decision", r.Decision)
 	b = appendField(b, "by", r.By)
 	b = appendOptional(b, "hook_action", r.HookAction)
+	b = appendOptional(b, "wire", r.Wire)
 	b = appendOptional(b, "resolution", r.Resolution)
 	b = appendOptional(b, "approval", r.Approval)
 	b = appendOptional(b, "actor", r.Actor)

@@ -109,6 +109,8 @@ func TestEncodeMatchesReference(t *testing.T) {
 			r.HookAction, r.Resolution, r.Approval, r.Actor, r.Reason, r.Failure, r.Ignored = "", "", "", "", "", nil, ""
 		},
 		"empty slices":     func(r *Record) { r.Diff, r.HostCalls = []Change{}, []HostCall{} },
+		"wire":             func(r *Record) { r.Wire = "legacy" },
+		"wire escaped":     func(r *Record) { r.Wire = "<\u2028>&" },
 		"zone":             func(r *Record) { r.Time = r.Time.In(paris) },
 		"odd zone":         func(r *Record) { r.Time = r.Time.In(odd) },
 		"no nanoseconds":   func(r *Record) { r.Time = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) },
@@ -123,7 +125,7 @@ func TestEncodeMatchesReference(t *testing.T) {
 		"typed nil map":    func(r *Record) { r.Diff[0].BeforeValue = map[string]any(nil) },
 		"nil slice value":  func(r *Record) { r.Diff[0].AfterValue = []any(nil) },
 		"floats": func(r *Record) {
-			r.Diff[0].BeforeValue = []any{1e21, 1e20, 1e-7, 1e-6, -0.0, 5e-324, math.MaxFloat64, 0.1, 100.0, 123456789.123}
+			r.Diff[0].BeforeValue = []any{1e21, 1e20, 1e-7, 1e-6, math.Copysign(0, -1), 5e-324, math.MaxFloat64, 0.1, 100.0, 123456789.123}
 		},
 		"numbers": func(r *Record) {
 			r.Diff[0].BeforeValue = []any{json.Number("-0.0e+5"), json.Number(""), int64(-3), uint64(math.MaxUint64), 7}
@@ -235,7 +237,7 @@ func FuzzRecordEncoding(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seq uint64, nanos int64, zone int32, s1, s2, s3 string, v1, v2 []byte, n int64, numbers bool) {
 		r := &Record{
 			Seq: seq, Time: time.Unix(0, nanos).In(time.FixedZone(s3, int(zone))), Run: s1, Tenant: s2, Point: s3,
-			Config: s1 + s2, Binding: s2, Phase: s3, Module: s1, Decision: s2, By: s3, HookAction: s1, Reason: s2 + s3,
+			Config: s1 + s2, Binding: s2, Phase: s3, Module: s1, Decision: s2, By: s3, HookAction: s1, Wire: s2, Reason: s2 + s3,
 			Input: s3, Output: s1, LatencyUS: n, CreditCharged: -n, Prev: s2,
 		}
 		if numbers {
@@ -277,7 +279,12 @@ func goldenRecords() []*Record {
 		out = append(out, r)
 	}
 	z := &Record{}
-	return append(out, z)
+	out = append(out, z)
+	// Added with ABI 1.2: a legacy {"abort":true} block, with its wire
+	// shape. The lines before it are as they were.
+	w := fullRecord()
+	w.Decision, w.HookAction, w.Wire, w.Diff = "block", "block", "legacy", nil
+	return append(out, w)
 }
 
 // TestGoldenLog verifies a log written by the encoding/json encoder, and

@@ -18,7 +18,7 @@ import (
 // top-level one.
 const chainSynopsis = `  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N|keep]
                   [--module-dir DIR] [--audit FILE.jsonl] [--state FILE] [--approvals DIR] [--audit-values]
-                  [--brief] [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
+                  [--brief] [--key FILE] [--audit-checkpoint FILE] [--kv FILE] [--stream [--chunk N]]
   wasmhooks chain resolve --config chain.json --id ID --decision approve|deny|edit [--state FILE]
                   [--approvals DIR] [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl]
                   [--credit N|keep] [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
@@ -118,6 +118,8 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	f.register(fs)
 	point := fs.String("point", "", "the hook point; required")
 	inputPath := fs.String("input", "", "the traffic at the point (its context object), a JSON file or - for stdin (default {})")
+	var sf streamFlags
+	sf.register(fs)
 	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
 		return code
 	}
@@ -137,6 +139,9 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return code
 	}
 	defer env.close()
+	if sf.stream {
+		return runStream(ctx, env, &sf, chain.Input{Tenant: f.tenant, Point: *point, Context: input}, stdout)
+	}
 	out, err := env.c.Run(ctx, chain.Input{Tenant: f.tenant, Point: *point, Context: input})
 	if err != nil {
 		return fail(stdout, exitUsage, chainCode(err), "%v", err)
@@ -302,12 +307,14 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Binding  string            `json:"binding"`
 		Phase    chain.Phase       `json:"phase"`
 		Hook     string            `json:"hook,omitempty"`
+		Wire     abi.Shape         `json:"wire,omitempty"`
 		Failure  string            `json:"failure,omitempty"`
 		Applied  string            `json:"applied"`
 		By       string            `json:"by"`
 		Ignored  string            `json:"ignored,omitempty"`
 		Changed  []string          `json:"changed,omitempty"`
 		Resolved string            `json:"resolution,omitempty"`
+		Reason   string            `json:"reason,omitempty"`
 		Credit   int64             `json:"credit_charged,omitempty"`
 		Calls    []string          `json:"host_calls,omitempty"`
 		Logs     []runtime.LogLine `json:"logs,omitempty"`
@@ -317,6 +324,7 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Binding  string         `json:"binding"`
 		Reason   string         `json:"reason,omitempty"`
 		Proposed map[string]any `json:"proposed"`
+		Pending  map[string]any `json:"pending,omitempty"`
 		Editable []string       `json:"editable"`
 		Expires  string         `json:"expires"`
 	}
@@ -337,21 +345,25 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		Failure     *abi.Failure   `json:"failure,omitempty"`
 		Context     map[string]any `json:"context"`
 		Approval    *approval      `json:"approval,omitempty"`
+		Short       string         `json:"short_circuit,omitempty"`
 		// Notifications are the notifies applied (ABI 1.2).
 		Notifications []chain.Notification `json:"notifications,omitempty"`
 		Trace         []step               `json:"trace"`
 		Audit         []record             `json:"audit"`
 	}{Verdict: out.Verdict, Modified: out.Modified, Binding: out.Binding, By: out.By, Reason: out.Reason,
 		UserMessage: out.UserMessage, Failure: out.Failure, Context: out.Context, Notifications: out.Notifications,
-		Trace: []step{}, Audit: []record{}}
+		Short: out.ShortCircuit, Trace: []step{}, Audit: []record{}}
 	if a := out.Approval; a != nil {
-		doc.Approval = &approval{ID: a.ID, Binding: a.Binding, Reason: a.Reason, Proposed: a.Proposed, Editable: a.Editable, Expires: a.Expires.Format(time.RFC3339)}
+		doc.Approval = &approval{ID: a.ID, Binding: a.Binding, Reason: a.Reason, Proposed: a.Proposed, Pending: a.Pending, Editable: a.Editable, Expires: a.Expires.Format(time.RFC3339)}
 	}
 	for _, s := range out.Trace {
 		st := step{Binding: s.Binding, Phase: s.Phase, Applied: string(s.Applied), By: s.By, Ignored: s.Ignored,
-			Changed: s.Changed, Resolved: s.Resolution, Credit: s.CreditCharged, Logs: s.Logs}
+			Changed: s.Changed, Resolved: s.Resolution, Credit: s.CreditCharged, Logs: s.Logs, Wire: s.Wire}
 		if s.Decision != nil {
 			st.Hook = string(s.Decision.Action)
+		}
+		if s.By == chain.ByShortCircuit {
+			st.Reason = s.Reason // which guard skipped it
 		}
 		if s.Failure != nil {
 			st.Failure = string(s.Failure.Code)

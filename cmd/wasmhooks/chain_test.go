@@ -129,3 +129,29 @@ func TestChain(t *testing.T) {
 		golden(t, "chain-verify-broken", out)
 	})
 }
+
+// The brief outcome shows a guard's short_circuit, the guards it skipped
+// and why, and the wire shape of a legacy decision (ABI 1.2).
+func TestChainShortCircuitBrief(t *testing.T) {
+	root := testutil.Root(t)
+	guests := filepath.Join(root, "testdata", "guests")
+	config := writeTemp(t, "sc.json", `{"modules":{"p":"policy.wasm"},"bindings":[
+		{"name":"trusted","module":"p","point":"message.inbound","phase":"guard","priority":1,
+		 "settings":{"when":"TRUSTED","decide":{"action":"allow","short_circuit":true,"reason":"trusted sender"}}},
+		{"name":"legacy-deny","module":"p","point":"message.inbound","phase":"guard","priority":2,
+		 "settings":{"decide":{"abort":true,"reason":"legacy says no"}}}]}`)
+	for _, tt := range []struct{ name, input string }{
+		{"chain-short-circuit", `{"incoming":"TRUSTED hello"}`},
+		{"chain-legacy-wire", `{"incoming":"hello"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), []string{"chain", "--cache-dir=", "--config", config, "--module-dir", guests,
+				"--brief", "--point", "message.inbound", "--input", "-"}, strings.NewReader(tt.input), &stdout, &stderr)
+			if code != exitOK {
+				t.Fatalf("exit %d\n%s%s", code, stdout.Bytes(), stderr.Bytes())
+			}
+			golden(t, tt.name, normaliseChain(stdout.Bytes()))
+		})
+	}
+}

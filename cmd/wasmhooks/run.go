@@ -196,7 +196,8 @@ func runConfigError(e *cliError) *cliError {
 	if !errors.As(e.err, &ce) {
 		return e
 	}
-	for _, err := range ce.Errs {
+	if len(ce.Errs) > 0 { // the first error decides
+		err := ce.Errs[0]
 		switch {
 		case errors.Is(err, chain.ErrInvalidSettingsSchema), errors.Is(err, chain.ErrInvalidSettings):
 			return newCLIError(exitRefused, settingsCode(err), err)

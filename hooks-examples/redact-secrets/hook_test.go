@@ -112,6 +112,8 @@ func TestPoints(t *testing.T) {
 		{"tool.before", map[string]any{"tool": "http", "arguments": map[string]any{"headers": []any{"Authorization: Bearer abcdefgh123"}, "retries": 3}}, "arguments",
 			map[string]any{"headers": []any{"Authorization: Bearer [REDACTED]"}, "retries": "3"}},
 		{"tool.after", map[string]any{"tool": "env", "result": []any{"AKIAIOSFODNN7EXAMPLE", true, nil}}, "result", []any{"[REDACTED]", true, nil}},
+		{"llm.output.stream", map[string]any{"response": "use sk-abcdefghijklmnopqrstuvwx now", "offset": 40, "final": false}, "response", "use [REDACTED] now"},
+		{"message.outbound.stream", map[string]any{"outgoing": "mail a@b.io", "offset": 0, "final": true}, "outgoing", "mail [REDACTED]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.point, func(t *testing.T) {

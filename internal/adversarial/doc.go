@@ -1,5 +1,5 @@
-// Package adversarial is the adversarial suite of issue 5: hostile hooks and
-// hostile inputs, run through the real runtime and the real capability runner
+// Package adversarial is the adversarial suite: hostile hooks and hostile
+// inputs, run through the real runtime and the real capability runner
 // wired as cmd/wasmhooks wires them, each followed by a check of the
 // invariants SECURITY.md promises:
 //

@@ -75,7 +75,7 @@ func TestIsolationFaultedInstanceNeverReused(t *testing.T) {
 		{"timeout inside a host call", runtime.Limits{Timeout: 100 * time.Millisecond}, opHostCall("llm.run", llmPayload("LATE-HONOUR", 1), 4096), []abi.FailureCode{abi.FailTimeout}},
 		{"abi violation", runtime.Limits{}, opCall(0xFFFFFFFF, 1, 0, 0, 0, 0), []abi.FailureCode{abi.FailABIViolation}},
 		{"no decision", runtime.Limits{}, opZero, []abi.FailureCode{abi.FailInvalidOutput}},
-		{"invalid output", runtime.Limits{}, opReturnRaw([]byte(`{"action":"allow"}`)), []abi.FailureCode{abi.FailInvalidOutput}},
+		{"invalid output", runtime.Limits{}, opReturnRaw([]byte(`{"action":"permit"}`)), []abi.FailureCode{abi.FailInvalidOutput}},
 		{"output too large", runtime.Limits{MaxOutputBytes: 4}, "", []abi.FailureCode{abi.FailOutputTooLarge}},
 		{"memory", runtime.Limits{MemoryPages: 16}, opGrow(0x100) + opStore(16*65536), []abi.FailureCode{abi.FailMemory}},
 		{"fuel", runtime.Limits{Timeout: 10 * time.Second, Fuel: 500_000}, opBusy(0xFFFFFFFF), []abi.FailureCode{abi.FailFuelExhausted}},

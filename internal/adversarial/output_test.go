@@ -25,7 +25,7 @@ func TestOutputRefused(t *testing.T) {
 		{"trailing data", `{"action":"continue"} {"action":"block"}`},
 		{"invalid UTF-8", "{\"action\":\"block\",\"reason\":\"\xff\xfe\"}"},
 		{"a lone surrogate", `{"action":"block","reason":"\udc00"}`},
-		{"an unknown decision word", `{"action":"allow"}`},
+		{"an unknown decision word", `{"action":"permit"}`},
 		{"a decision word in another case", `{"action":"Continue"}`},
 		{"duplicate action", `{"action":"continue","action":"block"}`},
 		{"modify a field the point does not allow", `{"action":"modify","context":{"incoming":"rewritten"}}`},

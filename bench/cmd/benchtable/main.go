@@ -1,5 +1,5 @@
 // Command benchtable runs the wasmhooks benchmarks side by side with native
-// Go and Extism, and prints one table with the issue-6 targets. `make bench`
+// Go and Extism, and prints one table with the figures' targets. `make bench`
 // runs it; BENCHMARKS.md records its output.
 //
 //	go run ./cmd/benchtable [-run REGEXP] [-test.benchtime D] [-q]

@@ -41,7 +41,6 @@ type gen struct {
 	r       *rand.Rand
 	r2      *rand.Rand // the host import's choices, apart so that modules without it are as they were
 	base    uint32     // the number of imported functions: the index of function 0
-	funcs   []genFunc
 	kinds   []wasmbin.FuncType
 	self    int    // index of the function being generated
 	out     []byte // its body

@@ -112,8 +112,8 @@ const (
 	DefaultMaxFunctionBodyBytes = 1 << 20
 	// DefaultMaxFunctions is 50,000: 12 times the 3,928 of a Go hook that
 	// links net/http, and room for a 16 MiB module of small C or Rust
-	// functions of 300 bytes (the JS API allows 1,000,000). It was 100,000
-	// until issue 10: wazero's compiler pays a little for every function
+	// functions of 300 bytes (the JS API allows 1,000,000). It is not
+	// higher because wazero's compiler pays a little for every function
 	// (0.65 s of CPU for 100,000 empty ones), which the worst module the
 	// other limits accept cannot afford twice within its 3 s.
 	DefaultMaxFunctions = 50_000
