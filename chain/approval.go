@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +88,9 @@ const (
 	ApprovalResolved = "approval_resolved"
 	// ApprovalCorrupt: the stored approval does not decode.
 	ApprovalCorrupt = "approval_corrupt"
+	// ApprovalClaimed: another resume claimed the approval and its lease
+	// has not ended; try again after it (DefaultApprovalLease).
+	ApprovalClaimed = "approval_claimed"
 )
 
 // ApprovalError refuses a stored approval that cannot be resumed as it
@@ -142,31 +146,43 @@ type Resolution struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ApprovalStore keeps pending approvals. Take must hand an approval to one
-// caller only and leave a tombstone, so an approval is resolved at most once
-// even if a copy of it is put back. Implementations must be safe for
-// concurrent use; a durable one lets runs resume after a restart. The store
-// is not trusted with an approval's content: the Chain seals each approval
-// and checks the seal on resume (SECURITY.md, "Approvals").
+// ApprovalStore keeps pending approvals. Resuming one is a claim and a
+// commit: Take claims it for a lease, the Chain records the resolution in
+// the audit log, then Done resolves it for good (a tombstone stays, so a
+// copy put back is never resolved again). Of callers taking the same
+// approval at once, across processes where the store is shared, one wins;
+// a caller that dies between Take and Done leaves it claimable again once
+// the lease ends, so an approval is never lost, and resumed once unless a
+// resume outlives its lease (its Done then fails and its run stops there).
+// Implementations must be safe for concurrent use; a durable one lets runs
+// resume after a restart. The store is not trusted with an approval's
+// content: the Chain seals each approval and checks the seal on resume
+// (SECURITY.md, "Approvals"). chain/approvaltest is the conformance kit.
 type ApprovalStore interface {
-	// Put stores a new pending approval.
+	// Put stores a new pending approval. An id already claimed or
+	// resolved may be refused; it is never made pending again.
 	Put(ctx context.Context, a *Approval) error
-	// Get returns a pending approval, or an error wrapping
-	// ErrUnknownApproval, or an *ApprovalError (ApprovalResolved for an
-	// id with a tombstone, ApprovalCorrupt for one that does not decode).
+	// Get returns a pending approval (or one whose claim's lease has
+	// ended), or an error wrapping ErrUnknownApproval, or an
+	// *ApprovalError: ApprovalResolved for an id with a tombstone,
+	// ApprovalClaimed while a claim's lease runs, ApprovalCorrupt for one
+	// that does not decode.
 	Get(ctx context.Context, id string) (*Approval, error)
-	// Take removes a pending approval, leaves a tombstone for its id and
-	// returns it; an error wrapping ErrUnknownApproval if it is not (or no
-	// longer) pending, an *ApprovalError with ApprovalResolved if the id
-	// has a tombstone.
+	// Take claims the approval id for this store (its process) for a
+	// lease and returns it: one pending, or claimed by a lease that has
+	// ended. Errors as Get's; an approval that does not decode is left as
+	// it was.
 	Take(ctx context.Context, id string) (*Approval, error)
-	// Release undoes a Take of id that resolved nothing (the resolution
-	// could not be audited, or the approval taken was refused): a is
-	// pending again under id, whatever a.ID says, and id's tombstone is
-	// gone.
+	// Release undoes this store's claim on id, which resolved nothing
+	// (the resolution could not be audited, or the approval taken was
+	// refused): a is pending again under id, whatever a.ID says.
 	Release(ctx context.Context, id string, a *Approval) error
-	// Due returns the ids of the pending approvals whose Expires is not
-	// after now.
+	// Done resolves id, claimed by this store: the claim becomes a
+	// tombstone. It fails if the claim is no longer this store's (its
+	// lease ended and another took it over).
+	Done(ctx context.Context, id string) error
+	// Due returns the ids of the approvals whose Expires is not after now
+	// and that are pending (or claimed by a lease that has ended).
 	Due(ctx context.Context, now time.Time) ([]string, error)
 }
 
@@ -534,6 +550,17 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
+	// The resolution is recorded: the approval is resolved for good. If
+	// this claim was taken over (this resume outlived its lease), the
+	// other resume goes on and this one stops here, so the run continues
+	// once.
+	if err := c.approvals.Done(context.WithoutCancel(ctx), ap.ID); err != nil {
+		afterD.Release()
+		c.log.Error("chain: a recorded resolution could not be marked done; the run stops here and the approval is resumable after its lease",
+			"approval", ap.ID, "run", st.Run, "error", err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
 	st.Trace = append(st.Trace, step)
 	span.SetAttributes(attribute.String("wasmhooks.resolution", word))
 	c.log.Info("chain: approval resolved", "run", st.Run, "tenant", st.Tenant, "binding", ap.Binding, "approval", ap.ID, "resolution", word, "actor", r.Actor)
@@ -573,6 +600,13 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	return out, nil
 }
 
+// DecodeApproval decodes an approval stored as id (its JSON encoding, as
+// json.Marshal makes it), as the Chain's own stores do: numbers stay
+// json.Number and an encoding that does not parse within the JSON limits is
+// an *ApprovalError with ApprovalCorrupt. It is for ApprovalStore
+// implementations in other packages.
+func DecodeApproval(id string, b []byte) (*Approval, error) { return decodeApproval(id, b) }
+
 // decodeApproval decodes a stored approval, keeping numbers as json.Number
 // so the context a hook sees after a restart is the one it would have seen.
 func decodeApproval(id string, b []byte) (*Approval, error) {
@@ -588,96 +622,193 @@ func decodeApproval(id string, b []byte) (*Approval, error) {
 	return &a, nil
 }
 
-// MemoryApprovals keeps pending approvals in memory, encoded as JSON (so
-// every resume goes through the same encoding a durable store would). It is
-// safe for concurrent use.
-type MemoryApprovals struct {
-	mu    sync.Mutex // guards items, tombs
-	items map[string]storedApproval
-	// tombs holds the id of every approval taken and not released: one
-	// entry per resolved approval, kept for the store's life.
-	tombs map[string]struct{}
+// DefaultApprovalLease is how long a claim on an approval (Take) holds
+// before another process may claim it again: the time a resume has to
+// record its resolution in the audit log and mark the approval Done. A
+// process that dies while resuming leaves its approval resumable once the
+// lease ends; one paused longer than its lease may see its claim taken over
+// (its Done then fails and its run does not continue). Stores take it as
+// their Lease field; zero means this.
+const DefaultApprovalLease = 30 * time.Second
+
+// The states of a stored approval, in MemoryApprovals and the SQL stores.
+const (
+	approvalPending = iota
+	approvalClaimed
+	approvalDone
+)
+
+// claimRefusal is the refusal of a claim on id that the caller cannot take:
+// state is the approval's, live whether a claim's lease has not ended.
+func claimRefusal(id string, state int) error {
+	switch state {
+	case approvalDone:
+		return refuse(id, ApprovalResolved, "it was resolved already")
+	case approvalClaimed:
+		return refuse(id, ApprovalClaimed, "another resume holds it; it can be resumed again if that one does not finish within its lease")
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownApproval, id)
 }
 
-type storedApproval struct {
+// MemoryApprovals keeps pending approvals in memory, encoded as JSON (so
+// every resume goes through the same encoding a durable store would). It is
+// safe for concurrent use. Take claims an approval for Lease; Done turns the
+// claim into a tombstone kept for the store's life.
+type MemoryApprovals struct {
+	// Lease is how long a claim holds; zero means DefaultApprovalLease.
+	// Now is the clock of the leases; nil means time.Now. Set both
+	// before use.
+	Lease time.Duration
+	Now   func() time.Time
+
+	mu    sync.Mutex // guards items
+	items map[string]*memApproval
+	owner string
+}
+
+// memApproval is a stored approval. A done one keeps no data: it is a
+// tombstone.
+type memApproval struct {
 	data    []byte
 	expires time.Time
+	state   int
+	owner   string
+	lease   time.Time // a claim's end
 }
 
 // NewMemoryApprovals returns an empty MemoryApprovals.
 func NewMemoryApprovals() *MemoryApprovals {
-	return &MemoryApprovals{items: map[string]storedApproval{}, tombs: map[string]struct{}{}}
+	return &MemoryApprovals{items: map[string]*memApproval{}, owner: newID()}
 }
 
-// Put stores a.
+func leaseOf(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultApprovalLease
+	}
+	return d
+}
+
+func (m *MemoryApprovals) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// free reports whether it may be claimed (or read) now: pending, or
+// claimed by a lease that has ended.
+func (it *memApproval) free(now time.Time) bool {
+	return it.state == approvalPending || (it.state == approvalClaimed && !now.Before(it.lease))
+}
+
+// Put stores a. An id already resolved or claimed is refused.
 func (m *MemoryApprovals) Put(_ context.Context, a *Approval) error {
-	return m.put(a.ID, a)
-}
-
-func (m *MemoryApprovals) put(id string, a *Approval) error {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.items[id] = storedApproval{data: b, expires: a.Expires}
+	if it, ok := m.items[a.ID]; ok && it.state != approvalPending {
+		return claimRefusal(a.ID, it.state)
+	}
+	m.items[a.ID] = &memApproval{data: b, expires: a.Expires}
 	return nil
 }
 
-// Get returns a copy of the pending approval id.
+// Get returns a copy of the approval id, pending or claimed by a lease that
+// has ended.
 func (m *MemoryApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	m.mu.Lock()
 	it, ok := m.items[id]
-	_, dead := m.tombs[id]
-	m.mu.Unlock()
+	var data []byte
+	var err error
 	switch {
-	case dead:
-		return nil, refuse(id, ApprovalResolved, "it was resolved already")
 	case !ok:
-		return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
+		err = claimRefusal(id, approvalPending)
+	case !it.free(m.now()):
+		err = claimRefusal(id, it.state)
+	default:
+		data = it.data
 	}
-	return decodeApproval(id, it.data)
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return decodeApproval(id, data)
 }
 
-// Take removes and returns the pending approval id, and leaves its
-// tombstone.
+// Take claims the approval id for Lease and returns it.
 func (m *MemoryApprovals) Take(_ context.Context, id string) (*Approval, error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
 	it, ok := m.items[id]
-	_, dead := m.tombs[id]
-	if ok && !dead {
-		delete(m.items, id)
-		m.tombs[id] = struct{}{}
-	}
-	m.mu.Unlock()
 	switch {
-	case dead:
-		return nil, refuse(id, ApprovalResolved, "it was resolved already")
 	case !ok:
-		return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
+		return nil, claimRefusal(id, approvalPending)
+	case !it.free(now):
+		return nil, claimRefusal(id, it.state)
 	}
-	return decodeApproval(id, it.data)
+	a, err := decodeApproval(id, it.data)
+	if err != nil {
+		return nil, err // left as it was
+	}
+	it.state, it.owner, it.lease = approvalClaimed, m.owner, now.Add(leaseOf(m.Lease))
+	return a, nil
 }
 
-// Release makes a, taken as id, pending again.
+// mine returns id's item if this store claims it, or the refusal.
+func (m *MemoryApprovals) mine(id string) (*memApproval, error) {
+	it, ok := m.items[id]
+	switch {
+	case !ok:
+		return nil, claimRefusal(id, approvalPending)
+	case it.state == approvalClaimed && it.owner == m.owner:
+		return it, nil
+	case it.state == approvalPending:
+		return nil, fmt.Errorf("%w: %q is not claimed", ErrUnknownApproval, id)
+	}
+	return nil, claimRefusal(id, it.state)
+}
+
+// Release makes a, claimed as id, pending again.
 func (m *MemoryApprovals) Release(_ context.Context, id string, a *Approval) error {
-	if err := m.put(id, a); err != nil {
+	b, err := json.Marshal(a)
+	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	delete(m.tombs, id)
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	it, err := m.mine(id)
+	if err != nil {
+		return err
+	}
+	*it = memApproval{data: b, expires: a.Expires}
 	return nil
 }
 
-// Due returns the ids of approvals that expired by now, sorted.
+// Done marks the approval id, claimed by this store, resolved.
+func (m *MemoryApprovals) Done(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	it, err := m.mine(id)
+	if err != nil {
+		return err
+	}
+	*it = memApproval{state: approvalDone}
+	return nil
+}
+
+// Due returns the ids of approvals that expired by now and are pending (or
+// claimed by a lease that has ended), sorted.
 func (m *MemoryApprovals) Due(_ context.Context, now time.Time) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	lnow := m.now()
 	var ids []string
 	for id, it := range m.items {
-		if _, dead := m.tombs[id]; !dead && !now.Before(it.expires) {
+		if it.free(lnow) && !now.Before(it.expires) {
 			ids = append(ids, id)
 		}
 	}
@@ -685,24 +816,38 @@ func (m *MemoryApprovals) Due(_ context.Context, now time.Time) ([]string, error
 	return ids, nil
 }
 
-// Len returns the number of pending approvals.
+// Len returns the number of approvals not resolved (pending or claimed).
 func (m *MemoryApprovals) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.items)
+	n := 0
+	for _, it := range m.items {
+		if it.state != approvalDone {
+			n++
+		}
+	}
+	return n
 }
 
 // DirApprovals keeps pending approvals as JSON files in a directory, one per
 // approval, so a run paused by one process can be resumed by another (the
-// CLI does this). Take renames the file before reading it, so of two
-// processes taking the same approval one wins, and leaves a tombstone
-// (ID.resolved, an empty file) that is never removed: a copy of a resolved
-// approval put back is refused. It is safe for concurrent use. Whoever can
-// write the directory can delete approvals and tombstones, but cannot make
-// or change an approval the Chain accepts without its approval key
-// (SECURITY.md, "Approvals").
+// CLI does this). A pending approval is ID.json. Take claims it by renaming
+// it to ID.claim-OWNER-LEASE (a rename: of two processes one wins) and
+// leaves a tombstone (ID.resolved, an empty file); Done removes the claim,
+// and the tombstone stays for ever: a copy of a resolved approval put back
+// is refused. A claim whose lease has ended is claimed again by renaming it.
+// It is safe for concurrent use. Whoever can write the directory can delete
+// approvals and tombstones, but cannot make or change an approval the Chain
+// accepts without its approval key (SECURITY.md, "Approvals").
 type DirApprovals struct {
-	dir string
+	// Lease is how long a claim holds; zero means DefaultApprovalLease.
+	// Now is the clock of the leases; nil means time.Now. Set both
+	// before use.
+	Lease time.Duration
+	Now   func() time.Time
+
+	dir   string
+	owner string
 }
 
 // NewDirApprovals returns a DirApprovals over dir, creating it if needed.
@@ -710,7 +855,7 @@ func NewDirApprovals(dir string) (*DirApprovals, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &DirApprovals{dir: dir}, nil
+	return &DirApprovals{dir: dir, owner: newID()}, nil
 }
 
 var idRE = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
@@ -744,26 +889,75 @@ func (d *DirApprovals) path(id string) (string, error) {
 	return filepath.Join(d.dir, id+".json"), nil
 }
 
-// Put writes a to its file, atomically.
-func (d *DirApprovals) Put(_ context.Context, a *Approval) error {
-	return d.put(a.ID, a)
+func (d *DirApprovals) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
 }
 
-func (d *DirApprovals) put(id string, a *Approval) error {
-	p, err := d.path(id)
+// dirClaim is a claim file: its path, owner and lease's end.
+type dirClaim struct {
+	path  string
+	owner string
+	lease time.Time
+}
+
+// claimPath is the claim file of p (ID.json) by owner until lease.
+func claimPath(p, owner string, lease time.Time) string {
+	return strings.TrimSuffix(p, ".json") + ".claim-" + owner + "-" + strconv.FormatInt(lease.UnixNano(), 10)
+}
+
+// claim returns the claim on p (ID.json), if any. Names that do not parse
+// are ignored (and so never read).
+func (d *DirApprovals) claim(p string) (*dirClaim, error) {
+	names, err := filepath.Glob(strings.TrimSuffix(p, ".json") + ".claim-*")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		_, rest, _ := strings.Cut(filepath.Base(n), ".claim-")
+		owner, ns, ok := strings.Cut(rest, "-")
+		v, err := strconv.ParseInt(ns, 10, 64)
+		if !ok || err != nil || !idRE.MatchString(owner) {
+			continue
+		}
+		return &dirClaim{path: n, owner: owner, lease: time.Unix(0, v)}, nil
+	}
+	return nil, nil
+}
+
+// Put writes a to its file, atomically. An id resolved or claimed is
+// refused.
+func (d *DirApprovals) Put(_ context.Context, a *Approval) error {
+	p, err := d.path(a.ID)
 	if err != nil {
 		return err
 	}
+	if c, err := d.claim(p); err != nil {
+		return err
+	} else if c != nil {
+		return claimRefusal(a.ID, approvalClaimed)
+	}
+	if err := d.resolved(a.ID, p); err != nil {
+		return err
+	}
+	return d.write(p, a)
+}
+
+// write writes a to p, atomically.
+func (d *DirApprovals) write(p string, a *Approval) error {
 	b, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
 		return err
 	}
 	if len(b) > MaxApprovalBytes {
-		return fmt.Errorf("chain: approval %s: %w", id, &runtime.LimitError{Limit: "approval_bytes", Max: MaxApprovalBytes, Got: uint64(len(b))})
+		return fmt.Errorf("chain: approval %s: %w", a.ID, &runtime.LimitError{Limit: "approval_bytes", Max: MaxApprovalBytes, Got: uint64(len(b))})
 	}
 	// A new file of a random name (O_EXCL): a name planted in the
 	// directory (a symlink, say) is never written through.
-	f, err := os.CreateTemp(d.dir, id+".json.tmp-*")
+	f, err := os.CreateTemp(d.dir, filepath.Base(p)+".tmp-*")
 	if err != nil {
 		return err
 	}
@@ -795,11 +989,24 @@ func (d *DirApprovals) resolved(id, p string) error {
 	return nil
 }
 
-// Get reads the pending approval id.
+// Get reads the approval id: pending, or claimed by a lease that has ended.
 func (d *DirApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	p, err := d.path(id)
 	if err != nil {
 		return nil, err
+	}
+	c, err := d.claim(p)
+	switch {
+	case err != nil:
+		return nil, err
+	case c != nil && d.now().Before(c.lease):
+		return nil, claimRefusal(id, approvalClaimed)
+	case c != nil:
+		a, err := readApproval(id, c.path)
+		if os.IsNotExist(err) { // claimed again, or done, meanwhile
+			return nil, claimRefusal(id, approvalClaimed)
+		}
+		return a, err
 	}
 	if err := d.resolved(id, p); err != nil {
 		return nil, err
@@ -811,63 +1018,161 @@ func (d *DirApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	return a, err
 }
 
-// Take claims the pending approval id, leaves its tombstone and removes its
-// file.
+// Take claims the approval id for Lease: it renames its file (or a claim
+// whose lease has ended) to a claim of its own and leaves its tombstone.
 func (d *DirApprovals) Take(_ context.Context, id string) (*Approval, error) {
 	p, err := d.path(id)
 	if err != nil {
 		return nil, err
 	}
+	now := d.now()
+	mine := claimPath(p, d.owner, now.Add(leaseOf(d.Lease)))
+	c, err := d.claim(p)
+	switch {
+	case err != nil:
+		return nil, err
+	case c != nil && now.Before(c.lease):
+		return nil, claimRefusal(id, approvalClaimed)
+	case c != nil:
+		// A claim whose lease ended: its process died (or stalled)
+		// while resuming. Claim it again; of two, one rename wins.
+		if err := os.Rename(c.path, mine); err != nil {
+			if os.IsNotExist(err) {
+				return nil, claimRefusal(id, approvalClaimed)
+			}
+			return nil, err
+		}
+		if err := touch(tomb(p), false); err != nil {
+			return nil, err
+		}
+		return d.readClaim(id, p, mine)
+	}
 	if err := d.resolved(id, p); err != nil {
 		return nil, err
 	}
-	claimed := p + ".taken-" + newID()
-	if err := os.Rename(p, claimed); err != nil {
+	if err := os.Rename(p, mine); err != nil {
 		if os.IsNotExist(err) {
+			if c, _ := d.claim(p); c != nil {
+				return nil, claimRefusal(id, approvalClaimed)
+			}
 			return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
 		}
 		return nil, err
 	}
-	t, err := os.OpenFile(tomb(p), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	if err := touch(tomb(p), true); err != nil {
 		// Resolved meanwhile (a copy was put back and taken): leave the
 		// copy where it was.
-		_ = os.Rename(claimed, p)
+		_ = os.Rename(mine, p)
 		if os.IsExist(err) {
 			return nil, refuse(id, ApprovalResolved, "it was resolved already")
 		}
 		return nil, err
 	}
-	t.Close()
-	defer os.Remove(claimed)
-	return readApproval(id, claimed)
+	return d.readClaim(id, p, mine)
 }
 
-// Release makes a, taken as id, pending again: it writes its file and
-// removes its tombstone.
-func (d *DirApprovals) Release(_ context.Context, id string, a *Approval) error {
-	if err := d.put(id, a); err != nil {
+// readClaim reads the approval claimed as mine; one that cannot be read is
+// put back as it was.
+func (d *DirApprovals) readClaim(id, p, mine string) (*Approval, error) {
+	a, err := readApproval(id, mine)
+	if err != nil {
+		if rerr := os.Rename(mine, p); rerr == nil {
+			os.Remove(tomb(p))
+		}
+		return nil, err
+	}
+	return a, nil
+}
+
+// touch creates the empty file p; excl refuses one that exists.
+func touch(p string, excl bool) error {
+	flag := os.O_WRONLY | os.O_CREATE
+	if excl {
+		flag |= os.O_EXCL
+	}
+	t, err := os.OpenFile(p, flag, 0o600)
+	if err != nil {
 		return err
 	}
-	p, _ := d.path(id)
+	return t.Close()
+}
+
+// mine returns this store's claim on p (ID.json), or the refusal.
+func (d *DirApprovals) mine(id, p string) (*dirClaim, error) {
+	c, err := d.claim(p)
+	switch {
+	case err != nil:
+		return nil, err
+	case c == nil:
+		if err := d.resolved(id, p); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %q is not claimed", ErrUnknownApproval, id)
+	case c.owner != d.owner:
+		return nil, claimRefusal(id, approvalClaimed)
+	}
+	return c, nil
+}
+
+// Release makes a, claimed as id, pending again: it writes its file, then
+// removes its tombstone and its claim.
+func (d *DirApprovals) Release(_ context.Context, id string, a *Approval) error {
+	p, err := d.path(id)
+	if err != nil {
+		return err
+	}
+	c, err := d.mine(id, p)
+	if err != nil {
+		return err
+	}
+	if err := d.write(p, a); err != nil {
+		return err
+	}
 	if err := os.Remove(tomb(p)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return nil
+	return os.Remove(c.path)
 }
 
-// Due returns the ids of approvals that expired by now, sorted.
+// Done marks the approval id, claimed by this store, resolved: its
+// tombstone stays and its claim goes.
+func (d *DirApprovals) Done(_ context.Context, id string) error {
+	p, err := d.path(id)
+	if err != nil {
+		return err
+	}
+	c, err := d.mine(id, p)
+	if err != nil {
+		return err
+	}
+	if err := touch(tomb(p), false); err != nil {
+		return err
+	}
+	return os.Remove(c.path)
+}
+
+// Due returns the ids of approvals that expired by now and are pending (or
+// claimed by a lease that has ended), sorted.
 func (d *DirApprovals) Due(ctx context.Context, now time.Time) ([]string, error) {
-	names, err := filepath.Glob(filepath.Join(d.dir, "*.json"))
+	pending, err := filepath.Glob(filepath.Join(d.dir, "*.json"))
 	if err != nil {
 		return nil, err
 	}
+	claimed, err := filepath.Glob(filepath.Join(d.dir, "*.claim-*"))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
 	var ids []string
-	for _, n := range names {
-		id := strings.TrimSuffix(filepath.Base(n), ".json")
+	for _, n := range append(pending, claimed...) {
+		id, _, _ := strings.Cut(filepath.Base(n), ".")
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		a, err := d.Get(ctx, id)
 		if err != nil {
-			continue // taken meanwhile, or not ours
+			continue // claimed or resolved meanwhile, or not ours
 		}
 		if !now.Before(a.Expires) {
 			ids = append(ids, id)

@@ -12,6 +12,9 @@ hooks=${2:?usage: demo/run.sh CLI HOOKS_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Credit balances (--credit) and approvals not kept in --approvals go to the
+# state file, sealed under the host key: the demo's own, not the user's.
+export WASMHOOKS_STATE="$work/state.db" WASMHOOKS_KEY_FILE="$work/host.key"
 
 step() {
   echo

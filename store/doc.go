@@ -1,5 +1,7 @@
 // Package store keeps the runtime's state durable in a SQL database: the
-// credit ledger (capability.Ledger) and the kv store (builtin.KVStore), on
+// credit ledger (capability.Ledger), the kv store (builtin.KVStore), pending
+// approvals (chain.ApprovalStore), audit chains (audit.Store, one per
+// tenant with TenantAudit) and modules by digest (runtime.ModuleStore), on
 // SQLite (package store/sqlite, one file, no server) or Postgres (package
 // store/postgres, several processes and machines on one database).
 //

@@ -120,6 +120,10 @@ func child(part string) error {
 		}
 		fmt.Println("ready")
 		select {}
+	case "resolve", "stall":
+		return approvalChild(ctx, db, part)
+	case "audit":
+		return auditChild(ctx, db)
 	default:
 		return fmt.Errorf("unknown part %q", part)
 	}

@@ -16,26 +16,31 @@ import (
 
 // chainSynopsis is the chain commands' synopsis, in their usage and the
 // top-level one.
-const chainSynopsis = `  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N]
-                  [--module-dir DIR] [--audit FILE.jsonl] [--approvals DIR] [--audit-values] [--brief]
-                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE] [--stream [--chunk N]]
-  wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision approve|deny|edit
-                  [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl] [--credit N]
-                  [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
+const chainSynopsis = `  wasmhooks chain --config chain.json --point P [--input FILE|-] [--tenant T] [--credit N|keep]
+                  [--module-dir DIR] [--audit FILE.jsonl] [--state FILE] [--approvals DIR] [--audit-values]
+                  [--brief] [--key FILE] [--audit-checkpoint FILE] [--kv FILE] [--stream [--chunk N]]
+  wasmhooks chain resolve --config chain.json --id ID --decision approve|deny|edit [--state FILE]
+                  [--approvals DIR] [--edit JSON] [--actor NAME] [--reason TEXT] [--audit FILE.jsonl]
+                  [--credit N|keep] [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
+  wasmhooks chain expire --config chain.json [--state FILE] [--approvals DIR] [--audit FILE.jsonl]
+                  [--credit N|keep] [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
   wasmhooks chain verify [--key FILE] [--checkpoint FILE] FILE.jsonl
 `
 
 const chainUsage = "usage:\n" + chainSynopsis + `
 The host key (--key; default $WASMHOOKS_KEY_FILE, else host.key in the user's
 configuration directory under wasmhooks/) seals approvals and keys the audit
-chain. It is created (32 random bytes, hex, mode 0600) when --approvals or
---audit first needs it; a key file that others can read is refused.
+chain. It is created (32 random bytes, hex, mode 0600) when first needed; a
+key file that others can read is refused. Pending approvals and credit are
+kept in the state file (--state; default $WASMHOOKS_STATE, else
+<user config dir>/wasmhooks/state.db), so that ` + "`chain resolve`" + ` resumes what ` + "`chain`" + ` paused; --approvals DIR
+keeps approvals in a directory instead.
 `
 
 // chainFlags are the flags that build a chain, shared by run and resolve.
 type chainFlags struct {
 	config, moduleDir, tenant, auditPath, approvals, cacheDir string
-	keyFile, checkpoint, kvPath                               string
+	keyFile, checkpoint, kvPath, state                        string
 	credit                                                    creditFlag
 	auditValues, brief                                        bool
 }
@@ -46,7 +51,8 @@ func (f *chainFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tenant, "tenant", "local", "the tenant the traffic belongs to")
 	fs.Var(&f.credit, "credit", creditUsage)
 	fs.StringVar(&f.auditPath, "audit", "", "append audit records to this JSON-lines file (default: kept in memory)")
-	fs.StringVar(&f.approvals, "approvals", "", "keep pending approvals in this directory, so `chain resolve` can resume them (default: in memory)")
+	fs.StringVar(&f.approvals, "approvals", "", "keep pending approvals in this directory instead of the state file")
+	fs.StringVar(&f.state, "state", "", stateUsage)
 	fs.BoolVar(&f.auditValues, "audit-values", false, "record the before and after values of modified fields in audit records")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
 	fs.BoolVar(&f.brief, "brief", false, "print a summary: the outcome, one line per step, and each audit record's seq, decision and hash")
@@ -68,12 +74,13 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 	if err != nil {
 		return nil, fail(stdout, exitRefused, "invalid_config", "%v", err)
 	}
-	h, cerr := openHost(ctx, hostFlags{cacheDir: f.cacheDir, tenant: f.tenant, credit: f.credit, kvPath: f.kvPath}, stderr)
+	h, cerr := openHost(ctx, hostFlags{cacheDir: f.cacheDir, tenant: f.tenant, credit: f.credit, kvPath: f.kvPath, state: f.state}, stderr)
 	if cerr != nil {
 		return nil, cerr.print(stdout)
 	}
 	c, cerr := h.newChain(ctx, cfg, chainStores{
 		auditPath: f.auditPath, checkpoint: f.checkpoint, approvals: f.approvals, keyFile: f.keyFile, auditValues: f.auditValues,
+		durable: true,
 	}, nil)
 	if cerr != nil {
 		h.close()
@@ -102,6 +109,8 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return cmdChainResolve(ctx, args[1:], stdout, stderr)
 		case "verify":
 			return cmdChainVerify(args[1:], stdout, stderr)
+		case "expire":
+			return cmdChainExpire(ctx, args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
@@ -154,8 +163,8 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
 		return code
 	}
-	if f.config == "" || f.approvals == "" || *id == "" || *decision == "" || fs.NArg() != 0 {
-		fmt.Fprint(stderr, "wasmhooks chain resolve: --config, --approvals, --id and --decision are required\n"+chainUsage)
+	if f.config == "" || *id == "" || *decision == "" || fs.NArg() != 0 {
+		fmt.Fprint(stderr, "wasmhooks chain resolve: --config, --id and --decision are required\n"+chainUsage)
 		return exitUsage
 	}
 	r := chain.Resolution{Decision: chain.ResolutionDecision(*decision), Actor: *actor, Reason: *reason}
@@ -181,6 +190,40 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	env.attachLogWrites(out)
 	printOutcome(stdout, out, f.brief)
+	return exitOK
+}
+
+// cmdChainExpire is the approvals' sweeper for the CLI: it applies the
+// expiry policy of every pending approval whose expiry has passed (and of
+// any whose resume died and whose claim's lease has ended), resuming or
+// blocking their runs, and prints their outcomes. Run it periodically (cron).
+func cmdChainExpire(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chain expire", flag.ContinueOnError)
+	var f chainFlags
+	f.register(fs)
+	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
+		return code
+	}
+	if f.config == "" || fs.NArg() != 0 {
+		fmt.Fprint(stderr, "wasmhooks chain expire: --config is required and no positional arguments are taken\n"+chainUsage)
+		return exitUsage
+	}
+	env, code := openChain(ctx, &f, stdout, stderr)
+	if env == nil {
+		return code
+	}
+	defer env.close()
+	outs, err := env.c.ExpirePending(ctx)
+	if err != nil {
+		return fail(stdout, exitUsage, chainCode(err), "%v", err)
+	}
+	for _, out := range outs {
+		env.attachLogWrites(out)
+	}
+	if outs == nil {
+		outs = []*chain.Outcome{}
+	}
+	printJSON(stdout, map[string]any{"expired": outs})
 	return exitOK
 }
 

@@ -11,35 +11,44 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 )
 
-// creditFlag is --credit: a tenant's balance, or unset (no billing). A
-// negative balance is a usage error, never "unset": `--credit -5` used to
-// disable billing silently.
+// creditFlag is --credit: a tenant's available credit, "keep" (bill against
+// the balance the state file holds), or unset (no billing). A negative
+// balance is a usage error, never "unset": `--credit -5` used to disable
+// billing silently.
 type creditFlag struct {
-	set bool
-	n   int64
+	set  bool
+	keep bool
+	n    int64
 }
 
 func (c *creditFlag) String() string {
-	if c == nil || !c.set {
+	switch {
+	case c == nil || !c.set:
 		return ""
+	case c.keep:
+		return "keep"
 	}
 	return strconv.FormatInt(c.n, 10)
 }
 
 func (c *creditFlag) Set(s string) error {
+	if s == "keep" {
+		c.set, c.keep, c.n = true, true, 0
+		return nil
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return errors.New("must be a whole number of credit units")
+		return errors.New("must be a whole number of credit units, or keep")
 	}
 	if n < 0 {
 		return errors.New("must not be negative (omit --credit to run without billing)")
 	}
-	c.set, c.n = true, n
+	c.set, c.keep, c.n = true, false, n
 	return nil
 }
 
 // creditUsage is --credit's help text.
-const creditUsage = "the tenant's credit balance, at least 0; when set, llm.run is billed against it (default: no billing)"
+const creditUsage = "the tenant's available credit, at least 0, set in the state file (--state) before the command; or keep, to bill against what the state file holds; when set, llm.run is billed against it (default: no billing)"
 
 // parseFlags parses a command's flags. --help (-h) prints the synopsis and
 // every flag's help on stdout and exits 0; a bad flag prints them on stderr,

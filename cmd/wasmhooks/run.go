@@ -19,9 +19,9 @@ import (
 
 // runSynopsis is run's synopsis, in its usage and the top-level one.
 const runSynopsis = `  wasmhooks run --hook FILE.wasm [--point P] [--phase observer|transformer|guard] [--input FILE|-]
-                [--settings JSON|@FILE] [--grant cap,cap] [--credit N] [--fail closed|open]
+                [--settings JSON|@FILE] [--grant cap,cap] [--credit N|keep] [--fail closed|open]
                 [--timeout D] [--fuel N] [--memory-pages N] [--tenant T] [--name NAME] [--kv FILE]
-                [--cache-dir DIR]
+                [--state FILE] [--cache-dir DIR]
 `
 
 // runUsage is run's usage; parseFlags adds each flag's help.
@@ -82,6 +82,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		hookName   = fs.String("name", "", "the hook's name, its identity for capabilities such as kv: 1-64 letters, digits, '.', '_' or '-' (default: the module's sha256, never the manifest's name)")
 		cacheDir   = fs.String("cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
 		kvPath     = fs.String("kv", "", kvUsage)
+		state      = fs.String("state", "", stateUsage)
 	)
 	fs.Var(&credit, "credit", creditUsage)
 	if code, ok := parseFlags(fs, args, runUsage, stdout, stderr); !ok {
@@ -115,7 +116,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fail(stdout, exitRefused, "unreadable_module", "%v", err)
 	}
 
-	h, cerr := openHost(ctx, hostFlags{cacheDir: *cacheDir, tenant: *tenant, credit: credit, kvPath: *kvPath}, stderr)
+	h, cerr := openHost(ctx, hostFlags{cacheDir: *cacheDir, tenant: *tenant, credit: credit, kvPath: *kvPath, state: *state}, stderr)
 	if cerr != nil {
 		return cerr.print(stdout)
 	}

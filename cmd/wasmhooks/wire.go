@@ -10,6 +10,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/store"
 )
 
 // cliError is a failure of a command before it reached a decision: what
@@ -30,13 +31,17 @@ func (e *cliError) print(w io.Writer) int { return fail(w, e.exit, e.code, "%s",
 // behind a runner, with llm.run billed when a credit balance is given. Both
 // `run` and `chain` are chains over one.
 type host struct {
-	rt      *runtime.Runtime
-	reg     *capability.Registry
-	runner  *capability.Runner
-	logs    *builtin.MemoryLogSink   // log.write's lines, taken per invocation
-	ledger  *capability.MemoryLedger // nil without --credit
-	logger  *slog.Logger             // warnings and worse, to stderr
-	closers []func()
+	rt     *runtime.Runtime
+	reg    *capability.Registry
+	runner *capability.Runner
+	logs   *builtin.MemoryLogSink // log.write's lines, taken per invocation
+	ledger capability.Ledger      // the state file's; nil without --credit
+	// state is the state file, opened when first needed; statePath is
+	// --state.
+	state     *store.DB
+	statePath string
+	logger    *slog.Logger // warnings and worse, to stderr
+	closers   []func()
 }
 
 // hostFlags are the flags a host is wired from, `run`'s and `chain`'s.
@@ -45,6 +50,7 @@ type hostFlags struct {
 	tenant   string     // the tenant credit is given to
 	credit   creditFlag // unset: llm.run is free
 	kvPath   string     // kv data file; empty: in memory
+	state    string     // --state; empty: the default
 }
 
 // openHost wires a host: the runtime and the runner. Close it with close.
@@ -54,7 +60,7 @@ func openHost(ctx context.Context, f hostFlags, stderr io.Writer) (*host, *cliEr
 	if err != nil {
 		return nil, newCLIError(exitRefused, "internal", err)
 	}
-	h := &host{rt: rt, logs: &builtin.MemoryLogSink{}, logger: logger}
+	h := &host{rt: rt, logs: &builtin.MemoryLogSink{}, logger: logger, statePath: f.state}
 	h.closers = append(h.closers, func() { rt.Close(context.Background()) })
 	bcfg := builtin.Config{Provider: llmProvider(), Logs: h.logs, Logger: logger}
 	if f.kvPath != "" {
@@ -66,16 +72,13 @@ func openHost(ctx context.Context, f hostFlags, stderr io.Writer) (*host, *cliEr
 		bcfg.KV = kv
 	}
 	if f.credit.set {
-		h.ledger = capability.NewMemoryLedger()
-		// --credit 0 is an account with nothing on it: every billable
-		// call is refused.
-		if f.credit.n > 0 {
-			if err := h.ledger.Credit(f.tenant, f.credit.n); err != nil {
-				h.close()
-				return nil, &cliError{exit: exitUsage, code: "usage", msg: "--credit: " + err.Error(), err: err}
-			}
+		l, cerr := h.openLedger(ctx, f.tenant, f.credit)
+		if cerr != nil {
+			h.close()
+			return nil, cerr
 		}
-		bcfg.Ledger = h.ledger
+		h.ledger = l
+		bcfg.Ledger = l
 	}
 	h.reg = capability.NewRegistry()
 	if err := builtin.Register(h.reg, bcfg); err != nil {
@@ -99,10 +102,11 @@ func (h *host) close() {
 }
 
 // chainStores are where a chain keeps its audit records and pending
-// approvals; the zero value keeps both in memory.
+// approvals; the zero value keeps both in memory. durable keeps approvals
+// in the state file unless approvals names a directory.
 type chainStores struct {
 	auditPath, checkpoint, approvals, keyFile string
-	auditValues                               bool
+	auditValues, durable                      bool
 }
 
 // newChain builds a chain of cfg on the host. logger receives the chain's
@@ -113,7 +117,10 @@ func (h *host) newChain(ctx context.Context, cfg chain.Config, st chainStores, l
 		logger = h.logger
 	}
 	opts := chain.Options{Runtime: h.rt, HostCaller: h.runner, Logger: logger, AuditValues: st.auditValues}
-	if st.auditPath != "" || st.approvals != "" {
+	if st.durable || st.auditPath != "" || st.approvals != "" {
+		// Approvals are durable (the state file, or --approvals): they
+		// are sealed under the host key, so another command can resume
+		// them.
 		key, err := loadHostKey(st.keyFile, true)
 		if err != nil {
 			return nil, newCLIError(exitRefused, "key", err)
@@ -133,11 +140,17 @@ func (h *host) newChain(ctx context.Context, cfg chain.Config, st chainStores, l
 		}
 	}
 	if st.approvals != "" {
-		store, err := chain.NewDirApprovals(st.approvals)
+		dir, err := chain.NewDirApprovals(st.approvals)
 		if err != nil {
 			return nil, newCLIError(exitRefused, "approvals", err)
 		}
-		opts.Approvals = store
+		opts.Approvals = dir
+	} else if st.durable {
+		db, cerr := h.openState(ctx)
+		if cerr != nil {
+			return nil, cerr
+		}
+		opts.Approvals = store.NewApprovals(db, store.ApprovalOptions{})
 	}
 	c, err := chain.New(ctx, cfg, opts)
 	if err != nil {

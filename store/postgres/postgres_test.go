@@ -8,6 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
+	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/runtime/modstoretest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
@@ -156,4 +161,53 @@ func connectionLostMidCall(t *testing.T, warm bool) {
 func TestKVPostgres(t *testing.T) {
 	storetest.RequirePostgres(t)
 	storetest.RunKV(t, openFresh)
+}
+
+func TestApprovalsPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	approvaltest.Run(t, func(t *testing.T, c approvaltest.Clock) approvaltest.Harness {
+		url := storetest.PostgresURL(t)
+		var h [2]*store.Approvals
+		for i := range h {
+			db, err := postgres.Open(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			h[i] = store.NewApprovals(db, store.ApprovalOptions{Lease: approvaltest.Lease, Now: c.Now})
+		}
+		return approvaltest.Harness{A: h[0], B: h[1]}
+	})
+}
+
+func TestAuditPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	urls := map[audit.Store]string{}
+	var mu sync.Mutex
+	open := func(t *testing.T, url string) audit.Store {
+		db, err := postgres.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		s := store.NewAuditStore(db, "acme")
+		mu.Lock()
+		urls[s] = url
+		mu.Unlock()
+		return s
+	}
+	audittest.RunWith(t, audittest.Options{
+		New: func(t *testing.T) audit.Store { return open(t, storetest.PostgresURL(t)) },
+		Another: func(t *testing.T, s audit.Store) audit.Store {
+			mu.Lock()
+			url := urls[s]
+			mu.Unlock()
+			return open(t, url)
+		},
+	})
+}
+
+func TestModulesPostgres(t *testing.T) {
+	storetest.RequirePostgres(t)
+	modstoretest.Run(t, func(t *testing.T) runtime.ModuleStore { return store.NewModules(openFresh(t)) })
 }

@@ -1,0 +1,16 @@
+-- Approvals (chain.ApprovalStore). data is the approval as the chain sealed
+-- it (JSON); a resolved approval keeps only its id and state, a tombstone.
+-- A claim (a resume under way) has an owner, the process's random name, and
+-- a lease; once the lease ends another process may claim it. Times are Unix
+-- nanoseconds.
+CREATE TABLE approvals (
+    id          BLOB PRIMARY KEY,
+    state       TEXT NOT NULL CHECK (state IN ('pending', 'claimed', 'done')),
+    data        BLOB,
+    expires_at  INTEGER NOT NULL,
+    owner       BLOB,
+    lease_until INTEGER,
+    CHECK ((state = 'done') = (data IS NULL)),
+    CHECK ((state = 'claimed') = (owner IS NOT NULL AND lease_until IS NOT NULL))
+);
+CREATE INDEX approvals_due ON approvals (expires_at) WHERE state <> 'done';
