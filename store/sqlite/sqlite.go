@@ -58,7 +58,7 @@ func Open(ctx context.Context, path string) (*store.DB, error) {
 	// file's locks.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, store.Unavailable("open", err)
 	}
@@ -68,6 +68,25 @@ func Open(ctx context.Context, path string) (*store.DB, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ping opens the first connection, which applies the pragmas. Switching a
+// new file to WAL takes the file's exclusive lock without waiting in the
+// busy handler, so processes opening a new file together can get
+// SQLITE_BUSY here: ping retries that until BusyTimeout.
+func ping(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || !(dialect{}).IsRetryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 type dialect struct{}
