@@ -278,3 +278,31 @@ func TestConformance(t *testing.T) {
 		t.Errorf("conformance: %d/%d fixtures passed", passed, len(files))
 	}
 }
+
+// TestSecurityFlows replays, with the conformance algorithm, flows of the
+// two security hooks written for this repository (testdata/security): cases
+// the hooks were not tuned to, kept as regression tests.
+func TestSecurityFlows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "security", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no flows: %v", err)
+	}
+	for _, p := range files {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f fixture
+		if err := json.Unmarshal(raw, &f); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		t.Run(f.ID, func(t *testing.T) {
+			if why := replay(t, &f); why != "" {
+				t.Error(why)
+			}
+		})
+	}
+}
