@@ -33,7 +33,10 @@ type Options struct {
 	// HostCaller answers the hooks' host calls (a capability.Runner whose
 	// registry has kv.get and kv.set for the security hooks).
 	HostCaller runtime.HostCaller
-	// Audit receives the chains' audit records. Nil keeps them in memory.
+	// Audit receives the audit records of every chain the Executor runs
+	// (one hash chain). Nil keeps them in one audit.MemorySink, which
+	// grows without bound: for tests; a long-running server passes a
+	// file sink or Discard.
 	Audit audit.Sink
 	// Tenant is the tenant the traffic runs as. Empty means
 	// DefaultTenant.
@@ -41,6 +44,14 @@ type Options struct {
 	// Logger receives the chains' logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// Discard is an audit sink that keeps nothing: for a server run without an
+// audit log, whose records would otherwise pile up in memory.
+var Discard audit.Sink = discard{}
+
+type discard struct{}
+
+func (discard) Append(context.Context, *audit.Record) error { return nil }
 
 // Executor runs interceptors: the SEP's list, invoke and chain execution
 // over wasmhooks chains. It is safe for concurrent use.
@@ -63,6 +74,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Executor, error) {
 	}
 	if opts.Tenant == "" {
 		opts.Tenant = DefaultTenant
+	}
+	if opts.Audit == nil {
+		opts.Audit = audit.NewMemorySink()
 	}
 	cfg.Interceptors = append([]Descriptor(nil), cfg.Interceptors...)
 	if err := check(&cfg); err != nil {
