@@ -8,7 +8,9 @@ import (
 	"github.com/wasmhooks/wasmhooks/chain"
 )
 
-func hint(req, resp int32) *PriorityHint { return &PriorityHint{Request: req, Response: resp, perPhase: true} }
+func hint(req, resp int32) *PriorityHint {
+	return &PriorityHint{Request: req, Response: resp, perPhase: true}
+}
 
 func TestStagesOrder(t *testing.T) {
 	list := []*Descriptor{
