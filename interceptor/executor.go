@@ -43,6 +43,13 @@ type Options struct {
 	Tenant string
 	// Logger receives the chains' logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Breaker configures the chains' circuit breakers. The zero value
+	// disables them: a breaker is kept per binding and tenant, and every
+	// session runs as the one tenant, so one session's failures would
+	// decide for all the others (fail-closed: a denial of service;
+	// failOpen: a validator skipped for everyone). The SEP's failOpen is
+	// per invocation.
+	Breaker chain.BreakerConfig
 }
 
 // Discard is an audit sink that keeps nothing: for a server run without an
@@ -63,6 +70,57 @@ type Executor struct {
 	mu     sync.Mutex
 	chains map[string]*chain.Chain
 	closed bool
+
+	sessions sessionLocks
+}
+
+// sessionLocks serialises the invocations and chain executions of one
+// session: the security hooks read, change and write their per-session
+// state in the key-value store, which has no compare-and-swap; two
+// responses of a session run at once could each write the taint without
+// the other's secret. Sessions run concurrently with each other.
+type sessionLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sessionLock
+}
+
+type sessionLock struct {
+	sync.Mutex
+	users int // holders and waiters; the entry goes when it drops to 0
+}
+
+// lock locks session (nothing for ""), and returns the unlock.
+func (s *sessionLocks) lock(session string) func() {
+	if session == "" {
+		return func() {}
+	}
+	s.mu.Lock()
+	if s.locks == nil {
+		s.locks = map[string]*sessionLock{}
+	}
+	l := s.locks[session]
+	if l == nil {
+		l = &sessionLock{}
+		s.locks[session] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.locks, session)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func sessionOf(c *InvocationContext) string {
+	if c == nil {
+		return ""
+	}
+	return c.SessionID
 }
 
 // New checks cfg and builds the chain of every interceptor in each of its
@@ -77,6 +135,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Executor, error) {
 	}
 	if opts.Audit == nil {
 		opts.Audit = audit.NewMemorySink()
+	}
+	if opts.Breaker == (chain.BreakerConfig{}) {
+		opts.Breaker.Failures = -1
 	}
 	cfg.Interceptors = append([]Descriptor(nil), cfg.Interceptors...)
 	if err := check(&cfg); err != nil {
@@ -130,6 +191,7 @@ func (x *Executor) chainFor(ctx context.Context, phase string, list []*Descripto
 		cc.Modules[d.Module] = x.cfg.Modules[d.Module]
 		cc.Bindings = append(cc.Bindings, Binding(d, phase, active))
 	}
+	cc.Breaker = x.opts.Breaker
 	c, err := chain.New(ctx, cc, chain.Options{
 		Runtime: x.opts.Runtime, HostCaller: x.opts.HostCaller, Audit: x.opts.Audit, Logger: x.opts.Logger,
 	})
@@ -144,6 +206,22 @@ func (x *Executor) chainFor(ctx context.Context, phase string, list []*Descripto
 	}
 	x.chains[key] = c
 	return c, nil
+}
+
+// run runs in on the chain of list in phase. A chain closed between
+// chainFor and Run (the cache was emptied past MaxChains) is built again.
+func (x *Executor) run(ctx context.Context, phase string, list []*Descriptor, active bool, in chain.Input) (*chain.Outcome, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := x.chainFor(ctx, phase, list, active)
+		if err != nil {
+			return nil, err
+		}
+		out, err := c.Run(ctx, in)
+		if errors.Is(err, chain.ErrClosed) && attempt < 2 {
+			continue
+		}
+		return out, err
+	}
 }
 
 // List is interceptors/list: the interceptors in configuration order, those
@@ -230,13 +308,10 @@ func (x *Executor) Invoke(ctx context.Context, p InvokeParams) (*Result, *Error)
 	if e != nil {
 		return nil, e
 	}
-	c, err := x.chainFor(ctx, p.Phase, []*Descriptor{d}, true)
-	if err != nil {
-		return nil, &Error{Code: CodeInternalError, Message: "Interceptor execution failed", Data: map[string]any{"interceptor": d.Name, "reason": err.Error()}}
-	}
+	defer x.sessions.lock(sessionOf(p.Context))()
 	ctx, cancel := withTimeout(ctx, p.Timeout)
 	defer cancel()
-	out, err := c.Run(ctx, in)
+	out, err := x.run(ctx, p.Phase, []*Descriptor{d}, true, in)
 	if err != nil {
 		code, msg := CodeInternalError, "Interceptor execution failed"
 		if ctx.Err() != nil && p.Timeout > 0 {
@@ -342,14 +417,11 @@ func (x *Executor) Chain(ctx context.Context, p ChainParams) (*ChainResult, *Err
 	if e != nil {
 		return nil, e
 	}
+	defer x.sessions.lock(sessionOf(p.Context))()
 	ctx, cancel := withTimeout(ctx, p.Timeout)
 	defer cancel()
 	for _, stage := range Stages(list, p.Phase) {
-		c, err := x.chainFor(ctx, p.Phase, stage, false)
-		if err != nil {
-			return nil, &Error{Code: CodeInternalError, Message: "Interceptor chain failed", Data: map[string]any{"reason": err.Error()}}
-		}
-		out, err := c.Run(ctx, in)
+		out, err := x.run(ctx, p.Phase, stage, false, in)
 		if err != nil {
 			if ctx.Err() != nil && p.Timeout > 0 {
 				res.Status = StatusTimeout
