@@ -57,3 +57,11 @@ func TestAuditModeRefusesUnknownMode(t *testing.T) {
 		t.Fatalf("err = %v, want the unknown mode refused", err)
 	}
 }
+
+func TestAuditModeInConfigFile(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"modules": {"m": "m.wasm"}, "bindings": [{"name": "a", "module": "m", "point": "tool.before", "phase": "guard", "mode": "audit"}]}`),
+		func(string) ([]byte, error) { return nil, nil })
+	if err != nil || cfg.Bindings[0].Mode != ModeAudit {
+		t.Fatalf("ParseConfig: %v, mode %q", err, cfg.Bindings[0].Mode)
+	}
+}
