@@ -141,3 +141,35 @@ func stringify(v any) string {
 	b, _ := abi.Marshal(v)
 	return string(b)
 }
+
+// A response whose server nothing names still taints: its secrets may not
+// leave for any named server (the safe side), and state stays bounded when
+// the client names huge tools.
+func TestGuardUnknownOriginAndBounds(t *testing.T) {
+	h := sdktest.NewHost()
+	if err := h.UseManifest("manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+	flow := []msg{
+		{phase: "response", session: "u", payload: text("tok " + ghToken), want: abi.ActionContinue},
+		{phase: "request", session: "u", payload: call("fetch", map[string]any{"t": ghToken}), want: abi.ActionBlock},
+	}
+	long := strings.Repeat("x", 5000)
+	for i := 0; i < 20; i++ {
+		flow = append(flow, msg{phase: "response", session: "big", payload: map[string]any{"name": long + string(rune('a'+i)), "v": awsKey}, want: abi.ActionContinue})
+	}
+	flow = append(flow, msg{phase: "request", session: "big", payload: call("fetch", map[string]any{"v": awsKey}), want: abi.ActionBlock})
+	for i, m := range flow {
+		dec, err := h.Run(m.invocation(nil))
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if dec.Action != m.want {
+			t.Fatalf("message %d: %s (%s), want %s", i, dec.Action, dec.Reason, m.want)
+		}
+	}
+	v, _ := h.KV("taint/big")
+	if n := len(stringify(v)); n > 4096 {
+		t.Errorf("state of a session with huge tool names is %d bytes", n)
+	}
+}

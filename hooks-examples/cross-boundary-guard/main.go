@@ -17,8 +17,17 @@ func init() { sdk.HandleE(handle) }
 func main() {}
 
 // MaxTainted bounds the secrets remembered per session (the oldest are
-// dropped past it), so the state stays under the store's value limit.
-const MaxTainted = 512
+// dropped past it), and MaxOrigins the servers remembered per secret, so
+// the state stays under the store's value limit (64 KiB by default).
+const (
+	MaxTainted = 512
+	MaxOrigins = 8
+)
+
+// unknownServer is the origin of a secret in a response whose server
+// nothing names: a request that carries it is blocked wherever it goes,
+// rather than the secret left untainted.
+const unknownServer = "(unknown)"
 
 // state is a session's taint: the digest of each secret a response carried,
 // with the servers it came from, in the order first seen; and the server of
@@ -47,9 +56,13 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 		if from == "" {
 			from = st.Last
 		}
-		if len(secrets) == 0 || from == "" {
+		if from == "" {
+			from = unknownServer
+		}
+		if len(secrets) == 0 {
 			return sdk.Continue(), nil
 		}
+		from = mcpsec.Bounded(from)
 		changed := false
 		for _, s := range secrets {
 			d := mcpsec.Digest(s)
@@ -57,6 +70,12 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 				st.Order = append(st.Order, d)
 			}
 			if !contains(st.Origins[d], from) {
+				if len(st.Origins[d]) >= MaxOrigins {
+					// A secret many servers returned: keep the
+					// first ones; a request to a later one is
+					// blocked (the safe side).
+					continue
+				}
 				st.Origins[d] = append(st.Origins[d], from)
 				changed = true
 			}
@@ -73,7 +92,7 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 		return sdk.Continue(), nil
 	}
 
-	to := t.Server
+	to := mcpsec.Bounded(t.Server)
 	for _, s := range secrets {
 		origins := st.Origins[mcpsec.Digest(s)]
 		if len(origins) > 0 && !contains(origins, to) {

@@ -251,3 +251,12 @@ func Key(what, session string) string {
 	}
 	return what + "/" + session
 }
+
+// Bounded is a server name as state keeps it: names over 128 bytes (a tool
+// name is the client's to choose) are replaced by their digest.
+func Bounded(server string) string {
+	if len(server) > 128 {
+		return "sha256:" + Digest(server)
+	}
+	return server
+}
