@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -171,12 +172,9 @@ func TestServeHTTP(t *testing.T) {
 	exercise(t, cs)
 }
 
-// TestServeStdio runs `wasmhooks mcp --config` and drives it over stdio with
-// the official SDK's client.
-func TestServeStdio(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds wasm modules and the command")
-	}
+// buildCommand builds the wasmhooks command (go build caches the work).
+func buildCommand(t *testing.T) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command:", err)
@@ -185,7 +183,51 @@ func TestServeStdio(t *testing.T) {
 	if b, err := exec.Command(goBin, "build", "-o", bin, "../cmd/wasmhooks").CombinedOutput(); err != nil {
 		t.Fatalf("building the command: %v\n%s", err, b)
 	}
-	cmd := exec.Command(bin, "mcp", "--config", writeE2EConfig(t), "--cache-dir", "")
+	return bin
+}
+
+// TestServeCLIHTTP runs `wasmhooks mcp --config --http 127.0.0.1:0` and
+// drives it over streamable HTTP with the official SDK's client.
+func TestServeCLIHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules and the command")
+	}
+	cmd := exec.Command(buildCommand(t), "mcp", "--config", writeE2EConfig(t), "--cache-dir", "", "--http", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if _, u, ok := strings.Cut(sc.Text(), "serving streamable HTTP at "); ok {
+				url <- u
+			}
+		}
+	}()
+	select {
+	case u := <-url:
+		exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: u, MaxRetries: -1}))
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the command did not say where it serves")
+	}
+}
+
+// TestServeStdio runs `wasmhooks mcp --config` and drives it over stdio with
+// the official SDK's client.
+func TestServeStdio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules and the command")
+	}
+	cmd := exec.Command(buildCommand(t), "mcp", "--config", writeE2EConfig(t), "--cache-dir", "")
 	cmd.Stderr = os.Stderr
 	exercise(t, connect(t, &mcp.CommandTransport{Command: cmd}))
 }
