@@ -1,7 +1,7 @@
 # wasmhooks: the Makefile is the interface. CI (.ci/run) calls these targets.
 GO       ?= go
 BUILD    := build
-HOOKS    := redact-secrets block-prompt-injection summarize loop-detector
+HOOKS    := redact-secrets block-prompt-injection summarize loop-detector cross-boundary-guard secretless-redactor
 HOOK_WASM := $(addprefix $(BUILD)/hooks/,$(addsuffix .wasm,$(HOOKS)))
 WAT_SRC  := $(wildcard testdata/guests/*.wat)
 CLI      := $(BUILD)/wasmhooks

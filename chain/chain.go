@@ -438,6 +438,20 @@ type Step struct {
 	LogBytesDropped int `json:"log_bytes_dropped,omitempty"`
 	// Audit is the hash of the step's audit record.
 	Audit string `json:"audit"`
+	// Shadow is what an audit-mode binding (Binding.Mode) would have
+	// applied; nil for an active binding. Applied is then continue.
+	Shadow *Shadow `json:"shadow,omitempty"`
+}
+
+// Shadow is the would-be result of an audit-mode binding's step.
+type Shadow struct {
+	// Applied is what the step would have applied: continue, modify,
+	// block (by the hook or its fail policy) or ask.
+	Applied abi.Action `json:"applied"`
+	// Changed lists the fields a would-be modify changes, and Context is
+	// the context it would have left.
+	Changed []string       `json:"changed,omitempty"`
+	Context map[string]any `json:"context,omitempty"`
 }
 
 func newID() string {

@@ -149,7 +149,22 @@ type Binding struct {
 	// Zero means DefaultLookahead; at most MaxLookahead. Only bindings at
 	// streaming points may set it. See Stream.
 	Lookahead int
+	// Mode is ModeActive (empty means active) or ModeAudit: an audit
+	// binding runs and its would-be decision and change are recorded (the
+	// step's Shadow, the audit record's Ignored), but it never alters or
+	// blocks the traffic, and a failure never blocks whatever the fail
+	// policy (which still says whether it is a warning or an error).
+	Mode Mode
 }
+
+// Mode is whether a binding's decisions apply (MCP interceptors' "mode").
+type Mode string
+
+// Binding modes.
+const (
+	ModeActive Mode = "active"
+	ModeAudit  Mode = "audit"
+)
 
 // BreakerConfig configures the circuit breakers: one per binding and tenant.
 // See RATIONALE.md#why-a-circuit-breaker.
@@ -384,6 +399,10 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: an observer cannot fail closed (observers cannot block)", what)
 			continue
 		}
+		if b.Mode != "" && b.Mode != ModeActive && b.Mode != ModeAudit {
+			bad("%s: unknown mode %q (want active or audit)", what, b.Mode)
+			continue
+		}
 		if b.Approval.Timeout < 0 {
 			bad("%s: negative approval timeout", what)
 			continue
@@ -527,7 +546,8 @@ func configDigest(cfg Config, s *snapshot) string {
 		Limits                     runtime.Limits
 		Timeout                    time.Duration
 		OnExpiry                   string
-		Lookahead                  int `json:",omitempty"`
+		Lookahead                  int    `json:",omitempty"`
+		Mode                       string `json:",omitempty"`
 	}
 	doc := struct {
 		Bindings      []entry
@@ -545,7 +565,7 @@ func configDigest(cfg Config, s *snapshot) string {
 		doc.Bindings = append(doc.Bindings, entry{
 			Name: nb.Name, Module: nb.digest, Point: nb.Point, Phase: string(nb.Phase), Priority: nb.Priority,
 			Settings: nb.Settings, Grants: nb.Grants, Fail: string(nb.fail), Timeout: nb.timeout, OnExpiry: string(nb.onExpiry),
-			Limits: nb.limits, Lookahead: nb.Lookahead,
+			Limits: nb.limits, Lookahead: nb.Lookahead, Mode: string(nb.Mode),
 		})
 	}
 	b, _ := abi.Marshal(doc)

@@ -30,7 +30,7 @@ import (
 // ("memory_pages", "fuel", "init_fuel", "max_stack_bytes", ...); a field left
 // out means the runtime's default. Durations are Go durations ("250ms",
 // "2s"). Unknown fields, duplicate keys and anything strict JSON refuses are
-// errors.
+// errors. A binding's "mode" is "active" (the default) or "audit" (Binding.Mode).
 type fileConfig struct {
 	Modules  map[string]string `json:"modules"`
 	Breaker  *fileBreaker      `json:"breaker"`
@@ -65,7 +65,8 @@ type fileBinding struct {
 	Limits   json.RawMessage `json:"limits"` // runtime.Limits' JSON form
 	Approval *fileApproval   `json:"approval"`
 	// Lookahead is Binding.Lookahead (streaming points only).
-	Lookahead int `json:"lookahead"`
+	Lookahead int  `json:"lookahead"`
+	Mode      Mode `json:"mode"` // active (default) or audit
 }
 
 type fileApproval struct {
@@ -120,7 +121,7 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	for i, fb := range fc.Bindings {
 		b := Binding{
 			Name: fb.Name, Module: fb.Module, Point: fb.Point, Phase: fb.Phase, Priority: fb.Priority,
-			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail, Lookahead: fb.Lookahead,
+			Settings: fb.Settings, Grants: fb.Grants, Fail: fb.Fail, Lookahead: fb.Lookahead, Mode: fb.Mode,
 		}
 		if fb.Limits != nil {
 			if err := b.Limits.UnmarshalJSON(fb.Limits); err != nil {

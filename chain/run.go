@@ -134,6 +134,10 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 				return nil, err
 			}
 		}
+		if b.Mode == ModeAudit {
+			shadow(&step, nextCtx)
+			nextCtx = st.Context
+		}
 		var ap *Approval
 		if step.Applied == abi.ActionAsk {
 			ap = c.newApproval(b, st, dec)
@@ -173,7 +177,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			}
 			return out, nil
 		}
-		if dec != nil && dec.DoNotReplyAgain && b.Phase == Guard && step.Ignored == "" {
+		if dec != nil && dec.DoNotReplyAgain && b.Phase == Guard && step.Ignored == "" && b.Mode != ModeAudit {
 			st.DoNotReplyAgain = true
 		}
 		if shortCircuits(b, &step, dec) {
@@ -210,6 +214,28 @@ func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, d
 		out.DoNotReplyAgain = out.DoNotReplyAgain || dec.DoNotReplyAgain
 	}
 	return out
+}
+
+// shadow turns the step of an audit binding (Binding.Mode) into a continue:
+// what it would have applied, the fields it would have changed and the
+// context it would have left go to step.Shadow (the trace), and a would-be
+// modify, block or ask is named in step.Ignored (the trace and the audit
+// record). A failure is kept, with its fail policy: under closed it is an
+// error the caller reports, under open a warning; neither blocks.
+func shadow(step *Step, next map[string]any) {
+	sh := &Shadow{Applied: step.Applied, Changed: step.Changed}
+	if step.Applied == abi.ActionModify {
+		sh.Context = next
+	}
+	step.Shadow = sh
+	if step.Applied != abi.ActionContinue {
+		note := fmt.Sprintf("audit mode: would %s; not applied", step.Applied)
+		if step.Ignored != "" {
+			note = step.Ignored + "; " + note
+		}
+		step.Ignored = note
+	}
+	step.Applied, step.Changed = abi.ActionContinue, nil
 }
 
 // policyReason is the reason a fail policy gives. It names the failure so it

@@ -1,0 +1,164 @@
+// Command cross-boundary-guard is a wasmhooks hook, an MCP security
+// validator: a verbatim secret that one server returned earlier in a session
+// must not be sent to another server later in the same session. See
+// README.md.
+package main
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/wasmhooks/wasmhooks/hooks-examples/internal/mcpsec"
+	"github.com/wasmhooks/wasmhooks/sdk"
+)
+
+func init() { sdk.HandleE(handle) }
+
+func main() {}
+
+// MaxTainted bounds the secrets remembered per session (the oldest are
+// dropped past it), and MaxOrigins the servers remembered per secret, so
+// the state stays under the store's value limit (64 KiB by default).
+const (
+	MaxTainted = 512
+	MaxOrigins = 8
+)
+
+// unknownServer is the origin of a secret in a response whose server
+// nothing names: a request that carries it is blocked wherever it goes,
+// rather than the secret left untainted.
+const unknownServer = "(unknown)"
+
+// state is a session's taint: the digest of each secret a response carried,
+// with the servers it came from, in the order first seen; and the server of
+// the session's last request, for responses that do not name theirs.
+type state struct {
+	Origins map[string][]string `json:"origins"`
+	Order   []string            `json:"order"`
+	Last    string              `json:"last,omitempty"`
+}
+
+func handle(inv *sdk.Invocation) (sdk.Decision, error) {
+	f, err := mcpsec.NewFinder(inv)
+	if err != nil {
+		return sdk.Decision{}, err
+	}
+	t := mcpsec.Read(inv)
+	key := mcpsec.Key("taint", t.Session)
+	var st state
+	if err := load(key, &st); err != nil {
+		return sdk.Decision{}, err
+	}
+	secrets := f.Find(t.Payload)
+
+	if t.Phase == "response" {
+		from := t.Server
+		if from == "" {
+			from = st.Last
+		}
+		if from == "" {
+			from = unknownServer
+		}
+		if len(secrets) == 0 {
+			return sdk.Continue(), nil
+		}
+		from = mcpsec.Bounded(from)
+		changed := false
+		for _, s := range secrets {
+			d := mcpsec.Digest(s)
+			if _, ok := st.Origins[d]; !ok {
+				st.Order = append(st.Order, d)
+			}
+			if !contains(st.Origins[d], from) {
+				if len(st.Origins[d]) >= MaxOrigins {
+					// A secret many servers returned: keep the
+					// first ones; a request to a later one is
+					// blocked (the safe side).
+					continue
+				}
+				st.Origins[d] = append(st.Origins[d], from)
+				changed = true
+			}
+		}
+		for len(st.Order) > MaxTainted {
+			delete(st.Origins, st.Order[0])
+			st.Order = st.Order[1:]
+		}
+		if changed {
+			if err := sdk.KVSet(key, st); err != nil {
+				return sdk.Decision{}, err
+			}
+		}
+		return sdk.Continue(), nil
+	}
+
+	to := mcpsec.Bounded(t.Server)
+	for _, s := range secrets {
+		origins := st.Origins[mcpsec.Digest(s)]
+		if len(origins) > 0 && !contains(origins, to) {
+			sort.Strings(origins)
+			return sdk.Block(fmt.Sprintf("cross-boundary: a secret read from server %s must not be sent to server %s", origins[0], name(to))), nil
+		}
+	}
+	if to != "" && to != st.Last {
+		st.Last = to
+		if err := sdk.KVSet(key, st); err != nil {
+			return sdk.Decision{}, err
+		}
+	}
+	return sdk.Continue(), nil
+}
+
+func name(server string) string {
+	if server == "" {
+		return "(unknown)"
+	}
+	return server
+}
+
+// load reads the session's state; none yet is an empty one.
+func load(key string, st *state) error {
+	v, found, err := sdk.KVGet(key)
+	if err != nil {
+		return err
+	}
+	st.Origins = map[string][]string{}
+	if !found {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if o, ok := m["origins"].(map[string]any); ok {
+		for d, list := range o {
+			if l, ok := list.([]any); ok {
+				for _, s := range l {
+					if s, ok := s.(string); ok {
+						st.Origins[d] = append(st.Origins[d], s)
+					}
+				}
+			}
+		}
+	}
+	if o, ok := m["order"].([]any); ok {
+		for _, d := range o {
+			if d, ok := d.(string); ok {
+				if _, ok := st.Origins[d]; ok {
+					st.Order = append(st.Order, d)
+				}
+			}
+		}
+	}
+	st.Last, _ = m["last"].(string)
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}

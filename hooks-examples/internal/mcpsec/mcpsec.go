@@ -1,0 +1,262 @@
+// Package mcpsec is what the MCP security example hooks (cross-boundary-guard
+// and secretless-redactor) share: finding verbatim secrets of well-known
+// formats anywhere in a payload, naming the MCP server traffic belongs to,
+// and keying per-session state.
+//
+// The hooks run at tool.before (a request: the payload is "arguments") and
+// tool.after (a response: the payload is "result"), bound there by package
+// interceptor, whose context also carries "mcp": {event, phase, sessionId,
+// server}; or bound directly at those points by a chain, where "tool" is the
+// tool's name and there is no session.
+package mcpsec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/wasmhooks/wasmhooks/sdk"
+)
+
+// DefaultPatterns are the secret formats found unless the "patterns" setting
+// replaces them ("extra_patterns" adds to them). Each matches a whole token.
+var DefaultPatterns = []string{
+	// Stripe live secret and publishable keys.
+	`\b[sp]k_live_[A-Za-z0-9]{16,}`,
+	// GitHub personal access and OAuth tokens.
+	`\bgh[po]_[A-Za-z0-9]{20,}`,
+	// AWS access key ids.
+	`\bAKIA[0-9A-Z]{16}\b`,
+	// Slack bot and refresh tokens.
+	`\bxox[br]-[A-Za-z0-9-]{10,}`,
+}
+
+// DefaultToolServers maps the tools of the reference MCP servers to their
+// server. The "tool_servers" setting adds to it (and overrides it). A tool
+// in neither is its own server.
+var DefaultToolServers = map[string]string{
+	"read_file": "filesystem", "write_file": "filesystem", "move_file": "filesystem",
+	"list_directory": "filesystem", "search_files": "filesystem",
+	"read_query": "sqlite", "write_query": "sqlite", "list_tables": "sqlite", "describe_table": "sqlite",
+	"git_log": "git", "git_show": "git", "git_diff_unstaged": "git",
+	"read_graph": "memory", "create_entities": "memory", "add_observations": "memory",
+	"fetch":        "fetch",
+	"browser_type": "browser", "browser_fill_form": "browser", "browser_snapshot": "browser",
+	"execute_command": "shell",
+}
+
+// Finder finds secrets.
+type Finder struct{ res []*regexp.Regexp }
+
+// NewFinder reads the "patterns" and "extra_patterns" settings. A pattern
+// that does not compile is an error: a hook that silently ran without it
+// would let the secret through.
+func NewFinder(inv *sdk.Invocation) (*Finder, error) {
+	patterns := inv.SettingStrings("patterns")
+	if patterns == nil {
+		patterns = DefaultPatterns
+	}
+	patterns = append(append([]string(nil), patterns...), inv.SettingStrings("extra_patterns")...)
+	if err := inv.SettingsErr(); err != nil {
+		return nil, err
+	}
+	f := &Finder{}
+	for i, p := range patterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("setting patterns: pattern %d (%q): %w", i, p, err)
+		}
+		f.res = append(f.res, re)
+	}
+	return f, nil
+}
+
+// maxDepth bounds how deep Find and Replace walk (the host's own JSON limit
+// is lower; this only keeps the walk bounded whatever it is given).
+const maxDepth = 256
+
+// Find returns the distinct secrets in v's strings (object keys included),
+// however deeply nested, sorted.
+func (f *Finder) Find(v any) []string {
+	seen := map[string]bool{}
+	f.walk(v, 0, func(s string) string {
+		for _, re := range f.res {
+			for _, m := range re.FindAllString(s, -1) {
+				seen[m] = true
+			}
+		}
+		return s
+	})
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Replace returns v with every secret replaced by handle(secret), and how
+// many were replaced.
+func (f *Finder) Replace(v any, handle func(secret string) string) (any, int) {
+	n := 0
+	out := f.walk(v, 0, func(s string) string {
+		for _, re := range f.res {
+			s = re.ReplaceAllStringFunc(s, func(m string) string {
+				n++
+				return handle(m)
+			})
+		}
+		return s
+	})
+	return out, n
+}
+
+// walk rebuilds v with each string (and object key) passed through fn.
+func (f *Finder) walk(v any, depth int, fn func(string) string) any {
+	if depth > maxDepth {
+		return v
+	}
+	switch x := v.(type) {
+	case string:
+		return fn(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fn(k)] = f.walk(e, depth+1, fn)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = f.walk(e, depth+1, fn)
+		}
+		return out
+	}
+	return v
+}
+
+// Digest is what state keeps of a secret: never the secret itself.
+func Digest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Traffic is what a hook knows of one MCP message.
+type Traffic struct {
+	Event, Phase, Session string
+	// Server is the server the traffic goes to or comes from ("" when
+	// nothing says).
+	Server  string
+	Payload any
+}
+
+// Read reads the traffic of an invocation.
+func Read(inv *sdk.Invocation) Traffic {
+	t := Traffic{Phase: "request"}
+	if inv.Point == "tool.after" {
+		t.Phase = "response"
+	}
+	t.Payload, _ = inv.ContextValue(inv.PrimaryField())
+	mcp, isMCP := inv.Context()["mcp"].(map[string]any)
+	tool := ""
+	if isMCP {
+		t.Event, _ = mcp["event"].(string)
+		t.Session, _ = mcp["sessionId"].(string)
+		t.Server, _ = mcp["server"].(string)
+		if obj, ok := t.Payload.(map[string]any); ok {
+			tool, _ = obj["name"].(string)
+		}
+	} else {
+		t.Event, tool = "tools/call", inv.ContextString("tool")
+	}
+	if t.Server != "" {
+		return t
+	}
+	if tool != "" {
+		t.Server = ToolServer(inv, tool)
+		return t
+	}
+	if u := resourceURI(t.Payload); u != "" {
+		t.Server = URIServer(u)
+	}
+	return t
+}
+
+// ToolServer is the server of a tool: the "tool_servers" setting, else
+// DefaultToolServers, else the tool itself.
+func ToolServer(inv *sdk.Invocation, tool string) string {
+	if m, ok := inv.Setting("tool_servers"); ok {
+		if mm, ok := m.(map[string]any); ok {
+			if s, ok := mm[tool].(string); ok && s != "" {
+				return s
+			}
+		}
+	}
+	if s, ok := DefaultToolServers[tool]; ok {
+		return s
+	}
+	return tool
+}
+
+// resourceURI is the uri of a resources/read request ({uri}) or response
+// ({contents: [{uri}]}).
+func resourceURI(p any) string {
+	obj, ok := p.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if u, ok := obj["uri"].(string); ok {
+		return u
+	}
+	if list, ok := obj["contents"].([]any); ok {
+		for _, c := range list {
+			if m, ok := c.(map[string]any); ok {
+				if u, ok := m["uri"].(string); ok {
+					return u
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// URIServer is the server of a resource: its URI's authority, else its
+// scheme.
+func URIServer(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.Index(raw, ":"); i > 0 {
+			return raw[:i]
+		}
+		return raw
+	}
+	if u.Host != "" {
+		return u.Host
+	}
+	if u.Scheme != "" {
+		return u.Scheme
+	}
+	return raw
+}
+
+// Key is the key-value key of a hook's state named what for a session. Long
+// session ids are hashed, to stay under the store's key limit.
+func Key(what, session string) string {
+	if len(session) > 128 {
+		session = "sha256:" + Digest(session)
+	}
+	return what + "/" + session
+}
+
+// Bounded is a server name as state keeps it: names over 128 bytes (a tool
+// name is the client's to choose) are replaced by their digest.
+func Bounded(server string) string {
+	if len(server) > 128 {
+		return "sha256:" + Digest(server)
+	}
+	return server
+}

@@ -1,0 +1,82 @@
+package interceptor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func newExecutor(t *testing.T, ds ...Descriptor) *Executor {
+	t.Helper()
+	cfg := Config{Modules: map[string][]byte{}}
+	for _, d := range ds {
+		if _, ok := cfg.Modules[d.Module]; !ok {
+			cfg.Modules[d.Module] = buildHook(t, d.Module)
+		}
+		cfg.Interceptors = append(cfg.Interceptors, d)
+	}
+	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close(context.Background()) })
+	return x
+}
+
+// Responses of one session that run at once must each leave their taint:
+// the key-value store has no compare-and-swap, so the executor serialises a
+// session's executions. Without it, concurrent read-modify-writes of the
+// taint lose secrets, and their relay is let through.
+func TestSessionStateUnderConcurrency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+	const n = 12
+	secret := func(i int) string { return fmt.Sprintf("ghp_Concurrent%02dSecretToken0123", i) }
+	ictx := &InvocationContext{SessionID: "busy"}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: ictx,
+				Payload: map[string]any{"name": "read_file", "content": secret(i)}})
+			if e != nil || r.Status != StatusSuccess {
+				t.Errorf("response %d: %v %+v", i, e, r)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ictx,
+			Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
+		if e != nil || r.Status != StatusValidationFailed {
+			t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
+		}
+	}
+}
+
+// A failing interceptor keeps running: the chains' breakers are off, so one
+// session's failures never decide for the others.
+func TestNoBreakerAcrossSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	x := newExecutor(t, Descriptor{Name: "crash", Type: TypeValidation, Events: []string{"*"}, Module: "behaviors",
+		Settings: map[string]any{"behavior": "crash"}, FailOpen: true})
+	for i := 0; i < 8; i++ {
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest,
+			Context: &InvocationContext{SessionID: fmt.Sprint("s", i)}, Payload: map[string]any{}})
+		if e != nil || r.Status != StatusSuccess || len(r.Results) != 1 {
+			t.Fatalf("run %d: %v %+v", i, e, r)
+		}
+		if got := r.Results[0].Info["failure"]; got == nil || got == "circuit_open" {
+			t.Fatalf("run %d: failure %v, want the hook's own (it ran; no breaker skipped it)", i, got)
+		}
+		if r.Results[0].Severity != "warn" || r.ValidationSummary.Warnings != 1 {
+			t.Errorf("run %d: a fail-open failure is a warning: %+v", i, r.Results[0])
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package interceptor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SEP's methods as the official Go SDK serves them. The SDK dispatches
+// only the methods of the MCP specification (its method table is closed), so
+// each SEP method is a tool of the same name with '/' written '.': its
+// arguments are the method's params, its structured content the method's
+// result, and an RPC failure (an unknown interceptor: -32602) is the
+// JSON-RPC error of the tools/call. The server declares the SEP's
+// capability, {"interceptor": {"supportedEvents": [...]}}, under
+// "experimental".
+const (
+	ToolList   = "interceptors.list"
+	ToolInvoke = "interceptor.invoke"
+	ToolChain  = "interceptor.executeChain"
+)
+
+// ServerName is the MCP server's implementation name.
+const ServerName = "wasmhooks-interceptors"
+
+// NewServer returns an MCP server of the executor's interceptors. version
+// is the implementation version it reports.
+func NewServer(x *Executor, version string) *mcp.Server {
+	events := map[string]bool{}
+	for _, d := range x.cfg.Interceptors {
+		for _, e := range d.Events {
+			events[e] = true
+		}
+	}
+	supported := make([]string, 0, len(events))
+	for e := range events {
+		supported = append(supported, e)
+	}
+	sort.Strings(supported)
+	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Version: version}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:        &mcp.ToolCapabilities{},
+			Experimental: map[string]any{"interceptor": map[string]any{"supportedEvents": supported}},
+		},
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: ToolList, Description: "interceptors/list (SEP-2624): the interceptors, those hooking params.event if set."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ ListParams) (*mcp.CallToolResult, any, error) {
+			var p ListParams
+			if err := decode(req, &p); err != nil {
+				return nil, nil, err
+			}
+			return nil, x.List(p.Event), nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: ToolInvoke, Description: "interceptor/invoke (SEP-2624): one interceptor over a payload; a ValidationResult or a MutationResult."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ InvokeParams) (*mcp.CallToolResult, any, error) {
+			var p InvokeParams
+			if err := decode(req, &p); err != nil {
+				return nil, nil, err
+			}
+			p.Context = withSession(p.Context, req)
+			r, e := x.Invoke(ctx, p)
+			if e != nil {
+				return nil, nil, wireError(e)
+			}
+			return nil, r, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: ToolChain, Description: "Runs one lifecycle event through every interceptor hooking it, in the SEP's trust-boundary order; a ChainExecutionResult."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ ChainParams) (*mcp.CallToolResult, any, error) {
+			var p ChainParams
+			if err := decode(req, &p); err != nil {
+				return nil, nil, err
+			}
+			p.Context = withSession(p.Context, req)
+			r, e := x.Chain(ctx, p)
+			if e != nil {
+				return nil, nil, wireError(e)
+			}
+			return nil, r, nil
+		})
+	return s
+}
+
+// decode reads the tool's arguments into p, numbers kept exact
+// (json.Number), as the payload reaches the hooks.
+func decode(req *mcp.CallToolRequest, p any) error {
+	raw := req.Params.Arguments
+	if len(raw) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(p); err != nil {
+		return &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: %v", err)}
+	}
+	return nil
+}
+
+// withSession defaults the invocation context's sessionId to the MCP
+// session's id (the streamable HTTP transport's Mcp-Session-Id), so a
+// client that sends none still keeps its taint apart from other clients'.
+func withSession(c *InvocationContext, req *mcp.CallToolRequest) *InvocationContext {
+	if c != nil && c.SessionID != "" {
+		return c
+	}
+	id := ""
+	if req.Session != nil {
+		id = req.Session.ID()
+	}
+	if id == "" {
+		return c
+	}
+	out := InvocationContext{}
+	if c != nil {
+		out = *c
+	}
+	out.SessionID = "mcp-session:" + id
+	return &out
+}
+
+func wireError(e *Error) error {
+	var data json.RawMessage
+	if e.Data != nil {
+		data, _ = json.Marshal(e.Data)
+	}
+	return &jsonrpc.Error{Code: int64(e.Code), Message: e.Message, Data: data}
+}
+
+// HTTPHandler serves the server over MCP's streamable HTTP transport.
+func HTTPHandler(s *mcp.Server) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+}

