@@ -123,11 +123,11 @@ type Stream struct {
 	offset  int    // characters released so far
 	// next is the held bytes the next run waits for, after a run that
 	// released nothing (0: run as soon as the window exceeds L).
-	next int
-	text    strings.Builder
-	out     StreamOutcome
-	err     error // set once the stream stopped
-	closed  bool
+	next   int
+	text   strings.Builder
+	out    StreamOutcome
+	err    error // set once the stream stopped
+	closed bool
 }
 
 // Stream starts a stream at in.Point, which must be a streaming point, for
