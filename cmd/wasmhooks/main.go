@@ -8,6 +8,7 @@
 //	wasmhooks chain --config chain.json --point P [--input FILE|-] ...
 //	wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision D
 //	wasmhooks chain verify FILE.jsonl
+//	wasmhooks serve [--addr HOST:PORT] [--data DIR]
 //
 // `run` is a chain of one binding: both commands are chains over the host
 // that wire.go wires. Output is JSON on stdout; `COMMAND --help` lists a
@@ -25,7 +26,7 @@ import (
 
 const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
-` + chainSynopsis + `  wasmhooks version
+` + chainSynopsis + serveSynopsis + `  wasmhooks version
 
 wasmhooks COMMAND --help lists the command's flags.
 `
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdManifest(args[1:], stdout, stderr)
 	case "chain":
 		return cmdChain(ctx, args[1:], stdin, stdout, stderr)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "wasmhooks", version)
 		return exitOK
