@@ -210,7 +210,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		return
 	}
 	var ctxMap map[string]any
-	if len(req.Context) > 0 {
+	if len(req.Context) > 0 && string(req.Context) != "null" {
 		v, err := abi.ParseJSON(req.Context, abi.JSONLimits{MaxBytes: int(s.opts.MaxBodyBytes)})
 		m, ok := v.(map[string]any)
 		if err != nil || !ok {
