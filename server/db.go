@@ -68,8 +68,10 @@ var schema = []string{
 		status TEXT NOT NULL,
 		view TEXT NOT NULL,
 		outcome TEXT,
+		expires INTEGER NOT NULL,
 		created TEXT NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS serve_approvals_tenant ON serve_approvals (tenant, status)`,
+	`CREATE INDEX IF NOT EXISTS serve_approvals_expires ON serve_approvals (status, expires)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

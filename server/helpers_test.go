@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -48,7 +49,7 @@ func newPlatform(t *testing.T) *platform {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
-		MaxBodyBytes: 64 << 10})
+		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

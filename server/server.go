@@ -80,6 +80,9 @@ type Options struct {
 	MaxWait time.Duration
 	// RunTimeout bounds a run; zero means DefaultRunTimeout.
 	RunTimeout time.Duration
+	// ExpiryInterval is how often expired approvals are decided; zero
+	// means DefaultExpiryInterval.
+	ExpiryInterval time.Duration
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it
@@ -96,8 +99,9 @@ type Server struct {
 	mux         *http.ServeMux
 	bootKey     string
 
-	mu     sync.Mutex // guards chains; held while a tenant's chain is built
+	mu     sync.Mutex // guards chains
 	chains map[string]*chain.Chain
+	bindMu sync.Mutex // one bind at a time
 
 	runLocks [64]sync.Mutex // striped by (tenant, run): one run per id at a time
 
@@ -130,6 +134,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.RunTimeout <= 0 {
 		opts.RunTimeout = DefaultRunTimeout
 	}
+	if opts.ExpiryInterval <= 0 {
+		opts.ExpiryInterval = DefaultExpiryInterval
+	}
 	if opts.Audit == nil {
 		opts.Audit = audit.NewMemorySink()
 	}
@@ -161,7 +168,63 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mux = s.routes()
+	go s.expireLoop(kctx, opts.ExpiryInterval)
 	return s, nil
+}
+
+// DefaultExpiryInterval is how often the server applies the expiry policy
+// of approvals nobody resolved in time (5 s): an approval is decided at most
+// that long after its expiry.
+const DefaultExpiryInterval = 5 * time.Second
+
+func (s *Server) expireLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.expire(ctx)
+		}
+	}
+}
+
+// expire resolves, through the tenant's own chain, each approval of the
+// tenant that passed its expiry: Resolve applies the binding's expiry policy
+// to an expired approval whatever the resolution says. (Not ExpirePending:
+// the approval store is shared by every tenant's chain, and a chain must
+// only ever resume its own tenant's runs.)
+func (s *Server) expire(ctx context.Context) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, tenant FROM serve_approvals WHERE status = 'pending' AND expires <= ? ORDER BY expires LIMIT 100`, time.Now().UnixNano())
+	if err != nil {
+		s.log.Warn("server: expiring approvals", "err", err)
+		return
+	}
+	type due struct{ id, tenant string }
+	var all []due
+	for rows.Next() {
+		var d due
+		if err := rows.Scan(&d.id, &d.tenant); err != nil {
+			break
+		}
+		all = append(all, d)
+	}
+	rows.Close()
+	for _, d := range all {
+		c := s.chainFor(d.tenant)
+		if c == nil {
+			continue
+		}
+		out, err := c.Resolve(ctx, d.id, chain.Resolution{Decision: chain.Deny, Actor: "expiry", Reason: "expired"})
+		if err != nil {
+			s.log.Warn("server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
+			continue
+		}
+		if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
+			s.log.Error("server: recording an expired approval", "tenant", d.tenant, "id", d.id, "err", err)
+		}
+	}
 }
 
 // BootstrapKey is the admin key this start made (the database had none and

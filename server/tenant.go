@@ -86,9 +86,11 @@ func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal)
 		writeProblem(w, pr)
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.chains[tenant]
+	// Binds are one at a time (so the stored configuration is the one in
+	// force); runs go on meanwhile, on the configuration they started with.
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	c := s.chainFor(tenant)
 	var err error
 	if c == nil {
 		c, err = chain.New(r.Context(), cfg, s.chainOptions())
@@ -99,6 +101,9 @@ func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal)
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "%v", err))
 		return
 	}
+	s.mu.Lock()
+	s.chains[tenant] = c
+	s.mu.Unlock()
 	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO serve_bindings (tenant, config, updated) VALUES (?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET config = excluded.config, updated = excluded.updated`,
 		tenant, string(data), now()); err != nil {
 		// The chain in force is the new one, the stored one the old: say so
@@ -106,7 +111,6 @@ func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal)
 		writeProblem(w, s.internal(err))
 		return
 	}
-	s.chains[tenant] = c
 	info, _ := c.Info()
 	writeJSON(w, 200, map[string]any{"tenant": tenant, "info": info})
 }
@@ -183,8 +187,8 @@ func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, created) VALUES (?, ?, ?, 'pending', ?, ?) ON CONFLICT (id) DO NOTHING`,
-		out.Approval.ID, out.Tenant, out.Run, string(view), now())
+	_, err = s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		out.Approval.ID, out.Tenant, out.Run, string(view), out.Approval.Expires.UnixNano(), now())
 	return err
 }
 
@@ -395,7 +399,7 @@ func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Prin
 		writeProblem(w, s.chainProblem(err))
 		return
 	}
-	if err := s.recordPending(ctx, out); err != nil {
+	if err := s.finishResolution(ctx, tenant, id, out); err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
@@ -404,12 +408,25 @@ func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Prin
 		writeProblem(w, s.internal(err))
 		return
 	}
+	writeRaw(w, 200, doc)
+}
+
+// finishResolution records a resolved approval's outcome as its result,
+// indexes the approval the resumed run may have paused on again, and wakes
+// the result's waiters.
+func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *chain.Outcome) error {
+	if err := s.recordPending(ctx, out); err != nil {
+		return err
+	}
+	doc, err := outcomeDoc(out)
+	if err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE serve_approvals SET status = 'resolved', outcome = ? WHERE id = ? AND tenant = ?`, string(doc), id, tenant); err != nil {
-		writeProblem(w, s.internal(err))
-		return
+		return err
 	}
 	s.wake(id)
-	writeRaw(w, 200, doc)
+	return nil
 }
 
 // ResultDoc is an approval's result: Outcome is set once it is resolved.
