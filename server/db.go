@@ -70,6 +70,11 @@ var schema = []string{
 		outcome TEXT,
 		expires INTEGER NOT NULL,
 		created TEXT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS serve_audit (
+		tenant TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		record TEXT NOT NULL,
+		PRIMARY KEY (tenant, seq))`,
 	`CREATE INDEX IF NOT EXISTS serve_approvals_tenant ON serve_approvals (tenant, status)`,
 	`CREATE INDEX IF NOT EXISTS serve_approvals_expires ON serve_approvals (status, expires)`,
 }

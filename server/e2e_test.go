@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"os"
 	"testing"
@@ -154,5 +155,27 @@ func TestEndToEnd(t *testing.T) {
 	wantCode(t, err, 409, "approval_resolved")
 	if list, _ := op.Approvals(ctx, "acme", "pending"); len(list) != 0 {
 		t.Fatalf("still pending: %+v", list)
+	}
+	// The audit records of every verdict, the approval's resolution among
+	// them, are the tenant's to read.
+	recs, err := op.Audit(ctx, "acme", -1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolutions int
+	for _, r := range recs {
+		var rec struct {
+			Tenant     string `json:"tenant"`
+			Resolution string `json:"resolution"`
+		}
+		if err := json.Unmarshal(r, &rec); err != nil || rec.Tenant != "acme" {
+			t.Fatalf("record %s: %v", r, err)
+		}
+		if rec.Resolution == "approved" {
+			resolutions++
+		}
+	}
+	if len(recs) < 4 || resolutions != 1 {
+		t.Fatalf("%d records, %d approved resolutions", len(recs), resolutions)
 	}
 }

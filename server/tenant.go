@@ -178,8 +178,19 @@ func outcomeDoc(out *chain.Outcome) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// recordPending indexes a pending outcome's approval under its tenant.
+// recordPending indexes the outcome's audit records and, when it is pending,
+// its approval, under its tenant.
 func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
+	for i := range out.Audit {
+		rec := &out.Audit[i]
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO serve_audit (tenant, seq, record) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, out.Tenant, int64(rec.Seq), string(b)); err != nil {
+			return err
+		}
+	}
 	if out.Verdict != chain.Pending || out.Approval == nil {
 		return nil
 	}
@@ -482,4 +493,48 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Princ
 			return
 		}
 	}
+}
+
+// MaxAuditPage bounds the records one audit read returns (500).
+const MaxAuditPage = 500
+
+// listAudit returns the tenant's audit records after ?after= (a seq), at
+// most ?limit= (MaxAuditPage). The records are links of the platform's one
+// audit chain (their seq and prev are the chain's, so a tenant's records are
+// not consecutive); the chain is verified whole, with its key, by
+// `wasmhooks chain verify` on the audit file.
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	after, limit := int64(-1), int64(MaxAuditPage)
+	if q := r.URL.Query().Get("after"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 0 {
+			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "after is a record's seq"))
+			return
+		}
+		after = n
+	}
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 1 {
+			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "limit is a positive number"))
+			return
+		}
+		limit = min(n, MaxAuditPage)
+	}
+	rows, err := s.db.QueryContext(r.Context(), `SELECT record FROM serve_audit WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, r.PathValue("tenant"), after, limit)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer rows.Close()
+	out := []json.RawMessage{}
+	for rows.Next() {
+		var rec string
+		if err := rows.Scan(&rec); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		out = append(out, json.RawMessage(rec))
+	}
+	writeJSON(w, 200, map[string]any{"records": out})
 }

@@ -243,3 +243,16 @@ func (c *Client) Result(ctx context.Context, tenant, id string, waitSeconds int)
 	}
 	return decodeOutcome(d.Outcome)
 }
+
+// Audit reads the tenant's audit records after seq (-1: from the first).
+func (c *Client) Audit(ctx context.Context, tenant string, after int64, limit int) ([]json.RawMessage, error) {
+	q := "?limit=" + strconv.Itoa(limit)
+	if after >= 0 {
+		q += "&after=" + strconv.FormatInt(after, 10)
+	}
+	var d struct {
+		Records []json.RawMessage `json:"records"`
+	}
+	err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/audit"+q, nil, &d)
+	return d.Records, err
+}
