@@ -30,8 +30,15 @@ type platform struct {
 
 func newPlatform(t *testing.T) *platform {
 	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return newPlatformAt(t, t.TempDir(), key)
+}
+
+// newPlatformAt starts a platform on the data in dir, under the host key.
+func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
+	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -46,8 +53,6 @@ func newPlatform(t *testing.T) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
 	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
 		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond})
 	if err != nil {
