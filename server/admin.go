@@ -85,14 +85,6 @@ type keyRequest struct {
 	Name   string `json:"name"`
 }
 
-// KeyDoc is a new API key: Key is shown here once and stored only hashed.
-type KeyDoc struct {
-	ID     string `json:"id"`
-	Key    string `json:"key"`
-	Role   Role   `json:"role"`
-	Tenant string `json:"tenant"`
-}
-
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	var req keyRequest
 	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
@@ -140,13 +132,6 @@ type creditRequest struct {
 	// Key makes the grant idempotent: a grant retried with the same key
 	// is applied once.
 	Key string `json:"key"`
-}
-
-// CreditDoc is a tenant's credit.
-type CreditDoc struct {
-	Tenant    string `json:"tenant"`
-	Available int64  `json:"available"`
-	Pending   int64  `json:"pending"`
 }
 
 func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {

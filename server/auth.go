@@ -13,24 +13,6 @@ import (
 	"time"
 )
 
-// Role is what an API key may do. Every route names the roles it admits.
-type Role string
-
-// The roles.
-const (
-	// RoleAdmin is the platform's operator: tenants, keys, credit.
-	RoleAdmin Role = "admin"
-	// RolePublisher is a third party that uploads, publishes and signs
-	// modules; its key's tenant is the publisher's name.
-	RolePublisher Role = "publisher"
-	// RoleOperator is a tenant's operator: binds versions into the
-	// tenant's chain, resolves approvals, reads credit.
-	RoleOperator Role = "operator"
-	// RoleRuntime is a tenant's agent platform: posts runs, waits for
-	// approvals' results.
-	RoleRuntime Role = "runtime"
-)
-
 func validRole(r Role) bool {
 	switch r {
 	case RoleAdmin, RolePublisher, RoleOperator, RoleRuntime:

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
@@ -49,8 +50,9 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mod.Report == nil || mod.Report.Digest != mod.Digest || len(mod.Digest) != 64 {
-		t.Fatalf("report %+v", mod)
+	var report runtime.ModuleInfo
+	if err := json.Unmarshal(mod.Report, &report); err != nil || report.Digest != mod.Digest || len(mod.Digest) != 64 || report.ABIVersion == "" {
+		t.Fatalf("report %s: %v", mod.Report, err)
 	}
 	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
 	if err != nil {

@@ -9,43 +9,6 @@ import (
 	"net/http"
 )
 
-// Problem is an RFC 9457 problem detail, as every error response carries it
-// (Content-Type application/problem+json). Code is one of the stable codes
-// below, or a code of the runtime or the chain (runtime.Code, the chain's
-// approval codes) when the refusal came from there.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Code   string `json:"code"`
-	// Report is the validation report of a refused module, when there is one.
-	Report any `json:"report,omitempty"`
-}
-
-func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail) }
-
-// Stable problem codes of the server itself.
-const (
-	CodeUnauthenticated   = "unauthenticated"    // 401: no key, or a key not known
-	CodeForbidden         = "forbidden"          // 403: the key's role may not use the route
-	CodeNotFound          = "not_found"          // 404: no such object (or not the key's)
-	CodeMalformedJSON     = "malformed_json"     // 400: the body is not the JSON the route takes
-	CodeInvalidRequest    = "invalid_request"    // 400/422: well-formed but not valid
-	CodeBodyTooLarge      = "body_too_large"     // 413: the body passed the route's limit
-	CodeUnsupportedMedia  = "unsupported_media"  // 415: wrong Content-Type
-	CodeConflict          = "conflict"           // 409: exists already (a version, a tenant)
-	CodeUnknownVersion    = "unknown_version"    // 422: a binding names a version not published
-	CodeDigestMismatch    = "digest_mismatch"    // 422: a binding's pin is not the version's digest
-	CodeSignatureRequired = "signature_required" // 422: the tenant requires a valid signature
-	CodeBadSignature      = "bad_signature"      // 422: a signature does not verify
-	CodeInvalidConfig     = "invalid_config"     // 422: the chain refused the configuration
-	CodeNoChain           = "no_chain"           // 409: the tenant has bound nothing yet
-	CodeShuttingDown      = "shutting_down"      // 503: the server is draining
-	CodeTimeout           = "timeout"            // 504: a run outlived the request
-	CodeInternal          = "internal"           // 500: see the server's log
-)
-
 func problem(status int, code, format string, args ...any) *Problem {
 	return &Problem{Type: "https://wasmhooks.dev/problems/" + code, Title: http.StatusText(status), Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
 }

@@ -21,15 +21,6 @@ var semverRE = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0
 
 var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// SigningMessage is what a publisher signs with ed25519 for the version ref
-// ("publisher/name@version"): the version, the module's digest (hex sha256
-// of its bytes) and its manifest's digest (ManifestDigest), so a signature
-// holds for one version of one module with one manifest, and for nothing
-// else.
-func SigningMessage(ref, digest, manifestDigest string) []byte {
-	return []byte("wasmhooks version signature v1\n" + ref + "\n" + digest + "\n" + manifestDigest + "\n")
-}
-
 // ManifestDigest is the hex sha256 of a manifest's canonical JSON
 // (abi.Marshal), or "none" for a module without one.
 func ManifestDigest(m *abi.Manifest) string {
@@ -42,12 +33,6 @@ func ManifestDigest(m *abi.Manifest) string {
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-// ModuleDoc is an uploaded module: its digest and validation report.
-type ModuleDoc struct {
-	Digest string              `json:"digest"`
-	Report *runtime.ModuleInfo `json:"report"`
 }
 
 // uploadModule validates the body exactly as runtime.Runtime.Load does (Load
@@ -95,7 +80,7 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 		writeProblem(w, s.internal(err))
 		return
 	}
-	writeJSON(w, http.StatusCreated, ModuleDoc{Digest: info.Digest, Report: info})
+	writeJSON(w, http.StatusCreated, ModuleDoc{Digest: info.Digest, Report: report})
 }
 
 func (s *Server) getModule(w http.ResponseWriter, r *http.Request, p *Principal) {
@@ -117,23 +102,6 @@ type versionRequest struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Digest  string `json:"digest"`
-}
-
-// VersionDoc is a published version.
-type VersionDoc struct {
-	Ref            string         `json:"ref"` // publisher/name@version
-	Publisher      string         `json:"publisher"`
-	Name           string         `json:"name"`
-	Version        string         `json:"version"`
-	Digest         string         `json:"digest"`
-	ManifestDigest string         `json:"manifest_digest"`
-	Signatures     []SignatureDoc `json:"signatures"`
-}
-
-// SignatureDoc is a signature of a version by one of its publisher's keys.
-type SignatureDoc struct {
-	KeyID     string `json:"key_id"`
-	Signature []byte `json:"signature"`
 }
 
 func (s *Server) publishVersion(w http.ResponseWriter, r *http.Request, p *Principal) {

@@ -136,23 +136,6 @@ func (s *Server) getChain(w http.ResponseWriter, r *http.Request, _ *Principal) 
 	writeJSON(w, 200, doc)
 }
 
-// ApprovalView is what the API shows of an approval: not the paused run's
-// sealed state, which stays in the approval store.
-type ApprovalView struct {
-	ID          string         `json:"id"`
-	Run         string         `json:"run"`
-	Status      string         `json:"status"` // pending or resolved
-	Point       string         `json:"point"`
-	Binding     string         `json:"binding"`
-	Reason      string         `json:"reason,omitempty"`
-	UserMessage string         `json:"user_message,omitempty"`
-	Proposed    map[string]any `json:"proposed"`
-	Pending     map[string]any `json:"pending,omitempty"`
-	Editable    []string       `json:"editable"`
-	Created     time.Time      `json:"created"`
-	Expires     time.Time      `json:"expires"`
-}
-
 func viewOf(a *chain.Approval) *ApprovalView {
 	return &ApprovalView{ID: a.ID, Run: a.Run, Status: "pending", Point: a.Point, Binding: a.Binding, Reason: a.Reason,
 		UserMessage: a.UserMessage, Proposed: a.Proposed, Pending: a.Pending, Editable: a.Editable, Created: a.Created, Expires: a.Expires}
@@ -438,13 +421,6 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 	}
 	s.wake(id)
 	return nil
-}
-
-// ResultDoc is an approval's result: Outcome is set once it is resolved.
-type ResultDoc struct {
-	ID      string          `json:"id"`
-	Status  string          `json:"status"`
-	Outcome json.RawMessage `json:"outcome,omitempty"`
 }
 
 // approvalResult waits up to ?wait= seconds (at most MaxWait) for the

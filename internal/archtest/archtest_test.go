@@ -74,6 +74,9 @@ func TestDependencyRules(t *testing.T) {
 		{"sdk imports only abi (native)", nil, "./sdk/...", func(p string) bool {
 			return p == module+"/abi" || strings.HasPrefix(p, module+"/sdk")
 		}},
+		{"the platform's Go client imports only server/api", nil, "./server/client/...", func(p string) bool {
+			return p == module+"/server/api" || strings.HasPrefix(p, module+"/server/client")
+		}},
 		{"runtime never imports capability", nil, "./runtime/...", func(p string) bool {
 			return p == module+"/abi" || strings.HasPrefix(p, module+"/runtime") ||
 				strings.HasPrefix(p, "github.com/tetratelabs/wazero") ||

@@ -1,6 +1,7 @@
 // Package client is the Go client of the wasmhooks platform's HTTP API
-// (package server, `wasmhooks serve`). Every method returns a *server.Problem
-// when the server answers with one.
+// (package server, `wasmhooks serve`). Every method returns an *api.Problem
+// when the server answers with one. It imports only the standard library and
+// package api, so a platform's program does not compile the runtime.
 package client
 
 import (
@@ -15,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/api"
 )
 
 // MaxResponseBytes bounds a response body the client reads (64 MiB).
@@ -32,7 +33,7 @@ type Client struct {
 func New(base, key string) *Client { return &Client{Base: strings.TrimSuffix(base, "/"), Key: key} }
 
 // Do sends one request and decodes a 2xx JSON answer into out (if not nil);
-// a problem+json answer is returned as a *server.Problem.
+// a problem+json answer is returned as a *api.Problem.
 func (c *Client) Do(ctx context.Context, method, path, contentType string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -62,7 +63,7 @@ func (c *Client) Do(ctx context.Context, method, path, contentType string, body 
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		p := &server.Problem{}
+		p := &api.Problem{}
 		if json.Unmarshal(b, p) != nil || p.Code == "" {
 			return fmt.Errorf("client: %s %s: %s", method, path, resp.Status)
 		}
@@ -99,44 +100,44 @@ func (c *Client) CreateTenant(ctx context.Context, id string, requireSignatures 
 }
 
 // CreateKey creates an API key (admin); the key is in the answer only.
-func (c *Client) CreateKey(ctx context.Context, role server.Role, tenant string) (*server.KeyDoc, error) {
-	var k server.KeyDoc
+func (c *Client) CreateKey(ctx context.Context, role api.Role, tenant string) (*api.KeyDoc, error) {
+	var k api.KeyDoc
 	err := c.doJSON(ctx, "POST", "/v1/keys", map[string]any{"role": role, "tenant": tenant}, &k)
 	return &k, err
 }
 
 // GrantCredit grants amount to tenant (admin); key makes it idempotent.
-func (c *Client) GrantCredit(ctx context.Context, tenant string, amount int64, key string) (*server.CreditDoc, error) {
-	var d server.CreditDoc
+func (c *Client) GrantCredit(ctx context.Context, tenant string, amount int64, key string) (*api.CreditDoc, error) {
+	var d api.CreditDoc
 	err := c.doJSON(ctx, "POST", "/v1/tenants/"+esc(tenant)+"/credit", map[string]any{"amount": amount, "key": key}, &d)
 	return &d, err
 }
 
 // Credit reads tenant's credit.
-func (c *Client) Credit(ctx context.Context, tenant string) (*server.CreditDoc, error) {
-	var d server.CreditDoc
+func (c *Client) Credit(ctx context.Context, tenant string) (*api.CreditDoc, error) {
+	var d api.CreditDoc
 	err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/credit", nil, &d)
 	return &d, err
 }
 
 // UploadModule uploads a module (publisher) and returns its digest and
 // validation report.
-func (c *Client) UploadModule(ctx context.Context, publisher string, wasm []byte) (*server.ModuleDoc, error) {
-	var d server.ModuleDoc
+func (c *Client) UploadModule(ctx context.Context, publisher string, wasm []byte) (*api.ModuleDoc, error) {
+	var d api.ModuleDoc
 	err := c.Do(ctx, "POST", "/v1/publishers/"+esc(publisher)+"/modules", "application/wasm", wasm, &d)
 	return &d, err
 }
 
 // Publish publishes publisher/name@version as digest (publisher).
-func (c *Client) Publish(ctx context.Context, publisher, name, version, digest string) (*server.VersionDoc, error) {
-	var v server.VersionDoc
+func (c *Client) Publish(ctx context.Context, publisher, name, version, digest string) (*api.VersionDoc, error) {
+	var v api.VersionDoc
 	err := c.doJSON(ctx, "POST", "/v1/publishers/"+esc(publisher)+"/versions", map[string]any{"name": name, "version": version, "digest": digest}, &v)
 	return &v, err
 }
 
 // Version reads a published version.
-func (c *Client) Version(ctx context.Context, publisher, name, version string) (*server.VersionDoc, error) {
-	var v server.VersionDoc
+func (c *Client) Version(ctx context.Context, publisher, name, version string) (*api.VersionDoc, error) {
+	var v api.VersionDoc
 	err := c.doJSON(ctx, "GET", "/v1/publishers/"+esc(publisher)+"/versions/"+esc(name)+"/"+esc(version), nil, &v)
 	return &v, err
 }
@@ -151,22 +152,22 @@ func (c *Client) AddSigningKey(ctx context.Context, publisher string, pub ed2551
 }
 
 // Sign signs a published version with priv (registered as keyID): the
-// signature is made here, over server.SigningMessage; the private key never
+// signature is made here, over api.SigningMessage; the private key never
 // leaves the caller.
-func (c *Client) Sign(ctx context.Context, publisher, name, version, keyID string, priv ed25519.PrivateKey) (*server.VersionDoc, error) {
+func (c *Client) Sign(ctx context.Context, publisher, name, version, keyID string, priv ed25519.PrivateKey) (*api.VersionDoc, error) {
 	v, err := c.Version(ctx, publisher, name, version)
 	if err != nil {
 		return nil, err
 	}
-	sig := ed25519.Sign(priv, server.SigningMessage(v.Ref, v.Digest, v.ManifestDigest))
-	var out server.VersionDoc
+	sig := ed25519.Sign(priv, api.SigningMessage(v.Ref, v.Digest, v.ManifestDigest))
+	var out api.VersionDoc
 	err = c.doJSON(ctx, "POST", "/v1/publishers/"+esc(publisher)+"/versions/"+esc(name)+"/"+esc(version)+"/signatures",
 		map[string]any{"key_id": keyID, "signature": sig}, &out)
 	return &out, err
 }
 
 // Pin names a published version pinned to its digest, as a binding's module.
-func Pin(v *server.VersionDoc) string { return v.Ref + "#sha256:" + v.Digest }
+func Pin(v *api.VersionDoc) string { return v.Ref + "#sha256:" + v.Digest }
 
 // BindChain binds the tenant's chain configuration (operator).
 func (c *Client) BindChain(ctx context.Context, tenant string, config []byte) (json.RawMessage, error) {
@@ -176,20 +177,20 @@ func (c *Client) BindChain(ctx context.Context, tenant string, config []byte) (j
 }
 
 // Outcome is a run's outcome as the API returns it (the chain's Outcome,
-// with the approval as a server.ApprovalView). Raw holds the whole document.
+// with the approval as a api.ApprovalView). Raw holds the whole document.
 type Outcome struct {
-	Run         string               `json:"run"`
-	Tenant      string               `json:"tenant"`
-	Point       string               `json:"point"`
-	Verdict     string               `json:"verdict"`
-	Modified    bool                 `json:"modified"`
-	Binding     string               `json:"binding,omitempty"`
-	By          string               `json:"by,omitempty"`
-	Reason      string               `json:"reason,omitempty"`
-	UserMessage string               `json:"user_message,omitempty"`
-	Context     map[string]any       `json:"context"`
-	Approval    *server.ApprovalView `json:"approval,omitempty"`
-	Raw         json.RawMessage      `json:"-"`
+	Run         string            `json:"run"`
+	Tenant      string            `json:"tenant"`
+	Point       string            `json:"point"`
+	Verdict     string            `json:"verdict"`
+	Modified    bool              `json:"modified"`
+	Binding     string            `json:"binding,omitempty"`
+	By          string            `json:"by,omitempty"`
+	Reason      string            `json:"reason,omitempty"`
+	UserMessage string            `json:"user_message,omitempty"`
+	Context     map[string]any    `json:"context"`
+	Approval    *api.ApprovalView `json:"approval,omitempty"`
+	Raw         json.RawMessage   `json:"-"`
 }
 
 // Run runs the tenant's chain at point over ctxDoc (runtime); run, if not
@@ -212,9 +213,9 @@ func decodeOutcome(raw json.RawMessage) (*Outcome, error) {
 }
 
 // Approvals lists the tenant's approvals with status (pending or resolved).
-func (c *Client) Approvals(ctx context.Context, tenant, status string) ([]server.ApprovalView, error) {
+func (c *Client) Approvals(ctx context.Context, tenant, status string) ([]api.ApprovalView, error) {
 	var d struct {
-		Approvals []server.ApprovalView `json:"approvals"`
+		Approvals []api.ApprovalView `json:"approvals"`
 	}
 	err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/approvals?status="+url.QueryEscape(status), nil, &d)
 	return d.Approvals, err
@@ -234,7 +235,7 @@ func (c *Client) Resolve(ctx context.Context, tenant, id, decision string, edit 
 // Result waits up to waitSeconds for approval id's result: the outcome once
 // resolved, nil while it is still pending.
 func (c *Client) Result(ctx context.Context, tenant, id string, waitSeconds int) (*Outcome, error) {
-	var d server.ResultDoc
+	var d api.ResultDoc
 	if err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/approvals/"+esc(id)+"/result?wait="+strconv.Itoa(waitSeconds), nil, &d); err != nil {
 		return nil, err
 	}
