@@ -43,6 +43,7 @@ const (
 	CodeShuttingDown      = api.CodeShuttingDown
 	CodeTimeout           = api.CodeTimeout
 	CodeInternal          = api.CodeInternal
+	CodeRateLimited       = api.CodeRateLimited
 )
 
 // SigningMessage is api.SigningMessage.

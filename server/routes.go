@@ -1,9 +1,12 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Scope says whose objects a route touches, and so which keys reach them.
@@ -112,6 +115,11 @@ func (s *Server) guard(rt Route) http.Handler {
 		p, prob := s.authenticate(r)
 		if prob != nil {
 			writeProblem(w, prob)
+			return
+		}
+		if ok, wait := s.limiter.allow(p.KeyID, time.Now()); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key's rate limit is reached; retry in %s", wait.Round(time.Millisecond)))
 			return
 		}
 		if !slices.Contains(rt.Roles, p.Role) {

@@ -83,6 +83,9 @@ type Options struct {
 	// ExpiryInterval is how often expired approvals are decided; zero
 	// means DefaultExpiryInterval.
 	ExpiryInterval time.Duration
+	// RateLimit is each API key's request rate; the zero value means
+	// DefaultRatePerSecond with DefaultRateBurst.
+	RateLimit RateLimit
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it
@@ -98,6 +101,7 @@ type Server struct {
 	log         *slog.Logger
 	mux         *http.ServeMux
 	bootKey     string
+	limiter     *limiter
 
 	mu     sync.Mutex // guards chains
 	chains map[string]*chain.Chain
@@ -145,6 +149,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	m := hmac.New(sha256.New, opts.HostKey)
 	m.Write([]byte("wasmhooks approval key v1"))
 	s.approvalKey = m.Sum(nil)
+	s.limiter = newLimiter(opts.RateLimit)
 	if err := migrate(ctx, s.db); err != nil {
 		return nil, err
 	}

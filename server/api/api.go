@@ -46,6 +46,7 @@ const (
 	CodeShuttingDown      = "shutting_down"      // 503: the server is draining
 	CodeTimeout           = "timeout"            // 504: a run outlived the request
 	CodeInternal          = "internal"           // 500: see the server's log
+	CodeRateLimited       = "rate_limited"       // 429: the key's rate limit is reached (Retry-After)
 )
 
 // Role is what an API key may do. Every route names the roles it admits.
