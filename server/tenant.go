@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -431,7 +432,7 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Princ
 	wait := time.Duration(0)
 	if q := r.URL.Query().Get("wait"); q != "" {
 		n, err := strconv.ParseFloat(strings.TrimSuffix(q, "s"), 64)
-		if err != nil || n < 0 {
+		if err != nil || !(n >= 0) || math.IsInf(n, 0) {
 			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "wait is a number of seconds"))
 			return
 		}
