@@ -39,7 +39,9 @@ func serveOnce(t *testing.T, dir string) string {
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir}, nil, &stdout, &stderr) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir}, nil, &stdout, &stderr)
+	}()
 	var addr string
 	for deadline := time.Now().Add(20 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := listenRE.FindStringSubmatch(stderr.String()); m != nil {
