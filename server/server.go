@@ -9,14 +9,18 @@
 // the tenant's chain (the chain package's JSON configuration, a module named
 // "publisher/name@version#sha256:HEX"), validated as chain.New validates, and
 // resolves approvals; the tenant's runtime key posts runs and waits for the
-// results of pending approvals (long poll). Errors are RFC 9457 problem+json
-// with a stable code (Problem). The routes, with their roles, are the table in
-// routes.go, and openapi.json (served at /openapi.json) describes them.
+// results of pending approvals (long poll); the operator reads the tenant's
+// audit records and credit. Errors are RFC 9457 problem+json with a stable
+// code (api.Problem); each key has a rate limit (RateLimit). The routes, with
+// their roles and scopes, are the table in routes.go, and openapi.json (served
+// at /openapi.json) describes them. The types clients share are in package
+// server/api; server/client is the Go client.
 //
 // State is kept in one database (store.DB): the store's ledger for credit,
 // the server's own tables (db.go) for tenants, keys, modules, versions,
-// signatures, bindings and run results; approvals in a chain.ApprovalStore,
-// the audit chain in an audit.Sink.
+// signatures, bindings, run results, the approvals index and the audit index;
+// approvals in a chain.ApprovalStore, the audit chain in an audit.Sink. One
+// process per database for now: several nodes on Postgres are to come.
 package server
 
 import (
