@@ -9,6 +9,7 @@
 //	wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision D
 //	wasmhooks chain verify FILE.jsonl
 //	wasmhooks mcp --config interceptors.json [--http ADDR] ...
+//	wasmhooks serve [--addr HOST:PORT] [--data DIR]
 //
 // `run` is a chain of one binding: both commands are chains over the host
 // that wire.go wires. Output is JSON on stdout; `COMMAND --help` lists a
@@ -26,7 +27,7 @@ import (
 
 const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
-` + chainSynopsis + mcpSynopsis + `  wasmhooks version
+` + chainSynopsis + mcpSynopsis + serveSynopsis + `  wasmhooks version
 
 wasmhooks COMMAND --help lists the command's flags.
 `
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdChain(ctx, args[1:], stdin, stdout, stderr)
 	case "mcp":
 		return cmdMCP(ctx, args[1:], stdin, stdout, stderr)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "wasmhooks", version)
 		return exitOK

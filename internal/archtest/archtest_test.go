@@ -78,6 +78,9 @@ func TestDependencyRules(t *testing.T) {
 		{"sdk imports only abi (native)", nil, "./sdk/...", func(p string) bool {
 			return p == module+"/abi" || strings.HasPrefix(p, module+"/sdk")
 		}},
+		{"the platform's Go client imports only server/api", nil, "./server/client/...", func(p string) bool {
+			return p == module+"/server/api" || strings.HasPrefix(p, module+"/server/client")
+		}},
 		{"runtime never imports capability", nil, "./runtime/...", func(p string) bool {
 			return p == module+"/abi" || strings.HasPrefix(p, module+"/runtime") ||
 				p == module+"/internal/benchmode" || // a leaf: the benchmark-only switches
@@ -154,6 +157,7 @@ var chainImporters = []string{
 	module + "/chain",       // itself and its subpackages (audit, audittest)
 	module + "/cmd",         // the composition root
 	module + "/interceptor", // the MCP interceptor, which runs chains for an MCP server
+	module + "/server",      // wasmhooks serve, which runs tenants' chains over HTTP
 	module + "/store",       // durable implementations of chain's interfaces (approvals, audit)
 }
 

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/store/sqlite"
+)
+
+const serveSynopsis = "  wasmhooks serve [--addr HOST:PORT] [--data DIR]\n"
+
+const serveUsage = "usage:\n" + serveSynopsis + `
+Serves the hook platform over HTTP (JSON under /v1/, /openapi.json, /healthz,
+/readyz). Everything is kept under --data: state.db (SQLite), host.key (seals
+approvals, keys the audit chain), approvals/, audit.jsonl. The first start
+prints a one-time admin key on stderr, unless $WASMHOOKS_ADMIN_KEY gives one.
+`
+
+// shutdownGrace bounds how long a shutdown waits for requests in flight.
+const shutdownGrace = 60 * time.Second
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on")
+	data := fs.String("data", "wasmhooks-data", "the data directory")
+	if code, ok := parseFlags(fs, args, serveUsage, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprint(stderr, serveUsage)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := os.MkdirAll(*data, 0o700); err != nil {
+		return fail(stdout, exitRefused, "data", "%v", err)
+	}
+	keyPath := filepath.Join(*data, "host.key")
+	key, err := loadHostKey(keyPath, true)
+	if err != nil {
+		return fail(stdout, exitRefused, "key", "%v", err)
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(*data, "state.db"))
+	if err != nil {
+		return fail(stdout, exitRefused, "store", "%v", err)
+	}
+	defer db.Close()
+	approvals, err := chain.NewDirApprovals(filepath.Join(*data, "approvals"))
+	if err != nil {
+		return fail(stdout, exitRefused, "approvals", "%v", err)
+	}
+	sink, err := audit.OpenFile(filepath.Join(*data, "audit.jsonl"), audit.FileOptions{Key: key, Checkpoint: filepath.Join(*data, "audit.checkpoint")})
+	if err != nil {
+		return fail(stdout, exitRefused, "audit", "%v", err)
+	}
+	defer sink.Close()
+	rt, err := runtime.New(ctx, runtime.Config{CacheDir: filepath.Join(*data, "cache"), Logger: logger})
+	if err != nil {
+		return fail(stdout, exitRefused, "internal", "%v", err)
+	}
+	defer rt.Close(context.Background())
+	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, Audit: sink,
+		AdminKey: os.Getenv("WASMHOOKS_ADMIN_KEY"), Logger: logger})
+	if err != nil {
+		return fail(stdout, exitRefused, "internal", "%v", err)
+	}
+	if k := srv.BootstrapKey(); k != "" {
+		fmt.Fprintf(stderr, "wasmhooks serve: the admin key (shown once, stored only hashed):\n%s\n", k)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fail(stdout, exitRefused, "listen", "%v", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	logger.Info("wasmhooks serve: listening", "addr", ln.Addr().String(), "data", *data)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fail(stdout, exitRefused, "serve", "%v", err)
+		}
+	case <-ctx.Done():
+	}
+	// Graceful: readiness fails and long polls end, then Shutdown waits for
+	// every request in flight (runs among them) to finish.
+	srv.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		logger.Error("wasmhooks serve: shutdown", "err", err)
+	}
+	_ = srv.Close(sctx)
+	return exitOK
+}

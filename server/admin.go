@@ -1,0 +1,178 @@
+package server
+
+import (
+	"database/sql"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+)
+
+// nameRE is a tenant's, publisher's or module's name.
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+type tenantDoc struct {
+	ID                string `json:"id"`
+	RequireSignatures bool   `json:"require_signatures"`
+}
+
+func (s *Server) createTenant(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	var req tenantDoc
+	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if !nameRE.MatchString(req.ID) {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "a tenant id is 1 to 64 of [a-z0-9._-], starting with a letter or digit"))
+		return
+	}
+	res, err := s.db.ExecContext(r.Context(), `INSERT INTO serve_tenants (id, require_signatures, created) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		req.ID, req.RequireSignatures, now())
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		writeProblem(w, problem(http.StatusConflict, CodeConflict, "tenant %q exists", req.ID))
+		return
+	}
+	writeJSON(w, http.StatusCreated, req)
+}
+
+func (s *Server) listTenants(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	rows, err := s.db.QueryContext(r.Context(), `SELECT id, require_signatures FROM serve_tenants ORDER BY id`)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer rows.Close()
+	out := []tenantDoc{}
+	for rows.Next() {
+		var t tenantDoc
+		if err := rows.Scan(&t.ID, &t.RequireSignatures); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		out = append(out, t)
+	}
+	writeJSON(w, 200, map[string]any{"tenants": out})
+}
+
+func (s *Server) tenant(r *http.Request, id string) (*tenantDoc, *Problem) {
+	t := tenantDoc{ID: id}
+	err := s.db.QueryRowContext(r.Context(), `SELECT require_signatures FROM serve_tenants WHERE id = ?`, id).Scan(&t.RequireSignatures)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, problem(http.StatusNotFound, CodeNotFound, "not found")
+	case err != nil:
+		return nil, s.internal(err)
+	}
+	return &t, nil
+}
+
+func (s *Server) getTenant(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	t, p := s.tenant(r, r.PathValue("tenant"))
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	writeJSON(w, 200, t)
+}
+
+type keyRequest struct {
+	Role   Role   `json:"role"`
+	Tenant string `json:"tenant"`
+	Name   string `json:"name"`
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	var req keyRequest
+	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	switch {
+	case !validRole(req.Role):
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "role must be admin, publisher, operator or runtime"))
+		return
+	case req.Role == RoleAdmin && req.Tenant != "":
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "an admin key has no tenant"))
+		return
+	case req.Role != RoleAdmin && !nameRE.MatchString(req.Tenant):
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "tenant (the publisher's name for a publisher key) is 1 to 64 of [a-z0-9._-]"))
+		return
+	case len(req.Name) > 128 || strings.ContainsAny(req.Name, "\x00\n\r"):
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "name is at most 128 bytes of one line"))
+		return
+	}
+	if req.Role == RoleOperator || req.Role == RoleRuntime {
+		if _, p := s.tenant(r, req.Tenant); p != nil {
+			if p.Code == CodeNotFound {
+				p = problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "no tenant %q", req.Tenant)
+			}
+			writeProblem(w, p)
+			return
+		}
+	}
+	key, err := newKey()
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	id, err := s.insertKey(r.Context(), key, req.Role, req.Tenant, req.Name)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, KeyDoc{ID: id, Key: key, Role: req.Role, Tenant: req.Tenant})
+}
+
+type creditRequest struct {
+	Amount int64 `json:"amount"`
+	// Key makes the grant idempotent: a grant retried with the same key
+	// is applied once.
+	Key string `json:"key"`
+}
+
+func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant := r.PathValue("tenant")
+	if _, p := s.tenant(r, tenant); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req creditRequest
+	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.Amount <= 0 || len(req.Key) > 128 {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "amount must be positive, key at most 128 bytes"))
+		return
+	}
+	if req.Key == "" {
+		req.Key = "grant_" + randomID(12)
+	}
+	if err := s.ledger.Grant(r.Context(), tenant, req.Amount, req.Key); err != nil {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%v", err))
+		return
+	}
+	s.writeCredit(w, r, tenant)
+}
+
+func (s *Server) getCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant := r.PathValue("tenant")
+	if _, p := s.tenant(r, tenant); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	s.writeCredit(w, r, tenant)
+}
+
+func (s *Server) writeCredit(w http.ResponseWriter, r *http.Request, tenant string) {
+	avail, pending, err := s.ledger.Balance(r.Context(), tenant)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	writeJSON(w, 200, CreditDoc{Tenant: tenant, Available: avail, Pending: pending})
+}

@@ -1,0 +1,140 @@
+// Package api holds the types of the wasmhooks platform's HTTP API (package
+// server, `wasmhooks serve`) that its clients share: problems and their
+// codes, roles, the documents the routes return, and the message a publisher
+// signs. It imports only the standard library, so a client (package
+// server/client) does not compile the runtime.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Problem is an RFC 9457 problem detail, as every error response carries it
+// (Content-Type application/problem+json). Code is one of the stable codes
+// below, or a code of the runtime or the chain (runtime.Code, the chain's
+// approval codes) when the refusal came from there.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+	// Report is the validation report of a refused module, when there is one.
+	Report any `json:"report,omitempty"`
+}
+
+func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail) }
+
+// Stable problem codes of the server itself.
+const (
+	CodeUnauthenticated   = "unauthenticated"    // 401: no key, or a key not known
+	CodeForbidden         = "forbidden"          // 403: the key's role may not use the route
+	CodeNotFound          = "not_found"          // 404: no such object (or not the key's)
+	CodeMalformedJSON     = "malformed_json"     // 400: the body is not the JSON the route takes
+	CodeInvalidRequest    = "invalid_request"    // 400/422: well-formed but not valid
+	CodeBodyTooLarge      = "body_too_large"     // 413: the body passed the route's limit
+	CodeUnsupportedMedia  = "unsupported_media"  // 415: wrong Content-Type
+	CodeConflict          = "conflict"           // 409: exists already (a version, a tenant)
+	CodeUnknownVersion    = "unknown_version"    // 422: a binding names a version not published
+	CodeDigestMismatch    = "digest_mismatch"    // 422: a binding's pin is not the version's digest
+	CodeSignatureRequired = "signature_required" // 422: the tenant requires a valid signature
+	CodeBadSignature      = "bad_signature"      // 422: a signature does not verify
+	CodeInvalidConfig     = "invalid_config"     // 422: the chain refused the configuration
+	CodeNoChain           = "no_chain"           // 409: the tenant has bound nothing yet
+	CodeShuttingDown      = "shutting_down"      // 503: the server is draining
+	CodeTimeout           = "timeout"            // 504: a run outlived the request
+	CodeInternal          = "internal"           // 500: see the server's log
+	CodeRateLimited       = "rate_limited"       // 429: the key's rate limit is reached (Retry-After)
+)
+
+// Role is what an API key may do. Every route names the roles it admits.
+type Role string
+
+// The roles.
+const (
+	// RoleAdmin is the platform's operator: tenants, keys, credit.
+	RoleAdmin Role = "admin"
+	// RolePublisher is a third party that uploads, publishes and signs
+	// modules; its key's tenant is the publisher's name.
+	RolePublisher Role = "publisher"
+	// RoleOperator is a tenant's operator: binds versions into the
+	// tenant's chain, resolves approvals, reads audit and credit.
+	RoleOperator Role = "operator"
+	// RoleRuntime is a tenant's agent platform: posts runs, waits for
+	// approvals' results.
+	RoleRuntime Role = "runtime"
+)
+
+// KeyDoc is a new API key: Key is shown here once and stored only hashed.
+type KeyDoc struct {
+	ID     string `json:"id"`
+	Key    string `json:"key"`
+	Role   Role   `json:"role"`
+	Tenant string `json:"tenant"`
+}
+
+// CreditDoc is a tenant's credit.
+type CreditDoc struct {
+	Tenant    string `json:"tenant"`
+	Available int64  `json:"available"`
+	Pending   int64  `json:"pending"`
+}
+
+// ModuleDoc is an uploaded module: its digest (hex sha256) and validation
+// report (runtime.ModuleInfo's JSON).
+type ModuleDoc struct {
+	Digest string          `json:"digest"`
+	Report json.RawMessage `json:"report"`
+}
+
+// VersionDoc is a published version.
+type VersionDoc struct {
+	Ref            string         `json:"ref"` // publisher/name@version
+	Publisher      string         `json:"publisher"`
+	Name           string         `json:"name"`
+	Version        string         `json:"version"`
+	Digest         string         `json:"digest"`
+	ManifestDigest string         `json:"manifest_digest"`
+	Signatures     []SignatureDoc `json:"signatures"`
+}
+
+// SignatureDoc is a signature of a version by one of its publisher's keys.
+type SignatureDoc struct {
+	KeyID     string `json:"key_id"`
+	Signature []byte `json:"signature"`
+}
+
+// SigningMessage is what a publisher signs with ed25519 for the version ref
+// ("publisher/name@version"): the version, the module's digest (hex sha256
+// of its bytes) and its manifest's digest (VersionDoc.ManifestDigest), so a
+// signature holds for one version of one module with one manifest, and for
+// nothing else.
+func SigningMessage(ref, digest, manifestDigest string) []byte {
+	return []byte("wasmhooks version signature v1\n" + ref + "\n" + digest + "\n" + manifestDigest + "\n")
+}
+
+// ApprovalView is what the API shows of an approval: not the paused run's
+// sealed state, which stays in the approval store.
+type ApprovalView struct {
+	ID          string         `json:"id"`
+	Run         string         `json:"run"`
+	Status      string         `json:"status"` // pending or resolved
+	Point       string         `json:"point"`
+	Binding     string         `json:"binding"`
+	Reason      string         `json:"reason,omitempty"`
+	UserMessage string         `json:"user_message,omitempty"`
+	Proposed    map[string]any `json:"proposed"`
+	Pending     map[string]any `json:"pending,omitempty"`
+	Editable    []string       `json:"editable"`
+	Created     time.Time      `json:"created"`
+	Expires     time.Time      `json:"expires"`
+}
+
+// ResultDoc is an approval's result: Outcome is set once it is resolved.
+type ResultDoc struct {
+	ID      string          `json:"id"`
+	Status  string          `json:"status"`
+	Outcome json.RawMessage `json:"outcome,omitempty"`
+}

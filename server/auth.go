@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+func validRole(r Role) bool {
+	switch r {
+	case RoleAdmin, RolePublisher, RoleOperator, RoleRuntime:
+		return true
+	}
+	return false
+}
+
+// KeyPrefix starts every API key the server makes: 32 random bytes in
+// base64url follow it.
+const KeyPrefix = "whk_"
+
+// MinAdminKeyBytes is the shortest WASMHOOKS_ADMIN_KEY accepted.
+const MinAdminKeyBytes = 32
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	KeyID  string
+	Role   Role
+	Tenant string // the tenant, or the publisher for a publisher key; "" for admin
+}
+
+// newKey makes a new API key. An API key has 256 bits from crypto/rand, so it
+// is stored as its plain sha256 (hashKey): a slow password hash (bcrypt,
+// argon2) defends low-entropy secrets against guessing, and there is nothing
+// to guess here; a plain digest also lets the lookup be one indexed read,
+// so no comparison of secrets happens in Go.
+func newKey() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func hashKey(key string) string {
+	s := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(s[:])
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+// insertKey stores key's hash with its role and tenant, and returns its id.
+func (s *Server) insertKey(ctx context.Context, key string, role Role, tenant, name string) (string, error) {
+	id := "key_" + randomID(8)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO serve_keys (hash, id, role, tenant, name, created) VALUES (?, ?, ?, ?, ?, ?)`,
+		hashKey(key), id, string(role), tenant, name, now())
+	return id, err
+}
+
+// bootstrap makes sure an admin key exists: adminKey's if given (its hash is
+// added if missing), else, when there is no admin key at all, a new one,
+// returned so that the caller prints it once. It is stored only hashed.
+func (s *Server) bootstrap(ctx context.Context, adminKey string) (string, error) {
+	if adminKey != "" {
+		if len(adminKey) < MinAdminKeyBytes {
+			return "", errors.New("server: the admin key must be at least 32 bytes")
+		}
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_keys WHERE hash = ?`, hashKey(adminKey)).Scan(&n); err != nil {
+			return "", err
+		}
+		if n == 0 {
+			_, err := s.insertKey(ctx, adminKey, RoleAdmin, "", "bootstrap")
+			return "", err
+		}
+		return "", nil
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_keys WHERE role = ?`, string(RoleAdmin)).Scan(&n); err != nil {
+		return "", err
+	}
+	if n > 0 {
+		return "", nil
+	}
+	key, err := newKey()
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.insertKey(ctx, key, RoleAdmin, "", "bootstrap"); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// authenticate finds the key of the request's Authorization: Bearer header.
+func (s *Server) authenticate(r *http.Request) (*Principal, *Problem) {
+	h := r.Header.Get("Authorization")
+	key, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || key == "" || len(key) > 256 {
+		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "an API key is required: Authorization: Bearer KEY")
+	}
+	var p Principal
+	var role string
+	err := s.db.QueryRowContext(r.Context(), `SELECT id, role, tenant FROM serve_keys WHERE hash = ?`, hashKey(key)).Scan(&p.KeyID, &role, &p.Tenant)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "unknown API key")
+	case err != nil:
+		return nil, s.internal(err)
+	}
+	p.Role = Role(role)
+	return &p, nil
+}

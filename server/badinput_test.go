@@ -1,0 +1,154 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
+)
+
+// TestBadInput: every bad request is a problem+json with a stable code, and
+// nothing is stored.
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	op := p.key(t, server.RoleOperator, "acme")
+	rtk := p.key(t, server.RoleRuntime, "acme")
+	tables := []string{"serve_tenants", "serve_modules", "serve_uploads", "serve_versions", "serve_signing_keys", "serve_signatures", "serve_bindings", "serve_runs", "serve_approvals", "serve_keys"}
+	before := map[string]int{}
+	for _, tb := range tables {
+		before[tb] = p.count(t, tb)
+	}
+	big := bytes.Repeat([]byte("a"), 70<<10)
+	cases := []struct {
+		name   string
+		do     func() error
+		status int
+		code   string
+	}{
+		{"malformed tenant", func() error {
+			return p.admin.Do(ctx, "POST", "/v1/tenants", "application/json", []byte(`{"id":`), nil)
+		}, 400, server.CodeMalformedJSON},
+		{"unknown field", func() error {
+			return p.admin.Do(ctx, "POST", "/v1/tenants", "application/json", []byte(`{"id":"x","admin":true}`), nil)
+		}, 400, server.CodeMalformedJSON},
+		{"trailing data", func() error {
+			return p.admin.Do(ctx, "POST", "/v1/tenants", "application/json", []byte(`{"id":"x"} {}`), nil)
+		}, 400, server.CodeMalformedJSON},
+		{"bad tenant id", func() error {
+			return p.admin.Do(ctx, "POST", "/v1/tenants", "application/json", []byte(`{"id":"../x"}`), nil)
+		}, 422, server.CodeInvalidRequest},
+		{"oversized run", func() error {
+			return rtk.Do(ctx, "POST", "/v1/tenants/acme/runs", "application/json", append(append([]byte(`{"point":"message.outbound","context":{"outgoing":"`), big...), `"}}`...), nil)
+		}, 413, server.CodeBodyTooLarge},
+		{"wrong content type", func() error {
+			return p.admin.Do(ctx, "POST", "/v1/tenants", "text/plain", []byte(`{"id":"x"}`), nil)
+		}, 415, server.CodeUnsupportedMedia},
+		{"duplicate keys in context", func() error {
+			return rtk.Do(ctx, "POST", "/v1/tenants/acme/runs", "application/json", []byte(`{"point":"message.outbound","context":{"a":1,"a":2}}`), nil)
+		}, 400, server.CodeMalformedJSON},
+		{"run without a chain", func() error {
+			_, err := rtk.Run(ctx, "acme", "message.outbound", nil, "r1")
+			return err
+		}, 409, server.CodeNoChain},
+		{"garbage module", func() error {
+			_, err := pub.UploadModule(ctx, "pubco", []byte("not a module"))
+			return err
+		}, 422, "invalid_module"},
+		{"wrong role binds", func() error {
+			_, err := rtk.BindChain(ctx, "acme", chainConfig("pubco/policy@1.0.0#sha256:"+strings.Repeat("0", 64)))
+			return err
+		}, 403, server.CodeForbidden},
+		{"unknown version", func() error {
+			_, err := op.BindChain(ctx, "acme", chainConfig("pubco/policy@1.0.0#sha256:"+strings.Repeat("0", 64)))
+			return err
+		}, 422, server.CodeUnknownVersion},
+		{"unpinned module", func() error {
+			_, err := op.BindChain(ctx, "acme", chainConfig("policy.wasm"))
+			return err
+		}, 422, server.CodeInvalidConfig},
+		{"malformed chain", func() error {
+			_, err := op.BindChain(ctx, "acme", []byte(`{"modules":`))
+			return err
+		}, 400, server.CodeMalformedJSON},
+		{"publish unknown digest", func() error {
+			_, err := pub.Publish(ctx, "pubco", "x", "1.0.0", strings.Repeat("a", 64))
+			return err
+		}, 422, server.CodeNotFound},
+		{"publish bad semver", func() error {
+			_, err := pub.Publish(ctx, "pubco", "x", "1.0", strings.Repeat("a", 64))
+			return err
+		}, 422, server.CodeInvalidRequest},
+		{"short signing key", func() error {
+			_, err := pub.AddSigningKey(ctx, "pubco", make([]byte, 5))
+			return err
+		}, 422, server.CodeInvalidRequest},
+		{"unknown key", func() error {
+			return client.New(p.hs.URL, "whk_nope").CreateTenant(ctx, "z", false)
+		}, 401, server.CodeUnauthenticated},
+		{"no key", func() error {
+			return client.New(p.hs.URL, "").CreateTenant(ctx, "z", false)
+		}, 401, server.CodeUnauthenticated},
+	}
+	rt, err := runtime.New(ctx, runtime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	entries, err := os.ReadDir("../testdata/adversarial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".wat") {
+			continue
+		}
+		wasm := testutil.WAT(t, string(testutil.ReadFile(t, "testdata/adversarial/"+e.Name())))
+		// The oracle is Load itself: the server refuses exactly what Load
+		// refuses, with its code. (The corpus's modules that Load accepts,
+		// those that misbehave only when run, are not bad input here.)
+		m, lerr := rt.Load(ctx, wasm)
+		if lerr == nil {
+			m.Close(ctx)
+			continue
+		}
+		want := string(runtime.Code(lerr))
+		cases = append(cases, struct {
+			name   string
+			do     func() error
+			status int
+			code   string
+		}{"hostile " + e.Name(), func() error {
+			_, err := pub.UploadModule(ctx, "pubco", wasm)
+			return err
+		}, 422, want})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.do()
+			var pr *server.Problem
+			if !errors.As(err, &pr) {
+				t.Fatalf("want a problem, got %v", err)
+			}
+			if pr.Status != c.status || (c.code != "" && pr.Code != c.code) || pr.Code == "" {
+				t.Fatalf("want %d %q, got %d %q: %s", c.status, c.code, pr.Status, pr.Code, pr.Detail)
+			}
+		})
+	}
+	for _, tb := range tables {
+		if n := p.count(t, tb); n != before[tb] {
+			t.Errorf("%s: %d rows, %d before: a refused request stored something", tb, n, before[tb])
+		}
+	}
+}

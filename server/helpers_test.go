@@ -1,0 +1,108 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
+	"github.com/wasmhooks/wasmhooks/store/sqlite"
+)
+
+const adminKey = "test-admin-key-0123456789abcdef0123456789"
+
+// platform is a server over a real loopback HTTP listener, on a fresh
+// SQLite file.
+type platform struct {
+	srv   *server.Server
+	hs    *httptest.Server
+	db    *sql.DB
+	admin *client.Client
+}
+
+func newPlatform(t *testing.T) *platform {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return newPlatformAt(t, t.TempDir(), key)
+}
+
+// newPlatformAt starts a platform on the data in dir, under the host key.
+func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rt, err := runtime.New(ctx, runtime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	approvals, err := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
+		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		srv.Drain()
+		hs.Close()
+		srv.Close(context.Background())
+	})
+	return &platform{srv: srv, hs: hs, db: db.SQL(), admin: client.New(hs.URL, adminKey)}
+}
+
+func (p *platform) key(t *testing.T, role server.Role, tenant string) *client.Client {
+	t.Helper()
+	k, err := p.admin.CreateKey(context.Background(), role, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.New(p.hs.URL, k.Key)
+}
+
+// count returns the rows of a server table.
+func (p *platform) count(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	if err := p.db.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func policyWasm(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../testdata/guests/policy.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func chainConfig(pin string) []byte {
+	return []byte(`{
+  "modules": {"policy": "` + pin + `"},
+  "bindings": [
+    {"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
+     "settings": {"when": "SECRET", "decide": {"action": "block", "reason": "mentions a secret"}}},
+    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
+     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
+  ]
+}`)
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+func problem(status int, code, format string, args ...any) *Problem {
+	return &Problem{Type: "https://wasmhooks.dev/problems/" + code, Title: http.StatusText(status), Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(p)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// readBody reads at most limit bytes of r's body: a longer body is
+// body_too_large, and nothing of it is used.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, problem(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", limit)
+	case err != nil:
+		return nil, problem(http.StatusBadRequest, CodeMalformedJSON, "reading the body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeJSON reads a JSON body of at most limit bytes into v: unknown fields
+// and trailing data are refused.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *Problem {
+	b, p := readBody(w, r, limit)
+	if p != nil {
+		return p
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return problem(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
+	}
+	if dec.More() {
+		return problem(http.StatusBadRequest, CodeMalformedJSON, "data after the JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scope says whose objects a route touches, and so which keys reach them.
+type Scope string
+
+// The scopes.
+const (
+	// ScopePublic routes need no key: /healthz, /readyz, /openapi.json.
+	ScopePublic Scope = "public"
+	// ScopeAdmin routes are the platform operator's.
+	ScopeAdmin Scope = "admin"
+	// ScopeTenant routes carry {tenant}: a tenant key reaches only its
+	// own tenant's (an admin key any).
+	ScopeTenant Scope = "tenant"
+	// ScopePublisher routes carry {publisher}: a publisher key reaches
+	// only its own.
+	ScopePublisher Scope = "publisher"
+	// ScopeCatalogue routes read published versions: their publisher,
+	// and every tenant's operator (who binds them).
+	ScopeCatalogue Scope = "catalogue"
+)
+
+// Route is one route of the API: the table below is the only place routes
+// are registered, and the OpenAPI document is checked against it.
+type Route struct {
+	Method, Path string
+	ID, Summary  string
+	Roles        []Role
+	Scope        Scope
+	// Body is the request body's media type: "" (none),
+	// "application/json" or "application/wasm".
+	Body string
+	h    func(http.ResponseWriter, *http.Request, *Principal)
+}
+
+const jsonType, wasmType = "application/json", "application/wasm"
+
+func (s *Server) table() []Route {
+	admin := []Role{RoleAdmin}
+	pub := []Role{RolePublisher}
+	op := []Role{RoleOperator}
+	return []Route{
+		{Method: "POST", Path: "/v1/tenants", ID: "createTenant", Summary: "Create a tenant", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createTenant},
+		{Method: "GET", Path: "/v1/tenants", ID: "listTenants", Summary: "List the tenants", Roles: admin, Scope: ScopeAdmin, h: s.listTenants},
+		{Method: "GET", Path: "/v1/tenants/{tenant}", ID: "getTenant", Summary: "Read a tenant", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getTenant},
+		{Method: "POST", Path: "/v1/keys", ID: "createKey", Summary: "Create an API key (shown once)", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createKey},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/credit", ID: "grantCredit", Summary: "Grant credit to a tenant", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: s.grantCredit},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/credit", ID: "getCredit", Summary: "Read a tenant's credit", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getCredit},
+
+		{Method: "POST", Path: "/v1/publishers/{publisher}/modules", ID: "uploadModule", Summary: "Upload a module (validated as Load validates)", Roles: pub, Scope: ScopePublisher, Body: wasmType, h: s.uploadModule},
+		{Method: "GET", Path: "/v1/publishers/{publisher}/modules/{digest}", ID: "getModule", Summary: "Read an uploaded module's validation report", Roles: pub, Scope: ScopePublisher, h: s.getModule},
+		{Method: "POST", Path: "/v1/publishers/{publisher}/versions", ID: "publishVersion", Summary: "Publish name@version for an uploaded digest (immutable)", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.publishVersion},
+		{Method: "GET", Path: "/v1/publishers/{publisher}/versions/{name}/{version}", ID: "getVersion", Summary: "Read a published version and its signatures", Roles: []Role{RolePublisher, RoleOperator}, Scope: ScopeCatalogue, h: s.getVersion},
+		{Method: "POST", Path: "/v1/publishers/{publisher}/signing-keys", ID: "addSigningKey", Summary: "Register an ed25519 public key", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.addSigningKey},
+		{Method: "POST", Path: "/v1/publishers/{publisher}/versions/{name}/{version}/signatures", ID: "signVersion", Summary: "Add an ed25519 signature of a version", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.signVersion},
+
+		{Method: "PUT", Path: "/v1/tenants/{tenant}/chain", ID: "bindChain", Summary: "Bind published versions into the tenant's chain", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.bindChain},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/chain", ID: "getChain", Summary: "Read the tenant's chain", Roles: op, Scope: ScopeTenant, h: s.getChain},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals", ID: "listApprovals", Summary: "List the tenant's approvals", Roles: op, Scope: ScopeTenant, h: s.listApprovals},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}", ID: "getApproval", Summary: "Read an approval", Roles: op, Scope: ScopeTenant, h: s.getApproval},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/approvals/{id}/resolve", ID: "resolveApproval", Summary: "Approve, deny or edit a pending approval", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.resolveApproval},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/result", ID: "approvalResult", Summary: "Wait (long poll, ?wait=SECONDS) for an approval's result", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, h: s.approvalResult},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/audit", ID: "listAudit", Summary: "Read the tenant's audit records (?after=SEQ&limit=N)", Roles: op, Scope: ScopeTenant, h: s.listAudit},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: s.run},
+	}
+}
+
+// Routes lists the API's routes, for the OpenAPI document and its tests.
+func (s *Server) Routes() []Route { return s.table() }
+
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(OpenAPI)
+	})
+	for _, rt := range s.table() {
+		mux.Handle(rt.Method+" "+rt.Path, s.guard(rt))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeProblem(w, problem(http.StatusServiceUnavailable, CodeShuttingDown, "the server is shutting down"))
+		return
+	}
+	if err := s.db.PingContext(r.Context()); err != nil {
+		writeProblem(w, problem(http.StatusServiceUnavailable, CodeInternal, "the database does not answer"))
+		return
+	}
+	writeJSON(w, 200, map[string]string{"status": "ready"})
+}
+
+// guard authenticates the request, checks the key's role against the
+// route's roles (403), then its tenant against the route's scope: another
+// tenant's or publisher's objects are 404, so a key learns nothing of them,
+// not even that they exist. Only then does the handler run.
+func (s *Server) guard(rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, prob := s.authenticate(r)
+		if prob != nil {
+			writeProblem(w, prob)
+			return
+		}
+		if ok, wait := s.limiter.allow(p.KeyID, time.Now()); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key's rate limit is reached; retry in %s", wait.Round(time.Millisecond)))
+			return
+		}
+		if !slices.Contains(rt.Roles, p.Role) {
+			writeProblem(w, problem(http.StatusForbidden, CodeForbidden, "a %s key may not %s", p.Role, rt.Summary))
+			return
+		}
+		if !inScope(rt, r, p) {
+			writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "not found"))
+			return
+		}
+		if rt.Body != "" {
+			ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+			if strings.TrimSpace(ct) != rt.Body {
+				writeProblem(w, problem(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "the body must be %s", rt.Body))
+				return
+			}
+		}
+		rt.h(w, r, p)
+	})
+}
+
+func inScope(rt Route, r *http.Request, p *Principal) bool {
+	switch rt.Scope {
+	case ScopeAdmin:
+		return p.Role == RoleAdmin
+	case ScopeTenant:
+		return p.Role == RoleAdmin || r.PathValue("tenant") == p.Tenant
+	case ScopePublisher:
+		return r.PathValue("publisher") == p.Tenant
+	case ScopeCatalogue:
+		return p.Role == RoleOperator || r.PathValue("publisher") == p.Tenant
+	}
+	return false
+}

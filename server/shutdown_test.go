@@ -1,0 +1,134 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
+)
+
+// TestGracefulShutdown: Drain fails /readyz and ends long polls at once;
+// Shutdown waits for a run in flight, whose client gets its outcome.
+func TestGracefulShutdown(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	op := p.key(t, server.RoleOperator, "acme")
+	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := pub.UploadModule(ctx, "pubco", scripted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", m1.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := pub.Publish(ctx, "pubco", "scripted", "1.0.0", m2.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A guard that loops until its timeout (the default, 2 s): a slow run.
+	cfg := `{"modules": {"policy": "` + client.Pin(v1) + `", "slow": "` + client.Pin(v2) + `"},
+  "bindings": [
+    {"name": "slow", "module": "slow", "point": "message.inbound", "phase": "guard", "settings": {"script": "@@L"},
+     "limits": {"fuel": 1000000000000}},
+    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
+     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
+  ]}`
+	if _, err := op.BindChain(ctx, "acme", []byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The platform on its own http.Server, to shut it down.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: p.srv.Handler()}
+	go hs.Serve(ln)
+	base := "http://" + ln.Addr().String()
+	rtk := p.key(t, server.RoleRuntime, "acme")
+	rtk.Base = base
+	pend, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "")
+	if err != nil || pend.Approval == nil {
+		t.Fatalf("%+v %v", pend, err)
+	}
+
+	type result struct {
+		out *client.Outcome
+		err error
+	}
+	slow := make(chan result, 1)
+	go func() {
+		o, err := rtk.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, "")
+		slow <- result{o, err}
+	}()
+	poll := make(chan error, 1)
+	go func() {
+		_, err := rtk.Result(ctx, "acme", pend.Approval.ID, 60)
+		poll <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // both requests in flight (correct without it too)
+
+	p.srv.Drain()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while draining: %d", resp.StatusCode)
+	}
+	select {
+	case err := <-poll:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long poll did not end on Drain")
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-slow:
+		if r.err != nil || r.out == nil || r.out.Verdict != "block" || r.out.By != "fail_policy" || !strings.Contains(string(r.out.Raw), `"timeout"`) {
+			t.Fatalf("the run in flight: %+v %v", r.out, r.err)
+		}
+	default:
+		t.Fatal("Shutdown returned before the run in flight answered")
+	}
+}
+
+// TestHealth: /healthz and /readyz need no key.
+func TestHealth(t *testing.T) {
+	p := newPlatform(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(p.hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+}

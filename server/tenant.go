@@ -1,0 +1,517 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// A binding's module is named "publisher/name@version#sha256:HEX": a
+// published version pinned to its digest.
+var moduleRefRE = regexp.MustCompile(`^([a-z0-9][a-z0-9._-]{0,63})/([a-z0-9][a-z0-9._-]{0,63})@([^#]{1,64})#sha256:([0-9a-f]{64})$`)
+
+// parseBinding parses a tenant's chain configuration (chain.ParseConfig's
+// format) with every module a pinned version: published, at the pinned
+// digest, and signed when the tenant requires signatures.
+func (s *Server) parseBinding(ctx context.Context, tenant string, data []byte) (chain.Config, *Problem) {
+	t := tenantDoc{ID: tenant}
+	err := s.db.QueryRowContext(ctx, `SELECT require_signatures FROM serve_tenants WHERE id = ?`, tenant).Scan(&t.RequireSignatures)
+	if err != nil {
+		return chain.Config{}, s.internal(err)
+	}
+	cfg, err := chain.ParseConfig(data, func(ref string) ([]byte, error) {
+		m := moduleRefRE.FindStringSubmatch(ref)
+		if m == nil {
+			return nil, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "module %q is not publisher/name@version#sha256:DIGEST", ref)
+		}
+		v, pr := s.version(ctx, m[1], m[2], m[3])
+		if pr != nil {
+			return nil, pr
+		}
+		if v.Digest != m[4] {
+			return nil, problem(http.StatusUnprocessableEntity, CodeDigestMismatch, "%s is %s, not the pinned %s", v.Ref, v.Digest, m[4])
+		}
+		if t.RequireSignatures {
+			ok, pr := s.signed(ctx, v)
+			if pr != nil {
+				return nil, pr
+			}
+			if !ok {
+				return nil, problem(http.StatusUnprocessableEntity, CodeSignatureRequired, "tenant %s requires signed versions, and %s has no valid signature", tenant, v.Ref)
+			}
+		}
+		var wasm []byte
+		if err := s.db.QueryRowContext(ctx, `SELECT wasm FROM serve_modules WHERE digest = ?`, v.Digest).Scan(&wasm); err != nil {
+			return nil, s.internal(err)
+		}
+		return wasm, nil
+	})
+	if err != nil {
+		var pr *Problem
+		if errors.As(err, &pr) {
+			if pr.Status == http.StatusNotFound {
+				pr.Status = http.StatusUnprocessableEntity
+			}
+			pr = &Problem{Type: pr.Type, Title: http.StatusText(pr.Status), Status: pr.Status, Code: pr.Code, Detail: err.Error()}
+			return chain.Config{}, pr
+		}
+		return chain.Config{}, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "%v", err)
+	}
+	return cfg, nil
+}
+
+func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant := r.PathValue("tenant")
+	data, pr := readBody(w, r, DefaultMaxConfigBytes)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	if !json.Valid(data) {
+		writeProblem(w, problem(http.StatusBadRequest, CodeMalformedJSON, "the body is not JSON"))
+		return
+	}
+	cfg, pr := s.parseBinding(r.Context(), tenant, data)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	// Binds are one at a time (so the stored configuration is the one in
+	// force); runs go on meanwhile, on the configuration they started with.
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	c := s.chainFor(tenant)
+	var err error
+	if c == nil {
+		c, err = chain.New(r.Context(), cfg, s.chainOptions())
+	} else {
+		err = c.Reload(r.Context(), cfg)
+	}
+	if err != nil {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "%v", err))
+		return
+	}
+	s.mu.Lock()
+	s.chains[tenant] = c
+	s.mu.Unlock()
+	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO serve_bindings (tenant, config, updated) VALUES (?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET config = excluded.config, updated = excluded.updated`,
+		tenant, string(data), now()); err != nil {
+		// The chain in force is the new one, the stored one the old: say so
+		// rather than pretend it was not bound.
+		writeProblem(w, s.internal(err))
+		return
+	}
+	info, _ := c.Info()
+	writeJSON(w, 200, map[string]any{"tenant": tenant, "info": info})
+}
+
+func (s *Server) getChain(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant := r.PathValue("tenant")
+	var cfg string
+	err := s.db.QueryRowContext(r.Context(), `SELECT config FROM serve_bindings WHERE tenant = ?`, tenant).Scan(&cfg)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		writeProblem(w, problem(http.StatusNotFound, CodeNoChain, "tenant %s has bound nothing", tenant))
+		return
+	case err != nil:
+		writeProblem(w, s.internal(err))
+		return
+	}
+	doc := map[string]any{"tenant": tenant, "config": json.RawMessage(cfg)}
+	if c := s.chainFor(tenant); c != nil {
+		if info, ok := c.Info(); ok {
+			doc["info"] = info
+		}
+	}
+	writeJSON(w, 200, doc)
+}
+
+func viewOf(a *chain.Approval) *ApprovalView {
+	return &ApprovalView{ID: a.ID, Run: a.Run, Status: "pending", Point: a.Point, Binding: a.Binding, Reason: a.Reason,
+		UserMessage: a.UserMessage, Proposed: a.Proposed, Pending: a.Pending, Editable: a.Editable, Created: a.Created, Expires: a.Expires}
+}
+
+// outcomeDoc is an outcome as the API returns it: the chain's, with its
+// approval as an ApprovalView.
+func outcomeDoc(out *chain.Outcome) ([]byte, error) {
+	o := *out
+	a := o.Approval
+	o.Approval = nil
+	b, err := json.Marshal(&o)
+	if err != nil || a == nil {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m["approval"], err = json.Marshal(viewOf(a)); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// recordPending indexes the outcome's audit records and, when it is pending,
+// its approval, under its tenant.
+func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
+	for i := range out.Audit {
+		rec := &out.Audit[i]
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO serve_audit (tenant, seq, record) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, out.Tenant, int64(rec.Seq), string(b)); err != nil {
+			return err
+		}
+	}
+	if out.Verdict != chain.Pending || out.Approval == nil {
+		return nil
+	}
+	view, err := json.Marshal(viewOf(out.Approval))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		out.Approval.ID, out.Tenant, out.Run, string(view), out.Approval.Expires.UnixNano(), now())
+	return err
+}
+
+var runIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+type runRequest struct {
+	Point   string          `json:"point"`
+	Context json.RawMessage `json:"context"`
+	// Run identifies the run; a run posted again with the same id gets
+	// the first one's outcome and does not run again.
+	Run string `json:"run"`
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant := r.PathValue("tenant")
+	var req runRequest
+	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	if req.Run != "" && !runIDRE.MatchString(req.Run) {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "run is 1 to 128 of [A-Za-z0-9._:-]"))
+		return
+	}
+	var ctxMap map[string]any
+	if len(req.Context) > 0 && string(req.Context) != "null" {
+		v, err := abi.ParseJSON(req.Context, abi.JSONLimits{MaxBytes: int(s.opts.MaxBodyBytes)})
+		m, ok := v.(map[string]any)
+		if err != nil || !ok {
+			writeProblem(w, problem(http.StatusBadRequest, CodeMalformedJSON, "context must be a JSON object (strict JSON: %v)", err))
+			return
+		}
+		ctxMap = m
+	}
+	c := s.chainFor(tenant)
+	if c == nil {
+		writeProblem(w, problem(http.StatusConflict, CodeNoChain, "tenant %s has no chain bound", tenant))
+		return
+	}
+	if req.Run != "" {
+		l := s.runLock(tenant, req.Run)
+		l.Lock()
+		defer l.Unlock()
+		var stored string
+		err := s.db.QueryRowContext(r.Context(), `SELECT outcome FROM serve_runs WHERE tenant = ? AND run = ?`, tenant, req.Run).Scan(&stored)
+		switch {
+		case err == nil:
+			w.Header().Set("Idempotent-Replayed", "true")
+			writeRaw(w, 200, []byte(stored))
+			return
+		case !errors.Is(err, sql.ErrNoRows):
+			writeProblem(w, s.internal(err))
+			return
+		}
+	}
+	// The run goes on if the client goes away: its effects (credit, audit,
+	// an approval) are the same whether anyone reads the outcome.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.RunTimeout)
+	defer cancel()
+	out, err := c.Run(ctx, chain.Input{Tenant: tenant, Point: req.Point, Context: ctxMap, Run: req.Run})
+	if err != nil {
+		writeProblem(w, s.chainProblem(err))
+		return
+	}
+	if err := s.recordPending(ctx, out); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	doc, err := outcomeDoc(out)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	if req.Run != "" {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO serve_runs (tenant, run, outcome) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, tenant, req.Run, string(doc)); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+	}
+	writeRaw(w, 200, doc)
+}
+
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte("\n"))
+}
+
+// chainProblem maps an error of Run or Resolve to its problem, with the
+// chain's stable code.
+func (s *Server) chainProblem(err error) *Problem {
+	var refused *chain.ApprovalError
+	switch {
+	case errors.As(err, &refused):
+		return problem(http.StatusConflict, refused.Code, "%v", err)
+	case errors.Is(err, chain.ErrUnknownApproval):
+		return problem(http.StatusNotFound, "unknown_approval", "%v", err)
+	case errors.Is(err, chain.ErrInvalidResolution):
+		return problem(http.StatusUnprocessableEntity, "invalid_resolution", "%v", err)
+	case errors.Is(err, chain.ErrInvalidInput):
+		return problem(http.StatusUnprocessableEntity, "invalid_input", "%v", err)
+	case errors.Is(err, chain.ErrClosed):
+		return problem(http.StatusServiceUnavailable, CodeShuttingDown, "%v", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return problem(http.StatusGatewayTimeout, CodeTimeout, "the run took longer than %s", s.opts.RunTimeout)
+	case errors.Is(err, chain.ErrAudit):
+		return s.internal(err)
+	}
+	if c := runtime.Code(err); c != "" {
+		return problem(http.StatusUnprocessableEntity, string(c), "%v", err)
+	}
+	return s.internal(err)
+}
+
+// approvalRow reads an approval of tenant: another tenant's is not found.
+func (s *Server) approvalRow(ctx context.Context, tenant, id string) (status string, view, outcome []byte, pr *Problem) {
+	var oc sql.NullString
+	var v string
+	err := s.db.QueryRowContext(ctx, `SELECT status, view, outcome FROM serve_approvals WHERE id = ? AND tenant = ?`, id, tenant).Scan(&status, &v, &oc)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil, nil, problem(http.StatusNotFound, CodeNotFound, "not found")
+	case err != nil:
+		return "", nil, nil, s.internal(err)
+	}
+	return status, []byte(v), []byte(oc.String), nil
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	status := r.URL.Query().Get("status")
+	if status == "" {
+		status = "pending"
+	}
+	if status != "pending" && status != "resolved" {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "status is pending or resolved"))
+		return
+	}
+	rows, err := s.db.QueryContext(r.Context(), `SELECT status, view FROM serve_approvals WHERE tenant = ? AND status = ? ORDER BY created LIMIT 500`, r.PathValue("tenant"), status)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer rows.Close()
+	out := []json.RawMessage{}
+	for rows.Next() {
+		var st, v string
+		if err := rows.Scan(&st, &v); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		out = append(out, withStatus([]byte(v), st))
+	}
+	writeJSON(w, 200, map[string]any{"approvals": out})
+}
+
+func withStatus(view []byte, status string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(view, &m) != nil {
+		return view
+	}
+	m["status"], _ = json.Marshal(status)
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	status, view, _, pr := s.approvalRow(r.Context(), r.PathValue("tenant"), r.PathValue("id"))
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	writeRaw(w, 200, withStatus(view, status))
+}
+
+type resolveRequest struct {
+	Decision chain.ResolutionDecision `json:"decision"`
+	Edit     map[string]any           `json:"edit,omitempty"`
+	Reason   string                   `json:"reason,omitempty"`
+}
+
+func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Principal) {
+	tenant, id := r.PathValue("tenant"), r.PathValue("id")
+	var req resolveRequest
+	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	status, _, _, pr := s.approvalRow(r.Context(), tenant, id)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	if status != "pending" {
+		writeProblem(w, problem(http.StatusConflict, chain.ApprovalResolved, "approval %s is resolved already", id))
+		return
+	}
+	c := s.chainFor(tenant)
+	if c == nil {
+		writeProblem(w, problem(http.StatusConflict, CodeNoChain, "tenant %s has no chain bound", tenant))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.RunTimeout)
+	defer cancel()
+	out, err := c.Resolve(ctx, id, chain.Resolution{Decision: req.Decision, Edit: req.Edit, Reason: req.Reason, Actor: p.KeyID})
+	if err != nil {
+		writeProblem(w, s.chainProblem(err))
+		return
+	}
+	if err := s.finishResolution(ctx, tenant, id, out); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	doc, err := outcomeDoc(out)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	writeRaw(w, 200, doc)
+}
+
+// finishResolution records a resolved approval's outcome as its result,
+// indexes the approval the resumed run may have paused on again, and wakes
+// the result's waiters.
+func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *chain.Outcome) error {
+	if err := s.recordPending(ctx, out); err != nil {
+		return err
+	}
+	doc, err := outcomeDoc(out)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE serve_approvals SET status = 'resolved', outcome = ? WHERE id = ? AND tenant = ?`, string(doc), id, tenant); err != nil {
+		return err
+	}
+	s.wake(id)
+	return nil
+}
+
+// approvalResult waits up to ?wait= seconds (at most MaxWait) for the
+// approval to resolve, and returns its status and, once resolved, the
+// resumed run's outcome.
+func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant, id := r.PathValue("tenant"), r.PathValue("id")
+	wait := time.Duration(0)
+	if q := r.URL.Query().Get("wait"); q != "" {
+		n, err := strconv.ParseFloat(strings.TrimSuffix(q, "s"), 64)
+		if err != nil || !(n >= 0) || math.IsInf(n, 0) {
+			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "wait is a number of seconds"))
+			return
+		}
+		wait = min(time.Duration(n*float64(time.Second)), s.opts.MaxWait)
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	// Another process may resolve it: the table is read again now and then.
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		status, _, outcome, pr := s.approvalRow(r.Context(), tenant, id)
+		if pr != nil {
+			writeProblem(w, pr)
+			return
+		}
+		if status == "resolved" {
+			writeJSON(w, 200, ResultDoc{ID: id, Status: status, Outcome: outcome})
+			return
+		}
+		// Made only for an approval of this tenant that exists, so that
+		// polling made-up ids leaves nothing behind; a resolution between
+		// the read and here is seen at the next tick.
+		ch := s.waiter(id)
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-deadline.C:
+			writeJSON(w, 200, ResultDoc{ID: id, Status: status})
+			return
+		case <-s.done:
+			writeJSON(w, 200, ResultDoc{ID: id, Status: status})
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// MaxAuditPage bounds the records one audit read returns (500).
+const MaxAuditPage = 500
+
+// listAudit returns the tenant's audit records after ?after= (a seq), at
+// most ?limit= (MaxAuditPage). The records are links of the platform's one
+// audit chain (their seq and prev are the chain's, so a tenant's records are
+// not consecutive); the chain is verified whole, with its key, by
+// `wasmhooks chain verify` on the audit file.
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	after, limit := int64(-1), int64(MaxAuditPage)
+	if q := r.URL.Query().Get("after"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 0 {
+			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "after is a record's seq"))
+			return
+		}
+		after = n
+	}
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 1 {
+			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "limit is a positive number"))
+			return
+		}
+		limit = min(n, MaxAuditPage)
+	}
+	rows, err := s.db.QueryContext(r.Context(), `SELECT record FROM serve_audit WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, r.PathValue("tenant"), after, limit)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer rows.Close()
+	out := []json.RawMessage{}
+	for rows.Next() {
+		var rec string
+		if err := rows.Scan(&rec); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		out = append(out, json.RawMessage(rec))
+	}
+	writeJSON(w, 200, map[string]any{"records": out})
+}
