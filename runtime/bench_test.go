@@ -9,18 +9,9 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// empty takes its input and continues: the floor of one invocation.
-const empty = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 2)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
-    (i64.const 21)))`
-
 func BenchmarkInvokeEmptyWAT(b *testing.B) {
 	r := newRuntime(b, runtime.Config{})
-	m := load(b, r, testutil.WAT(b, empty))
+	m := load(b, r, testutil.WAT(b, testutil.EmptyHookWAT))
 	ctx := context.Background()
 	req := runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "hello"}}
 	b.ReportAllocs()
