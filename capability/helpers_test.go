@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
 // newCall returns a call from tenant "acme" whose hook is granted name.
@@ -153,22 +154,7 @@ func checkBalance(t *testing.T, l Ledger, account string, want int64) {
 }
 
 // logBuffer is a slog JSON logger writing into a buffer.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testutil.SyncBuffer }
 
 func (b *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))

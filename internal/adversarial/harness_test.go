@@ -1,7 +1,6 @@
 package adversarial
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -197,22 +196,7 @@ func llmPayload(prompt string, maxTokens int) string {
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes: the operator's
 // log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // probeSeen is what the probe capability saw of one call.
 type probeSeen struct {
