@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
@@ -140,15 +141,7 @@ func TestChainResolveRefusesTamperedApprovals(t *testing.T) {
 // rehashed log verifies (and the command says only the hash chain was
 // checked).
 func TestChainVerifyWithKey(t *testing.T) {
-	rechain := func(recs []audit.Record) []audit.Record {
-		prev := ""
-		for i := range recs {
-			recs[i].Seq, recs[i].Prev = uint64(i), prev
-			recs[i].Hash, _ = audit.Hash(&recs[i])
-			prev = recs[i].Hash
-		}
-		return recs
-	}
+	rechain := audittest.Rechain
 	tests := []struct {
 		name string
 		edit func([]audit.Record) []audit.Record

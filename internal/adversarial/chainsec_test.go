@@ -21,6 +21,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -270,15 +271,7 @@ func TestChainsecTamperedApprovals(t *testing.T) {
 // §8: whoever can write the audit log but not read the key cannot rewrite it
 // so that it verifies with the key and the checkpoint kept apart.
 func TestChainsecAuditTamper(t *testing.T) {
-	rechain := func(r []audit.Record) []audit.Record {
-		prev := ""
-		for i := range r {
-			r[i].Seq, r[i].Prev = uint64(i), prev
-			r[i].Hash, _ = audit.Hash(&r[i])
-			prev = r[i].Hash
-		}
-		return r
-	}
+	rechain := audittest.Rechain
 	tests := []struct {
 		name   string
 		edit   func([]audit.Record) []audit.Record
