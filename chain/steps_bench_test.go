@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkChainSteps(b *testing.B) {
 				cfg.Bindings = append(cfg.Bindings, Binding{Name: fmt.Sprintf("g%d", i), Module: "empty", Point: outbound, Phase: Guard,
 					Settings: map[string]any{"mode": "strict", "threshold": 3}})
 			}
-			c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Audit: &countingSink{}, Logger: quiet(),
+			c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Audit: &audittest.LinkingSink{}, Logger: quiet(),
 				TracerProvider: noop.NewTracerProvider()})
 			if err != nil {
 				b.Fatal(err)
