@@ -622,23 +622,7 @@ func TestNewRunnerDispatchOptions(t *testing.T) {
 // TestRunnerAllocationsWithDispatcher: a configured Dispatcher costs nothing
 // on a call that returns no follow-up (TestRunnerAllocations' budget).
 func TestRunnerAllocationsWithDispatcher(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
-	reg := NewRegistry()
-	reg.MustRegister(Capability{Name: "noop", Schema: `{}`, Execute: func(context.Context, *Request) (*Result, error) {
-		return &Result{Value: map[string]any{}}, nil
-	}})
-	r := mustRunner(t, reg, RunnerOptions{Dispatcher: &recordingDispatcher{}})
-	call := newCall("noop", `{}`)
-	allocs := testing.AllocsPerRun(1000, func() {
-		if reply := r.HostCall(context.Background(), call); reply.Status != abi.StatusOK {
-			t.Fatalf("status %v", reply.Status)
-		}
-	})
-	if allocs > 6 {
-		t.Errorf("%v allocations per call, want at most 6", allocs)
-	}
+	checkNoopAllocations(t, RunnerOptions{Dispatcher: &recordingDispatcher{}})
 }
 
 // TestDispatchExcessCostsNoMoreThanMaxPerCall: a call returning 100,000
