@@ -18,6 +18,7 @@ var target = storetest.Target{
 	Open:       postgres.Open,
 	Fresh:      func(t *testing.T) string { return storetest.PostgresURL(t) },
 	Migrations: postgres.Migrations,
+	Require:    storetest.RequirePostgres,
 }
 
 func openFresh(t *testing.T) *store.DB {
@@ -119,17 +120,8 @@ func TestKVPostgres(t *testing.T) {
 	storetest.RunKV(t, openFresh)
 }
 
-func TestApprovalsPostgres(t *testing.T) {
-	storetest.RequirePostgres(t)
-	storetest.RunApprovals(t, target)
-}
+func TestApprovalsPostgres(t *testing.T) { storetest.RunApprovals(t, target) }
 
-func TestAuditPostgres(t *testing.T) {
-	storetest.RequirePostgres(t)
-	storetest.RunAudit(t, target)
-}
+func TestAuditPostgres(t *testing.T) { storetest.RunAudit(t, target) }
 
-func TestModulesPostgres(t *testing.T) {
-	storetest.RequirePostgres(t)
-	storetest.RunModules(t, target)
-}
+func TestModulesPostgres(t *testing.T) { storetest.RunModules(t, target) }
