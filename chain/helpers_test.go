@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -170,17 +171,8 @@ func names(trace []Step) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// equal reports whether a and b hold the same strings in the same order.
+func equal(a, b []string) bool { return slices.Equal(a, b) }
 
 // testKey is an approval key two Chains of one test share.
 var testKey = []byte("0123456789abcdef0123456789abcdef")
