@@ -18,24 +18,9 @@ import (
 )
 
 // clock is a fake clock for breakers and approvals.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testutil.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock { return testutil.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 var (
 	rtOnce   sync.Once
