@@ -23,11 +23,8 @@ func followCap(name string, cost int64, gates ...Gate) Capability {
 		Name:        name,
 		Description: "returns the follow-ups its payload names",
 		Schema: `{"type": "object", "properties": {
-			"follow": {"type": "array", "items": {"type": "string"}},
-			"use": {"type": "integer", "minimum": 0},
-			"size": {"type": "integer", "minimum": 0},
-			"fail": {"type": "boolean"},
-			"panic": {"type": "boolean"}}, "additionalProperties": false}`,
+			"follow": {"type": "array", "items": {"type": "string"}},` + meteredProps + `},
+			"additionalProperties": false}`,
 		Gates: gates,
 		Cost:  func(any) int64 { return cost },
 		Execute: func(ctx context.Context, req *Request) (*Result, error) {
@@ -41,13 +38,7 @@ func followCap(name string, cost int64, gates ...Gate) Capability {
 			if m["panic"] == true {
 				panic("follow: panic")
 			}
-			var use, size int64
-			if n, ok := m["use"].(json.Number); ok {
-				use, _ = n.Int64()
-			}
-			if n, ok := m["size"].(json.Number); ok {
-				size, _ = n.Int64()
-			}
+			use, size := payloadInt(m, "use"), payloadInt(m, "size")
 			res := &Result{Value: strings.Repeat("x", int(size)), Usage: Usage{Credit: use}, FollowUps: fus}
 			if m["fail"] == true {
 				return res, errors.New("upstream failed")
