@@ -18,7 +18,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/capability"
 	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
@@ -586,7 +586,7 @@ func chainIn(b *testing.B, unmetered bool) {
 		cfg.Modules[h.name] = wasm
 		cfg.Bindings = append(cfg.Bindings, chain.Binding{Name: h.name, Module: h.name, Point: "message.outbound", Phase: h.phase})
 	}
-	c, err := chain.New(ctx, cfg, chain.Options{Runtime: rt, Audit: &countingSink{},
+	c, err := chain.New(ctx, cfg, chain.Options{Runtime: rt, Audit: &audittest.LinkingSink{},
 		TracerProvider: noop.NewTracerProvider(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fatal(b, err)
@@ -606,22 +606,6 @@ func chainIn(b *testing.B, unmetered bool) {
 			fatal(b, err)
 		}
 	}
-}
-
-// countingSink links audit records as a sink must but keeps none, so a long
-// run does not measure a growing slice.
-type countingSink struct {
-	head string
-}
-
-func (s *countingSink) Append(_ context.Context, r *audit.Record) error {
-	r.Prev = s.head
-	h, err := audit.Hash(r)
-	if err != nil {
-		return err
-	}
-	r.Hash, s.head = h, h
-	return nil
 }
 
 // benchSequence runs the chain's three hooks with three runtime.Invoke

@@ -23,11 +23,8 @@ func followCap(name string, cost int64, gates ...Gate) Capability {
 		Name:        name,
 		Description: "returns the follow-ups its payload names",
 		Schema: `{"type": "object", "properties": {
-			"follow": {"type": "array", "items": {"type": "string"}},
-			"use": {"type": "integer", "minimum": 0},
-			"size": {"type": "integer", "minimum": 0},
-			"fail": {"type": "boolean"},
-			"panic": {"type": "boolean"}}, "additionalProperties": false}`,
+			"follow": {"type": "array", "items": {"type": "string"}},` + meteredProps + `},
+			"additionalProperties": false}`,
 		Gates: gates,
 		Cost:  func(any) int64 { return cost },
 		Execute: func(ctx context.Context, req *Request) (*Result, error) {
@@ -41,13 +38,7 @@ func followCap(name string, cost int64, gates ...Gate) Capability {
 			if m["panic"] == true {
 				panic("follow: panic")
 			}
-			var use, size int64
-			if n, ok := m["use"].(json.Number); ok {
-				use, _ = n.Int64()
-			}
-			if n, ok := m["size"].(json.Number); ok {
-				size, _ = n.Int64()
-			}
+			use, size := payloadInt(m, "use"), payloadInt(m, "size")
 			res := &Result{Value: strings.Repeat("x", int(size)), Usage: Usage{Credit: use}, FollowUps: fus}
 			if m["fail"] == true {
 				return res, errors.New("upstream failed")
@@ -622,23 +613,7 @@ func TestNewRunnerDispatchOptions(t *testing.T) {
 // TestRunnerAllocationsWithDispatcher: a configured Dispatcher costs nothing
 // on a call that returns no follow-up (TestRunnerAllocations' budget).
 func TestRunnerAllocationsWithDispatcher(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
-	reg := NewRegistry()
-	reg.MustRegister(Capability{Name: "noop", Schema: `{}`, Execute: func(context.Context, *Request) (*Result, error) {
-		return &Result{Value: map[string]any{}}, nil
-	}})
-	r := mustRunner(t, reg, RunnerOptions{Dispatcher: &recordingDispatcher{}})
-	call := newCall("noop", `{}`)
-	allocs := testing.AllocsPerRun(1000, func() {
-		if reply := r.HostCall(context.Background(), call); reply.Status != abi.StatusOK {
-			t.Fatalf("status %v", reply.Status)
-		}
-	})
-	if allocs > 6 {
-		t.Errorf("%v allocations per call, want at most 6", allocs)
-	}
+	checkNoopAllocations(t, RunnerOptions{Dispatcher: &recordingDispatcher{}})
 }
 
 // TestDispatchExcessCostsNoMoreThanMaxPerCall: a call returning 100,000

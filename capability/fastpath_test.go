@@ -116,7 +116,11 @@ func TestEncodeResultMatchesMarshal(t *testing.T) {
 // TestRunnerAllocations bounds the runner's allocations on the path of a
 // free capability with the {} schema: the parsed payload, the Request, the
 // idempotency key and the body (the capability's own result is 2 more).
-func TestRunnerAllocations(t *testing.T) {
+func TestRunnerAllocations(t *testing.T) { checkNoopAllocations(t, RunnerOptions{}) }
+
+// checkNoopAllocations checks that a call to a free capability with the {}
+// schema, on a runner made with opts, allocates at most 6 times.
+func checkNoopAllocations(t *testing.T, opts RunnerOptions) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
@@ -124,7 +128,7 @@ func TestRunnerAllocations(t *testing.T) {
 	reg.MustRegister(Capability{Name: "noop", Schema: `{}`, Execute: func(context.Context, *Request) (*Result, error) {
 		return &Result{Value: map[string]any{}}, nil
 	}})
-	r, err := NewRunner(reg, RunnerOptions{})
+	r, err := NewRunner(reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
 // newCall returns a call from tenant "acme" whose hook is granted name.
@@ -36,6 +37,22 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) inc()       { c.n.Add(1) }
 func (c *counter) get() int64 { return c.n.Load() }
 
+// meteredProps are the schema properties of the test capabilities' payload:
+// how much credit the call used, how large a result it returns, and whether
+// it fails or panics.
+const meteredProps = `
+			"use": {"type": "integer", "minimum": 0},
+			"size": {"type": "integer", "minimum": 0},
+			"fail": {"type": "boolean"},
+			"panic": {"type": "boolean"}`
+
+// payloadInt returns the integer m holds at key, 0 when there is none.
+func payloadInt(m map[string]any, key string) int64 {
+	n, _ := m[key].(json.Number)
+	v, _ := n.Int64()
+	return v
+}
+
 // meteredCap is a capability whose payload says how much credit it used:
 // {"use": n, "size": bytes of result, "fail": bool, "panic": bool}. Its cost
 // is always `cost`.
@@ -43,11 +60,8 @@ func meteredCap(name string, cost int64, execs *counter, gates ...Gate) Capabili
 	return Capability{
 		Name:        name,
 		Description: "uses the credit its payload says",
-		Schema: `{"type": "object", "properties": {
-			"use": {"type": "integer", "minimum": 0},
-			"size": {"type": "integer", "minimum": 0},
-			"fail": {"type": "boolean"},
-			"panic": {"type": "boolean"}}, "additionalProperties": false}`,
+		Schema: `{"type": "object", "properties": {` + meteredProps + `},
+			"additionalProperties": false}`,
 		Gates: gates,
 		Cost:  func(any) int64 { return cost },
 		Execute: func(ctx context.Context, req *Request) (*Result, error) {
@@ -56,17 +70,11 @@ func meteredCap(name string, cost int64, execs *counter, gates ...Gate) Capabili
 			if m["panic"] == true {
 				panic("metered: secret panic detail /srv/keys")
 			}
-			use := int64(0)
-			if n, ok := m["use"].(json.Number); ok {
-				use, _ = n.Int64()
-			}
+			use := payloadInt(m, "use")
 			if m["fail"] == true {
 				return &Result{Usage: Usage{Credit: use}}, errors.New("upstream said 500: token=sk-live-secret")
 			}
-			size := int64(0)
-			if n, ok := m["size"].(json.Number); ok {
-				size, _ = n.Int64()
-			}
+			size := payloadInt(m, "size")
 			return &Result{
 				Value: map[string]any{"data": string(bytes.Repeat([]byte("x"), int(size)))},
 				Usage: Usage{Credit: use, Units: map[string]int64{"widgets": use}},
@@ -153,22 +161,7 @@ func checkBalance(t *testing.T, l Ledger, account string, want int64) {
 }
 
 // logBuffer is a slog JSON logger writing into a buffer.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testutil.SyncBuffer }
 
 func (b *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))

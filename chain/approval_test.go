@@ -173,7 +173,7 @@ func TestApprovalSurvivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2 := newEnv(t, cfg, key, func(o *Options) { o.Approvals = store })
-	e2.clock.now = e1.clock.Now()
+	e2.clock.Set(e1.clock.Now())
 	res, err := e2.c.Resolve(context.Background(), ap.ID, Resolution{Decision: Edit, Edit: map[string]any{"arguments": map[string]any{"command": "ls /tmp/x", "timeout": json.Number("30")}}})
 	if err != nil {
 		t.Fatal(err)

@@ -3,30 +3,11 @@ package chain
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
-	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
-
-// countingSink links records like the memory sink but keeps none, so a long
-// benchmark does not measure a growing slice.
-type countingSink struct {
-	n    atomic.Int64
-	head string
-}
-
-func (s *countingSink) Append(_ context.Context, r *audit.Record) error {
-	r.Prev = s.head
-	h, err := audit.Hash(r)
-	if err != nil {
-		return err
-	}
-	r.Hash, s.head = h, h
-	s.n.Add(1)
-	return nil
-}
 
 // BenchmarkInvokeDirect is one runtime.Invoke of the policy guest: the cost
 // the chain adds to.
@@ -57,7 +38,7 @@ func BenchmarkChain(b *testing.B) {
 			for i := 0; i < n; i++ {
 				bs = append(bs, Binding{Name: fmt.Sprintf("g%d", i), Point: outbound, Phase: Guard})
 			}
-			c, err := New(context.Background(), policyConfig(t, bs...), Options{Runtime: testRuntime(t), Audit: &countingSink{}, Logger: quiet()})
+			c, err := New(context.Background(), policyConfig(t, bs...), Options{Runtime: testRuntime(t), Audit: &audittest.LinkingSink{}, Logger: quiet()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -98,6 +98,18 @@ const (
 	ExpireApprove ExpiryPolicy = "approve"
 )
 
+// expiryPolicy resolves a configured expiry policy: empty means ExpireDeny;
+// ok is false for a policy that is not one of the two.
+func expiryPolicy(p ExpiryPolicy) (_ ExpiryPolicy, ok bool) {
+	switch p {
+	case "":
+		return ExpireDeny, true
+	case ExpireDeny, ExpireApprove:
+		return p, true
+	}
+	return p, false
+}
+
 // DefaultApprovalTimeout is how long an approval waits when the binding does
 // not say.
 const DefaultApprovalTimeout = 15 * time.Minute
@@ -415,12 +427,8 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: lookahead %d out of range (0 for the default %d, at most %d)", what, b.Lookahead, DefaultLookahead, MaxLookahead)
 			continue
 		}
-		onExpiry := b.Approval.OnExpiry
-		switch onExpiry {
-		case "":
-			onExpiry = ExpireDeny
-		case ExpireDeny, ExpireApprove:
-		default:
+		onExpiry, ok := expiryPolicy(b.Approval.OnExpiry)
+		if !ok {
 			bad("%s: unknown approval expiry policy %q (want deny or approve)", what, onExpiry)
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -38,7 +39,7 @@ func overheadChain(tb testing.TB) (*Chain, Input) {
 		}
 		return cont, nil
 	}}
-	c, err := New(context.Background(), cfg, Options{Runtime: engine, Audit: &countingSink{}, Logger: quiet(),
+	c, err := New(context.Background(), cfg, Options{Runtime: engine, Audit: &audittest.LinkingSink{}, Logger: quiet(),
 		TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		tb.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,24 +18,9 @@ import (
 )
 
 // clock is a fake clock for breakers and approvals.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testutil.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock { return testutil.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 var (
 	rtOnce   sync.Once
@@ -170,17 +156,8 @@ func names(trace []Step) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// equal reports whether a and b hold the same strings in the same order.
+func equal(a, b []string) bool { return slices.Equal(a, b) }
 
 // testKey is an approval key two Chains of one test share.
 var testKey = []byte("0123456789abcdef0123456789abcdef")

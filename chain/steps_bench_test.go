@@ -8,18 +8,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
-
-// emptyHookWAT takes its input (the invocation document, copied into its
-// memory) and continues: a hook that costs as little as a hook can.
-const emptyHookWAT = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 2)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
-    (i64.const 21)))`
 
 // BenchmarkChainSteps runs chains of N empty WAT hooks (guards that take
 // their input and continue) over a context of a few fields with a 1 KiB
@@ -28,7 +19,7 @@ const emptyHookWAT = `(module
 // threads), which a loaded machine disturbs less. Audit records are hashed into a sink that keeps
 // none; spans go to the no-op provider.
 func BenchmarkChainSteps(b *testing.B) {
-	wasm := testutil.WAT(b, emptyHookWAT)
+	wasm := testutil.WAT(b, testutil.EmptyHookWAT)
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 23)
 	for _, n := range []int{1, 3, 10} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
@@ -38,7 +29,7 @@ func BenchmarkChainSteps(b *testing.B) {
 				cfg.Bindings = append(cfg.Bindings, Binding{Name: fmt.Sprintf("g%d", i), Module: "empty", Point: outbound, Phase: Guard,
 					Settings: map[string]any{"mode": "strict", "threshold": 3}})
 			}
-			c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Audit: &countingSink{}, Logger: quiet(),
+			c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Audit: &audittest.LinkingSink{}, Logger: quiet(),
 				TracerProvider: noop.NewTracerProvider()})
 			if err != nil {
 				b.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 )
 
 // BenchmarkStream streams a 2,000-character reply through one policy-guest
@@ -16,7 +18,7 @@ import (
 func BenchmarkStream(b *testing.B) {
 	t := &testing.T{}
 	c, err := New(context.Background(), policyConfig(t, Binding{Name: "t", Point: "llm.output.stream", Phase: Transformer}),
-		Options{Runtime: testRuntime(t), Audit: &countingSink{}, Logger: quiet()})
+		Options{Runtime: testRuntime(t), Audit: &audittest.LinkingSink{}, Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}

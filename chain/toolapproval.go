@@ -112,12 +112,8 @@ func (c *Chain) buildToolApprovals(cfg Config, s *snapshot, bad func(string, ...
 			bad("%s: negative approval timeout", what)
 			continue
 		}
-		onExpiry := ta.Approval.OnExpiry
-		switch onExpiry {
-		case "":
-			onExpiry = ExpireDeny
-		case ExpireDeny, ExpireApprove:
-		default:
+		onExpiry, ok := expiryPolicy(ta.Approval.OnExpiry)
+		if !ok {
 			bad("%s: unknown approval expiry policy %q (want deny or approve)", what, onExpiry)
 			continue
 		}

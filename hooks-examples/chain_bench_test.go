@@ -5,12 +5,11 @@ package examples_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -34,23 +33,11 @@ const observerWAT = `(module
 // then an observer) over the 1 KiB message, chain.Run, per language of the
 // two example hooks. messages/s per core is 1e9 / (ns/op).
 func BenchmarkExampleChain(b *testing.B) {
-	wat2wasm, err := exec.LookPath("wat2wasm")
-	if err != nil {
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
 		b.Skip("wat2wasm (wabt) is not installed: make deps")
 	}
+	observer := testutil.WAT(b, observerWAT)
 	dir := b.TempDir()
-	obs := filepath.Join(dir, "observer.wasm")
-	src := filepath.Join(dir, "observer.wat")
-	if err := os.WriteFile(src, []byte(observerWAT), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	if err := runTool(dir, nil, wat2wasm, src, "-o", obs); err != nil {
-		b.Fatal(err)
-	}
-	observer, err := os.ReadFile(obs)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, lang := range languages() {
 		b.Run(lang.name, func(b *testing.B) {
 			ctx := context.Background()

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
@@ -9,18 +10,9 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// empty takes its input and continues: the floor of one invocation.
-const empty = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 2)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
-    (i64.const 21)))`
-
 func BenchmarkInvokeEmptyWAT(b *testing.B) {
 	r := newRuntime(b, runtime.Config{})
-	m := load(b, r, testutil.WAT(b, empty))
+	m := load(b, r, testutil.WAT(b, testutil.EmptyHookWAT))
 	ctx := context.Background()
 	req := runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "hello"}}
 	b.ReportAllocs()
@@ -42,27 +34,18 @@ func (noopHost) HostCall(context.Context, *abi.Call) abi.Reply {
 func BenchmarkHostCallRoundTrip10(b *testing.B) {
 	r := newRuntime(b, runtime.Config{})
 	m := load(b, r, scripted(b))
-	script := ""
-	for i := 0; i < 10; i++ {
-		script += opHostCall("noop", "{}", 64)
-	}
-	ctx := context.Background()
-	req := runtime.Request{Tenant: "t", HostCaller: noopHost{}, Context: map[string]any{"s": "@@" + script}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := r.Invoke(ctx, m, req); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchScript(b, r, m, strings.Repeat(opHostCall("noop", "{}", 64), 10))
 }
 
 func BenchmarkInvokeScriptedNoCalls(b *testing.B) {
 	r := newRuntime(b, runtime.Config{})
 	m := load(b, r, scripted(b))
-	script := ""
-	for i := 0; i < 10; i++ {
-		script += opWrite(namePtr, []byte("noop")) + opWrite(inPtr, []byte("{}"))
-	}
+	benchScript(b, r, m, strings.Repeat(opWrite(namePtr, []byte("noop"))+opWrite(inPtr, []byte("{}")), 10))
+}
+
+// benchScript invokes the scripted module m on r with script, host calls
+// answered by noopHost.
+func benchScript(b *testing.B, r *runtime.Runtime, m *runtime.Module, script string) {
 	ctx := context.Background()
 	req := runtime.Request{Tenant: "t", HostCaller: noopHost{}, Context: map[string]any{"s": "@@" + script}}
 	b.ReportAllocs()

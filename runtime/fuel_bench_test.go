@@ -71,15 +71,7 @@ func BenchmarkMeteringCompute(b *testing.B) {
 			r := newRuntime(b, c.cfg)
 			m := load(b, r, wasm)
 			req := runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": strings.Repeat("x", 60)}}
-			ctx := context.Background()
-			var fuel uint64
-			for b.Loop() {
-				res, err := r.Invoke(ctx, m, req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				fuel = res.FuelUsed
-			}
+			fuel := loopFuel(b, r, m, req)
 			b.ReportMetric(float64(fuel), "fuel/op")
 		})
 	}
@@ -163,16 +155,8 @@ func BenchmarkFuelRate(b *testing.B) {
 		b.Run(g.name, func(b *testing.B) {
 			r := newRuntime(b, g.cfg)
 			m := load(b, r, testutil.WAT(b, g.wat))
-			ctx := context.Background()
 			req := runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: time.Minute}}
-			var fuel uint64
-			for b.Loop() {
-				res, err := r.Invoke(ctx, m, req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				fuel = res.FuelUsed
-			}
+			fuel := loopFuel(b, r, m, req)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(fuel), "ns/fuel")
 		})
 	}
@@ -316,4 +300,19 @@ func BenchmarkMeteringOverhead(b *testing.B) {
 			b.ReportMetric(100*(med[1]/med[0]-1), "close%")
 		})
 	}
+}
+
+// loopFuel invokes m with req on r for b's loop and returns the fuel the
+// last invocation used.
+func loopFuel(b *testing.B, r *runtime.Runtime, m *runtime.Module, req runtime.Request) uint64 {
+	ctx := context.Background()
+	var fuel uint64
+	for b.Loop() {
+		res, err := r.Invoke(ctx, m, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fuel = res.FuelUsed
+	}
+	return fuel
 }

@@ -1,9 +1,7 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -48,28 +46,8 @@ func validSeeds(tb testing.TB) [][]byte {
 // mutate applies edit operations to a copy of base. Each operation is four
 // bytes: kind, position (16 bits, modulo the length) and a value.
 func mutate(base, ops []byte) []byte {
-	b := bytes.Clone(base)
-	for len(ops) >= 4 && len(b) > 0 {
-		kind, pos, val := ops[0]%6, int(binary.LittleEndian.Uint16(ops[1:3]))%len(b), ops[3]
-		ops = ops[4:]
-		switch kind {
-		case 0: // flip bits
-			b[pos] ^= val
-		case 1: // set a byte
-			b[pos] = val
-		case 2: // insert a byte
-			b = append(b[:pos], append([]byte{val}, b[pos:]...)...)
-		case 3: // delete a byte
-			b = append(b[:pos], b[pos+1:]...)
-		case 4: // truncate
-			b = b[:pos]
-		case 5: // overwrite with a 5-byte LEB128 (a lying count or size)
-			v := uint32(val) << (val % 25)
-			leb := []byte{byte(v) | 0x80, byte(v>>7) | 0x80, byte(v>>14) | 0x80, byte(v>>21) | 0x80, byte(v >> 28)}
-			b = append(b[:pos], append(leb, b[min(pos+1, len(b)):]...)...)
-		}
-	}
-	return b
+	return testutil.Mutate(base, ops, testutil.FlipBits, testutil.SetByte, testutil.InsertByte, testutil.DeleteByte,
+		testutil.Truncate, testutil.LyingLEB)
 }
 
 var (

@@ -2,8 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/hex"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -19,27 +17,21 @@ import (
 // Scratch addresses in the scripted guest's memory that its interpreter does
 // not use.
 const (
-	namePtr = 0x1000
-	inPtr   = 0x2000
-	outPtr  = 0x4000
+	namePtr = testutil.ScriptNamePtr
+	inPtr   = testutil.ScriptInPtr
+	outPtr  = testutil.ScriptOutPtr
 )
 
-func opCall(p1, p2, p3, p4, p5, p6 uint32) string {
-	return fmt.Sprintf("C%08x%08x%08x%08x%08x%08x", p1, p2, p3, p4, p5, p6)
-}
-
-func opWrite(addr uint32, b []byte) string {
-	return fmt.Sprintf("W%08x%08x%s", addr, len(b), hex.EncodeToString(b))
-}
+func opCall(p1, p2, p3, p4, p5, p6 uint32) string { return testutil.OpCall(p1, p2, p3, p4, p5, p6) }
+func opWrite(addr uint32, b []byte) string        { return testutil.OpWrite(addr, b) }
 
 // opHostCall writes name and payload into scratch memory and calls host_call
 // with an output buffer of outCap bytes.
 func opHostCall(name, payload string, outCap uint32) string {
-	return opWrite(namePtr, []byte(name)) + opWrite(inPtr, []byte(payload)) +
-		opCall(namePtr, uint32(len(name)), inPtr, uint32(len(payload)), outPtr, outCap)
+	return testutil.OpHostCall(name, payload, outCap)
 }
 
-func opTake(outCap uint32) string { return opCall(0, 0, 0, 0, outPtr, outCap) }
+func opTake(outCap uint32) string { return testutil.OpTake(outCap) }
 
 // callResult is one logged host_call (or grow) of the scripted guest.
 type callResult struct {
@@ -55,17 +47,7 @@ func parseLog(t *testing.T, reason string) []callResult {
 		if e == "" {
 			continue
 		}
-		if len(e) < 16 {
-			t.Fatalf("bad log entry %q", e)
-		}
-		var v uint64
-		if _, err := fmt.Sscanf(e[:16], "%016x", &v); err != nil {
-			t.Fatalf("bad log entry %q: %v", e, err)
-		}
-		body, err := hex.DecodeString(e[16:])
-		if err != nil {
-			t.Fatalf("bad body in %q: %v", e, err)
-		}
+		v, body := testutil.DecodeLogEntry(t, e)
 		s, n := abi.UnpackResult(v)
 		out = append(out, callResult{status: s, length: n, body: string(body)})
 	}

@@ -19,7 +19,9 @@ import (
 // benchmarks (the issue's target is stated for 8 callers).
 const benchCallers = 8
 
-func benchLedger(b *testing.B, driver string) *store.Ledger {
+// benchDB opens the benchmark's database for driver ("sqlite" or
+// "postgres"), closed when b ends; Postgres is skipped when unconfigured.
+func benchDB(b *testing.B, driver string) *store.DB {
 	b.Helper()
 	var tg target
 	switch driver {
@@ -36,7 +38,35 @@ func benchLedger(b *testing.B, driver string) *store.Ledger {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	l := store.NewLedger(db, store.LedgerOptions{})
+	return db
+}
+
+// benchParallel runs op for i in [0, b.N) spread over benchCallers
+// goroutines, stopping a goroutine at its first error, and reports the
+// operations per second as unit.
+func benchParallel(b *testing.B, unit string, op func(i int) error) {
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range benchCallers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < b.N; i += benchCallers {
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), unit)
+}
+
+func benchLedger(b *testing.B, driver string) *store.Ledger {
+	b.Helper()
+	l := store.NewLedger(benchDB(b, driver), store.LedgerOptions{})
 	if err := l.Grant(context.Background(), account, 1<<60, ""); err != nil {
 		b.Fatal(err)
 	}
@@ -48,28 +78,14 @@ func benchLedger(b *testing.B, driver string) *store.Ledger {
 func benchReserveSettle(b *testing.B, driver string) {
 	l := benchLedger(b, driver)
 	ctx := context.Background()
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := range benchCallers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < b.N; i += benchCallers {
-				id, err := l.Reserve(ctx, account, 10, "")
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := l.Settle(ctx, id, 3); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pairs/s")
+	benchParallel(b, "pairs/s", func(int) error {
+		id, err := l.Reserve(ctx, account, 10, "")
+		if err != nil {
+			return err
+		}
+		_, err = l.Settle(ctx, id, 3)
+		return err
+	})
 }
 
 func BenchmarkReserveSettle8CallersSQLite(b *testing.B)   { benchReserveSettle(b, "sqlite") }
@@ -79,21 +95,7 @@ func BenchmarkReserveSettle8CallersPostgres(b *testing.B) { benchReserveSettle(b
 // on ledger l; reports the median latency. Run with the memory ledger for the
 // baseline: the difference is what a durable ledger adds.
 func benchHostCall(b *testing.B, l capability.Ledger) {
-	reg := capability.NewRegistry()
-	reg.MustRegister(capability.Capability{
-		Name:        "paid.echo",
-		Description: "Echoes its payload for 5 credits.",
-		Schema:      `{"type": "string"}`,
-		Gates:       []capability.Gate{&capability.CreditGate{Ledger: l}},
-		Cost:        func(any) int64 { return 5 },
-		Execute: func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
-			return &capability.Result{Value: req.Payload, Usage: capability.Usage{Credit: 5}}, nil
-		},
-	})
-	runner, err := capability.NewRunner(reg, capability.RunnerOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	runner := paidEchoRunner(b, l, nil)
 	caller := abi.Caller{Tenant: account, Invocation: "inv", Granted: []string{"paid.echo"}}
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)

@@ -108,7 +108,18 @@ func (db *DB) retry(ctx context.Context, op string, fn func() error) error {
 }
 
 func (db *DB) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := db.sql.BeginTx(ctx, nil)
+	return InTx(ctx, db.sql, fn)
+}
+
+// TxBeginner is what a transaction is begun on: a *sql.DB or a *sql.Conn.
+type TxBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// InTx runs fn in one transaction begun on b: committed when fn returns nil,
+// rolled back (nothing changed) when it returns an error, which InTx returns.
+func InTx(ctx context.Context, b TxBeginner, fn func(*sql.Tx) error) error {
+	tx, err := b.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

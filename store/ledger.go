@@ -117,6 +117,26 @@ func nullKey(key string) any {
 	return []byte(key)
 }
 
+// keyedHold is the hold an idempotency key already names.
+type keyedHold struct {
+	n     int64
+	acct  string
+	amt   int64
+	state string
+}
+
+// replay answers a Reserve repeated with key: nil when the hold is the same
+// reservation (account and amount) and still open, a typed refusal otherwise.
+func (h *keyedHold) replay(key, account string, amount int64) error {
+	switch {
+	case h.acct != account || h.amt != amount:
+		return fmt.Errorf("%w: key %q", capability.ErrIdempotencyConflict, key)
+	case h.state != holdOpen:
+		return fmt.Errorf("%w: key %q", capability.ErrReservationResolved, key)
+	}
+	return nil
+}
+
 // Reserve implements capability.Ledger.
 func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key string) (string, error) {
 	if amount <= 0 {
@@ -133,29 +153,18 @@ func (l *Ledger) Reserve(ctx context.Context, account string, amount int64, key 
 	err := l.db.tx(ctx, "ledger reserve", func(tx *sql.Tx) error {
 		id, renewed = "", false
 		if key != "" {
-			var (
-				n     int64
-				acct  string
-				amt   int64
-				state string
-				found = true
-			)
+			var h keyedHold
+			found := true
 			err := l.db.stmt(ctx, tx, `SELECT id, account, amount, state FROM ledger_holds WHERE idem_key = $1`).QueryRowContext(ctx, []byte(key)).
-				Scan(&n, &acct, &amt, &state)
+				Scan(&h.n, &h.acct, &h.amt, &h.state)
 			if errors.Is(err, sql.ErrNoRows) {
 				found = false
 			} else if err != nil {
 				return err
 			}
 			if found {
-				id = holdID(n)
-				switch {
-				case acct != account || amt != amount:
-					return fmt.Errorf("%w: key %q", capability.ErrIdempotencyConflict, key)
-				case state != holdOpen:
-					return fmt.Errorf("%w: key %q", capability.ErrReservationResolved, key)
-				}
-				return nil
+				id = holdID(h.n)
+				return h.replay(key, account, amount)
 			}
 		}
 		res, err := l.db.stmt(ctx, tx, `UPDATE ledger_accounts SET pending = pending + $2
@@ -217,22 +226,12 @@ func (l *Ledger) reserve1(ctx context.Context, account string, amount int64, key
 		err := l.db.retry(ctx, "ledger reserve", func() error {
 			id = ""
 			if key != "" {
-				var (
-					n           int64
-					acct, state string
-					amt         int64
-				)
+				var h keyedHold
 				err := l.db.sql.QueryRowContext(ctx, `SELECT id, account, amount, state FROM ledger_holds WHERE idem_key = $1`, []byte(key)).
-					Scan(&n, &acct, &amt, &state)
+					Scan(&h.n, &h.acct, &h.amt, &h.state)
 				if err == nil {
-					id = holdID(n)
-					switch {
-					case acct != account || amt != amount:
-						return fmt.Errorf("%w: key %q", capability.ErrIdempotencyConflict, key)
-					case state != holdOpen:
-						return fmt.Errorf("%w: key %q", capability.ErrReservationResolved, key)
-					}
-					return nil
+					id = holdID(h.n)
+					return h.replay(key, account, amount)
 				} else if !errors.Is(err, sql.ErrNoRows) {
 					return err
 				}

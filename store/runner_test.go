@@ -26,22 +26,7 @@ func TestBillableCallRefusedWhenLedgerUnreachableSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ran atomic.Int64
-	reg := capability.NewRegistry()
-	reg.MustRegister(capability.Capability{
-		Name:        "paid.echo",
-		Description: "Echoes its payload for 5 credits.",
-		Schema:      `{"type": "string"}`,
-		Gates:       []capability.Gate{&capability.CreditGate{Ledger: ledger}},
-		Cost:        func(any) int64 { return 5 },
-		Execute: func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
-			ran.Add(1)
-			return &capability.Result{Value: req.Payload, Usage: capability.Usage{Credit: 5}}, nil
-		},
-	})
-	runner, err := capability.NewRunner(reg, capability.RunnerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runner := paidEchoRunner(t, ledger, &ran)
 	caller := abi.Caller{Tenant: "acme", Invocation: "inv-1", Granted: []string{"paid.echo"}}
 	call := func(seq int) abi.Reply {
 		return runner.HostCall(ctx, &abi.Call{Name: "paid.echo", Payload: []byte(`"hi"`), Seq: seq, Caller: caller})
@@ -55,4 +40,30 @@ func TestBillableCallRefusedWhenLedgerUnreachableSQLite(t *testing.T) {
 		t.Fatalf("with the ledger down: %s %s, ran %d times", r.Status, r.Body, ran.Load())
 	}
 	t.Logf("refused with %s %s", r.Status, r.Body)
+}
+
+// paidEchoRunner returns a runner with one billable capability, paid.echo,
+// that echoes its payload for 5 credits paid from l, counting its runs in
+// ran when ran is not nil.
+func paidEchoRunner(tb testing.TB, l capability.Ledger, ran *atomic.Int64) *capability.Runner {
+	tb.Helper()
+	reg := capability.NewRegistry()
+	reg.MustRegister(capability.Capability{
+		Name:        "paid.echo",
+		Description: "Echoes its payload for 5 credits.",
+		Schema:      `{"type": "string"}`,
+		Gates:       []capability.Gate{&capability.CreditGate{Ledger: l}},
+		Cost:        func(any) int64 { return 5 },
+		Execute: func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
+			if ran != nil {
+				ran.Add(1)
+			}
+			return &capability.Result{Value: req.Payload, Usage: capability.Usage{Credit: 5}}, nil
+		},
+	})
+	runner, err := capability.NewRunner(reg, capability.RunnerOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return runner
 }

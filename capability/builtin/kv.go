@@ -156,10 +156,7 @@ func kvGet(cfg KVConfig) capability.Capability {
 			"required": ["key"], "additionalProperties": false}`,
 		Gates: cfg.Gates,
 		Execute: func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			key, err := kvKey(req.Payload)
+			key, err := kvRequestKey(ctx, req)
 			if err != nil {
 				return nil, err
 			}
@@ -186,10 +183,7 @@ func kvSet(cfg KVConfig) capability.Capability {
 			"required": ["key", "value"], "additionalProperties": false}`,
 		Gates: cfg.Gates,
 		Execute: func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			key, err := kvKey(req.Payload)
+			key, err := kvRequestKey(ctx, req)
 			if err != nil {
 				return nil, err
 			}
@@ -212,6 +206,14 @@ func kvSet(cfg KVConfig) capability.Capability {
 			return &capability.Result{Value: map[string]any{"ok": true}}, nil
 		},
 	}
+}
+
+// kvRequestKey returns the key of a kv request, unless ctx has ended.
+func kvRequestKey(ctx context.Context, req *capability.Request) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return kvKey(req.Payload)
 }
 
 // kvKey returns the payload's key, checking its length in bytes (the schema

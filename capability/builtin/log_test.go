@@ -1,17 +1,16 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/capability"
 	"github.com/wasmhooks/wasmhooks/capability/capabilitytest"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
 func TestLogWriteConformance(t *testing.T) {
@@ -45,22 +44,7 @@ func logCall(invocation, payload string) *abi.Call {
 }
 
 // syncBuffer is a bytes.Buffer safe for a slog handler.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // TestLogWriteCannotForgeLines writes hostile messages through a text and a
 // JSON handler: each call must produce exactly one line, with the hook's

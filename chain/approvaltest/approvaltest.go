@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
 // Lease is the claim lease the stores under test must use.
@@ -44,23 +45,6 @@ type Harness struct {
 	// claims of its own, as another process would open it (nil for a
 	// store that lives in one process).
 	B chain.ApprovalStore
-}
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 var seq atomic.Uint64
@@ -98,8 +82,8 @@ func code(err error) string {
 func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 	ctx := context.Background()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	setup := func(t *testing.T) (*clock, Harness) {
-		c := &clock{now: start}
+	setup := func(t *testing.T) (*testutil.Clock, Harness) {
+		c := testutil.NewClock(start)
 		return c, open(t, c)
 	}
 	put := func(t *testing.T, s chain.ApprovalStore, a *chain.Approval) {
@@ -172,7 +156,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		if err := h.A.Done(ctx, a.ID); err == nil {
 			t.Fatal("a second Done succeeded")
 		}
-		c.advance(2 * time.Hour)
+		c.Advance(2 * time.Hour)
 		_, err = h.A.Take(ctx, a.ID)
 		want(t, "Take long after Done", err, chain.ApprovalResolved)
 	})
@@ -191,7 +175,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		}
 		_, err := h.A.Take(ctx, a.ID)
 		want(t, "Take of the copy", err, chain.ApprovalResolved)
-		c.advance(2 * time.Hour)
+		c.Advance(2 * time.Hour)
 		if ids, err := h.A.Due(ctx, c.Now()); err != nil || len(ids) != 0 {
 			t.Fatalf("Due = %v, %v; want none", ids, err)
 		}
@@ -233,10 +217,10 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		if _, err := h.A.Take(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(Lease - time.Second)
+		c.Advance(Lease - time.Second)
 		_, err := h.A.Take(ctx, a.ID)
 		want(t, "Take before the lease ends", err, chain.ApprovalClaimed)
-		c.advance(2 * time.Second)
+		c.Advance(2 * time.Second)
 		// The claimant died: the approval is neither lost nor stuck.
 		if got, err := h.A.Get(ctx, a.ID); err != nil || got.ID != a.ID {
 			t.Fatalf("Get after the lease = %v, %v", got, err)
@@ -277,7 +261,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		if _, err := h.A.Take(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(Lease + time.Second)
+		c.Advance(Lease + time.Second)
 		if _, err := h.B.Take(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +331,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		if err := h.A.Done(ctx, done.ID); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(Lease + time.Second) // dead's claim ends
+		c.Advance(Lease + time.Second) // dead's claim ends
 		if _, err := h.A.Take(ctx, claimed.ID); err != nil {
 			t.Fatal(err)
 		}

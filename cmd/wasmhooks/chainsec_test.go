@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
@@ -62,9 +64,7 @@ func (e *chainSecEnv) resolve(t *testing.T, id, decision string) ([]byte, int) {
 // approval file gives a typed error and exit 1, never a Go panic, and leaves
 // the file as it was.
 func TestChainResolveRefusesTamperedApprovals(t *testing.T) {
-	state := func(f func(st map[string]any)) func(m map[string]any) {
-		return func(m map[string]any) { f(m["state"].(map[string]any)) }
-	}
+	state := approvaltest.EditState
 	tests := []struct {
 		name string
 		edit func(m map[string]any)
@@ -84,19 +84,7 @@ func TestChainResolveRefusesTamperedApprovals(t *testing.T) {
 			e := newChainSecEnv(t)
 			id := e.pending(t)
 			path := filepath.Join(e.approvals, id+".json")
-			b := []byte(tt.raw)
-			if tt.edit != nil {
-				orig, _ := os.ReadFile(path)
-				var m map[string]any
-				if err := json.Unmarshal(orig, &m); err != nil {
-					t.Fatal(err)
-				}
-				tt.edit(m)
-				b, _ = json.Marshal(m)
-			}
-			if err := os.WriteFile(path, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			b := approvaltest.TamperFile(t, path, tt.raw, tt.edit)
 			out, code := e.resolve(t, id, "approve")
 			var doc errorDoc
 			if code != exitRefused || json.Unmarshal(out, &doc) != nil || doc.Error.Code != tt.code {
@@ -140,15 +128,7 @@ func TestChainResolveRefusesTamperedApprovals(t *testing.T) {
 // rehashed log verifies (and the command says only the hash chain was
 // checked).
 func TestChainVerifyWithKey(t *testing.T) {
-	rechain := func(recs []audit.Record) []audit.Record {
-		prev := ""
-		for i := range recs {
-			recs[i].Seq, recs[i].Prev = uint64(i), prev
-			recs[i].Hash, _ = audit.Hash(&recs[i])
-			prev = recs[i].Hash
-		}
-		return recs
-	}
+	rechain := audittest.Rechain
 	tests := []struct {
 		name string
 		edit func([]audit.Record) []audit.Record

@@ -26,17 +26,7 @@ const keyFileEnv = "WASMHOOKS_KEY_FILE"
 // hostKeyPath returns the key file to use: flag, else $WASMHOOKS_KEY_FILE,
 // else <user config dir>/wasmhooks/host.key.
 func hostKeyPath(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
-	if p := os.Getenv(keyFileEnv); p != "" {
-		return p, nil
-	}
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return "", fmt.Errorf("no --key, no $%s, and no user configuration directory: %w", keyFileEnv, err)
-	}
-	return filepath.Join(dir, "wasmhooks", "host.key"), nil
+	return userFile(flag, "key", keyFileEnv, "host.key")
 }
 
 // loadHostKey reads the host key, creating it first when create is set and

@@ -25,17 +25,23 @@ const stateUsage = "the state file (SQLite) keeping credit balances and pending 
 // statePath returns the state file to use: flag, else $WASMHOOKS_STATE,
 // else <user config dir>/wasmhooks/state.db.
 func statePath(flag string) (string, error) {
+	return userFile(flag, "state", stateEnv, "state.db")
+}
+
+// userFile returns the file a command uses: flag (the value of --flagName)
+// when set, else $env, else <user config dir>/wasmhooks/name.
+func userFile(flag, flagName, env, name string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	if p := os.Getenv(stateEnv); p != "" {
+	if p := os.Getenv(env); p != "" {
 		return p, nil
 	}
 	dir, err := os.UserConfigDir()
 	if err != nil {
-		return "", fmt.Errorf("no --state, no $%s, and no user configuration directory: %w", stateEnv, err)
+		return "", fmt.Errorf("no --%s, no $%s, and no user configuration directory: %w", flagName, env, err)
 	}
-	return filepath.Join(dir, "wasmhooks", "state.db"), nil
+	return filepath.Join(dir, "wasmhooks", name), nil
 }
 
 // openState opens the host's state file, once.

@@ -14,10 +14,7 @@ import (
 
 func run(t *testing.T, point string, context, settings map[string]any) (*abi.Decision, error) {
 	t.Helper()
-	h := sdktest.NewHost()
-	if err := h.UseManifest("manifest.json"); err != nil {
-		t.Fatal(err)
-	}
+	h := sdktest.HostFor(t, "manifest.json")
 	dec, err := h.Run(sdktest.Invocation{Point: point, Context: context, Settings: settings})
 	if len(h.Calls()) != 0 {
 		t.Errorf("a pure hook made %d host calls", len(h.Calls()))

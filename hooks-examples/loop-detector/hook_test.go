@@ -15,14 +15,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
 
-func newHost(t *testing.T) *sdktest.Host {
-	t.Helper()
-	h := sdktest.NewHost()
-	if err := h.UseManifest("manifest.json"); err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
+func newHost(t *testing.T) *sdktest.Host { return sdktest.HostFor(t, "manifest.json") }
 
 // step is one recorded tool call: at tool.before, or at tool.after when
 // result is set.

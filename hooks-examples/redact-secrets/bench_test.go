@@ -16,10 +16,7 @@ func BenchmarkNative1KiB(b *testing.B) {
 	filler := strings.Repeat("lorem ipsum dolor sit amet, consectetur adipiscing elit. ", 40)
 	s := filler[:501] + " AKIAIOSFODNN7EXAMPLE "
 	text := s + filler[501:501+1024-len(s)]
-	h := sdktest.NewHost()
-	if err := h.UseManifest("manifest.json"); err != nil {
-		b.Fatal(err)
-	}
+	h := sdktest.HostFor(b, "manifest.json")
 	inv := sdktest.Invocation{Point: "message.outbound", Context: map[string]any{"incoming": "hi", "outgoing": text}}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -11,14 +11,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
 
-func newHost(t *testing.T) *sdktest.Host {
-	t.Helper()
-	h := sdktest.NewHost()
-	if err := h.UseManifest("manifest.json"); err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
+func newHost(t *testing.T) *sdktest.Host { return sdktest.HostFor(t, "manifest.json") }
 
 func TestRedact(t *testing.T) {
 	pem := "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----"

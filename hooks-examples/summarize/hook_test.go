@@ -48,10 +48,7 @@ func TestSummarize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := sdktest.NewHost()
-			if err := h.UseManifest("manifest.json"); err != nil {
-				t.Fatal(err)
-			}
+			h := sdktest.HostFor(t, "manifest.json")
 			h.Register("llm.run", tt.llm)
 			dec, err := h.Run(sdktest.Invocation{
 				Point:    "message.outbound",

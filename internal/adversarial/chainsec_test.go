@@ -20,7 +20,9 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -175,9 +177,7 @@ func approvalChain(t *testing.T) *chainsecWorld {
 // a run other than the one the host paused: every rewrite is a typed refusal
 // that leaves the file as it was, and nothing runs or is recorded.
 func TestChainsecTamperedApprovals(t *testing.T) {
-	state := func(f func(st map[string]any)) func(map[string]any) {
-		return func(m map[string]any) { f(m["state"].(map[string]any)) }
-	}
+	state := approvaltest.EditState
 	tests := []struct {
 		name string
 		edit func(map[string]any)
@@ -201,19 +201,7 @@ func TestChainsecTamperedApprovals(t *testing.T) {
 			cw := approvalChain(t)
 			ap := cw.run(t, "tool.before", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "rm -rf /"}}).Approval
 			path := filepath.Join(cw.approvals, ap.ID+".json")
-			b := []byte(tt.raw)
-			if tt.edit != nil {
-				orig, _ := os.ReadFile(path)
-				var m map[string]any
-				if err := json.Unmarshal(orig, &m); err != nil {
-					t.Fatal(err)
-				}
-				tt.edit(m)
-				b, _ = json.Marshal(m)
-			}
-			if err := os.WriteFile(path, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			b := approvaltest.TamperFile(t, path, tt.raw, tt.edit)
 			n, err := audit.VerifyFileWith(cw.log, audit.VerifyOptions{Key: chainsecKey})
 			if err != nil {
 				t.Fatal(err)
@@ -270,15 +258,7 @@ func TestChainsecTamperedApprovals(t *testing.T) {
 // §8: whoever can write the audit log but not read the key cannot rewrite it
 // so that it verifies with the key and the checkpoint kept apart.
 func TestChainsecAuditTamper(t *testing.T) {
-	rechain := func(r []audit.Record) []audit.Record {
-		prev := ""
-		for i := range r {
-			r[i].Seq, r[i].Prev = uint64(i), prev
-			r[i].Hash, _ = audit.Hash(&r[i])
-			prev = r[i].Hash
-		}
-		return r
-	}
+	rechain := audittest.Rechain
 	tests := []struct {
 		name   string
 		edit   func([]audit.Record) []audit.Record

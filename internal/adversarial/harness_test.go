@@ -1,9 +1,7 @@
 package adversarial
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,9 +48,9 @@ func corpus(tb testing.TB, name string) []byte {
 
 // Scratch addresses in hostile.wat's memory that its interpreter does not use.
 const (
-	namePtr = 0x1000
-	inPtr   = 0x2000
-	outPtr  = 0x4000
+	namePtr = testutil.ScriptNamePtr
+	inPtr   = testutil.ScriptInPtr
+	outPtr  = testutil.ScriptOutPtr
 	rawPtr  = 0x6000 // raw bytes a test writes and returns or prints
 
 	hostileMemory = 8 * 65536 // hostile.wat's initial memory, in bytes
@@ -60,13 +58,8 @@ const (
 
 func hx(v uint32) string { return fmt.Sprintf("%08x", v) }
 
-func opCall(p1, p2, p3, p4, p5, p6 uint32) string {
-	return "C" + hx(p1) + hx(p2) + hx(p3) + hx(p4) + hx(p5) + hx(p6)
-}
-
-func opWrite(addr uint32, b []byte) string {
-	return "W" + hx(addr) + hx(uint32(len(b))) + hex.EncodeToString(b)
-}
+func opCall(p1, p2, p3, p4, p5, p6 uint32) string { return testutil.OpCall(p1, p2, p3, p4, p5, p6) }
+func opWrite(addr uint32, b []byte) string        { return testutil.OpWrite(addr, b) }
 
 func opFill(addr, n uint32, c byte) string { return "F" + hx(addr) + hx(n) + fmt.Sprintf("%02x", c) }
 func opGrow(pages uint32) string           { return "G" + hx(pages) }
@@ -93,11 +86,10 @@ const (
 // opHostCall writes name and payload into scratch memory and calls host_call
 // with an output buffer of outCap bytes.
 func opHostCall(name, payload string, outCap uint32) string {
-	return opWrite(namePtr, []byte(name)) + opWrite(inPtr, []byte(payload)) +
-		opCall(namePtr, uint32(len(name)), inPtr, uint32(len(payload)), outPtr, outCap)
+	return testutil.OpHostCall(name, payload, outCap)
 }
 
-func opTake(outCap uint32) string { return opCall(0, 0, 0, 0, outPtr, outCap) }
+func opTake(outCap uint32) string { return testutil.OpTake(outCap) }
 
 // opReturnRaw makes the hook return b, whatever it is, as its decision.
 func opReturnRaw(b []byte) string {
@@ -122,17 +114,7 @@ type hostResult struct {
 
 func decodeCall(t testing.TB, e string) hostResult {
 	t.Helper()
-	if len(e) < 16 {
-		t.Fatalf("log entry %q is not a host_call result", e)
-	}
-	var v uint64
-	if _, err := fmt.Sscanf(e[:16], "%016x", &v); err != nil {
-		t.Fatalf("log entry %q: %v", e, err)
-	}
-	body, err := hex.DecodeString(e[16:])
-	if err != nil {
-		t.Fatalf("log entry %q: %v", e, err)
-	}
+	v, body := testutil.DecodeLogEntry(t, e)
 	s, n := abi.UnpackResult(v)
 	return hostResult{status: s, length: n, body: string(body)}
 }
@@ -197,22 +179,7 @@ func llmPayload(prompt string, maxTokens int) string {
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes: the operator's
 // log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // probeSeen is what the probe capability saw of one call.
 type probeSeen struct {

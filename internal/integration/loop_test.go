@@ -15,21 +15,30 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
+// demoChainConfig parses the demo chain configuration at path (relative to
+// the repository root) over the example hook in hooks-examples/<hook>, built,
+// with its manifest embedded.
+func demoChainConfig(t testing.TB, hook, path string) chain.Config {
+	t.Helper()
+	wasm, err := runtime.EmbedManifest(testutil.BuildHook(t, "hooks-examples/"+hook),
+		testutil.ReadFile(t, "hooks-examples/"+hook+"/manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := chain.ParseConfig(testutil.ReadFile(t, path), func(string) ([]byte, error) { return wasm, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // loopChain builds demo/loop-chain.json (loop-detector as a guard at
 // tool.before and a transformer at tool.after) over the built hook, with
 // the built-in capabilities on kv.
 func loopChain(t *testing.T, kv builtin.KVStore, edit func(*chain.Config)) (*chain.Chain, error) {
 	t.Helper()
 	ctx := context.Background()
-	wasm, err := runtime.EmbedManifest(testutil.BuildHook(t, "hooks-examples/loop-detector"),
-		testutil.ReadFile(t, "hooks-examples/loop-detector/manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := chain.ParseConfig(testutil.ReadFile(t, "demo/loop-chain.json"), func(string) ([]byte, error) { return wasm, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoChainConfig(t, "loop-detector", "demo/loop-chain.json")
 	if edit != nil {
 		edit(&cfg)
 	}

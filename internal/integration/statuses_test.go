@@ -4,8 +4,6 @@ package integration
 
 import (
 	"context"
-	"encoding/hex"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,30 +14,12 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// The scripted guest (testdata/guests/scripted.wat) and its script ops.
-const (
-	namePtr = 0x1000
-	inPtr   = 0x2000
-	outPtr  = 0x4000
-)
-
-func opCall(p ...uint32) string {
-	s := "C"
-	for _, v := range p {
-		s += fmt.Sprintf("%08x", v)
-	}
-	return s
-}
-
-func opWrite(addr uint32, b []byte) string {
-	return fmt.Sprintf("W%08x%08x%s", addr, len(b), hex.EncodeToString(b))
-}
-
+// The scripted guest (testdata/guests/scripted.wat) and its script ops
+// (internal/testutil's OpHostCall and friends).
 func opHostCall(name, payload string) string { return opHostCallCap(name, payload, 4096) }
 
 func opHostCallCap(name, payload string, outCap uint32) string {
-	return opWrite(namePtr, []byte(name)) + opWrite(inPtr, []byte(payload)) +
-		opCall(namePtr, uint32(len(name)), inPtr, uint32(len(payload)), outPtr, outCap)
+	return testutil.OpHostCall(name, payload, outCap)
 }
 
 type result struct {
@@ -51,11 +31,7 @@ func parse(t *testing.T, reason string) []result {
 	t.Helper()
 	var out []result
 	for _, e := range strings.Split(strings.TrimSuffix(reason, "."), ".") {
-		var v uint64
-		if _, err := fmt.Sscanf(e[:16], "%016x", &v); err != nil {
-			t.Fatalf("log entry %q: %v", e, err)
-		}
-		b, _ := hex.DecodeString(e[16:])
+		v, b := testutil.DecodeLogEntry(t, e)
 		s, _ := abi.UnpackResult(v)
 		out = append(out, result{s, string(b)})
 	}
@@ -167,8 +143,8 @@ func TestEveryStatus(t *testing.T) {
 		{abi.StatusRateLimited, "rich", all, runtime.Limits{}, opHostCall("limited", `{}`) + opHostCall("limited", `{}`), nil},
 		{abi.StatusResultTooLarge, "rich", all, runtime.Limits{MaxResultBytes: 8}, opHostCall("echo", `{"n":123456789}`), nil},
 		{abi.StatusRequestTooLarge, "rich", all, runtime.Limits{MaxRequestBytes: 8}, opHostCall("echo", `{"n":    1}`), nil},
-		{abi.StatusBufferTooSmall, "rich", all, runtime.Limits{}, opHostCallCap("echo", `{"n":1}`, 2) + opCall(0, 0, 0, 0, outPtr, 3), nil},
-		{abi.StatusNoPending, "rich", all, runtime.Limits{}, opCall(0, 0, 0, 0, outPtr, 16), nil},
+		{abi.StatusBufferTooSmall, "rich", all, runtime.Limits{}, opHostCallCap("echo", `{"n":1}`, 2) + testutil.OpTake(3), nil},
+		{abi.StatusNoPending, "rich", all, runtime.Limits{}, testutil.OpTake(16), nil},
 		{abi.StatusQuotaExceeded, "rich", all, runtime.Limits{}, strings.Repeat(opHostCall("echo", `{}`), runtime.DefaultMaxHostCalls+1), nil},
 		// NOT_IN_INVOCATION needs a call from _initialize, which the scripted
 		// guest does not make: runtime's TestHostCallFromInitialize provokes it.

@@ -16,15 +16,7 @@ import (
 func streamChain(t testing.TB) *chain.Chain {
 	t.Helper()
 	ctx := context.Background()
-	wasm, err := runtime.EmbedManifest(testutil.BuildHook(t, "hooks-examples/redact-secrets"),
-		testutil.ReadFile(t, "hooks-examples/redact-secrets/manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := chain.ParseConfig(testutil.ReadFile(t, "demo/stream-chain.json"), func(string) ([]byte, error) { return wasm, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoChainConfig(t, "redact-secrets", "demo/stream-chain.json")
 	rt, err := runtime.New(ctx, runtime.Config{CacheDir: testutil.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -171,6 +171,24 @@ func (h *Host) Grant(names ...string) {
 	}
 }
 
+// TB is the part of testing.TB that HostFor uses.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// HostFor returns a new Host that applies the manifest file at path (see
+// UseManifest), failing tb when the manifest cannot be read or is invalid:
+// the usual first line of a hook's test, newHost(t).
+func HostFor(tb TB, path string) *Host {
+	tb.Helper()
+	h := NewHost()
+	if err := h.UseManifest(path); err != nil {
+		tb.Fatal(err)
+	}
+	return h
+}
+
 // UseManifest reads a manifest file (such as the hook's manifest.json),
 // checks it with abi.DecodeManifest, and applies it as the real host does: a
 // call passes only if the manifest asks for the capability (and the operator

@@ -97,13 +97,5 @@ func (dialect) Migrate(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) 
 		return err
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return store.InTx(ctx, conn, fn)
 }

@@ -4,28 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
-	"github.com/wasmhooks/wasmhooks/chain/audit"
-	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
-	"github.com/wasmhooks/wasmhooks/runtime"
-	"github.com/wasmhooks/wasmhooks/runtime/modstoretest"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
+// target is Postgres under test: each fresh database a new schema on the
+// server at storetest.PostgresEnv.
+var target = storetest.Target{
+	Open:       postgres.Open,
+	Fresh:      func(t *testing.T) string { return storetest.PostgresURL(t) },
+	Migrations: postgres.Migrations,
+	Require:    storetest.RequirePostgres,
+}
+
 func openFresh(t *testing.T) *store.DB {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return target.OpenFresh(t)
 }
 
 func TestLedgerPostgres(t *testing.T) {
@@ -33,48 +31,7 @@ func TestLedgerPostgres(t *testing.T) {
 	storetest.RunLedger(t, openFresh)
 }
 
-func TestMigrationsPostgres(t *testing.T) {
-	ctx := context.Background()
-	url := storetest.PostgresURL(t)
-	var wg sync.WaitGroup
-	errs := make([]error, 6)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := postgres.Open(ctx, url)
-			if err == nil {
-				db.Close()
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	db, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, _ := postgres.Migrations()
-	var n, top int
-	if err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &top); err != nil {
-		t.Fatal(err)
-	}
-	if n != len(ms) || top != ms[len(ms)-1].Version {
-		t.Fatalf("%d migrations recorded up to %d; want %d", n, top, len(ms))
-	}
-	if _, err := db.SQL().ExecContext(ctx, `INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'now')`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	if _, err := postgres.Open(ctx, url); !errors.Is(err, store.ErrSchemaTooNew) {
-		t.Fatalf("Open of a newer schema: %v", err)
-	}
-}
+func TestMigrationsPostgres(t *testing.T) { storetest.RunMigrations(t, target) }
 
 func TestUnreachablePostgres(t *testing.T) {
 	// Nothing listens on port 1: Open fails typed.
@@ -163,51 +120,8 @@ func TestKVPostgres(t *testing.T) {
 	storetest.RunKV(t, openFresh)
 }
 
-func TestApprovalsPostgres(t *testing.T) {
-	storetest.RequirePostgres(t)
-	approvaltest.Run(t, func(t *testing.T, c approvaltest.Clock) approvaltest.Harness {
-		url := storetest.PostgresURL(t)
-		var h [2]*store.Approvals
-		for i := range h {
-			db, err := postgres.Open(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			h[i] = store.NewApprovals(db, store.ApprovalOptions{Lease: approvaltest.Lease, Now: c.Now})
-		}
-		return approvaltest.Harness{A: h[0], B: h[1]}
-	})
-}
+func TestApprovalsPostgres(t *testing.T) { storetest.RunApprovals(t, target) }
 
-func TestAuditPostgres(t *testing.T) {
-	storetest.RequirePostgres(t)
-	urls := map[audit.Store]string{}
-	var mu sync.Mutex
-	open := func(t *testing.T, url string) audit.Store {
-		db, err := postgres.Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		s := store.NewAuditStore(db, "acme")
-		mu.Lock()
-		urls[s] = url
-		mu.Unlock()
-		return s
-	}
-	audittest.RunWith(t, audittest.Options{
-		New: func(t *testing.T) audit.Store { return open(t, storetest.PostgresURL(t)) },
-		Another: func(t *testing.T, s audit.Store) audit.Store {
-			mu.Lock()
-			url := urls[s]
-			mu.Unlock()
-			return open(t, url)
-		},
-	})
-}
+func TestAuditPostgres(t *testing.T) { storetest.RunAudit(t, target) }
 
-func TestModulesPostgres(t *testing.T) {
-	storetest.RequirePostgres(t)
-	modstoretest.Run(t, func(t *testing.T) runtime.ModuleStore { return store.NewModules(openFresh(t)) })
-}
+func TestModulesPostgres(t *testing.T) { storetest.RunModules(t, target) }

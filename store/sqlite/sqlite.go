@@ -128,13 +128,5 @@ func (dialect) IsRetryable(err error) bool {
 // Migrate runs fn in a BEGIN IMMEDIATE transaction: it holds the file's
 // write lock, so one process at a time migrates.
 func (dialect) Migrate(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return store.InTx(ctx, db, fn)
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/chain/approvaltest"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -19,106 +17,28 @@ import (
 	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
+// target is SQLite under test: each fresh database a file in t's temporary
+// directory.
+var target = storetest.Target{
+	Open:       sqlite.Open,
+	Fresh:      func(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db") },
+	Migrations: sqlite.Migrations,
+}
+
 func openTemp(t *testing.T) *store.DB {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return target.OpenFresh(t)
 }
 
 func TestLedgerSQLite(t *testing.T) { storetest.RunLedger(t, openTemp) }
 
-func TestMigrationsSQLite(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	// Processes starting together: each migration applies once.
-	var wg sync.WaitGroup
-	errs := make([]error, 6)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := sqlite.Open(ctx, path)
-			if err == nil {
-				db.Close()
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, _ := sqlite.Migrations()
-	var n, top int
-	if err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &top); err != nil {
-		t.Fatal(err)
-	}
-	if n != len(ms) || top != ms[len(ms)-1].Version || db.Version() != top {
-		t.Fatalf("%d migrations recorded up to %d (db at %d); want %d", n, top, db.Version(), len(ms))
-	}
-	// A newer binary migrated the file: this one refuses it, and changes nothing.
-	if _, err := db.SQL().ExecContext(ctx, `INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'now')`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	if _, err := sqlite.Open(ctx, path); !errors.Is(err, store.ErrSchemaTooNew) {
-		t.Fatalf("Open of a newer schema: %v", err)
-	}
-}
+func TestMigrationsSQLite(t *testing.T) { storetest.RunMigrations(t, target) }
 
 func TestKVSQLite(t *testing.T) { storetest.RunKV(t, openTemp) }
 
-func TestApprovalsSQLite(t *testing.T) {
-	approvaltest.Run(t, func(t *testing.T, c approvaltest.Clock) approvaltest.Harness {
-		path := filepath.Join(t.TempDir(), "state.db")
-		var h [2]*store.Approvals
-		for i := range h {
-			db, err := sqlite.Open(context.Background(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			h[i] = store.NewApprovals(db, store.ApprovalOptions{Lease: approvaltest.Lease, Now: c.Now})
-		}
-		return approvaltest.Harness{A: h[0], B: h[1]}
-	})
-}
+func TestApprovalsSQLite(t *testing.T) { storetest.RunApprovals(t, target) }
 
-func TestAuditSQLite(t *testing.T) {
-	paths := map[audit.Store]string{}
-	var mu sync.Mutex
-	open := func(t *testing.T, path string) audit.Store {
-		db, err := sqlite.Open(context.Background(), path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		s := store.NewAuditStore(db, "acme")
-		mu.Lock()
-		paths[s] = path
-		mu.Unlock()
-		return s
-	}
-	audittest.RunWith(t, audittest.Options{
-		New: func(t *testing.T) audit.Store { return open(t, filepath.Join(t.TempDir(), "state.db")) },
-		Another: func(t *testing.T, s audit.Store) audit.Store {
-			mu.Lock()
-			path := paths[s]
-			mu.Unlock()
-			return open(t, path)
-		},
-	})
-}
+func TestAuditSQLite(t *testing.T) { storetest.RunAudit(t, target) }
 
 // Corrupt rows get typed errors and change nothing: an approval whose data
 // does not decode stays pending; an audit chain missing its last record
@@ -169,9 +89,7 @@ func TestCorruptRowsSQLite(t *testing.T) {
 	}
 }
 
-func TestModulesSQLite(t *testing.T) {
-	modstoretest.Run(t, func(t *testing.T) runtime.ModuleStore { return store.NewModules(openTemp(t)) })
-}
+func TestModulesSQLite(t *testing.T) { storetest.RunModules(t, target) }
 
 // A module whose stored bytes were changed is refused, never loaded.
 func TestModulesCorruptSQLite(t *testing.T) {

@@ -92,6 +92,19 @@ func RunWith(t *testing.T, opts Options) {
 	})
 }
 
+// Rechain is what someone who can write the log but does not hold the key
+// can do after changing records: renumber them and recompute every prev and
+// hash. MACs stay as they were (or absent): they cannot make them.
+func Rechain(recs []audit.Record) []audit.Record {
+	prev := ""
+	for i := range recs {
+		recs[i].Seq, recs[i].Prev = uint64(i), prev
+		recs[i].Hash, _ = audit.Hash(&recs[i])
+		prev = recs[i].Hash
+	}
+	return recs
+}
+
 // Record returns a plausible record, i distinguishing it.
 func Record(i int) *audit.Record {
 	in := audit.Digest(map[string]any{"outgoing": "x"})

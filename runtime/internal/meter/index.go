@@ -208,28 +208,33 @@ func (mc *modCtx) names(data []byte) (out []byte, ok bool) {
 // funcNames rewrites the function names subsection: a name map (a vector
 // of index and name) keyed by function index.
 func (mc *modCtx) funcNames(sub []byte) ([]byte, bool) {
-	r := nameReader{b: sub}
-	n, ok := r.u32()
-	if !ok {
-		return nil, false
-	}
-	b := wasmbin.AppendULEB128(make([]byte, 0, len(sub)+16), uint64(n))
-	for range n {
-		f, ok := r.u32()
-		start := r.pos
-		if !ok || !r.name() {
-			return nil, false
-		}
-		b = wasmbin.AppendULEB128(b, uint64(mc.funcIndex(f)))
-		b = append(b, r.b[start:r.pos]...)
-	}
-	return b, r.eof()
+	return mc.funcKeyed(sub, (*nameReader).name)
 }
 
 // localNames rewrites the local names subsection: a vector of function
 // index and name map of its locals. The locals keep their indices (the
 // rewrite appends its own after them).
 func (mc *modCtx) localNames(sub []byte) ([]byte, bool) {
+	return mc.funcKeyed(sub, func(r *nameReader) bool {
+		// One function's map: read it up to its end, without requiring
+		// that it ends r.
+		m, ok := r.u32()
+		if !ok {
+			return false
+		}
+		for range m {
+			if _, ok := r.u32(); !ok || !r.name() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// funcKeyed rewrites a vector of entries keyed by function index: each
+// index mapped to the function's new index, the rest of each entry, which
+// skip reads past, copied as it is.
+func (mc *modCtx) funcKeyed(sub []byte, skip func(r *nameReader) bool) ([]byte, bool) {
 	r := nameReader{b: sub}
 	n, ok := r.u32()
 	if !ok {
@@ -242,17 +247,9 @@ func (mc *modCtx) localNames(sub []byte) ([]byte, bool) {
 			return nil, false
 		}
 		b = wasmbin.AppendULEB128(b, uint64(mc.funcIndex(f)))
-		// One function's map: read it up to its end, without requiring
-		// that it ends r.
 		start := r.pos
-		m, ok := r.u32()
-		if !ok {
+		if !skip(&r) {
 			return nil, false
-		}
-		for range m {
-			if _, ok := r.u32(); !ok || !r.name() {
-				return nil, false
-			}
 		}
 		b = append(b, r.b[start:r.pos]...)
 	}

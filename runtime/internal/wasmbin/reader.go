@@ -45,96 +45,104 @@ func (r *reader) readBytes(n uint64, what string) ([]byte, error) {
 // encodings within 5 bytes are valid WebAssembly (linkers pad with them);
 // a sixth byte or bits above bit 31 in the fifth are refused.
 func (r *reader) u32(what string) (uint32, error) {
-	start := r.pos
 	if r.pos < r.end {
 		if c := r.b[r.pos]; c < 0x80 {
 			r.pos++
 			return uint32(c), nil
 		}
 	}
-	var v uint32
-	for i := 0; i < 5; i++ {
-		if r.pos >= r.end {
-			return 0, r.errorf(start, "unexpected end of section reading %s (LEB128)", what)
-		}
-		c := r.b[r.pos]
-		r.pos++
-		if i == 4 {
-			if c&0x80 != 0 {
-				return 0, r.errorf(start, "%s: LEB128 u32 longer than 5 bytes", what)
-			}
-			if c&0x70 != 0 {
-				return 0, r.errorf(start, "%s: LEB128 u32 has unused bits set in its last byte", what)
-			}
-		}
-		v |= uint32(c&0x7F) << (7 * i)
-		if c&0x80 == 0 {
-			return v, nil
-		}
-	}
-	return 0, r.errorf(start, "%s: LEB128 u32 longer than 5 bytes", what) // unreachable
+	v, _, err := r.leb(what, lebU32)
+	return uint32(v), err
 }
 
 // s32 decodes a signed LEB128 value of at most 5 bytes; the unused bits of
 // the fifth byte must be a sign extension.
 func (r *reader) s32(what string) (int32, error) {
-	start := r.pos
-	var v int64
-	for i := 0; i < 5; i++ {
-		if r.pos >= r.end {
-			return 0, r.errorf(start, "unexpected end of section reading %s (LEB128)", what)
-		}
-		c := r.b[r.pos]
-		r.pos++
-		if i == 4 {
-			if c&0x80 != 0 {
-				return 0, r.errorf(start, "%s: LEB128 s32 longer than 5 bytes", what)
-			}
-			if hi := c & 0x70; (c&0x08 == 0 && hi != 0) || (c&0x08 != 0 && hi != 0x70) {
-				return 0, r.errorf(start, "%s: LEB128 s32 has unused bits that are not a sign extension", what)
-			}
-		}
-		v |= int64(c&0x7F) << (7 * i)
-		if c&0x80 == 0 {
-			shift := 7 * (i + 1)
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return int32(v), nil
-		}
-	}
-	return 0, r.errorf(start, "%s: LEB128 s32 longer than 5 bytes", what) // unreachable
+	v, err := r.signed(what, lebS32)
+	return int32(v), err
 }
 
 // s64 decodes a signed LEB128 value of at most 10 bytes; the tenth byte must
 // be 0x00 or 0x7F (a sign extension of bit 63).
 func (r *reader) s64(what string) (int64, error) {
+	return r.signed(what, lebS64)
+}
+
+// lebKind is one of the LEB128 encodings the binary format uses.
+type lebKind uint8
+
+const (
+	lebU32 lebKind = iota
+	lebS32
+	lebS64
+)
+
+// signed decodes a signed LEB128 value of kind k, sign-extended to 64 bits.
+func (r *reader) signed(what string, k lebKind) (int64, error) {
+	v, n, err := r.leb(what, k)
+	if err != nil {
+		return 0, err
+	}
+	if shift := 7 * n; shift < 64 && v&(1<<(shift-1)) != 0 {
+		v |= ^uint64(0) << shift
+	}
+	return int64(v), nil
+}
+
+// leb reads one LEB128 value of kind k: its 7-bit groups, unsigned, and how
+// many bytes it took. A value longer than the kind allows, or whose last
+// allowed byte has unused bits set (u32) or unused bits that are not a sign
+// extension (s32, s64), is refused; errors point at its first byte.
+func (r *reader) leb(what string, k lebKind) (uint64, int, error) {
+	name, max := "u32", 5
+	switch k {
+	case lebS32:
+		name = "s32"
+	case lebS64:
+		name, max = "s64", 10
+	}
 	start := r.pos
 	var v uint64
-	for i := 0; i < 10; i++ {
+	for i := 0; i < max; i++ {
 		if r.pos >= r.end {
-			return 0, r.errorf(start, "unexpected end of section reading %s (LEB128)", what)
+			return 0, 0, r.errorf(start, "unexpected end of section reading %s (LEB128)", what)
 		}
 		c := r.b[r.pos]
 		r.pos++
-		if i == 9 {
+		if i == max-1 {
 			if c&0x80 != 0 {
-				return 0, r.errorf(start, "%s: LEB128 s64 longer than 10 bytes", what)
+				break
 			}
-			if c != 0x00 && c != 0x7F {
-				return 0, r.errorf(start, "%s: LEB128 s64 has unused bits that are not a sign extension", what)
+			if reason := lebLastByte(k, c); reason != "" {
+				return 0, 0, r.errorf(start, "%s: LEB128 %s %s", what, name, reason)
 			}
 		}
 		v |= uint64(c&0x7F) << (7 * i)
 		if c&0x80 == 0 {
-			shift := 7 * (i + 1)
-			if shift < 64 && c&0x40 != 0 {
-				v |= ^uint64(0) << shift
-			}
-			return int64(v), nil
+			return v, i + 1, nil
 		}
 	}
-	return 0, r.errorf(start, "%s: LEB128 s64 longer than 10 bytes", what) // unreachable
+	return 0, 0, r.errorf(start, "%s: LEB128 %s longer than %d bytes", what, name, max)
+}
+
+// lebLastByte says what is wrong with c as the last byte a LEB128 value of
+// kind k may have, or "" when nothing is.
+func lebLastByte(k lebKind, c byte) string {
+	switch k {
+	case lebU32:
+		if c&0x70 != 0 {
+			return "has unused bits set in its last byte"
+		}
+	case lebS32:
+		if hi := c & 0x70; (c&0x08 == 0 && hi != 0) || (c&0x08 != 0 && hi != 0x70) {
+			return "has unused bits that are not a sign extension"
+		}
+	case lebS64:
+		if c != 0x00 && c != 0x7F {
+			return "has unused bits that are not a sign extension"
+		}
+	}
+	return ""
 }
 
 // count reads a vector length and checks it against the bytes left, given

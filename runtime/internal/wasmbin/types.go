@@ -3,6 +3,7 @@ package wasmbin
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 )
 
@@ -55,19 +56,7 @@ func (f FuncType) String() string { return FormatFuncType(f) }
 
 // Equal reports whether f and g have the same parameter and result types.
 func (f FuncType) Equal(g FuncType) bool {
-	return equalTypes(f.Params, g.Params) && equalTypes(f.Results, g.Results)
-}
-
-func equalTypes(a, b []ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(f.Params, g.Params) && slices.Equal(f.Results, g.Results)
 }
 
 // FormatFuncType renders a signature in the form used by the ABI documents
