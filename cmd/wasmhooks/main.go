@@ -9,6 +9,8 @@
 //	wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision D
 //	wasmhooks chain verify FILE.jsonl
 //	wasmhooks mcp --config interceptors.json [--http ADDR] ...
+//	wasmhooks test [--hook FILE.wasm] DIR
+//	wasmhooks new --lang go|rust|c|assemblyscript NAME
 //
 // `run` is a chain of one binding: both commands are chains over the host
 // that wire.go wires. Output is JSON on stdout; `COMMAND --help` lists a
@@ -26,7 +28,7 @@ import (
 
 const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
-` + chainSynopsis + mcpSynopsis + `  wasmhooks version
+` + chainSynopsis + mcpSynopsis + testSynopsis + newSynopsis + `  wasmhooks version
 
 wasmhooks COMMAND --help lists the command's flags.
 `
@@ -64,6 +66,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdChain(ctx, args[1:], stdin, stdout, stderr)
 	case "mcp":
 		return cmdMCP(ctx, args[1:], stdin, stdout, stderr)
+	case "test":
+		return cmdTest(ctx, args[1:], stdout, stderr)
+	case "new":
+		return cmdNew(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "wasmhooks", version)
 		return exitOK
