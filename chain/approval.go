@@ -496,7 +496,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	decision, word := eff.decision, ""
 	if eff.expired {
 		word = "expired"
-		r = Resolution{Decision: decision, Reason: fmt.Sprintf("approval expired at %s; the expiry policy %ss", ap.Expires.Format(time.RFC3339), decision)}
+		r = Resolution{Decision: decision, Reason: fmt.Sprintf("approval expired at %s; its expiry policy decided %s", ap.Expires.Format(time.RFC3339), decision)}
 	}
 	step := Step{
 		Binding: ap.Binding, Module: ap.Module, Phase: Guard, By: ByApproval, Approval: ap.ID,

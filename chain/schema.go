@@ -51,12 +51,18 @@ func ValidateConfigJSON(data []byte) error {
 	return nil
 }
 
-// schemaError says where the configuration breaks the schema, in one line
-// per cause, without the schema's URL.
+// schemaError says where the configuration breaks the schema.
 func schemaError(err error) error {
+	return fmt.Errorf("does not match the configuration schema (docs/chain-config.md): %s", schemaMessages(err))
+}
+
+// schemaMessages says where a document breaks a schema, "at /pointer:
+// message" per cause, without the schema's URL (the settings schema's is
+// made up: the manifest's schema has no address of its own).
+func schemaMessages(err error) string {
 	ve, ok := err.(*jsonschema.ValidationError)
 	if !ok {
-		return err
+		return err.Error()
 	}
 	var msgs []string
 	var walk func(e *jsonschema.ValidationError)
@@ -73,5 +79,5 @@ func schemaError(err error) error {
 		}
 	}
 	walk(ve)
-	return fmt.Errorf("does not match the configuration schema (docs/chain-config.md): %s", strings.Join(msgs, "; "))
+	return strings.Join(msgs, "; ")
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -95,5 +96,18 @@ func TestConfigSchemaValidates(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "configuration schema") {
 			t.Errorf("%s: %v, want a schema error", bad, err)
 		}
+	}
+}
+
+// TestSettingsErrorNamesNoMadeUpURL: a settings-schema error says where the
+// settings break it, not the made-up address the schema was compiled under
+// (issue 15: it cited file:///<cwd>/settings.json, then
+// https://settings.wasmhooks.invalid/schema.json).
+func TestSettingsErrorNamesNoMadeUpURL(t *testing.T) {
+	m := &abi.Manifest{Name: "x", Version: "1.0.0", SettingsSchema: map[string]any{
+		"type": "object", "properties": map[string]any{"word": map[string]any{"type": "string"}}}}
+	err := ValidateSettings(m, map[string]any{"word": json.Number("3")})
+	if err == nil || !strings.Contains(err.Error(), "at /word: expected string") || strings.Contains(err.Error(), "wasmhooks.invalid") || strings.Contains(err.Error(), "file://") {
+		t.Errorf("err = %v", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 )
 
 const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
@@ -40,8 +41,51 @@ const (
 	exitUsage   = 2 // bad flags or input
 )
 
-// version is set by the linker in release builds.
-var version = "dev"
+// version is set by the linker in release builds
+// (-ldflags "-X main.version=v1.2.3"); otherwise versionString reads the
+// build's module version and VCS revision.
+var version = ""
+
+// versionString is what `wasmhooks version` prints after the name: the
+// linker's version, else the main module's version (go install
+// module@version), else the VCS revision the binary was built from (with
+// "+dirty" for uncommitted changes), else "dev".
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev (" + bi.GoVersion + ")"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	out := "dev-" + rev + dirty
+	if at != "" {
+		out += " (" + at + ")"
+	}
+	return out
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -71,7 +115,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "new":
 		return cmdNew(args[1:], stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "wasmhooks", version)
+		fmt.Fprintln(stdout, "wasmhooks", versionString())
 		return exitOK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFrictionMessages: issue 15's misleading messages. `version` says more
+// than "dev"; `manifest embed` of an input that is not WebAssembly is
+// invalid_module (the manifest is fine), naming the file; `chain resolve
+// --edit` with bad JSON names --edit alone.
+func TestFrictionMessages(t *testing.T) {
+	ctx := context.Background()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"version"}, nil, &stdout, &stderr); code != exitOK || stdout.String() == "wasmhooks dev\n" || !strings.HasPrefix(stdout.String(), "wasmhooks ") {
+		t.Errorf("version: exit %d, %q", code, stdout.String())
+	}
+
+	dir := t.TempDir()
+	notWasm := filepath.Join(dir, "hook.txt")
+	man := filepath.Join(dir, "manifest.json")
+	if err := os.WriteFile(notWasm, []byte("not wasm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(man, []byte(`{"name":"x","version":"1.0.0","points":["message.inbound"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	code := run(ctx, []string{"manifest", "embed", "--manifest", man, "--out", filepath.Join(dir, "out.wasm"), notWasm}, nil, &stdout, &stderr)
+	if code != exitRefused || !strings.Contains(stdout.String(), `"invalid_module"`) || !strings.Contains(stdout.String(), "hook.txt") {
+		t.Errorf("manifest embed of a text file: exit %d\n%s", code, stdout.String())
+	}
+
+	stdout.Reset()
+	code = run(ctx, []string{"chain", "resolve", "--config", filepath.Join(dir, "none.json"), "--id", "x", "--decision", "edit", "--edit", "{bad"}, nil, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stdout.String(), "--edit: invalid JSON") || strings.Contains(stdout.String(), "--settings") {
+		t.Errorf("resolve --edit '{bad': exit %d\n%s", code, stdout.String())
+	}
+}
