@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFrictionMessages: issue 15's misleading messages. `version` says more
@@ -39,5 +41,40 @@ func TestFrictionMessages(t *testing.T) {
 	code = run(ctx, []string{"chain", "resolve", "--config", filepath.Join(dir, "none.json"), "--id", "x", "--decision", "edit", "--edit", "{bad"}, nil, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stdout.String(), "--edit: invalid JSON") || strings.Contains(stdout.String(), "--settings") {
 		t.Errorf("resolve --edit '{bad': exit %d\n%s", code, stdout.String())
+	}
+}
+
+// TestPruneCache: a compilation cache past its bound loses its oldest files
+// until it is at three quarters of it; files younger than cacheGrace stay.
+func TestPruneCache(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for i := range 8 {
+		p := filepath.Join(dir, "wazero", fmt.Sprintf("f%d", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, 100), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i < 7 { // f7 is fresh
+			if err := os.Chtimes(p, old, old.Add(time.Duration(i)*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pruneCache(dir, 500) // 800 bytes: down to 375, so 5 oldest go
+	left, _ := filepath.Glob(filepath.Join(dir, "wazero", "*"))
+	want := []string{"f5", "f6", "f7"}
+	var got []string
+	for _, p := range left {
+		got = append(got, filepath.Base(p))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("left %v, want %v", got, want)
+	}
+	pruneCache(dir, 500) // under the bound: nothing goes
+	if left2, _ := filepath.Glob(filepath.Join(dir, "wazero", "*")); len(left2) != 3 {
+		t.Errorf("a cache under its bound was pruned: %v", left2)
 	}
 }

@@ -140,6 +140,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wasmhooks test: %v\n", err)
 		return exitRefused
 	}
+	pruneCache(*cacheDir, maxCacheBytes)
 	rt, err := runtime.New(ctx, runtime.Config{CacheDir: *cacheDir})
 	if err != nil {
 		fmt.Fprintf(stderr, "wasmhooks test: %v\n", err)
