@@ -42,7 +42,7 @@ type corpusCase struct {
 	Point    string                 `json:"point"`
 	Context  map[string]any         `json:"context"`
 	Settings map[string]any         `json:"settings,omitempty"`
-	Grants   []string               `json:"grants,omitempty"`
+	Grants   *[]string              `json:"grants,omitempty"` // nil: every capability; [] none
 	Replies  map[string]corpusReply `json:"replies,omitempty"`
 	Want     json.RawMessage        `json:"want,omitempty"`
 	Failure  bool                   `json:"want_failure,omitempty"`
@@ -57,7 +57,7 @@ type corpusReply struct {
 }
 
 type mockCaller struct {
-	grants  []string // nil: every capability
+	grants  *[]string // nil: every capability
 	replies map[string]corpusReply
 	mu      sync.Mutex
 	calls   []string
@@ -67,7 +67,7 @@ func (m *mockCaller) HostCall(_ context.Context, call *abi.Call) abi.Reply {
 	m.mu.Lock()
 	m.calls = append(m.calls, call.Name)
 	m.mu.Unlock()
-	if m.grants != nil && !slices.Contains(m.grants, call.Name) {
+	if m.grants != nil && !slices.Contains(*m.grants, call.Name) {
 		return abi.ErrorReply(abi.StatusDenied, call.Name+" is not in the case's grants")
 	}
 	r, ok := m.replies[call.Name]
@@ -339,7 +339,7 @@ func runCase(t *testing.T, rt *runtime.Runtime, mod *runtime.Module, hook, lang 
 		Point:      c.Point,
 		Context:    c.Context,
 		Settings:   c.Settings,
-		Grants:     c.Grants,
+		Grants:     grantList(c.Grants),
 		HostCaller: caller,
 	})
 	if res == nil {
@@ -377,6 +377,13 @@ func runCase(t *testing.T, rt *runtime.Runtime, mod *runtime.Module, hook, lang 
 		return false
 	}
 	return true
+}
+
+func grantList(g *[]string) []string {
+	if g == nil {
+		return nil
+	}
+	return *g
 }
 
 // canonicalWant returns the case's expected decision in canonical form.

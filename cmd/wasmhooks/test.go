@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -42,7 +44,9 @@ A case (the format of testdata/corpus too):
 
 A host call to a capability not in "grants" is answered 3 (denied); one with no
 mocked reply 1 (unknown_capability), except log.write, answered {} (its lines
-are printed with a failure). --update rewrites each case's "want" with the
+are printed with a failure). The settings reach the hook as they are: the
+manifest's settings_schema is not applied (a chain applies it when it is built,
+and refuses the configuration). --update rewrites each case's "want" with the
 hook's decision: review the diff.
 `
 
@@ -53,11 +57,12 @@ type hookCase struct {
 	Point    string               `json:"point"`
 	Context  map[string]any       `json:"context"`
 	Settings map[string]any       `json:"settings,omitempty"`
-	Grants   []string             `json:"grants,omitempty"`
+	Grants   *[]string            `json:"grants,omitempty"` // nil: every capability; [] none
 	Replies  map[string]caseReply `json:"replies,omitempty"`
 	Want     json.RawMessage      `json:"want,omitempty"`
 	Failure  bool                 `json:"want_failure,omitempty"`
 	file     string
+	index    int
 }
 
 // caseReply is a mocked capability reply: a status and its body (the
@@ -75,7 +80,7 @@ type caseCaller struct {
 }
 
 func (m *caseCaller) HostCall(_ context.Context, call *abi.Call) abi.Reply {
-	if m.c.Grants != nil && !contains(m.c.Grants, call.Name) {
+	if m.c.Grants != nil && !slices.Contains(*m.c.Grants, call.Name) {
 		return abi.ErrorReply(abi.StatusDenied, call.Name+" is not in the case's grants")
 	}
 	if r, ok := m.c.Replies[call.Name]; ok {
@@ -88,15 +93,6 @@ func (m *caseCaller) HostCall(_ context.Context, call *abi.Call) abi.Reply {
 		return abi.Reply{Status: abi.StatusOK, Body: []byte("{}")}
 	}
 	return abi.ErrorReply(abi.StatusUnknownCapability, "the case has no mocked reply for "+call.Name)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -220,6 +216,7 @@ func loadCases(dir string) ([]*hookCase, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.index = len(cases)
 		cases = append(cases, c)
 	}
 	return cases, nil
@@ -256,9 +253,16 @@ func readCase(file string) (*hookCase, error) {
 // wrong (a diff of the decisions).
 func runHookCase(ctx context.Context, rt *runtime.Runtime, mod *runtime.Module, c *hookCase, limits runtime.Limits, update bool) string {
 	caller := &caseCaller{c: c}
+	var grants []string
+	if c.Grants != nil {
+		grants = *c.Grants
+	}
+	// Each case is its own hook (binding) to the runtime, so no warm
+	// instance carries one case's state (say, patterns compiled from its
+	// settings) into the next, as in a chain where bindings differ.
 	res, err := rt.Invoke(ctx, mod, runtime.Request{
-		Tenant: "test", Hook: "case", Point: c.Point, Context: c.Context, Settings: c.Settings,
-		Grants: c.Grants, Limits: limits, HostCaller: caller,
+		Tenant: "test", Hook: "case-" + strconv.Itoa(c.index), Point: c.Point, Context: c.Context, Settings: c.Settings,
+		Grants: grants, Limits: limits, HostCaller: caller,
 	})
 	if res == nil {
 		return fmt.Sprintf("the invocation failed: %v", err)
@@ -336,8 +340,12 @@ func indent(s string) string {
 // a's, "+" lines b's, "  " lines both's.
 func jsonDiff(a, b []byte) string {
 	al, bl := prettyLines(a), prettyLines(b)
-	// Longest common subsequence; decisions are small.
+	// Longest common subsequence, quadratic: a decision too long for it
+	// (up to the output limit) is shown whole instead.
 	n, m := len(al), len(bl)
+	if n*m > maxDiffCells {
+		return "- " + string(a) + "\n+ " + string(b)
+	}
 	lcs := make([][]int, n+1)
 	for i := range lcs {
 		lcs[i] = make([]int, m+1)
@@ -369,6 +377,9 @@ func jsonDiff(a, b []byte) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// maxDiffCells bounds jsonDiff's table (lines of want × lines of got).
+const maxDiffCells = 1 << 20
 
 func prettyLines(b []byte) []string {
 	var buf bytes.Buffer

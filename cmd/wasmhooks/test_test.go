@@ -70,6 +70,24 @@ func TestTestCommand(t *testing.T) {
 		t.Errorf("an ungranted capability: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 
+	// --update writes the hook's decision and keeps an empty grants list
+	// (none granted), which is not the same as no list (all granted).
+	upd := filepath.Join(dir, "update")
+	if err := os.Mkdir(upd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(upd, "new.json"), []byte(`{"point":"message.inbound","context":{"incoming":"hello"},"grants":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if code := run(ctx, []string{"test", "--update", "--hook", filepath.Join(dir, "block-prompt-injection.wasm"), "--cache-dir", "", upd}, nil, &stdout, &stderr); code != exitOK {
+		t.Fatalf("--update: exit %d\n%s", code, stdout.String())
+	}
+	b, err := os.ReadFile(filepath.Join(upd, "new.json"))
+	if err != nil || !strings.Contains(string(b), `"grants": []`) || !strings.Contains(string(b), `"action": "continue"`) {
+		t.Errorf("--update wrote %s, %v", b, err)
+	}
+
 	// A misspelt field is an error, not a vacuous pass.
 	write("typo.json", `{"point":"message.inbound","context":{},"wnat":{"action":"continue"}}`)
 	stdout.Reset()
