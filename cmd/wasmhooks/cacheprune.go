@@ -19,8 +19,14 @@ const maxCacheBytes = 1 << 30
 // just have written them.
 const cacheGrace = time.Minute
 
-// pruneCache bounds the cache directory dir to max bytes. Errors are
-// ignored: the cache only saves time.
+// cacheSubdirs are the runtime's subdirectories of Config.CacheDir
+// (runtime.New: wazero's code, with and without interrupt checks; the
+// module cache, runtime/modcache.go). Only files under them are pruned:
+// --cache-dir may name a directory that holds other things too.
+var cacheSubdirs = []string{"interrupt", "nointerrupt", "modules"}
+
+// pruneCache bounds the runtime's files under the cache directory dir to
+// max bytes. Errors are ignored: the cache only saves time.
 func pruneCache(dir string, max int64) {
 	if dir == "" {
 		return
@@ -34,18 +40,20 @@ func pruneCache(dir string, max int64) {
 		files []entry
 		total int64
 	)
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
+	for _, sub := range cacheSubdirs {
+		_ = filepath.WalkDir(filepath.Join(dir, sub), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			files = append(files, entry{p, info.Size(), info.ModTime()})
+			total += info.Size()
 			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		files = append(files, entry{p, info.Size(), info.ModTime()})
-		total += info.Size()
-		return nil
-	})
+		})
+	}
 	if total <= max {
 		return
 	}

@@ -45,12 +45,21 @@ func TestFrictionMessages(t *testing.T) {
 }
 
 // TestPruneCache: a compilation cache past its bound loses its oldest files
-// until it is at three quarters of it; files younger than cacheGrace stay.
+// until it is at three quarters of it; files younger than cacheGrace stay,
+// and so do files that are not the runtime's (--cache-dir may name a
+// directory that holds others).
 func TestPruneCache(t *testing.T) {
 	dir := t.TempDir()
+	mine := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(mine, make([]byte, 4000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(mine, time.Unix(0, 0), time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
 	old := time.Now().Add(-time.Hour)
 	for i := range 8 {
-		p := filepath.Join(dir, "wazero", fmt.Sprintf("f%d", i))
+		p := filepath.Join(dir, "nointerrupt", "wazero-v1", fmt.Sprintf("f%d", i))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +73,7 @@ func TestPruneCache(t *testing.T) {
 		}
 	}
 	pruneCache(dir, 500) // 800 bytes: down to 375, so 5 oldest go
-	left, _ := filepath.Glob(filepath.Join(dir, "wazero", "*"))
+	left, _ := filepath.Glob(filepath.Join(dir, "nointerrupt", "wazero-v1", "*"))
 	want := []string{"f5", "f6", "f7"}
 	var got []string
 	for _, p := range left {
@@ -74,7 +83,10 @@ func TestPruneCache(t *testing.T) {
 		t.Errorf("left %v, want %v", got, want)
 	}
 	pruneCache(dir, 500) // under the bound: nothing goes
-	if left2, _ := filepath.Glob(filepath.Join(dir, "wazero", "*")); len(left2) != 3 {
+	if left2, _ := filepath.Glob(filepath.Join(dir, "nointerrupt", "wazero-v1", "*")); len(left2) != 3 {
 		t.Errorf("a cache under its bound was pruned: %v", left2)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("a file that is not the runtime's was pruned: %v", err)
 	}
 }
