@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZ     ?= .
 FUZZPKGS ?= ./...
 
-.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-sdks
+.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-sdks test-corpus
 
 # The C, Rust and AssemblyScript ports of the example hooks
 # (hooks-examples/HOOK/c/hook.c, rust/hook.rs, assemblyscript/hook.ts), built with Debian's toolchains (make
@@ -82,6 +82,13 @@ $(BUILD)/hooks/%.wasm: FORCE $(CLI)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@.tmp ./hooks-examples/$*
 	$(CLI) manifest embed --manifest hooks-examples/$*/manifest.json --out $@ $@.tmp
 	@rm -f $@.tmp
+
+## test-corpus: every built example hook, in every language, over its cases
+## in testdata/corpus through `wasmhooks test` (the corpus is in its format).
+test-corpus: hooks
+	@for h in $(HOOKS); do [ -d testdata/corpus/$$h ] || continue; \
+	  for w in $(BUILD)/hooks/$$h.wasm $(BUILD)/hooks/$$h-c.wasm $(BUILD)/hooks/$$h-rust.wasm $(BUILD)/hooks/$$h-as.wasm; do \
+	    [ -f $$w ] || continue; $(CLI) test --hook $$w testdata/corpus/$$h || exit 1; done; done
 
 ## test-sdks: the C and Rust SDKs' native unit tests (their test doubles).
 test-sdks:

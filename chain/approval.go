@@ -496,7 +496,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 	decision, word := eff.decision, ""
 	if eff.expired {
 		word = "expired"
-		r = Resolution{Decision: decision, Reason: fmt.Sprintf("approval expired at %s; the expiry policy %ss", ap.Expires.Format(time.RFC3339), decision)}
+		r = Resolution{Decision: decision, Reason: fmt.Sprintf("approval expired at %s; its expiry policy decided %s", ap.Expires.Format(time.RFC3339), decision)}
 	}
 	step := Step{
 		Binding: ap.Binding, Module: ap.Module, Phase: Guard, By: ByApproval, Approval: ap.ID,
@@ -1052,8 +1052,13 @@ func (d *DirApprovals) Take(_ context.Context, id string) (*Approval, error) {
 	}
 	if err := os.Rename(p, mine); err != nil {
 		if os.IsNotExist(err) {
+			// Another Take won the rename: its claim, or the tombstone
+			// its Done left, says so.
 			if c, _ := d.claim(p); c != nil {
 				return nil, claimRefusal(id, approvalClaimed)
+			}
+			if err := d.resolved(id, p); err != nil {
+				return nil, err
 			}
 			return nil, fmt.Errorf("%w: %q", ErrUnknownApproval, id)
 		}

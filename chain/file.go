@@ -11,7 +11,8 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// The JSON form of a configuration, as `wasmhooks chain --config` reads it:
+// The JSON form of a configuration, as `wasmhooks chain --config` reads it
+// (reference: docs/chain-config.md; JSON Schema: config.schema.json):
 //
 //	{"modules": {"redact": "redact-secrets.wasm"},
 //	 "breaker": {"failures": 5, "backoff": "30s", "max_backoff": "5m"},
@@ -105,6 +106,12 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	dec.DisallowUnknownFields()
 	var fc fileConfig
 	if err := dec.Decode(&fc); err != nil {
+		return Config{}, fmt.Errorf("chain config: %w", err)
+	}
+	// The schema (config.schema.json) after the decoder, whose messages
+	// name Go's view of a bad field; the schema adds the enumerations,
+	// required fields and formats an editor checks too.
+	if err := ValidateConfigJSON(data); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
 	cfg := Config{Modules: map[string][]byte{}}

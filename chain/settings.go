@@ -310,7 +310,7 @@ func (s *settingsSchema) validate(settings map[string]any) error {
 		return fmt.Errorf("%w: refused before the schema is applied: %w", ErrInvalidSettings, err)
 	}
 	if err := s.validateGuarded(settings); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidSettings, err)
+		return fmt.Errorf("%w: %s", ErrInvalidSettings, schemaMessages(err))
 	}
 	return nil
 }

@@ -11,7 +11,26 @@ cli=${1:?usage: demo/run.sh CLI HOOKS_DIR}
 hooks=${2:?usage: demo/run.sh CLI HOOKS_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# The working files (audit log, approvals, kv) are removed at the end unless
+# DEMO_KEEP=1: then the printed commands can be run again after the demo.
+if [ "${DEMO_KEEP:-}" = 1 ]; then echo "# working files in $work (kept)"; else trap 'rm -rf "$work"' EXIT; fi
+# shown prints a command as it can be copied: the CLI by the path it was
+# given, demo files relative to the current directory, arguments that need
+# it in single quotes (the JSON of --edit, say).
+here_rel=$(realpath --relative-to="$PWD" "$here" 2>/dev/null || echo "$here")
+shown() {
+  local out="\$ $cli" a q
+  for a in "$@"; do
+    a=${a//$here\//$here_rel/}
+    if [[ $a =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then
+      out+=" $a"
+    else
+      q=${a//\'/\'\\\'\'}
+      out+=" '$q'"
+    fi
+  done
+  echo "$out"
+}
 # Credit balances (--credit) and approvals not kept in --approvals go to the
 # state file, sealed under the host key: the demo's own, not the user's.
 export WASMHOOKS_STATE="$work/state.db" WASMHOOKS_KEY_FILE="$work/host.key"
@@ -20,7 +39,7 @@ step() {
   echo
   echo "== $1"
   shift
-  echo "\$ wasmhooks $*" | sed "s|$hooks/||g; s|$here/||g; s|$work/||g"
+  shown "$@"
   "$cli" "$@"
 }
 
@@ -55,6 +74,8 @@ echo "# Part 2: the chain (wasmhooks chain --config demo/chain.json)"
 # The approval guard is a small WAT hook (testdata/guests/policy.wat) whose
 # settings choose its decision; it sits beside the example hooks.
 cp "$here/../testdata/guests/policy.wasm" "$hooks/policy.wasm"
+echo "# (the observer tap-inbound and the approval guards approve-shell and no-destructive-shell are"
+echo "#  policy.wasm, a test hook in WAT, testdata/guests/policy.wat: its settings say what it decides)"
 chain=(--config "$here/chain.json" --module-dir "$hooks" --audit "$work/audit.jsonl" --approvals "$work/approvals" --key "$work/host.key" --brief)
 
 step "7. an injection attempt: the observer logs it, redaction finds nothing, the injection guard blocks (expect: block by injection-guard)" \
@@ -81,11 +102,12 @@ echo
 echo "== 13. someone rewrites the ask in the audit log into a continue (expect: audit_broken, exit 1)"
 line=$(grep -n '"decision":"ask"' "$work/audit.jsonl" | head -1 | cut -d: -f1)
 sed -i "${line}s/\"decision\":\"ask\"/\"decision\":\"continue\"/" "$work/audit.jsonl"
-echo "\$ wasmhooks chain verify audit.jsonl"
+shown chain verify "$work/audit.jsonl"
 if "$cli" chain verify "$work/audit.jsonl"; then
   echo "tampering went unnoticed" >&2
   exit 1
 fi
+echo "(the error above is the expected outcome: verify found the rewritten record and exited 1)"
 
 
 echo
@@ -101,8 +123,8 @@ echo
 echo "== 14. an agent in conversation c_9f2 reads the same file again and again; each call runs the chain at"
 echo "   tool.before and, if allowed, at tool.after (expect: allow; from call 2 a warning injected into the"
 echo "   result; from call 3 a warning in loop-guard's reason)"
-echo "\$ wasmhooks chain ${loop[*]} --point tool.before --input traffic/08-tool-read-config.json" | sed "s|$hooks/||g; s|$here/||g; s|$work/||g"
-echo "\$ wasmhooks chain ${loop[*]} --point tool.after --input traffic/09-tool-read-config-result.json" | sed "s|$hooks/||g; s|$here/||g; s|$work/||g"
+shown chain "${loop[@]}" --point tool.before --input "$here/traffic/08-tool-read-config.json"
+shown chain "${loop[@]}" --point tool.after --input "$here/traffic/09-tool-read-config-result.json"
 for i in 1 2 3 4; do
   out=$("$cli" chain "${loop[@]}" --point tool.before --input "$here/traffic/08-tool-read-config.json")
   verdict=$(field verdict <<<"$out")

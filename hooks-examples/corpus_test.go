@@ -2,7 +2,9 @@
 
 package examples_test
 
-// The shared corpus: every language's build of an example hook runs over the
+// The shared corpus: its format is `wasmhooks test`'s (cmd/wasmhooks/test.go,
+// README: Testing a hook), so `make test-corpus` runs the same cases through
+// the CLI. Every language's build of an example hook runs over the
 // same cases (testdata/corpus/<hook>/*.json: point, context, settings, the
 // mocked capability replies, the expected decision) through the real
 // runtime, and must reach the same decision. The Go hook is the reference:
@@ -22,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +42,7 @@ type corpusCase struct {
 	Point    string                 `json:"point"`
 	Context  map[string]any         `json:"context"`
 	Settings map[string]any         `json:"settings,omitempty"`
+	Grants   *[]string              `json:"grants,omitempty"` // nil: every capability; [] none
 	Replies  map[string]corpusReply `json:"replies,omitempty"`
 	Want     json.RawMessage        `json:"want,omitempty"`
 	Failure  bool                   `json:"want_failure,omitempty"`
@@ -53,6 +57,7 @@ type corpusReply struct {
 }
 
 type mockCaller struct {
+	grants  *[]string // nil: every capability
 	replies map[string]corpusReply
 	mu      sync.Mutex
 	calls   []string
@@ -62,6 +67,9 @@ func (m *mockCaller) HostCall(_ context.Context, call *abi.Call) abi.Reply {
 	m.mu.Lock()
 	m.calls = append(m.calls, call.Name)
 	m.mu.Unlock()
+	if m.grants != nil && !slices.Contains(*m.grants, call.Name) {
+		return abi.ErrorReply(abi.StatusDenied, call.Name+" is not in the case's grants")
+	}
 	r, ok := m.replies[call.Name]
 	if !ok {
 		return abi.ErrorReply(abi.StatusUnknownCapability, "no mocked reply for "+call.Name)
@@ -324,13 +332,14 @@ func TestCorpus(t *testing.T) {
 
 func runCase(t *testing.T, rt *runtime.Runtime, mod *runtime.Module, hook, lang string, c *corpusCase) bool {
 	t.Helper()
-	caller := &mockCaller{replies: c.Replies}
+	caller := &mockCaller{grants: c.Grants, replies: c.Replies}
 	res, err := rt.Invoke(context.Background(), mod, runtime.Request{
 		Tenant:     "corpus",
 		Hook:       hook + "/" + lang + "/" + c.Name,
 		Point:      c.Point,
 		Context:    c.Context,
 		Settings:   c.Settings,
+		Grants:     grantList(c.Grants),
 		HostCaller: caller,
 	})
 	if res == nil {
@@ -368,6 +377,13 @@ func runCase(t *testing.T, rt *runtime.Runtime, mod *runtime.Module, hook, lang 
 		return false
 	}
 	return true
+}
+
+func grantList(g *[]string) []string {
+	if g == nil {
+		return nil
+	}
+	return *g
 }
 
 // canonicalWant returns the case's expected decision in canonical form.

@@ -169,9 +169,9 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	r := chain.Resolution{Decision: chain.ResolutionDecision(*decision), Actor: *actor, Reason: *reason}
 	if *edit != "" {
-		m, err := readSettings(*edit)
+		m, err := readObjectFlag("--edit", *edit)
 		if err != nil {
-			return fail(stdout, exitUsage, "invalid_input", "--edit: %v", err)
+			return fail(stdout, exitUsage, "invalid_input", "%v", err)
 		}
 		r.Edit = m
 	}

@@ -10,6 +10,8 @@
 //	wasmhooks chain verify FILE.jsonl
 //	wasmhooks mcp --config interceptors.json [--http ADDR] ...
 //	wasmhooks serve [--addr HOST:PORT] [--data DIR]
+//	wasmhooks test [--hook FILE.wasm] DIR
+//	wasmhooks new --lang go|rust|c|assemblyscript NAME
 //
 // `run` is a chain of one binding: both commands are chains over the host
 // that wire.go wires. Output is JSON on stdout; `COMMAND --help` lists a
@@ -23,11 +25,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 )
 
 const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
-` + chainSynopsis + mcpSynopsis + serveSynopsis + `  wasmhooks version
+` + chainSynopsis + mcpSynopsis + serveSynopsis + testSynopsis + newSynopsis + `  wasmhooks version
 
 wasmhooks COMMAND --help lists the command's flags.
 `
@@ -39,8 +42,51 @@ const (
 	exitUsage   = 2 // bad flags or input
 )
 
-// version is set by the linker in release builds.
-var version = "dev"
+// version is set by the linker in release builds
+// (-ldflags "-X main.version=v1.2.3"); otherwise versionString reads the
+// build's module version and VCS revision.
+var version = ""
+
+// versionString is what `wasmhooks version` prints after the name: the
+// linker's version, else the main module's version (go install
+// module@version), else the VCS revision the binary was built from (with
+// "+dirty" for uncommitted changes), else "dev".
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev (" + bi.GoVersion + ")"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	out := "dev-" + rev + dirty
+	if at != "" {
+		out += " (" + at + ")"
+	}
+	return out
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -67,8 +113,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdMCP(ctx, args[1:], stdin, stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "test":
+		return cmdTest(ctx, args[1:], stdout, stderr)
+	case "new":
+		return cmdNew(args[1:], stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "wasmhooks", version)
+		fmt.Fprintln(stdout, "wasmhooks", versionString())
 		return exitOK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -268,6 +268,12 @@ func isInvocation(m map[string]any) bool {
 }
 
 func readSettings(s string) (map[string]any, error) {
+	return readObjectFlag("--settings", s)
+}
+
+// readObjectFlag reads a flag's JSON object, given inline or as @FILE; its
+// errors name the flag.
+func readObjectFlag(flagName, s string) (map[string]any, error) {
 	if s == "" {
 		return map[string]any{}, nil
 	}
@@ -280,11 +286,11 @@ func readSettings(s string) (map[string]any, error) {
 	}
 	v, err := abi.ParseJSON(data, abi.JSONLimits{})
 	if err != nil {
-		return nil, fmt.Errorf("--settings: %w", err)
+		return nil, fmt.Errorf("%s: %w", flagName, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("--settings: settings must be a JSON object")
+		return nil, fmt.Errorf("%s: want a JSON object", flagName)
 	}
 	return m, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -68,6 +69,12 @@ func cmdManifest(args []string, stdout, stderr io.Writer) int {
 	}
 	out, err := runtime.EmbedManifest(wasm, man)
 	if err != nil {
+		// The input module's fault (not WebAssembly) is invalid_module,
+		// the manifest's invalid_manifest.
+		var ve *runtime.ValidationError
+		if errors.As(err, &ve) {
+			return fail(stdout, exitRefused, string(runtime.Code(err)), "%s: %v", fs.Arg(0), err)
+		}
 		return fail(stdout, exitRefused, "invalid_manifest", "%v", err)
 	}
 	info, err := runtime.Validate(out, runtime.ValidateOptions{})

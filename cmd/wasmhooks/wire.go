@@ -56,6 +56,7 @@ type hostFlags struct {
 // openHost wires a host: the runtime and the runner. Close it with close.
 func openHost(ctx context.Context, f hostFlags, stderr io.Writer) (*host, *cliError) {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	pruneCache(f.cacheDir, maxCacheBytes)
 	rt, err := runtime.New(ctx, runtime.Config{CacheDir: f.cacheDir, Logger: logger})
 	if err != nil {
 		return nil, newCLIError(exitRefused, "internal", err)

@@ -25,6 +25,11 @@
 // serialised across all Hosts of a test binary: parallel tests are safe but
 // do not run hooks concurrently. Never call Run from inside a handler or a
 // Capability: it deadlocks.
+//
+// The package builds for the host only (not GOOS=wasip1), so a hook's test
+// file that imports it starts with `//go:build !wasip1`: without it,
+// `GOOS=wasip1 go vet ./...` (or a wasip1 `go test`) fails on the file
+// (`wasmhooks new --lang go` writes the tag).
 package sdktest
 
 import (
