@@ -1,0 +1,426 @@
+package main
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A pattern is a compiled regexp with the prefilter derived from it, so that
+// the regexp runs only where a match could be (issue 15: Go's regexp scans
+// the whole text once per unanchored pattern; with \b or (?i) in front it
+// cannot even skip ahead to a literal prefix).
+//
+// Two facts are read off the pattern's syntax tree, for the default patterns
+// and the operator's alike, so no list of literals is kept by hand:
+//
+//   - lits: strings one of which every match contains (the "AKIA" or "ASIA"
+//     of the AWS pattern, the "@" of the e-mail one, "bearer" compared without
+//     case). When none of them is in the text the pattern cannot match and is
+//     skipped. Empty when no such literal is known.
+//   - class: a set of bytes every match consists of, widened by the word
+//     characters (so that \b and \B see the same thing at the edge of a run
+//     as in the whole text). A match then lies inside one maximal run of such
+//     bytes, and the regexp runs only on the runs holding a literal. Nil when
+//     the pattern may match any byte (the PEM block's [\s\S]) or tests the
+//     text's or a line's ends (^, $, \A, \z), which a run's edges would fake.
+//
+// The regexp still decides every match; the prefilter only chooses where it
+// looks, and finds the same matches (TestPrefilterFindsWhatTheRegexpFinds).
+type pattern struct {
+	re    *regexp.Regexp
+	lits  []literal
+	class *[256]bool
+}
+
+// A literal is a string a match must contain; fold means compared with ASCII
+// case folded (s is then lower case).
+type literal struct {
+	s    string
+	fold bool
+}
+
+// maxLits bounds the alternatives a literal set may have; more and the
+// prefilter costs more than it saves.
+const maxLits = 16
+
+// newPattern derives the prefilter of re, compiled from expr. A pattern the
+// analysis cannot read simply has none: it then runs as before, on the whole text.
+func newPattern(re *regexp.Regexp, expr string) pattern {
+	p := pattern{re: re}
+	tree, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return p
+	}
+	tree = tree.Simplify()
+	if i := analyze(tree); i.exact != nil {
+		p.lits = i.exact
+	} else {
+		p.lits = i.required
+	}
+	for _, l := range p.lits {
+		if l.s == "" {
+			p.lits = nil
+			break
+		}
+	}
+	var c [256]bool
+	if bytesOf(tree, &c) {
+		for b := range 256 {
+			if isWordByte(byte(b)) {
+				c[b] = true
+			}
+		}
+		p.class = &c
+	}
+	return p
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b&^0x20 && b&^0x20 <= 'Z'
+}
+
+// info is what analyze knows of a subexpression: the set of strings it
+// matches exactly (nil if unknown or too many), else a set of literals one of
+// which every match contains (nil if none is known).
+type info struct {
+	exact    []literal
+	required []literal
+}
+
+// lits returns the literals every match of the subexpression contains.
+func (i info) lits() []literal {
+	if i.exact != nil {
+		return i.exact
+	}
+	return i.required
+}
+
+func analyze(re *syntax.Regexp) info {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
+		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return info{exact: []literal{{}}}
+	case syntax.OpLiteral:
+		fold := re.Flags&syntax.FoldCase != 0
+		var b strings.Builder
+		for _, r := range re.Rune {
+			if r >= utf8.RuneSelf {
+				if fold {
+					return info{}
+				}
+			} else if fold {
+				// A fold whose orbit leaves ASCII ('k' and the Kelvin
+				// sign, 's' and the long s) is beyond an ASCII compare.
+				for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+					if f >= utf8.RuneSelf {
+						return info{}
+					}
+				}
+				r = unicode.ToLower(r)
+			}
+			b.WriteRune(r)
+		}
+		return info{exact: []literal{{s: b.String(), fold: fold}}}
+	case syntax.OpCharClass:
+		// A small class is a set of one-character strings: gh[pousr]_.
+		n := 0
+		for i := 0; i < len(re.Rune); i += 2 {
+			n += int(re.Rune[i+1]-re.Rune[i]) + 1
+			if n > 8 {
+				return info{}
+			}
+		}
+		var out []literal
+		for i := 0; i < len(re.Rune); i += 2 {
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				out = append(out, literal{s: string(r)})
+			}
+		}
+		return info{exact: out}
+	case syntax.OpCapture:
+		return analyze(re.Sub[0])
+	case syntax.OpPlus:
+		return info{required: analyze(re.Sub[0]).lits()}
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return info{required: analyze(re.Sub[0]).lits()}
+		}
+		return info{}
+	case syntax.OpAlternate:
+		var exact, required []literal
+		allExact := true
+		for _, sub := range re.Sub {
+			i := analyze(sub)
+			l := i.lits()
+			if l == nil {
+				return info{}
+			}
+			if i.exact == nil {
+				allExact = false
+			}
+			exact = append(exact, l...)
+			required = exact
+		}
+		if len(exact) > maxLits {
+			return info{}
+		}
+		if allExact {
+			return info{exact: exact}
+		}
+		return info{required: required}
+	case syntax.OpConcat:
+		cur := []literal{{}} // the exact set of the run of exact subexpressions so far
+		var best []literal
+		consider := func(l []literal) {
+			if better(l, best) {
+				best = l
+			}
+		}
+		allExact := true
+		for _, sub := range re.Sub {
+			i := analyze(sub)
+			if i.exact != nil && cur != nil {
+				if next := cross(cur, i.exact); next != nil {
+					cur = next
+					continue
+				}
+			}
+			allExact = false
+			if cur != nil {
+				consider(cur)
+			}
+			cur = i.exact
+			consider(i.lits())
+		}
+		if allExact && cur != nil {
+			return info{exact: cur}
+		}
+		if cur != nil {
+			consider(cur)
+		}
+		return info{required: best}
+	}
+	return info{}
+}
+
+// cross is every a followed by every b, or nil when there would be too many.
+func cross(a, b []literal) []literal {
+	if len(a)*len(b) > maxLits {
+		return nil
+	}
+	out := make([]literal, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			l := literal{s: x.s + y.s, fold: x.fold || y.fold}
+			if l.fold {
+				l.s = strings.ToLower(l.s) // a superset: ASCII only, checked by analyze
+			}
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// better reports whether literal set a filters more than b: its shortest
+// literal is longer, or as long with fewer alternatives.
+func better(a, b []literal) bool {
+	if a == nil {
+		return false
+	}
+	if b == nil {
+		return true
+	}
+	ma, mb := minLen(a), minLen(b)
+	return ma > mb || ma == mb && len(a) < len(b)
+}
+
+func minLen(l []literal) int {
+	m := -1
+	for _, x := range l {
+		if m < 0 || len(x.s) < m {
+			m = len(x.s)
+		}
+	}
+	return m
+}
+
+// bytesOf adds to c every byte a match of re can hold and reports whether
+// such a set is worth having: false when re can match any byte or tests the
+// ends of the text or of a line.
+func bytesOf(re *syntax.Regexp, c *[256]bool) bool {
+	switch re.Op {
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpAnyChar, syntax.OpAnyCharNotNL, syntax.OpNoMatch:
+		return false
+	case syntax.OpEmptyMatch, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	case syntax.OpLiteral:
+		for _, r := range re.Rune {
+			addRune(c, r, re.Flags&syntax.FoldCase != 0)
+		}
+		return true
+	case syntax.OpCharClass:
+		for i := 0; i < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			if hi >= utf8.RuneSelf {
+				markNonASCII(c)
+				hi = utf8.RuneSelf - 1
+			}
+			for r := lo; r <= hi; r++ {
+				c[r] = true
+			}
+		}
+		return !all(c)
+	}
+	for _, sub := range re.Sub {
+		if !bytesOf(sub, c) {
+			return false
+		}
+	}
+	return !all(c)
+}
+
+func addRune(c *[256]bool, r rune, fold bool) {
+	if r >= utf8.RuneSelf {
+		markNonASCII(c)
+		return
+	}
+	c[r] = true
+	if fold {
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f >= utf8.RuneSelf {
+				markNonASCII(c)
+			} else {
+				c[f] = true
+			}
+		}
+	}
+}
+
+// markNonASCII adds every byte of a multi-byte UTF-8 sequence (and so of
+// any invalid byte, which the regexp reads as U+FFFD).
+func markNonASCII(c *[256]bool) {
+	for b := utf8.RuneSelf; b < 256; b++ {
+		c[b] = true
+	}
+}
+
+func all(c *[256]bool) bool {
+	for _, ok := range c {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// scanner finds the pattern's literals in one text, each literal's next
+// occurrence remembered so that the text is read once per literal.
+type scanner struct {
+	p    *pattern
+	s    string
+	next []int // per literal: its next start, -1 when none is left, -2 unknown
+}
+
+// index returns the first position at or after from where one of the
+// pattern's literals begins, or -1.
+func (sc *scanner) index(from int) int {
+	best := -1
+	for k, l := range sc.p.lits {
+		if sc.next[k] == -1 {
+			continue
+		}
+		if sc.next[k] < from {
+			var i int
+			if l.fold {
+				i = indexFold(sc.s[from:], l.s)
+			} else {
+				i = strings.Index(sc.s[from:], l.s)
+			}
+			if i >= 0 {
+				i += from
+			}
+			sc.next[k] = i
+		}
+		if i := sc.next[k]; i >= 0 && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// indexFold is strings.Index with ASCII letters compared without case; lit
+// is lower case.
+func indexFold(s, lit string) int {
+	c0 := lit[0]
+	up := c0
+	if 'a' <= c0 && c0 <= 'z' {
+		up = c0 - 'a' + 'A'
+	}
+	for i := 0; i+len(lit) <= len(s); {
+		j := strings.IndexByte(s[i:len(s)-len(lit)+1], c0)
+		if up != c0 {
+			if k := strings.IndexByte(s[i:len(s)-len(lit)+1], up); k >= 0 && (j < 0 || k < j) {
+				j = k
+			}
+		}
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if strings.EqualFold(s[i:i+len(lit)], lit) {
+			return i
+		}
+		i++
+	}
+	return -1
+}
+
+// findAll calls fn with each of the pattern's matches in s, as
+// FindAllStringSubmatchIndex would return them, offset by off.
+func (p *pattern) findAll(s string, fn func(m []int, off int)) {
+	if p.lits == nil {
+		p.each(s, 0, fn)
+		return
+	}
+	next := make([]int, len(p.lits))
+	for k := range next {
+		next[k] = -2
+	}
+	sc := scanner{p: p, s: s, next: next}
+	i := sc.index(0)
+	if i < 0 {
+		return
+	}
+	if p.class == nil {
+		p.each(s, 0, fn)
+		return
+	}
+	for i >= 0 {
+		// The run of class bytes around the literal.
+		start, end := i, i
+		for start > 0 && p.class[s[start-1]] {
+			start--
+		}
+		for end < len(s) && p.class[s[end]] {
+			end++
+		}
+		if end <= i { // cannot happen: a literal's bytes are in the class
+			end = i + 1
+		}
+		p.each(s[start:end], start, fn)
+		if end >= len(s) {
+			return
+		}
+		i = sc.index(end)
+	}
+}
+
+func (p *pattern) each(s string, off int, fn func(m []int, off int)) {
+	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
+		fn(m, off)
+	}
+}
