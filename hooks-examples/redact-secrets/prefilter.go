@@ -79,7 +79,7 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 }
 
 func isWordByte(b byte) bool {
-	return b == '_' || '0' <= b && b <= '9' || 'a' <= b&^0x20 && b&^0x20 <= 'Z'
+	return b == '_' || '0' <= b && b <= '9' || 'A' <= b&^0x20 && b&^0x20 <= 'Z'
 }
 
 // info is what analyze knows of a subexpression: the set of strings it
