@@ -30,9 +30,10 @@ import (
 // The regexp still decides every match; the prefilter only chooses where it
 // looks, and finds the same matches (TestPrefilterFindsWhatTheRegexpFinds).
 type pattern struct {
-	re    *regexp.Regexp
-	lits  []literal
-	class *[256]bool
+	re      *regexp.Regexp
+	lits    []literal
+	anchors []anchor // how lits are looked for
+	class   *[256]bool
 }
 
 // A literal is a string a match must contain; fold means compared with ASCII
@@ -66,6 +67,7 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 			break
 		}
 	}
+	p.anchors = anchors(p.lits)
 	var c [256]bool
 	if bytesOf(tree, &c) {
 		for b := range 256 {
@@ -317,33 +319,97 @@ func all(c *[256]bool) bool {
 	return true
 }
 
-// scanner finds the pattern's literals in one text, each literal's next
-// occurrence remembered so that the text is read once per literal.
+// An anchor is how the pattern's literals are looked for: every literal
+// whose rarest byte is b at offset off from its start is found by
+// strings.IndexByte on b (an assembly loop even in wasm, reading a word at a
+// time) and then compared in place. Looking for the rare byte rather than
+// the first one (strings.Index's way) skips the hits of a common first
+// letter: "sk-" is looked for at its '-', not at every 's' of the text.
+type anchor struct {
+	b    byte
+	off  int
+	lits []literal
+}
+
+// anchors groups lits by their rarest byte and its offset. A literal
+// compared without case is looked for at both cases of its rarest letter.
+func anchors(lits []literal) []anchor {
+	var out []anchor
+	add := func(b byte, off int, l literal) {
+		for k := range out {
+			if out[k].b == b && out[k].off == off {
+				out[k].lits = append(out[k].lits, l)
+				return
+			}
+		}
+		out = append(out, anchor{b: b, off: off, lits: []literal{l}})
+	}
+	for _, l := range lits {
+		off := 0
+		for k := 1; k < len(l.s); k++ {
+			if rarity(l.s[k]) < rarity(l.s[off]) {
+				off = k
+			}
+		}
+		b := l.s[off]
+		add(b, off, l)
+		if l.fold && 'a' <= b && b <= 'z' {
+			add(b-'a'+'A', off, l)
+		}
+	}
+	return out
+}
+
+// rarity ranks a byte by how often it appears in prose, code and logs:
+// lower is rarer. A rough table is enough; it only chooses which byte
+// strings.IndexByte stops at.
+func rarity(b byte) int {
+	switch {
+	case b >= utf8.RuneSelf:
+		return 5
+	case b == ' ' || b == '\n':
+		return 9
+	case 'a' <= b && b <= 'z':
+		if strings.IndexByte("jqxzkv", b) >= 0 {
+			return 5
+		}
+		if strings.IndexByte("etaoinshr", b) >= 0 {
+			return 8
+		}
+		return 7
+	case 'A' <= b && b <= 'Z':
+		if strings.IndexByte("AISTCOW", b) >= 0 {
+			return 3
+		}
+		return 2
+	case '0' <= b && b <= '9':
+		return 3
+	case b == '-':
+		return 4
+	case b == '.' || b == ',' || b == '\'' || b == '"':
+		return 6
+	}
+	return 1
+}
+
+// scanner finds the pattern's literals in one text, each anchor's next
+// occurrence remembered so that the text is read once per anchor.
 type scanner struct {
-	p    *pattern
-	s    string
-	next []int // per literal: its next start, -1 when none is left, -2 unknown
+	anchors []anchor
+	s       string
+	next    []int // per anchor: the start of its next literal, -1 when none is left, -2 unknown
 }
 
 // index returns the first position at or after from where one of the
 // pattern's literals begins, or -1.
 func (sc *scanner) index(from int) int {
 	best := -1
-	for k, l := range sc.p.lits {
+	for k := range sc.anchors {
 		if sc.next[k] == -1 {
 			continue
 		}
 		if sc.next[k] < from {
-			var i int
-			if l.fold {
-				i = indexFold(sc.s[from:], l.s)
-			} else {
-				i = strings.Index(sc.s[from:], l.s)
-			}
-			if i >= 0 {
-				i += from
-			}
-			sc.next[k] = i
+			sc.next[k] = sc.anchors[k].find(sc.s, from)
 		}
 		if i := sc.next[k]; i >= 0 && (best < 0 || i < best) {
 			best = i
@@ -352,31 +418,42 @@ func (sc *scanner) index(from int) int {
 	return best
 }
 
-// indexFold is strings.Index with ASCII letters compared without case; lit
-// is lower case.
-func indexFold(s, lit string) int {
-	c0 := lit[0]
-	up := c0
-	if 'a' <= c0 && c0 <= 'z' {
-		up = c0 - 'a' + 'A'
-	}
-	for i := 0; i+len(lit) <= len(s); {
-		j := strings.IndexByte(s[i:len(s)-len(lit)+1], c0)
-		if up != c0 {
-			if k := strings.IndexByte(s[i:len(s)-len(lit)+1], up); k >= 0 && (j < 0 || k < j) {
-				j = k
-			}
-		}
-		if j < 0 {
+// find returns the first start at or after from of one of a's literals in
+// s, or -1.
+func (a *anchor) find(s string, from int) int {
+	for j := from + a.off; j < len(s); j++ {
+		k := strings.IndexByte(s[j:], a.b)
+		if k < 0 {
 			return -1
 		}
-		i += j
-		if strings.EqualFold(s[i:i+len(lit)], lit) {
-			return i
+		j += k
+		start := j - a.off
+		for _, l := range a.lits {
+			if start+len(l.s) > len(s) {
+				continue
+			}
+			if t := s[start : start+len(l.s)]; t == l.s || l.fold && equalFoldASCII(t, l.s) {
+				return start
+			}
 		}
-		i++
 	}
 	return -1
+}
+
+// equalFoldASCII reports whether t equals lit, a lower-case literal, with
+// ASCII letters compared without case (and nothing else folded: analyze
+// keeps literals whose case has a non-ASCII form out of the prefilter).
+func equalFoldASCII(t, lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		c := t[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lit[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // findAll calls fn with each of the pattern's matches in s, as
@@ -386,11 +463,11 @@ func (p *pattern) findAll(s string, fn func(m []int, off int)) {
 		p.each(s, 0, fn)
 		return
 	}
-	next := make([]int, len(p.lits))
+	next := make([]int, len(p.anchors))
 	for k := range next {
 		next[k] = -2
 	}
-	sc := scanner{p: p, s: s, next: next}
+	sc := scanner{anchors: p.anchors, s: s, next: next}
 	i := sc.index(0)
 	if i < 0 {
 		return
