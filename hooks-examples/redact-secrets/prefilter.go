@@ -55,7 +55,6 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 	if err != nil {
 		return p
 	}
-	tree = tree.Simplify()
 	if i := analyze(tree); i.exact != nil {
 		p.lits = i.exact
 	} else {
@@ -69,7 +68,7 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 	}
 	p.anchors = anchors(p.lits)
 	var c [256]bool
-	if bytesOf(tree, &c) {
+	if bytesOf(tree, &c) && !all(&c) {
 		for b := range 256 {
 			if isWordByte(byte(b)) {
 				c[b] = true
@@ -249,9 +248,8 @@ func minLen(l []literal) int {
 	return m
 }
 
-// bytesOf adds to c every byte a match of re can hold and reports whether
-// such a set is worth having: false when re can match any byte or tests the
-// ends of the text or of a line.
+// bytesOf adds to c every byte a match of re can hold and reports false
+// when re can match any byte or tests the ends of the text or of a line.
 func bytesOf(re *syntax.Regexp, c *[256]bool) bool {
 	switch re.Op {
 	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
@@ -275,14 +273,14 @@ func bytesOf(re *syntax.Regexp, c *[256]bool) bool {
 				c[r] = true
 			}
 		}
-		return !all(c)
+		return true
 	}
 	for _, sub := range re.Sub {
 		if !bytesOf(sub, c) {
 			return false
 		}
 	}
-	return !all(c)
+	return true
 }
 
 func addRune(c *[256]bool, r rune, fold bool) {
