@@ -82,3 +82,35 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPrefilter holds the prefiltered search to the regexp's over any
+// pattern and text: go test -fuzz FuzzPrefilter ./hooks-examples/redact-secrets/
+func FuzzPrefilter(f *testing.F) {
+	for _, p := range DefaultPatterns {
+		f.Add(p, "key AKIAIOSFODNN7EXAMPLE, a@b.io; Bearer abcdefgh123 sk-abcdefghijklmnopqrstuvwx")
+	}
+	f.Add(`(?i)x\bk`, "x K \u212a")
+	f.Add(`(?m)^a$`, "b\na\n")
+	f.Fuzz(func(t *testing.T, expr, s string) {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return
+		}
+		p := newPattern(re, expr)
+		want := re.FindAllStringSubmatchIndex(s, -1)
+		var got [][]int
+		p.findAll(s, func(m []int, off int) {
+			c := make([]int, len(m))
+			for i, v := range m {
+				c[i] = v
+				if v >= 0 {
+					c[i] = v + off
+				}
+			}
+			got = append(got, c)
+		})
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q on %q:\n got %v\nwant %v", expr, s, got, want)
+		}
+	})
+}
