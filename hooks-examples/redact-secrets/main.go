@@ -118,6 +118,7 @@ type redactor struct {
 	res         []pattern
 	replacement string
 	count       int
+	scratch     []int // for findAll
 }
 
 // value redacts every string in v, a JSON value, and returns the result;
@@ -152,7 +153,7 @@ func (r *redactor) text(s string) string {
 	for i := range r.res {
 		p := &r.res[i]
 		g := p.re.SubexpIndex("secret")
-		p.findAll(s, func(m []int, off int) {
+		p.findAll(s, &r.scratch, func(m []int, off int) {
 			sp := span{off + m[0], off + m[1]}
 			if g > 0 && m[2*g] >= 0 {
 				sp = span{off + m[2*g], off + m[2*g+1]}

@@ -108,6 +108,9 @@ func analyze(re *syntax.Regexp) info {
 		fold := re.Flags&syntax.FoldCase != 0
 		var b strings.Builder
 		for _, r := range re.Rune {
+			if r == utf8.RuneError {
+				return info{} // the regexp reads every invalid byte as U+FFFD
+			}
 			if r >= utf8.RuneSelf {
 				if fold {
 					return info{}
@@ -137,6 +140,9 @@ func analyze(re *syntax.Regexp) info {
 		var out []literal
 		for i := 0; i < len(re.Rune); i += 2 {
 			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				if r == utf8.RuneError {
+					return info{}
+				}
 				out = append(out, literal{s: string(r)})
 			}
 		}
@@ -455,13 +461,17 @@ func equalFoldASCII(t, lit string) bool {
 }
 
 // findAll calls fn with each of the pattern's matches in s, as
-// FindAllStringSubmatchIndex would return them, offset by off.
-func (p *pattern) findAll(s string, fn func(m []int, off int)) {
+// FindAllStringSubmatchIndex would return them, offset by off. scratch is
+// reused between calls.
+func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
 	if p.lits == nil {
 		p.each(s, 0, fn)
 		return
 	}
-	next := make([]int, len(p.anchors))
+	if cap(*scratch) < len(p.anchors) {
+		*scratch = make([]int, len(p.anchors))
+	}
+	next := (*scratch)[:len(p.anchors)]
 	for k := range next {
 		next[k] = -2
 	}
@@ -474,22 +484,28 @@ func (p *pattern) findAll(s string, fn func(m []int, off int)) {
 		p.each(s, 0, fn)
 		return
 	}
+	last := 0 // the end of the last run read
 	for i >= 0 {
+		if !p.class[s[i]] {
+			// A literal compared without case may be found in a case
+			// the pattern does not take ((?i:b)x against "BX"); a real
+			// match's literal consists of class bytes.
+			i = sc.index(i + 1)
+			continue
+		}
 		// The run of class bytes around the literal.
 		start, end := i, i
-		for start > 0 && p.class[s[start-1]] {
+		for start > last && p.class[s[start-1]] {
 			start--
 		}
 		for end < len(s) && p.class[s[end]] {
 			end++
 		}
-		if end <= i { // cannot happen: a literal's bytes are in the class
-			end = i + 1
-		}
 		p.each(s[start:end], start, fn)
 		if end >= len(s) {
 			return
 		}
+		last = end
 		i = sc.index(end)
 	}
 }

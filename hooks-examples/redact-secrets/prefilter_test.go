@@ -45,14 +45,14 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 	exprs := append([]string{
 		`^AKIA[0-9A-Z]{4}`, `(?m)^key=\w+$`, `\Bsk-\w+`, `(?i)token[:=]\s*\w{4,}`, `(?i)skip\w*`,
 		`(?:abc|de)+f`, `x[^ ]y`, `é+\w`, `(a|b)c`, `ab?c`, `\d{3}-\d{4}`, `(?s)BEGIN.*?END`,
-		`[ab]{2}@`, `(?:foo)?bar`, `\bq\b`, `(?i)K+`,
+		`[ab]{2}@`, `(?:foo)?bar`, `\bq\b`, `(?i)K+`, `(?i:b)x`, `\x{fffd}+a`, `[\x{fffd}z]b`,
 	}, DefaultPatterns...)
 	pieces := []string{
 		"AKIA", "ASIA", "IOSFODNN7EXAMPLE", "sk-", "abcdefghijklmnopqrstuvwx", "ghp_", "github_pat_",
 		"xoxb-", "AIza", "eyJ", "hbGciOiJ", ".", "Bearer ", "bEaReR\t", "@", "mail.example", ".io",
 		"-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "\n", " ", "x", "_", "-",
 		"key=", "token:", "TOKEN= ", "é", "\xff", "abc", "de", "f", "ab", "c", "555-1234", "BEGIN",
-		"END", "bar", "foo", "q", "K", "k", "\u212a", "ſkip", "Skip", "0123456789",
+		"END", "bar", "foo", "q", "K", "k", "\u212a", "ſkip", "Skip", "0123456789", "bx", "BX", "Bx", "\ufffd", "za", "zb",
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, expr := range exprs {
@@ -66,7 +66,7 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 			s := b.String()
 			want := re.FindAllStringSubmatchIndex(s, -1)
 			var got [][]int
-			p.findAll(s, func(m []int, off int) {
+			p.findAll(s, new([]int), func(m []int, off int) {
 				c := make([]int, len(m))
 				for i, v := range m {
 					c[i] = v
@@ -91,6 +91,7 @@ func FuzzPrefilter(f *testing.F) {
 	}
 	f.Add(`(?i)x\bk`, "x K \u212a")
 	f.Add(`(?m)^a$`, "b\na\n")
+	f.Add(`(?i:b)x\x{fffd}`, "BX\xff bx\ufffd")
 	f.Fuzz(func(t *testing.T, expr, s string) {
 		re, err := regexp.Compile(expr)
 		if err != nil {
@@ -99,7 +100,7 @@ func FuzzPrefilter(f *testing.F) {
 		p := newPattern(re, expr)
 		want := re.FindAllStringSubmatchIndex(s, -1)
 		var got [][]int
-		p.findAll(s, func(m []int, off int) {
+		p.findAll(s, new([]int), func(m []int, off int) {
 			c := make([]int, len(m))
 			for i, v := range m {
 				c[i] = v
