@@ -26,13 +26,17 @@ import (
 //     bytes, and the regexp runs only on the runs holding a literal. Nil when
 //     the pattern may match any byte (the PEM block's [\s\S]) or tests the
 //     text's or a line's ends (^, $, \A, \z), which a run's edges would fake.
+//   - need, for a pattern without a literal: a set of bytes one of which every
+//     match holds (the digits of \d{5}), found with a table and used as a
+//     literal would be.
 //
 // The regexp still decides every match; the prefilter only chooses where it
 // looks, and finds the same matches (TestPrefilterFindsWhatTheRegexpFinds).
 type pattern struct {
 	re      *regexp.Regexp
 	lits    []literal
-	anchors []anchor // how lits are looked for
+	anchors []anchor   // how lits are looked for
+	need    *[256]bool // without lits: bytes one of which every match holds, or nil
 	class   *[256]bool
 }
 
@@ -67,6 +71,11 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 		}
 	}
 	p.anchors = anchors(p.lits)
+	if p.lits == nil {
+		if n := needed(tree); n != nil && !all(n) {
+			p.need = n
+		}
+	}
 	var c [256]bool
 	if bytesOf(tree, &c) && !all(&c) {
 		for b := range 256 {
@@ -400,6 +409,7 @@ func rarity(b byte) int {
 // occurrence remembered so that the text is read once per anchor.
 type scanner struct {
 	anchors []anchor
+	need    *[256]bool // instead of anchors
 	s       string
 	next    []int // per anchor: the start of its next literal, -1 when none is left, -2 unknown
 }
@@ -407,6 +417,14 @@ type scanner struct {
 // index returns the first position at or after from where one of the
 // pattern's literals begins, or -1.
 func (sc *scanner) index(from int) int {
+	if sc.need != nil {
+		for i := from; i < len(sc.s); i++ {
+			if sc.need[sc.s[i]] {
+				return i
+			}
+		}
+		return -1
+	}
 	best := -1
 	for k := range sc.anchors {
 		if sc.next[k] == -1 {
@@ -464,7 +482,7 @@ func equalFoldASCII(t, lit string) bool {
 // FindAllStringSubmatchIndex would return them, offset by off. scratch is
 // reused between calls.
 func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
-	if p.lits == nil {
+	if p.lits == nil && p.need == nil {
 		p.each(s, 0, fn)
 		return
 	}
@@ -475,7 +493,7 @@ func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
 	for k := range next {
 		next[k] = -2
 	}
-	sc := scanner{anchors: p.anchors, s: s, next: next}
+	sc := scanner{anchors: p.anchors, need: p.need, s: s, next: next}
 	i := sc.index(0)
 	if i < 0 {
 		return
@@ -514,4 +532,72 @@ func (p *pattern) each(s string, off int, fn func(m []int, off int)) {
 	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
 		fn(m, off)
 	}
+}
+
+// needed returns a set of bytes one of which every match of re holds, or
+// nil if none is known: a literal's first byte (both cases when folded), a
+// class's members (every byte from 0x80 up for a member beyond ASCII, which
+// covers invalid bytes read as U+FFFD), the smallest set of a
+// concatenation, the union of an alternation's.
+func needed(re *syntax.Regexp) *[256]bool {
+	var c [256]bool
+	switch re.Op {
+	case syntax.OpLiteral:
+		if len(re.Rune) == 0 {
+			return nil
+		}
+		addRune(&c, re.Rune[0], re.Flags&syntax.FoldCase != 0)
+		return &c
+	case syntax.OpCharClass:
+		for i := 0; i < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			if hi >= utf8.RuneSelf {
+				markNonASCII(&c)
+				hi = utf8.RuneSelf - 1
+			}
+			for r := lo; r <= hi; r++ {
+				c[r] = true
+			}
+		}
+		return &c
+	case syntax.OpCapture, syntax.OpPlus:
+		return needed(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return needed(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		var best *[256]bool
+		bestN := 0
+		for _, sub := range re.Sub {
+			if n := needed(sub); n != nil {
+				if k := count(n); best == nil || k < bestN {
+					best, bestN = n, k
+				}
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			n := needed(sub)
+			if n == nil {
+				return nil
+			}
+			for b, ok := range n {
+				c[b] = c[b] || ok
+			}
+		}
+		return &c
+	}
+	return nil
+}
+
+func count(c *[256]bool) int {
+	n := 0
+	for _, ok := range c {
+		if ok {
+			n++
+		}
+	}
+	return n
 }

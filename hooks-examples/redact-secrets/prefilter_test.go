@@ -46,6 +46,7 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 		`^AKIA[0-9A-Z]{4}`, `(?m)^key=\w+$`, `\Bsk-\w+`, `(?i)token[:=]\s*\w{4,}`, `(?i)skip\w*`,
 		`(?:abc|de)+f`, `x[^ ]y`, `é+\w`, `(a|b)c`, `ab?c`, `\d{3}-\d{4}`, `(?s)BEGIN.*?END`,
 		`[ab]{2}@`, `(?:foo)?bar`, `\bq\b`, `(?i)K+`, `(?i:b)x`, `\x{fffd}+a`, `[\x{fffd}z]b`,
+		`\b\d{5}\b`, `[0-9]+`, `(?i)[a-c]{3}`, `[^a-z ]{2}`, `\w+`, `(?:\d|x)\.`, `(?i:k)\d`,
 	}, DefaultPatterns...)
 	pieces := []string{
 		"AKIA", "ASIA", "IOSFODNN7EXAMPLE", "sk-", "abcdefghijklmnopqrstuvwx", "ghp_", "github_pat_",
@@ -114,4 +115,30 @@ func FuzzPrefilter(f *testing.F) {
 			t.Fatalf("%q on %q:\n got %v\nwant %v", expr, s, got, want)
 		}
 	})
+}
+
+// TestPrefilterWithoutLiteral: a pattern with no literal is looked for by a
+// byte it must hold, so a text without one skips its regexp.
+func TestPrefilterWithoutLiteral(t *testing.T) {
+	expr := `\b\d{5}\b`
+	p := newPattern(regexp.MustCompile(expr), expr)
+	if p.lits != nil || p.need == nil || p.class == nil {
+		t.Fatalf("lits %v, need %v, class %v", p.lits, p.need != nil, p.class != nil)
+	}
+	for b := range 256 {
+		if p.need[b] != ('0' <= b && b <= '9') {
+			t.Fatalf("need[%q] = %v", byte(b), p.need[b])
+		}
+	}
+	calls := 0
+	p.findAll(strings.Repeat("no digits here ", 100), new([]int), func([]int, int) { calls++ })
+	p.findAll("order 12345, ref 7", new([]int), func(m []int, off int) {
+		if got := "order 12345, ref 7"[off+m[0] : off+m[1]]; got != "12345" {
+			t.Errorf("match %q", got)
+		}
+		calls++
+	})
+	if calls != 1 {
+		t.Errorf("%d matches, want 1", calls)
+	}
 }
