@@ -90,33 +90,35 @@ func plural(n int, one, many string) string {
 var cache struct {
 	sync.Mutex // guards the fields below
 	key        string
-	res        []*regexp.Regexp
+	res        []pattern
 }
 
-// compile compiles patterns, reusing the last result for the same list.
-func compile(patterns []string) ([]*regexp.Regexp, error) {
+// compile compiles patterns and their prefilters, reusing the last result
+// for the same list.
+func compile(patterns []string) ([]pattern, error) {
 	key := strings.Join(patterns, "\x00")
 	cache.Lock()
 	defer cache.Unlock()
 	if cache.res != nil && cache.key == key {
 		return cache.res, nil
 	}
-	res := make([]*regexp.Regexp, 0, len(patterns))
+	res := make([]pattern, 0, len(patterns))
 	for i, p := range patterns {
 		re, err := regexp.Compile(p)
 		if err != nil {
 			return nil, fmt.Errorf("setting patterns: pattern %d (%q) is not a valid Go regular expression: %w", i, p, err)
 		}
-		res = append(res, re)
+		res = append(res, newPattern(re, p))
 	}
 	cache.key, cache.res = key, res
 	return res, nil
 }
 
 type redactor struct {
-	res         []*regexp.Regexp
+	res         []pattern
 	replacement string
 	count       int
+	scratch     []int // for findAll
 }
 
 // value redacts every string in v, a JSON value, and returns the result;
@@ -148,17 +150,18 @@ type span struct{ start, end int }
 // whatever the order of the patterns and whatever the replacement.
 func (r *redactor) text(s string) string {
 	var spans []span
-	for _, re := range r.res {
-		g := re.SubexpIndex("secret")
-		for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
-			sp := span{m[0], m[1]}
+	for i := range r.res {
+		p := &r.res[i]
+		g := p.re.SubexpIndex("secret")
+		p.findAll(s, &r.scratch, func(m []int, off int) {
+			sp := span{off + m[0], off + m[1]}
 			if g > 0 && m[2*g] >= 0 {
-				sp = span{m[2*g], m[2*g+1]}
+				sp = span{off + m[2*g], off + m[2*g+1]}
 			}
 			if sp.end > sp.start {
 				spans = append(spans, sp)
 			}
-		}
+		})
 	}
 	if len(spans) == 0 {
 		return s

@@ -1,0 +1,603 @@
+package main
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A pattern is a compiled regexp with the prefilter derived from it, so that
+// the regexp runs only where a match could be (issue 15: Go's regexp scans
+// the whole text once per unanchored pattern; with \b or (?i) in front it
+// cannot even skip ahead to a literal prefix).
+//
+// Two facts are read off the pattern's syntax tree, for the default patterns
+// and the operator's alike, so no list of literals is kept by hand:
+//
+//   - lits: strings one of which every match contains (the "AKIA" or "ASIA"
+//     of the AWS pattern, the "@" of the e-mail one, "bearer" compared without
+//     case). When none of them is in the text the pattern cannot match and is
+//     skipped. Empty when no such literal is known.
+//   - class: a set of bytes every match consists of, widened by the word
+//     characters (so that \b and \B see the same thing at the edge of a run
+//     as in the whole text). A match then lies inside one maximal run of such
+//     bytes, and the regexp runs only on the runs holding a literal. Nil when
+//     the pattern may match any byte (the PEM block's [\s\S]) or tests the
+//     text's or a line's ends (^, $, \A, \z), which a run's edges would fake.
+//   - need, for a pattern without a literal: a set of bytes one of which every
+//     match holds (the digits of \d{5}), found with a table and used as a
+//     literal would be.
+//
+// The regexp still decides every match; the prefilter only chooses where it
+// looks, and finds the same matches (TestPrefilterFindsWhatTheRegexpFinds).
+type pattern struct {
+	re      *regexp.Regexp
+	lits    []literal
+	anchors []anchor   // how lits are looked for
+	need    *[256]bool // without lits: bytes one of which every match holds, or nil
+	class   *[256]bool
+}
+
+// A literal is a string a match must contain; fold means compared with ASCII
+// case folded (s is then lower case).
+type literal struct {
+	s    string
+	fold bool
+}
+
+// maxLits bounds the alternatives a literal set may have; more and the
+// prefilter costs more than it saves.
+const maxLits = 16
+
+// newPattern derives the prefilter of re, compiled from expr. A pattern the
+// analysis cannot read simply has none: it then runs as before, on the whole text.
+func newPattern(re *regexp.Regexp, expr string) pattern {
+	p := pattern{re: re}
+	tree, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return p
+	}
+	if i := analyze(tree); i.exact != nil {
+		p.lits = i.exact
+	} else {
+		p.lits = i.required
+	}
+	for _, l := range p.lits {
+		if l.s == "" {
+			p.lits = nil
+			break
+		}
+	}
+	p.anchors = anchors(p.lits)
+	if p.lits == nil {
+		if n := needed(tree); n != nil && !all(n) {
+			p.need = n
+		}
+	}
+	var c [256]bool
+	if bytesOf(tree, &c) && !all(&c) {
+		for b := range 256 {
+			if isWordByte(byte(b)) {
+				c[b] = true
+			}
+		}
+		p.class = &c
+	}
+	return p
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'A' <= b&^0x20 && b&^0x20 <= 'Z'
+}
+
+// info is what analyze knows of a subexpression: the set of strings it
+// matches exactly (nil if unknown or too many), else a set of literals one of
+// which every match contains (nil if none is known).
+type info struct {
+	exact    []literal
+	required []literal
+}
+
+// lits returns the literals every match of the subexpression contains.
+func (i info) lits() []literal {
+	if i.exact != nil {
+		return i.exact
+	}
+	return i.required
+}
+
+func analyze(re *syntax.Regexp) info {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
+		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return info{exact: []literal{{}}}
+	case syntax.OpLiteral:
+		fold := re.Flags&syntax.FoldCase != 0
+		var b strings.Builder
+		for _, r := range re.Rune {
+			if r == utf8.RuneError {
+				return info{} // the regexp reads every invalid byte as U+FFFD
+			}
+			if r >= utf8.RuneSelf {
+				if fold {
+					return info{}
+				}
+			} else if fold {
+				// A fold whose orbit leaves ASCII ('k' and the Kelvin
+				// sign, 's' and the long s) is beyond an ASCII compare.
+				for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+					if f >= utf8.RuneSelf {
+						return info{}
+					}
+				}
+				r = unicode.ToLower(r)
+			}
+			b.WriteRune(r)
+		}
+		return info{exact: []literal{{s: b.String(), fold: fold}}}
+	case syntax.OpCharClass:
+		// A small class is a set of one-character strings: gh[pousr]_.
+		n := 0
+		for i := 0; i < len(re.Rune); i += 2 {
+			n += int(re.Rune[i+1]-re.Rune[i]) + 1
+			if n > 8 {
+				return info{}
+			}
+		}
+		var out []literal
+		for i := 0; i < len(re.Rune); i += 2 {
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				if r == utf8.RuneError {
+					return info{}
+				}
+				out = append(out, literal{s: string(r)})
+			}
+		}
+		return info{exact: out}
+	case syntax.OpCapture:
+		return analyze(re.Sub[0])
+	case syntax.OpPlus:
+		return info{required: analyze(re.Sub[0]).lits()}
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return info{required: analyze(re.Sub[0]).lits()}
+		}
+		return info{}
+	case syntax.OpAlternate:
+		var exact, required []literal
+		allExact := true
+		for _, sub := range re.Sub {
+			i := analyze(sub)
+			l := i.lits()
+			if l == nil {
+				return info{}
+			}
+			if i.exact == nil {
+				allExact = false
+			}
+			exact = append(exact, l...)
+			required = exact
+		}
+		if len(exact) > maxLits {
+			return info{}
+		}
+		if allExact {
+			return info{exact: exact}
+		}
+		return info{required: required}
+	case syntax.OpConcat:
+		cur := []literal{{}} // the exact set of the run of exact subexpressions so far
+		var best []literal
+		consider := func(l []literal) {
+			if better(l, best) {
+				best = l
+			}
+		}
+		allExact := true
+		for _, sub := range re.Sub {
+			i := analyze(sub)
+			if i.exact != nil && cur != nil {
+				if next := cross(cur, i.exact); next != nil {
+					cur = next
+					continue
+				}
+			}
+			allExact = false
+			if cur != nil {
+				consider(cur)
+			}
+			cur = i.exact
+			consider(i.lits())
+		}
+		if allExact && cur != nil {
+			return info{exact: cur}
+		}
+		if cur != nil {
+			consider(cur)
+		}
+		return info{required: best}
+	}
+	return info{}
+}
+
+// cross is every a followed by every b, or nil when there would be too many.
+func cross(a, b []literal) []literal {
+	if len(a)*len(b) > maxLits {
+		return nil
+	}
+	out := make([]literal, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			l := literal{s: x.s + y.s, fold: x.fold || y.fold}
+			if l.fold {
+				l.s = strings.ToLower(l.s) // a superset: ASCII only, checked by analyze
+			}
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// better reports whether literal set a filters more than b: its shortest
+// literal is longer, or as long with fewer alternatives.
+func better(a, b []literal) bool {
+	if a == nil {
+		return false
+	}
+	if b == nil {
+		return true
+	}
+	ma, mb := minLen(a), minLen(b)
+	return ma > mb || ma == mb && len(a) < len(b)
+}
+
+func minLen(l []literal) int {
+	m := -1
+	for _, x := range l {
+		if m < 0 || len(x.s) < m {
+			m = len(x.s)
+		}
+	}
+	return m
+}
+
+// bytesOf adds to c every byte a match of re can hold and reports false
+// when re can match any byte or tests the ends of the text or of a line.
+func bytesOf(re *syntax.Regexp, c *[256]bool) bool {
+	switch re.Op {
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpAnyChar, syntax.OpAnyCharNotNL, syntax.OpNoMatch:
+		return false
+	case syntax.OpEmptyMatch, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	case syntax.OpLiteral:
+		for _, r := range re.Rune {
+			addRune(c, r, re.Flags&syntax.FoldCase != 0)
+		}
+		return true
+	case syntax.OpCharClass:
+		for i := 0; i < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			if hi >= utf8.RuneSelf {
+				markNonASCII(c)
+				hi = utf8.RuneSelf - 1
+			}
+			for r := lo; r <= hi; r++ {
+				c[r] = true
+			}
+		}
+		return true
+	}
+	for _, sub := range re.Sub {
+		if !bytesOf(sub, c) {
+			return false
+		}
+	}
+	return true
+}
+
+func addRune(c *[256]bool, r rune, fold bool) {
+	if r >= utf8.RuneSelf {
+		markNonASCII(c)
+		return
+	}
+	c[r] = true
+	if fold {
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f >= utf8.RuneSelf {
+				markNonASCII(c)
+			} else {
+				c[f] = true
+			}
+		}
+	}
+}
+
+// markNonASCII adds every byte of a multi-byte UTF-8 sequence (and so of
+// any invalid byte, which the regexp reads as U+FFFD).
+func markNonASCII(c *[256]bool) {
+	for b := utf8.RuneSelf; b < 256; b++ {
+		c[b] = true
+	}
+}
+
+func all(c *[256]bool) bool {
+	for _, ok := range c {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// An anchor is how the pattern's literals are looked for: every literal
+// whose rarest byte is b at offset off from its start is found by
+// strings.IndexByte on b (an assembly loop even in wasm, reading a word at a
+// time) and then compared in place. Looking for the rare byte rather than
+// the first one (strings.Index's way) skips the hits of a common first
+// letter: "sk-" is looked for at its '-', not at every 's' of the text.
+type anchor struct {
+	b    byte
+	off  int
+	lits []literal
+}
+
+// anchors groups lits by their rarest byte and its offset. A literal
+// compared without case is looked for at both cases of its rarest letter.
+func anchors(lits []literal) []anchor {
+	var out []anchor
+	add := func(b byte, off int, l literal) {
+		for k := range out {
+			if out[k].b == b && out[k].off == off {
+				out[k].lits = append(out[k].lits, l)
+				return
+			}
+		}
+		out = append(out, anchor{b: b, off: off, lits: []literal{l}})
+	}
+	for _, l := range lits {
+		off := 0
+		for k := 1; k < len(l.s); k++ {
+			if rarity(l.s[k]) < rarity(l.s[off]) {
+				off = k
+			}
+		}
+		b := l.s[off]
+		add(b, off, l)
+		if l.fold && 'a' <= b && b <= 'z' {
+			add(b-'a'+'A', off, l)
+		}
+	}
+	return out
+}
+
+// rarity ranks a byte by how often it appears in prose, code and logs:
+// lower is rarer. A rough table is enough; it only chooses which byte
+// strings.IndexByte stops at.
+func rarity(b byte) int {
+	switch {
+	case b >= utf8.RuneSelf:
+		return 5
+	case b == ' ' || b == '\n':
+		return 9
+	case 'a' <= b && b <= 'z':
+		if strings.IndexByte("jqxzkv", b) >= 0 {
+			return 5
+		}
+		if strings.IndexByte("etaoinshr", b) >= 0 {
+			return 8
+		}
+		return 7
+	case 'A' <= b && b <= 'Z':
+		if strings.IndexByte("AISTCOW", b) >= 0 {
+			return 3
+		}
+		return 2
+	case '0' <= b && b <= '9':
+		return 3
+	case b == '-':
+		return 4
+	case b == '.' || b == ',' || b == '\'' || b == '"':
+		return 6
+	}
+	return 1
+}
+
+// scanner finds the pattern's literals in one text, each anchor's next
+// occurrence remembered so that the text is read once per anchor.
+type scanner struct {
+	anchors []anchor
+	need    *[256]bool // instead of anchors
+	s       string
+	next    []int // per anchor: the start of its next literal, -1 when none is left, -2 unknown
+}
+
+// index returns the first position at or after from where one of the
+// pattern's literals begins, or -1.
+func (sc *scanner) index(from int) int {
+	if sc.need != nil {
+		for i := from; i < len(sc.s); i++ {
+			if sc.need[sc.s[i]] {
+				return i
+			}
+		}
+		return -1
+	}
+	best := -1
+	for k := range sc.anchors {
+		if sc.next[k] == -1 {
+			continue
+		}
+		if sc.next[k] < from {
+			sc.next[k] = sc.anchors[k].find(sc.s, from)
+		}
+		if i := sc.next[k]; i >= 0 && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// find returns the first start at or after from of one of a's literals in
+// s, or -1.
+func (a *anchor) find(s string, from int) int {
+	for j := from + a.off; j < len(s); j++ {
+		k := strings.IndexByte(s[j:], a.b)
+		if k < 0 {
+			return -1
+		}
+		j += k
+		start := j - a.off
+		for _, l := range a.lits {
+			if start+len(l.s) > len(s) {
+				continue
+			}
+			if t := s[start : start+len(l.s)]; t == l.s || l.fold && equalFoldASCII(t, l.s) {
+				return start
+			}
+		}
+	}
+	return -1
+}
+
+// equalFoldASCII reports whether t equals lit, a lower-case literal, with
+// ASCII letters compared without case (and nothing else folded: analyze
+// keeps literals whose case has a non-ASCII form out of the prefilter).
+func equalFoldASCII(t, lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		c := t[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lit[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// findAll calls fn with each of the pattern's matches in s, as
+// FindAllStringSubmatchIndex would return them, offset by off. scratch is
+// reused between calls.
+func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
+	if p.lits == nil && p.need == nil {
+		p.each(s, 0, fn)
+		return
+	}
+	if cap(*scratch) < len(p.anchors) {
+		*scratch = make([]int, len(p.anchors))
+	}
+	next := (*scratch)[:len(p.anchors)]
+	for k := range next {
+		next[k] = -2
+	}
+	sc := scanner{anchors: p.anchors, need: p.need, s: s, next: next}
+	i := sc.index(0)
+	if i < 0 {
+		return
+	}
+	if p.class == nil {
+		p.each(s, 0, fn)
+		return
+	}
+	last := 0 // the end of the last run read
+	for i >= 0 {
+		if !p.class[s[i]] {
+			// A literal compared without case may be found in a case
+			// the pattern does not take ((?i:b)x against "BX"); a real
+			// match's literal consists of class bytes.
+			i = sc.index(i + 1)
+			continue
+		}
+		// The run of class bytes around the literal.
+		start, end := i, i
+		for start > last && p.class[s[start-1]] {
+			start--
+		}
+		for end < len(s) && p.class[s[end]] {
+			end++
+		}
+		p.each(s[start:end], start, fn)
+		if end >= len(s) {
+			return
+		}
+		last = end
+		i = sc.index(end)
+	}
+}
+
+func (p *pattern) each(s string, off int, fn func(m []int, off int)) {
+	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
+		fn(m, off)
+	}
+}
+
+// needed returns a set of bytes one of which every match of re holds, or
+// nil if none is known: a literal's first byte (both cases when folded), a
+// class's members (every byte from 0x80 up for a member beyond ASCII, which
+// covers invalid bytes read as U+FFFD), the smallest set of a
+// concatenation, the union of an alternation's.
+func needed(re *syntax.Regexp) *[256]bool {
+	var c [256]bool
+	switch re.Op {
+	case syntax.OpLiteral:
+		if len(re.Rune) == 0 {
+			return nil
+		}
+		addRune(&c, re.Rune[0], re.Flags&syntax.FoldCase != 0)
+		return &c
+	case syntax.OpCharClass:
+		for i := 0; i < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			if hi >= utf8.RuneSelf {
+				markNonASCII(&c)
+				hi = utf8.RuneSelf - 1
+			}
+			for r := lo; r <= hi; r++ {
+				c[r] = true
+			}
+		}
+		return &c
+	case syntax.OpCapture, syntax.OpPlus:
+		return needed(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return needed(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		var best *[256]bool
+		bestN := 0
+		for _, sub := range re.Sub {
+			if n := needed(sub); n != nil {
+				if k := count(n); best == nil || k < bestN {
+					best, bestN = n, k
+				}
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			n := needed(sub)
+			if n == nil {
+				return nil
+			}
+			for b, ok := range n {
+				c[b] = c[b] || ok
+			}
+		}
+		return &c
+	}
+	return nil
+}
+
+func count(c *[256]bool) int {
+	n := 0
+	for _, ok := range c {
+		if ok {
+			n++
+		}
+	}
+	return n
+}
