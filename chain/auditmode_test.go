@@ -65,3 +65,18 @@ func TestAuditModeInConfigFile(t *testing.T) {
 		t.Fatalf("ParseConfig: %v, mode %q", err, cfg.Bindings[0].Mode)
 	}
 }
+
+// An audit-mode guard's short_circuit is a would-be decision like any other:
+// it never skips the guards after it.
+func TestAuditModeShortCircuitSkipsNothing(t *testing.T) {
+	e := newEnv(t, policyConfig(t,
+		Binding{Name: "audited", Point: outbound, Phase: Guard, Priority: 0, Mode: ModeAudit,
+			Settings: decide(`{"action":"continue","short_circuit":true}`)},
+		Binding{Name: "enforced", Point: outbound, Phase: Guard, Priority: 10,
+			Settings: decide(`{"action":"block","reason":"no"}`)},
+	))
+	out := e.run(t, outbound, map[string]any{"incoming": "hi", "outgoing": "reply"})
+	if out.Verdict != Block || out.ShortCircuit != "" {
+		t.Fatalf("verdict %s, short circuit %q: want the enforced guard's block, nothing skipped", out.Verdict, out.ShortCircuit)
+	}
+}

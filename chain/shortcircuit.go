@@ -14,10 +14,12 @@ import (
 // with allow. Guards run last, so a short_circuit skips only guards, never
 // an observer or a transformer; from those it is ignored and reported
 // (permitted). A ToolApproval after it still applies: it is the platform's
-// configuration, not a hook, and a hook cannot switch it off. See
+// configuration, not a hook, and a hook cannot switch it off. An audit-mode
+// guard's short_circuit is never applied either: audit mode never alters the
+// traffic, and skipping the guards after it would. See
 // RATIONALE.md#why-is-short-circuit-a-flag-on-continue.
 func shortCircuits(b *bound, step *Step, dec *abi.Decision) bool {
-	return dec != nil && dec.ShortCircuit && b.Phase == Guard && b.rule == nil &&
+	return dec != nil && dec.ShortCircuit && b.Phase == Guard && b.rule == nil && b.Mode != ModeAudit &&
 		step.By == ByHook && step.Applied == abi.ActionContinue && step.Ignored == ""
 }
 
