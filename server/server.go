@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -199,40 +200,62 @@ func (s *Server) expireLoop(ctx context.Context, every time.Duration) {
 	}
 }
 
+// expireBatch is how many due approvals expire reads at a time.
+const expireBatch = 100
+
 // expire resolves, through the tenant's own chain, each approval of the
 // tenant that passed its expiry: Resolve applies the binding's expiry policy
 // to an expired approval whatever the resolution says. (Not ExpirePending:
 // the approval store is shared by every tenant's chain, and a chain must
-// only ever resume its own tenant's runs.)
+// only ever resume its own tenant's runs.) It pages through every due
+// approval by (expires, id): one that cannot be resolved (a stale approval
+// whose policy approves, an index row the store lost) stays pending, and
+// must not keep the ones after it, any tenant's, from expiring.
 func (s *Server) expire(ctx context.Context) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, tenant FROM serve_approvals WHERE status = 'pending' AND expires <= ? ORDER BY expires LIMIT 100`, time.Now().UnixNano())
-	if err != nil {
-		s.log.Warn("server: expiring approvals", "err", err)
-		return
+	type due struct {
+		id, tenant string
+		expires    int64
 	}
-	type due struct{ id, tenant string }
-	var all []due
-	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.id, &d.tenant); err != nil {
-			break
-		}
-		all = append(all, d)
-	}
-	rows.Close()
-	for _, d := range all {
-		c := s.chainFor(d.tenant)
-		if c == nil {
-			continue
-		}
-		out, err := c.Resolve(ctx, d.id, chain.Resolution{Decision: chain.Deny, Actor: "expiry", Reason: "expired"})
+	cutoff := time.Now().UnixNano()
+	after := due{expires: math.MinInt64}
+	for {
+		rows, err := s.db.QueryContext(ctx, `SELECT id, tenant, expires FROM serve_approvals
+			WHERE status = 'pending' AND expires <= ? AND (expires > ? OR (expires = ? AND id > ?))
+			ORDER BY expires, id LIMIT ?`, cutoff, after.expires, after.expires, after.id, expireBatch)
 		if err != nil {
-			s.log.Warn("server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
-			continue
+			s.log.Warn("server: expiring approvals", "err", err)
+			return
 		}
-		if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
-			s.log.Error("server: recording an expired approval", "tenant", d.tenant, "id", d.id, "err", err)
+		var all []due
+		for rows.Next() {
+			var d due
+			if err := rows.Scan(&d.id, &d.tenant, &d.expires); err != nil {
+				break
+			}
+			all = append(all, d)
 		}
+		rows.Close()
+		for _, d := range all {
+			if ctx.Err() != nil {
+				return
+			}
+			c := s.chainFor(d.tenant)
+			if c == nil {
+				continue
+			}
+			out, err := c.Resolve(ctx, d.id, chain.Resolution{Decision: chain.Deny, Actor: "expiry", Reason: "expired"})
+			if err != nil {
+				s.log.Warn("server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
+				continue
+			}
+			if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
+				s.log.Error("server: recording an expired approval", "tenant", d.tenant, "id", d.id, "err", err)
+			}
+		}
+		if len(all) < expireBatch {
+			return
+		}
+		after = all[len(all)-1]
 	}
 }
 
