@@ -59,6 +59,11 @@ const (
 	DefaultMaxWait = 60 * time.Second
 	// DefaultRunTimeout bounds a run or a resolution (30 s).
 	DefaultRunTimeout = 30 * time.Second
+	// DefaultMaxPollsPerKey bounds the long polls one API key has open at
+	// once (32); one more is 429 rate_limited. The rate limit alone let a
+	// key hold rate x MaxWait of them (12,000 at the defaults), each a
+	// goroutine reading the database twice a second.
+	DefaultMaxPollsPerKey = 32
 )
 
 // Options configures a Server.
@@ -91,6 +96,9 @@ type Options struct {
 	// RateLimit is each API key's request rate; the zero value means
 	// DefaultRatePerSecond with DefaultRateBurst.
 	RateLimit RateLimit
+	// MaxPollsPerKey bounds each key's open long polls; zero means
+	// DefaultMaxPollsPerKey.
+	MaxPollsPerKey int
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it
@@ -116,6 +124,7 @@ type Server struct {
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id -> closed when it resolves
+	polls   map[string]int           // key id -> its open long polls (guarded by waitMu)
 
 	draining atomic.Bool
 	done     chan struct{}
@@ -143,6 +152,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.RunTimeout <= 0 {
 		opts.RunTimeout = DefaultRunTimeout
 	}
+	if opts.MaxPollsPerKey <= 0 {
+		opts.MaxPollsPerKey = DefaultMaxPollsPerKey
+	}
 	if opts.ExpiryInterval <= 0 {
 		opts.ExpiryInterval = DefaultExpiryInterval
 	}
@@ -150,7 +162,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.Audit = audit.NewMemorySink()
 	}
 	s := &Server{opts: opts, sdb: opts.DB, db: opts.DB.SQL(), rt: opts.Runtime, log: opts.Logger,
-		chains: map[string]*chain.Chain{}, waiters: map[string]chan struct{}{}, done: make(chan struct{})}
+		chains: map[string]*chain.Chain{}, waiters: map[string]chan struct{}{}, polls: map[string]int{}, done: make(chan struct{})}
 	m := hmac.New(sha256.New, opts.HostKey)
 	m.Write([]byte("wasmhooks approval key v1"))
 	s.approvalKey = m.Sum(nil)
@@ -314,6 +326,24 @@ func (s *Server) waiter(id string) chan struct{} {
 		s.waiters[id] = ch
 	}
 	return ch
+}
+
+// startPoll counts a long poll of key, and returns its end, or false when
+// the key has MaxPollsPerKey open already.
+func (s *Server) startPoll(key string) (func(), bool) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if s.polls[key] >= s.opts.MaxPollsPerKey {
+		return nil, false
+	}
+	s.polls[key]++
+	return func() {
+		s.waitMu.Lock()
+		defer s.waitMu.Unlock()
+		if s.polls[key]--; s.polls[key] <= 0 {
+			delete(s.polls, key)
+		}
+	}, true
 }
 
 func (s *Server) wake(id string) {

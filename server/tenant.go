@@ -427,7 +427,7 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 // approvalResult waits up to ?wait= seconds (at most MaxWait) for the
 // approval to resolve, and returns its status and, once resolved, the
 // resumed run's outcome.
-func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Principal) {
+func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Principal) {
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
 	wait := time.Duration(0)
 	if q := r.URL.Query().Get("wait"); q != "" {
@@ -436,7 +436,21 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Princ
 			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "wait is a number of seconds"))
 			return
 		}
-		wait = min(time.Duration(n*float64(time.Second)), s.opts.MaxWait)
+		// Compared in seconds: n*1e9 past int64 converts to a negative
+		// Duration, which waited not at all.
+		wait = s.opts.MaxWait
+		if n < s.opts.MaxWait.Seconds() {
+			wait = time.Duration(n * float64(time.Second))
+		}
+	}
+	if wait > 0 {
+		end, ok := s.startPoll(p.KeyID)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d long polls open already", s.opts.MaxPollsPerKey))
+			return
+		}
+		defer end()
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
