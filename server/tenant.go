@@ -464,6 +464,9 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 			return
 		}
 		if status == "resolved" {
+			// A waiter made between a pending read and the resolution's
+			// wake is closed by nobody else: drop it.
+			s.wake(id)
 			writeJSON(w, 200, ResultDoc{ID: id, Status: status, Outcome: outcome})
 			return
 		}
