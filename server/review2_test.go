@@ -184,3 +184,39 @@ func TestLongPollHugeWait(t *testing.T) {
 		t.Fatalf("wait=1e12 returned after %v; want about MaxWait (1 s)", d)
 	}
 }
+
+// TestBindModulesBounded: a configuration naming one published module under
+// many names is refused past MaxBindModules: each name's module was read
+// (a copy each) before anything was checked, so one 4 MiB bind could hold
+// tens of thousands of copies of a large module.
+func TestBindModulesBounded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	op := p.key(t, server.RoleOperator, "acme")
+	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"modules": {"policy": "` + client.Pin(v) + `"`)
+		for i := range n - 1 {
+			fmt.Fprintf(&b, `, "m%d": "%s"`, i, client.Pin(v))
+		}
+		b.WriteString(`}, "bindings": [{"name": "b", "module": "policy", "point": "message.outbound", "phase": "guard", "settings": {"when": "x", "decide": {"action": "block", "reason": "x"}}}]}`)
+		return []byte(b.String())
+	}
+	if _, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules)); err != nil {
+		t.Fatalf("%d modules: %v", server.MaxBindModules, err)
+	}
+	_, err = op.BindChain(ctx, "acme", cfg(server.MaxBindModules+1))
+	wantCode(t, err, 422, server.CodeInvalidConfig)
+}

@@ -21,6 +21,13 @@ import (
 // published version pinned to its digest.
 var moduleRefRE = regexp.MustCompile(`^([a-z0-9][a-z0-9._-]{0,63})/([a-z0-9][a-z0-9._-]{0,63})@([^#]{1,64})#sha256:([0-9a-f]{64})$`)
 
+// MaxBindModules bounds the module names of one chain configuration (64).
+// Every name's module is read from the database while the configuration is
+// parsed, so a 4 MiB configuration naming one published module under 40,000
+// names held 40,000 copies of it: a tenant's operator could exhaust the
+// server's memory with one request. The modules of one digest share one copy.
+const MaxBindModules = 64
+
 // parseBinding parses a tenant's chain configuration (chain.ParseConfig's
 // format) with every module a pinned version: published, at the pinned
 // digest, and signed when the tenant requires signatures.
@@ -30,7 +37,12 @@ func (s *Server) parseBinding(ctx context.Context, tenant string, data []byte) (
 	if err != nil {
 		return chain.Config{}, s.internal(err)
 	}
+	names := 0
+	byDigest := map[string][]byte{}
 	cfg, err := chain.ParseConfig(data, func(ref string) ([]byte, error) {
+		if names++; names > MaxBindModules {
+			return nil, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "a configuration names at most %d modules", MaxBindModules)
+		}
 		m := moduleRefRE.FindStringSubmatch(ref)
 		if m == nil {
 			return nil, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "module %q is not publisher/name@version#sha256:DIGEST", ref)
@@ -51,10 +63,14 @@ func (s *Server) parseBinding(ctx context.Context, tenant string, data []byte) (
 				return nil, problem(http.StatusUnprocessableEntity, CodeSignatureRequired, "tenant %s requires signed versions, and %s has no valid signature", tenant, v.Ref)
 			}
 		}
+		if wasm, ok := byDigest[v.Digest]; ok {
+			return wasm, nil
+		}
 		var wasm []byte
 		if err := s.db.QueryRowContext(ctx, `SELECT wasm FROM serve_modules WHERE digest = ?`, v.Digest).Scan(&wasm); err != nil {
 			return nil, s.internal(err)
 		}
+		byDigest[v.Digest] = wasm
 		return wasm, nil
 	})
 	if err != nil {
