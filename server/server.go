@@ -30,7 +30,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math"
 	"net/http"
@@ -120,7 +119,7 @@ type Server struct {
 	chains map[string]*chain.Chain
 	bindMu sync.Mutex // one bind at a time
 
-	runLocks [64]sync.Mutex // striped by (tenant, run): one run per id at a time
+	runLocks keyedLocks // by (tenant, run): one run per id at a time
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id -> closed when it resolves
@@ -308,12 +307,46 @@ func (s *Server) internal(err error) *Problem {
 	return problem(http.StatusInternalServerError, CodeInternal, "internal error; see the server's log")
 }
 
-func (s *Server) runLock(tenant, run string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(tenant))
-	h.Write([]byte{0})
-	h.Write([]byte(run))
-	return &s.runLocks[h.Sum32()%uint32(len(s.runLocks))]
+// keyedLocks is one mutex per key, there while someone holds or waits for
+// it. (Striped locks let one tenant's slow runs, one per stripe, hold up
+// every other tenant's runs whose ids hashed to the same stripes.)
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	users int // holders and waiters; the entry goes when it drops to 0
+}
+
+// lock locks key and returns the unlock.
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// runLock locks the run id of tenant and returns the unlock.
+func (s *Server) runLock(tenant, run string) func() {
+	return s.runLocks.lock(tenant + "\x00" + run)
 }
 
 // waiter returns the channel closed when approval id resolves.

@@ -240,9 +240,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		return
 	}
 	if req.Run != "" {
-		l := s.runLock(tenant, req.Run)
-		l.Lock()
-		defer l.Unlock()
+		unlock := s.runLock(tenant, req.Run)
+		defer unlock()
 		var stored string
 		err := s.db.QueryRowContext(r.Context(), `SELECT outcome FROM serve_runs WHERE tenant = ? AND run = ?`, tenant, req.Run).Scan(&stored)
 		switch {
