@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,7 +65,7 @@ type CreditGate struct {
 func (g *CreditGate) Name() string { return "credit" }
 
 // Admit reserves cost on the tenant's account, keyed by the call's
-// idempotency key.
+// idempotency key within the tenant (tenantKey).
 func (g *CreditGate) Admit(ctx context.Context, req *Request, cost int64) (Hold, error) {
 	if cost == 0 {
 		return nil, nil
@@ -75,7 +76,7 @@ func (g *CreditGate) Admit(ctx context.Context, req *Request, cost int64) (Hold,
 	if req.Caller.Tenant == "" {
 		return nil, &DeniedError{Gate: g.Name(), Status: abi.StatusDenied, Reason: "the call has no tenant to bill"}
 	}
-	id, err := g.Ledger.Reserve(ctx, req.Caller.Tenant, cost, req.IdempotencyKey)
+	id, err := g.Ledger.Reserve(ctx, req.Caller.Tenant, cost, tenantKey(req.Caller.Tenant, req.IdempotencyKey))
 	switch {
 	case err == nil:
 		return &creditHold{ledger: g.Ledger, id: id}, nil
@@ -88,6 +89,19 @@ func (g *CreditGate) Admit(ctx context.Context, req *Request, cost int64) (Hold,
 	default:
 		return nil, err
 	}
+}
+
+// tenantKey is the ledger key of a call's idempotency key: the call's key
+// ("RUN.STEP/SEQ") is made from a run id the tenant's client chooses, and a
+// ledger's keys are one namespace for all accounts, so the key is prefixed
+// with the tenant (length first, so no two pairs make one key); otherwise
+// one tenant's run id would make another's calls "already billed". An empty
+// key stays empty (no idempotency).
+func tenantKey(tenant, key string) string {
+	if key == "" {
+		return ""
+	}
+	return strconv.Itoa(len(tenant)) + ":" + tenant + "/" + key
 }
 
 // creditHold is one ledger reservation.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,10 +61,13 @@ func NewServer(x *Executor, version string) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: ToolInvoke, Description: "interceptor/invoke (SEP-2624): one interceptor over a payload; a ValidationResult or a MutationResult."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ InvokeParams) (*mcp.CallToolResult, any, error) {
 			var p InvokeParams
-			if err := decode(req, &p); err != nil {
+			err := decode(req, &p)
+			if err != nil {
 				return nil, nil, err
 			}
-			p.Context = withSession(p.Context, req)
+			if p.Context, err = withSession(p.Context, req); err != nil {
+				return nil, nil, err
+			}
 			r, e := x.Invoke(ctx, p)
 			if e != nil {
 				return nil, nil, wireError(e)
@@ -73,10 +77,13 @@ func NewServer(x *Executor, version string) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: ToolChain, Description: "Runs one lifecycle event through every interceptor hooking it, in the SEP's trust-boundary order; a ChainExecutionResult."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ ChainParams) (*mcp.CallToolResult, any, error) {
 			var p ChainParams
-			if err := decode(req, &p); err != nil {
+			err := decode(req, &p)
+			if err != nil {
 				return nil, nil, err
 			}
-			p.Context = withSession(p.Context, req)
+			if p.Context, err = withSession(p.Context, req); err != nil {
+				return nil, nil, err
+			}
 			r, e := x.Chain(ctx, p)
 			if e != nil {
 				return nil, nil, wireError(e)
@@ -101,26 +108,37 @@ func decode(req *mcp.CallToolRequest, p any) error {
 	return nil
 }
 
+// sessionPrefix starts the sessionIds withSession derives from the MCP
+// session; a client may not name one itself.
+const sessionPrefix = "mcp-session:"
+
 // withSession defaults the invocation context's sessionId to the MCP
 // session's id (the streamable HTTP transport's Mcp-Session-Id), so a
 // client that sends none still keeps its taint apart from other clients'.
-func withSession(c *InvocationContext, req *mcp.CallToolRequest) *InvocationContext {
-	if c != nil && c.SessionID != "" {
-		return c
-	}
+// A sessionId the client sends is its own name for its session, but the
+// derived names are reserved: a client that sent "mcp-session:ID" of
+// another client's connection would read and overwrite that client's
+// taint, so one that is not the caller's own is CodeInvalidParams.
+func withSession(c *InvocationContext, req *mcp.CallToolRequest) (*InvocationContext, error) {
 	id := ""
 	if req.Session != nil {
 		id = req.Session.ID()
 	}
+	if c != nil && c.SessionID != "" {
+		if strings.HasPrefix(c.SessionID, sessionPrefix) && (id == "" || c.SessionID != sessionPrefix+id) {
+			return nil, &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: sessionId %q: the prefix %q is reserved for the MCP session's own id", c.SessionID, sessionPrefix)}
+		}
+		return c, nil
+	}
 	if id == "" {
-		return c
+		return c, nil
 	}
 	out := InvocationContext{}
 	if c != nil {
 		out = *c
 	}
-	out.SessionID = "mcp-session:" + id
-	return &out
+	out.SessionID = sessionPrefix + id
+	return &out, nil
 }
 
 func wireError(e *Error) error {

@@ -30,8 +30,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -58,6 +58,11 @@ const (
 	DefaultMaxWait = 60 * time.Second
 	// DefaultRunTimeout bounds a run or a resolution (30 s).
 	DefaultRunTimeout = 30 * time.Second
+	// DefaultMaxPollsPerKey bounds the long polls one API key has open at
+	// once (32); one more is 429 rate_limited. The rate limit alone let a
+	// key hold rate x MaxWait of them (12,000 at the defaults), each a
+	// goroutine reading the database twice a second.
+	DefaultMaxPollsPerKey = 32
 )
 
 // Options configures a Server.
@@ -90,6 +95,9 @@ type Options struct {
 	// RateLimit is each API key's request rate; the zero value means
 	// DefaultRatePerSecond with DefaultRateBurst.
 	RateLimit RateLimit
+	// MaxPollsPerKey bounds each key's open long polls; zero means
+	// DefaultMaxPollsPerKey.
+	MaxPollsPerKey int
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it
@@ -111,10 +119,11 @@ type Server struct {
 	chains map[string]*chain.Chain
 	bindMu sync.Mutex // one bind at a time
 
-	runLocks [64]sync.Mutex // striped by (tenant, run): one run per id at a time
+	runLocks keyedLocks // by (tenant, run): one run per id at a time
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id -> closed when it resolves
+	polls   map[string]int           // key id -> its open long polls (guarded by waitMu)
 
 	draining atomic.Bool
 	done     chan struct{}
@@ -142,6 +151,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.RunTimeout <= 0 {
 		opts.RunTimeout = DefaultRunTimeout
 	}
+	if opts.MaxPollsPerKey <= 0 {
+		opts.MaxPollsPerKey = DefaultMaxPollsPerKey
+	}
 	if opts.ExpiryInterval <= 0 {
 		opts.ExpiryInterval = DefaultExpiryInterval
 	}
@@ -149,7 +161,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.Audit = audit.NewMemorySink()
 	}
 	s := &Server{opts: opts, sdb: opts.DB, db: opts.DB.SQL(), rt: opts.Runtime, log: opts.Logger,
-		chains: map[string]*chain.Chain{}, waiters: map[string]chan struct{}{}, done: make(chan struct{})}
+		chains: map[string]*chain.Chain{}, waiters: map[string]chan struct{}{}, polls: map[string]int{}, done: make(chan struct{})}
 	m := hmac.New(sha256.New, opts.HostKey)
 	m.Write([]byte("wasmhooks approval key v1"))
 	s.approvalKey = m.Sum(nil)
@@ -199,40 +211,62 @@ func (s *Server) expireLoop(ctx context.Context, every time.Duration) {
 	}
 }
 
+// expireBatch is how many due approvals expire reads at a time.
+const expireBatch = 100
+
 // expire resolves, through the tenant's own chain, each approval of the
 // tenant that passed its expiry: Resolve applies the binding's expiry policy
 // to an expired approval whatever the resolution says. (Not ExpirePending:
 // the approval store is shared by every tenant's chain, and a chain must
-// only ever resume its own tenant's runs.)
+// only ever resume its own tenant's runs.) It pages through every due
+// approval by (expires, id): one that cannot be resolved (a stale approval
+// whose policy approves, an index row the store lost) stays pending, and
+// must not keep the ones after it, any tenant's, from expiring.
 func (s *Server) expire(ctx context.Context) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, tenant FROM serve_approvals WHERE status = 'pending' AND expires <= ? ORDER BY expires LIMIT 100`, time.Now().UnixNano())
-	if err != nil {
-		s.log.Warn("server: expiring approvals", "err", err)
-		return
+	type due struct {
+		id, tenant string
+		expires    int64
 	}
-	type due struct{ id, tenant string }
-	var all []due
-	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.id, &d.tenant); err != nil {
-			break
-		}
-		all = append(all, d)
-	}
-	rows.Close()
-	for _, d := range all {
-		c := s.chainFor(d.tenant)
-		if c == nil {
-			continue
-		}
-		out, err := c.Resolve(ctx, d.id, chain.Resolution{Decision: chain.Deny, Actor: "expiry", Reason: "expired"})
+	cutoff := time.Now().UnixNano()
+	after := due{expires: math.MinInt64}
+	for {
+		rows, err := s.db.QueryContext(ctx, `SELECT id, tenant, expires FROM serve_approvals
+			WHERE status = 'pending' AND expires <= ? AND (expires > ? OR (expires = ? AND id > ?))
+			ORDER BY expires, id LIMIT ?`, cutoff, after.expires, after.expires, after.id, expireBatch)
 		if err != nil {
-			s.log.Warn("server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
-			continue
+			s.log.Warn("server: expiring approvals", "err", err)
+			return
 		}
-		if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
-			s.log.Error("server: recording an expired approval", "tenant", d.tenant, "id", d.id, "err", err)
+		var all []due
+		for rows.Next() {
+			var d due
+			if err := rows.Scan(&d.id, &d.tenant, &d.expires); err != nil {
+				break
+			}
+			all = append(all, d)
 		}
+		rows.Close()
+		for _, d := range all {
+			if ctx.Err() != nil {
+				return
+			}
+			c := s.chainFor(d.tenant)
+			if c == nil {
+				continue
+			}
+			out, err := c.Resolve(ctx, d.id, chain.Resolution{Decision: chain.Deny, Actor: "expiry", Reason: "expired"})
+			if err != nil {
+				s.log.Warn("server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
+				continue
+			}
+			if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
+				s.log.Error("server: recording an expired approval", "tenant", d.tenant, "id", d.id, "err", err)
+			}
+		}
+		if len(all) < expireBatch {
+			return
+		}
+		after = all[len(all)-1]
 	}
 }
 
@@ -273,12 +307,46 @@ func (s *Server) internal(err error) *Problem {
 	return problem(http.StatusInternalServerError, CodeInternal, "internal error; see the server's log")
 }
 
-func (s *Server) runLock(tenant, run string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(tenant))
-	h.Write([]byte{0})
-	h.Write([]byte(run))
-	return &s.runLocks[h.Sum32()%uint32(len(s.runLocks))]
+// keyedLocks is one mutex per key, there while someone holds or waits for
+// it. (Striped locks let one tenant's slow runs, one per stripe, hold up
+// every other tenant's runs whose ids hashed to the same stripes.)
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	users int // holders and waiters; the entry goes when it drops to 0
+}
+
+// lock locks key and returns the unlock.
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// runLock locks the run id of tenant and returns the unlock.
+func (s *Server) runLock(tenant, run string) func() {
+	return s.runLocks.lock(tenant + "\x00" + run)
 }
 
 // waiter returns the channel closed when approval id resolves.
@@ -291,6 +359,24 @@ func (s *Server) waiter(id string) chan struct{} {
 		s.waiters[id] = ch
 	}
 	return ch
+}
+
+// startPoll counts a long poll of key, and returns its end, or false when
+// the key has MaxPollsPerKey open already.
+func (s *Server) startPoll(key string) (func(), bool) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if s.polls[key] >= s.opts.MaxPollsPerKey {
+		return nil, false
+	}
+	s.polls[key]++
+	return func() {
+		s.waitMu.Lock()
+		defer s.waitMu.Unlock()
+		if s.polls[key]--; s.polls[key] <= 0 {
+			delete(s.polls, key)
+		}
+	}, true
 }
 
 func (s *Server) wake(id string) {

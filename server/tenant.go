@@ -21,6 +21,13 @@ import (
 // published version pinned to its digest.
 var moduleRefRE = regexp.MustCompile(`^([a-z0-9][a-z0-9._-]{0,63})/([a-z0-9][a-z0-9._-]{0,63})@([^#]{1,64})#sha256:([0-9a-f]{64})$`)
 
+// MaxBindModules bounds the module names of one chain configuration (64).
+// Every name's module is read from the database while the configuration is
+// parsed, so a 4 MiB configuration naming one published module under 40,000
+// names held 40,000 copies of it: a tenant's operator could exhaust the
+// server's memory with one request. The modules of one digest share one copy.
+const MaxBindModules = 64
+
 // parseBinding parses a tenant's chain configuration (chain.ParseConfig's
 // format) with every module a pinned version: published, at the pinned
 // digest, and signed when the tenant requires signatures.
@@ -30,7 +37,12 @@ func (s *Server) parseBinding(ctx context.Context, tenant string, data []byte) (
 	if err != nil {
 		return chain.Config{}, s.internal(err)
 	}
+	names := 0
+	byDigest := map[string][]byte{}
 	cfg, err := chain.ParseConfig(data, func(ref string) ([]byte, error) {
+		if names++; names > MaxBindModules {
+			return nil, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "a configuration names at most %d modules", MaxBindModules)
+		}
 		m := moduleRefRE.FindStringSubmatch(ref)
 		if m == nil {
 			return nil, problem(http.StatusUnprocessableEntity, CodeInvalidConfig, "module %q is not publisher/name@version#sha256:DIGEST", ref)
@@ -51,10 +63,14 @@ func (s *Server) parseBinding(ctx context.Context, tenant string, data []byte) (
 				return nil, problem(http.StatusUnprocessableEntity, CodeSignatureRequired, "tenant %s requires signed versions, and %s has no valid signature", tenant, v.Ref)
 			}
 		}
+		if wasm, ok := byDigest[v.Digest]; ok {
+			return wasm, nil
+		}
 		var wasm []byte
 		if err := s.db.QueryRowContext(ctx, `SELECT wasm FROM serve_modules WHERE digest = ?`, v.Digest).Scan(&wasm); err != nil {
 			return nil, s.internal(err)
 		}
+		byDigest[v.Digest] = wasm
 		return wasm, nil
 	})
 	if err != nil {
@@ -224,9 +240,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		return
 	}
 	if req.Run != "" {
-		l := s.runLock(tenant, req.Run)
-		l.Lock()
-		defer l.Unlock()
+		unlock := s.runLock(tenant, req.Run)
+		defer unlock()
 		var stored string
 		err := s.db.QueryRowContext(r.Context(), `SELECT outcome FROM serve_runs WHERE tenant = ? AND run = ?`, tenant, req.Run).Scan(&stored)
 		switch {
@@ -427,7 +442,7 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 // approvalResult waits up to ?wait= seconds (at most MaxWait) for the
 // approval to resolve, and returns its status and, once resolved, the
 // resumed run's outcome.
-func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Principal) {
+func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Principal) {
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
 	wait := time.Duration(0)
 	if q := r.URL.Query().Get("wait"); q != "" {
@@ -436,7 +451,21 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Princ
 			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "wait is a number of seconds"))
 			return
 		}
-		wait = min(time.Duration(n*float64(time.Second)), s.opts.MaxWait)
+		// Compared in seconds: n*1e9 past int64 converts to a negative
+		// Duration, which waited not at all.
+		wait = s.opts.MaxWait
+		if n < s.opts.MaxWait.Seconds() {
+			wait = time.Duration(n * float64(time.Second))
+		}
+	}
+	if wait > 0 {
+		end, ok := s.startPoll(p.KeyID)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d long polls open already", s.opts.MaxPollsPerKey))
+			return
+		}
+		defer end()
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -450,6 +479,9 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, _ *Princ
 			return
 		}
 		if status == "resolved" {
+			// A waiter made between a pending read and the resolution's
+			// wake is closed by nobody else: drop it.
+			s.wake(id)
 			writeJSON(w, 200, ResultDoc{ID: id, Status: status, Outcome: outcome})
 			return
 		}

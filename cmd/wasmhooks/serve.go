@@ -87,7 +87,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stdout, exitRefused, "listen", "%v", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	hs := newHTTPServer(srv.Handler())
 	logger.Info("wasmhooks serve: listening", "addr", ln.Addr().String(), "data", *data)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -108,4 +108,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	_ = srv.Close(sctx)
 	return exitOK
+}
+
+// serveIdleTimeout closes a keep-alive connection idle that long (2 min).
+// Without it (http.Server's zero IdleTimeout and ReadTimeout) an idle
+// connection is kept for ever: ReadHeaderTimeout starts only at the next
+// request's first byte, so anyone, without a key, could hold connections
+// until the process runs out of file descriptors.
+const serveIdleTimeout = 2 * time.Minute
+
+// newHTTPServer is serve's http.Server: headers bounded in time and size,
+// idle connections closed.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: serveIdleTimeout, MaxHeaderBytes: 64 << 10}
 }
