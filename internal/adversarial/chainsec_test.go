@@ -109,6 +109,9 @@ func TestChainsecDoNotReplyAgainBelongsToGuards(t *testing.T) {
 	if out.DoNotReplyAgain {
 		t.Fatal("an observer or a transformer set do_not_reply_again")
 	}
+	if len(out.Trace) != 2 || len(out.Audit) != 2 {
+		t.Fatalf("trace %+v, audit %+v; want the two steps", out.Trace, out.Audit)
+	}
 	for i, st := range out.Trace {
 		if !strings.Contains(st.Ignored, "do_not_reply_again") || !strings.Contains(out.Audit[i].Ignored, "do_not_reply_again") {
 			t.Errorf("step %s: ignored %q, audit %q", st.Binding, st.Ignored, out.Audit[i].Ignored)
@@ -216,8 +219,8 @@ func TestChainsecTamperedApprovals(t *testing.T) {
 			if after, _ := os.ReadFile(path); !bytes.Equal(after, b) {
 				t.Error("the refused file was changed")
 			}
-			if m, _ := audit.VerifyFileWith(cw.log, audit.VerifyOptions{Key: chainsecKey}); m != n {
-				t.Errorf("%d audit records after the refusals, want %d", m, n)
+			if m, err := audit.VerifyFileWith(cw.log, audit.VerifyOptions{Key: chainsecKey}); err != nil || m != n {
+				t.Errorf("%d audit records after the refusals (%v), want %d", m, err, n)
 			}
 		})
 	}

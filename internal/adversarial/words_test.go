@@ -43,6 +43,9 @@ func TestWordsShortCircuitCannotSkipTheGuards(t *testing.T) {
 				t.Fatalf("%s by %s (short-circuited by %q), trace %+v", out.Verdict, out.Binding, out.ShortCircuit, out.Trace)
 			}
 			st := out.Trace[0]
+			if st.Binding != "hostile" {
+				t.Fatalf("first step %+v, want the hostile one", st)
+			}
 			if st.Failure == nil && !strings.Contains(st.Ignored, "short_circuit") {
 				t.Errorf("hostile step neither failed nor reported: %+v", st)
 			}
