@@ -2,11 +2,9 @@ package server_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/server"
-	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 // TestApprovalExpiry: an approval nobody resolves is decided by its
@@ -20,17 +18,7 @@ func TestApprovalExpiry(t *testing.T) {
 	pub := p.key(t, server.RolePublisher, "pubco")
 	op := p.key(t, server.RoleOperator, "acme")
 	rtk := p.key(t, server.RoleRuntime, "acme")
-	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(chainConfig(client.Pin(v))), `"reason": "shell needs a human"}}`,
-		`"reason": "shell needs a human"}}, "approval": {"timeout": "200ms", "on_expiry": "deny"}`, 1)
-	if _, err := op.BindChain(ctx, "acme", []byte(cfg)); err != nil {
+	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, pub))); err != nil {
 		t.Fatal(err)
 	}
 	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-exp")

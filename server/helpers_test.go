@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,13 @@ func newPlatform(t *testing.T) *platform {
 // newPlatformAt starts a platform on the data in dir, under the host key.
 func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
 	t.Helper()
+	return newPlatformWith(t, dir, key, nil)
+}
+
+// newPlatformWith is newPlatformAt with the server's options changed by
+// tweak (if not nil) before the server starts.
+func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Options)) *platform {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
 	if err != nil {
@@ -53,8 +61,12 @@ func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
-		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond})
+	opts := server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
+		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	srv, err := server.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,4 +117,27 @@ func chainConfig(pin string) []byte {
      "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
   ]
 }`)
+}
+
+// publishPolicy uploads the policy guest as pubco's policy 1.0.0 with the
+// publisher pub and returns its pin.
+func publishPolicy(t *testing.T, pub *client.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.Pin(v)
+}
+
+// expiringChainConfig is chainConfig with the shell approval expiring
+// after 200ms, denied.
+func expiringChainConfig(pin string) []byte {
+	return []byte(strings.Replace(string(chainConfig(pin)), `"reason": "shell needs a human"}}`,
+		`"reason": "shell needs a human"}}, "approval": {"timeout": "200ms", "on_expiry": "deny"}`, 1))
 }

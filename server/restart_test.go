@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/server"
-	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 // TestRestart: a server started again on the same data has its tenants'
@@ -26,15 +25,7 @@ func TestRestart(t *testing.T) {
 	if _, err := p1.admin.GrantCredit(ctx, "acme", 7, "g"); err != nil {
 		t.Fatal(err)
 	}
-	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.BindChain(ctx, "acme", chainConfig(client.Pin(v))); err != nil {
+	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
 		t.Fatal(err)
 	}
 	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r1")

@@ -5,18 +5,13 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
-	"github.com/wasmhooks/wasmhooks/store/sqlite"
 )
 
 // TestExpiryNotBlockedByStuckApprovals: approvals the expiry loop cannot
@@ -41,17 +36,7 @@ func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
 	pub := p.key(t, server.RolePublisher, "pubco")
 	op := p.key(t, server.RoleOperator, "acme")
 	rtk := p.key(t, server.RoleRuntime, "acme")
-	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(chainConfig(client.Pin(v))), `"reason": "shell needs a human"}}`,
-		`"reason": "shell needs a human"}}, "approval": {"timeout": "200ms", "on_expiry": "deny"}`, 1)
-	if _, err := op.BindChain(ctx, "acme", []byte(cfg)); err != nil {
+	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, pub))); err != nil {
 		t.Fatal(err)
 	}
 	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-exp")
@@ -69,61 +54,27 @@ func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
 func pollPlatform(t *testing.T, maxWait time.Duration, maxPolls int) (hsURL, approval string, rtk, op *client.Client, rtkKey string) {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	approvals, _ := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
-		MaxWait: maxWait, MaxPollsPerKey: maxPolls})
+	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.MaxWait, o.MaxPollsPerKey = maxWait, maxPolls })
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	op = p.key(t, server.RoleOperator, "acme")
+	k, err := p.admin.CreateKey(ctx, server.RoleRuntime, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		srv.Drain()
-		hs.Close()
-		srv.Close(context.Background())
-	})
-	admin := client.New(hs.URL, adminKey)
-	if err := admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(role server.Role, tenant string) (*client.Client, string) {
-		k, err := admin.CreateKey(ctx, role, tenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return client.New(hs.URL, k.Key), k.Key
-	}
-	pub, _ := mk(server.RolePublisher, "pubco")
-	op, _ = mk(server.RoleOperator, "acme")
-	rtk, rtkKey = mk(server.RoleRuntime, "acme")
-	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.BindChain(ctx, "acme", chainConfig(client.Pin(v))); err != nil {
+	rtk, rtkKey = client.New(p.hs.URL, k.Key), k.Key
+	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
 		t.Fatal(err)
 	}
 	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-poll")
 	if err != nil || out.Approval == nil {
 		t.Fatalf("%+v %v", out, err)
 	}
-	return hs.URL, out.Approval.ID, rtk, op, rtkKey
+	return p.hs.URL, out.Approval.ID, rtk, op, rtkKey
 }
 
 // TestLongPollsPerKeyBounded: a key's open long polls are bounded
@@ -197,19 +148,12 @@ func TestBindModulesBounded(t *testing.T) {
 	}
 	pub := p.key(t, server.RolePublisher, "pubco")
 	op := p.key(t, server.RoleOperator, "acme")
-	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pin := publishPolicy(t, pub)
 	cfg := func(n int) []byte {
 		var b strings.Builder
-		b.WriteString(`{"modules": {"policy": "` + client.Pin(v) + `"`)
+		b.WriteString(`{"modules": {"policy": "` + pin + `"`)
 		for i := range n - 1 {
-			fmt.Fprintf(&b, `, "m%d": "%s"`, i, client.Pin(v))
+			fmt.Fprintf(&b, `, "m%d": "%s"`, i, pin)
 		}
 		b.WriteString(`}, "bindings": [{"name": "b", "module": "policy", "point": "message.outbound", "phase": "guard", "settings": {"when": "x", "decide": {"action": "block", "reason": "x"}}}]}`)
 		return []byte(b.String())
@@ -217,6 +161,6 @@ func TestBindModulesBounded(t *testing.T) {
 	if _, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules)); err != nil {
 		t.Fatalf("%d modules: %v", server.MaxBindModules, err)
 	}
-	_, err = op.BindChain(ctx, "acme", cfg(server.MaxBindModules+1))
+	_, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules+1))
 	wantCode(t, err, 422, server.CodeInvalidConfig)
 }
