@@ -1,9 +1,7 @@
 package interceptor
 
 import (
-	"context"
 	"errors"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -19,17 +17,7 @@ func TestSessionIDNotSpoofable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds wasm modules")
 	}
-	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = x.Close(context.Background()) })
-	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test")))
-	t.Cleanup(hs.Close)
+	hs := serveE2EHTTP(t)
 	victim := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 	attacker := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 
@@ -46,7 +34,7 @@ func TestSessionIDNotSpoofable(t *testing.T) {
 		t.Fatalf("victim's own relay: %v %+v", err, cr)
 	}
 	// The attacker naming the victim's session is refused.
-	err = call(t, attacker, ToolChain, map[string]any{"event": "tools/call", "phase": "request", "context": own, "payload": relay}, &cr)
+	err := call(t, attacker, ToolChain, map[string]any{"event": "tools/call", "phase": "request", "context": own, "payload": relay}, &cr)
 	var werr *jsonrpc.Error
 	if !errors.As(err, &werr) || werr.Code != CodeInvalidParams {
 		t.Fatalf("attacker naming the victim's session: %v %+v, want JSON-RPC error %d", err, cr, CodeInvalidParams)

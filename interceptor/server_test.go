@@ -151,6 +151,18 @@ func TestServeHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds wasm modules")
 	}
+	hs := serveE2EHTTP(t)
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
+	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Experimental["interceptor"] == nil {
+		t.Errorf("capabilities lack the interceptor capability: %+v", caps)
+	}
+	exercise(t, cs)
+}
+
+// serveE2EHTTP serves the e2e configuration's interceptor over HTTP until
+// the test ends.
+func serveE2EHTTP(t *testing.T) *httptest.Server {
+	t.Helper()
 	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
 	if err != nil {
 		t.Fatal(err)
@@ -161,15 +173,11 @@ func TestServeHTTP(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = x.Close(context.Background()) })
 	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test")))
-	// Cleanups run last first: the client session closes (and with it
-	// its standalone SSE stream) before the server waits for its
+	// Cleanups run last first: the client sessions close (and with them
+	// their standalone SSE streams) before the server waits for its
 	// connections.
 	t.Cleanup(hs.Close)
-	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
-	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Experimental["interceptor"] == nil {
-		t.Errorf("capabilities lack the interceptor capability: %+v", caps)
-	}
-	exercise(t, cs)
+	return hs
 }
 
 // buildCommand builds the wasmhooks command (go build caches the work).
