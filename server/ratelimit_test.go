@@ -3,44 +3,20 @@ package server_test
 import (
 	"context"
 	"crypto/rand"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
-	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
-	"github.com/wasmhooks/wasmhooks/store/sqlite"
 )
 
 // TestRateLimit: a key past its burst gets 429 rate_limited, and another
 // key is not affected.
 func TestRateLimit(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	approvals, _ := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
-		RateLimit: server.RateLimit{PerSecond: 0.001, Burst: 5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close(ctx)
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	admin := client.New(hs.URL, adminKey)
+	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 5} })
+	admin := p.admin
 	if err := admin.CreateTenant(ctx, "acme", false); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +24,7 @@ func TestRateLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := client.New(hs.URL, k.Key)
+	op := client.New(p.hs.URL, k.Key)
 	for i := 0; i < 5; i++ {
 		if _, err := op.Credit(ctx, "acme"); err != nil {
 			t.Fatalf("request %d: %v", i, err)
