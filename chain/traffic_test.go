@@ -76,7 +76,13 @@ func TestTrafficSpliced(t *testing.T) {
 			if recs[0].Input != audit.Digest(in) || recs[0].Output != audit.Digest(want) || recs[1].Input != audit.Digest(want) {
 				t.Errorf("digests %s %s %s, want those of %v and %v", recs[0].Input, recs[0].Output, recs[1].Input, in, want)
 			}
-			for _, d := range recs[0].Diff {
+			if len(recs[0].Diff) != len(tc.changed) {
+				t.Errorf("diff %+v, want one change for each of %v", recs[0].Diff, tc.changed)
+			}
+			for i, d := range recs[0].Diff {
+				if i < len(tc.changed) && d.Field != tc.changed[i] {
+					t.Errorf("diff field %q, want %q", d.Field, tc.changed[i])
+				}
 				if d.Before != digestOr(in, d.Field) || d.After != audit.Digest(want[d.Field]) {
 					t.Errorf("diff %+v", d)
 				}
