@@ -245,6 +245,9 @@ func TestDispatchNothingForRefusedOrFailedCalls(t *testing.T) {
 		opHostCall(fanoutName, `{"to": "a"}`, 256))
 	got := append(calls(t, res), calls(t, res2)...)
 	want := []abi.Status{abi.StatusDenied, abi.StatusCapabilityFailed, abi.StatusInvalidRequest}
+	if len(got) != len(want) {
+		t.Fatalf("%d calls reported, want %d", len(got), len(want))
+	}
 	for i, c := range got {
 		if c.status != want[i] {
 			t.Errorf("call %d: %v, want %v", i, c.status, want[i])
