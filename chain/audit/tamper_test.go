@@ -229,6 +229,9 @@ func TestKeyedRecordEncoding(t *testing.T) {
 	}
 	fill(t, ms, 3)
 	recs := ms.Records()
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
 	for i := range recs {
 		if recs[i].MAC == "" {
 			t.Fatal("no mac")
