@@ -86,7 +86,11 @@ func TestApprovalDoneRefusedStopsTheRun(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != ApprovalClaimed || out != nil {
 		t.Fatalf("Resolve = %v, %v", out, err)
 	}
-	for _, r := range e.sink.Records() {
+	recs := e.sink.Records()
+	if len(recs) == 0 {
+		t.Fatal("no audit record at all: the check below would see nothing")
+	}
+	for _, r := range recs {
 		if r.Binding == "no-rm" {
 			t.Fatalf("the run went on after Done failed: %+v", r)
 		}
