@@ -36,8 +36,8 @@ func TestBillableCallRefusedWhenLedgerUnreachableSQLite(t *testing.T) {
 	}
 	db.Close()
 	r := call(2)
-	if r.Status == abi.StatusOK || ran.Load() != 1 {
-		t.Fatalf("with the ledger down: %s %s, ran %d times", r.Status, r.Body, ran.Load())
+	if r.Status == abi.StatusOK || r.Charged != 0 || ran.Load() != 1 {
+		t.Fatalf("with the ledger down: %s %s charged %d, ran %d times", r.Status, r.Body, r.Charged, ran.Load())
 	}
 	t.Logf("refused with %s %s", r.Status, r.Body)
 }
