@@ -232,12 +232,12 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 			CreditCharged: inv.charged, Duration: time.Since(start)}
 		return &AbandonedError{InvocationID: req.InvocationID, HostCalls: inv.calls, CreditCharged: inv.charged, Err: ctx.Err()}
 	}
-	switch {
-	case inv.violation != nil:
-		fail = inv.violation
-	case inst.exhausted(lim, lim.Fuel, callErr) != nil:
+	if fail = inv.violation; fail == nil {
 		// Out of fuel or stack, whether it trapped or returned.
 		fail = inst.exhausted(lim, lim.Fuel, callErr)
+	}
+	switch {
+	case fail != nil:
 	case callErr != nil:
 		fail = classify(cctx, callErr, inst.mem, inv)
 	default:
