@@ -155,8 +155,8 @@ func TestEndToEnd(t *testing.T) {
 	// Resolved once: a second resolution is refused.
 	_, err = op.Resolve(ctx, "acme", id, "deny", nil, "")
 	wantCode(t, err, 409, "approval_resolved")
-	if list, _ := op.Approvals(ctx, "acme", "pending"); len(list) != 0 {
-		t.Fatalf("still pending: %+v", list)
+	if list, err := op.Approvals(ctx, "acme", "pending"); err != nil || len(list) != 0 {
+		t.Fatalf("still pending: %+v %v", list, err)
 	}
 	// The audit records of every verdict, the approval's resolution among
 	// them, are the tenant's to read.

@@ -29,7 +29,7 @@ func TestApprovalExpiry(t *testing.T) {
 	if err != nil || res == nil || res.Verdict != "block" || res.Run != "r-exp" {
 		t.Fatalf("expired: %+v %v", res, err)
 	}
-	if list, _ := op.Approvals(ctx, "acme", "pending"); len(list) != 0 {
-		t.Fatalf("still pending: %+v", list)
+	if list, err := op.Approvals(ctx, "acme", "pending"); err != nil || len(list) != 0 {
+		t.Fatalf("still pending: %+v %v", list, err)
 	}
 }
