@@ -36,7 +36,10 @@ func TestSettingsSchemaRefused(t *testing.T) {
 		{"too many values", `{"enum":[` + strings.Repeat("0,", MaxSettingsSchemaValues) + `0]}`, "", "more than 4096 values"},
 	}
 	e := newEnv(t, policyConfig(t, Binding{Name: "keep", Point: outbound, Phase: Guard}))
-	before, _ := e.c.Info()
+	before, ok := e.c.Info()
+	if !ok {
+		t.Fatal("no configuration")
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			man := fmt.Sprintf(`{"name":"evil","settings_schema":%s}`, tt.schema)
@@ -72,7 +75,7 @@ func TestSettingsSchemaRefused(t *testing.T) {
 			if _, nerr := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Logger: quiet()}); !errors.As(nerr, &se) {
 				t.Errorf("New = %v, want the *SettingsSchemaError", nerr)
 			}
-			if after, _ := e.c.Info(); after.Digest != before.Digest {
+			if after, ok := e.c.Info(); !ok || after.Digest != before.Digest {
 				t.Error("a refused Reload changed the configuration")
 			}
 			if el := time.Since(start); el > 10*time.Second { // coarse: refused in milliseconds

@@ -177,7 +177,10 @@ func TestToolApprovalConfig(t *testing.T) {
 		cfg.ToolApprovals = []ToolApproval{{Tools: []string{"x"}}}
 		e := newEnv(t, cfg)
 		out := e.run(t, "tool.before", toolCall("x"))
-		d1, _ := e.c.Info()
+		d1, ok := e.c.Info()
+		if !ok {
+			t.Fatal("no configuration")
+		}
 		// The same rule again: the approval resumes.
 		if err := e.c.Reload(context.Background(), cfg); err != nil {
 			t.Fatal(err)
@@ -186,7 +189,7 @@ func TestToolApprovalConfig(t *testing.T) {
 		if err := e.c.Reload(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
-		if d2, _ := e.c.Info(); d2.Digest == d1.Digest {
+		if d2, ok := e.c.Info(); !ok || d2.Digest == d1.Digest {
 			t.Error("the configuration digest does not cover the rule's tools")
 		}
 		var ae *ApprovalError

@@ -107,8 +107,8 @@ func connectionLostMidCall(t *testing.T, warm bool) {
 	if a, p, err := l.Balance(ctx, "acme"); err != nil || a != 100 || p != 0 {
 		t.Fatalf("balance %d pending %d %v; want 100, 0", a, p, err)
 	}
-	if n, _ := l.Outstanding(ctx); n != 0 {
-		t.Fatalf("%d holds open", n)
+	if n, err := l.Outstanding(ctx); err != nil || n != 0 {
+		t.Fatalf("%d holds open (%v)", n, err)
 	}
 	if err := l.Check(ctx); err != nil {
 		t.Fatal(err)
