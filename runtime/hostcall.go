@@ -100,10 +100,6 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 			abi.NewError(abi.StatusNotInInvocation, "host_call is not available outside an invocation (from _initialize or init)").Encode()}, outPtr, outCap)
 		return
 	}
-	if g.fuel != nil && g.fuelLeft() < 0 {
-		// The fuel ran out between two checks: nothing more runs.
-		panic(&abi.Failure{Code: abi.FailFuelExhausted, Message: "the hook used up its fuel budget"})
-	}
 	if f := g.interrupted(); f != nil {
 		// Past the deadline nothing more runs: a guest that spends little
 		// fuel between host calls must not outlive it by looping on them.
