@@ -176,3 +176,127 @@ func (s *Server) writeCredit(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	writeJSON(w, 200, CreditDoc{Tenant: tenant, Available: avail, Pending: pending})
 }
+
+// listKeys lists the API keys (admin): ids, roles, tenants, names, never a
+// secret (only hashes are stored, and those are not shown either).
+// ?tenant= narrows it to one tenant's (or publisher's) keys.
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	q, args := `SELECT id, role, tenant, name, created FROM serve_keys`, []any{}
+	if t := r.URL.Query().Get("tenant"); t != "" {
+		q += ` WHERE tenant = ?`
+		args = append(args, t)
+	}
+	rows, err := s.db.QueryContext(r.Context(), q+` ORDER BY created, id`, args...)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer rows.Close()
+	out := []KeyInfo{}
+	for rows.Next() {
+		var k KeyInfo
+		var role string
+		if err := rows.Scan(&k.ID, &role, &k.Tenant, &k.Name, &k.Created); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		k.Role = Role(role)
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	writeJSON(w, 200, map[string]any{"keys": out})
+}
+
+// revokeKey deletes an API key (admin): its next request is 401, and its
+// hash is kept among the revoked so that WASMHOOKS_ADMIN_KEY cannot bring
+// it back at the next start. The last admin key cannot be revoked (409):
+// nobody could make keys again.
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	id := r.PathValue("key")
+	defer s.runLocks.lock(keysLock)() // the last-admin check and the delete are one step (in this process)
+	info, hash, pr := s.keyByID(r, id)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	if info.Role == RoleAdmin {
+		var n int
+		if err := s.db.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_keys WHERE role = ?`, string(RoleAdmin)).Scan(&n); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		if n <= 1 {
+			writeProblem(w, problem(http.StatusConflict, CodeConflict, "%s is the last admin key: create another before revoking it", id))
+			return
+		}
+	}
+	if pr := s.retireKey(r, hash, `DELETE FROM serve_keys WHERE id = ?`, id); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"revoked": info})
+}
+
+// rotateKey gives an API key a new secret (admin), keeping its id, role and
+// tenant: the old secret is 401 from now on (and revoked for good), the new
+// one is in the answer only.
+func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	id := r.PathValue("key")
+	defer s.runLocks.lock(keysLock)()
+	info, hash, pr := s.keyByID(r, id)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	key, err := newKey()
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	if pr := s.retireKey(r, hash, `UPDATE serve_keys SET hash = ? WHERE id = ?`, hashKey(key), id); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	writeJSON(w, 200, KeyDoc{ID: id, Key: key, Role: info.Role, Tenant: info.Tenant})
+}
+
+// keysLock is the runLocks key of changes to API keys (a run lock's key
+// starts with a tenant's name, never with a NUL).
+const keysLock = "\x00keys"
+
+func (s *Server) keyByID(r *http.Request, id string) (*KeyInfo, string, *Problem) {
+	k := KeyInfo{ID: id}
+	var role, hash string
+	err := s.db.QueryRowContext(r.Context(), `SELECT hash, role, tenant, name, created FROM serve_keys WHERE id = ?`, id).Scan(&hash, &role, &k.Tenant, &k.Name, &k.Created)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, "", problem(http.StatusNotFound, CodeNotFound, "no key %q", id)
+	case err != nil:
+		return nil, "", s.internal(err)
+	}
+	k.Role = Role(role)
+	return &k, hash, nil
+}
+
+// retireKey runs change (a delete or a rehash of the key's row) and records
+// hash as revoked, in one transaction.
+func (s *Server) retireKey(r *http.Request, hash, change string, args ...any) *Problem {
+	tx, err := s.db.BeginTx(r.Context(), nil)
+	if err != nil {
+		return s.internal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(r.Context(), change, args...); err != nil {
+		return s.internal(err)
+	}
+	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_revoked_keys (hash, revoked) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`, hash, now()); err != nil {
+		return s.internal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.internal(err)
+	}
+	return nil
+}

@@ -5,15 +5,17 @@ import "github.com/wasmhooks/wasmhooks/server/api"
 // The API's shared types live in package api (standard library only, for
 // clients); these are the same types under the server's name.
 type (
-	Problem      = api.Problem
-	Role         = api.Role
-	KeyDoc       = api.KeyDoc
-	CreditDoc    = api.CreditDoc
-	ModuleDoc    = api.ModuleDoc
-	VersionDoc   = api.VersionDoc
-	SignatureDoc = api.SignatureDoc
-	ApprovalView = api.ApprovalView
-	ResultDoc    = api.ResultDoc
+	Problem       = api.Problem
+	Role          = api.Role
+	KeyDoc        = api.KeyDoc
+	CreditDoc     = api.CreditDoc
+	ModuleDoc     = api.ModuleDoc
+	VersionDoc    = api.VersionDoc
+	SignatureDoc  = api.SignatureDoc
+	ApprovalView  = api.ApprovalView
+	ResultDoc     = api.ResultDoc
+	KeyInfo       = api.KeyInfo
+	SigningKeyDoc = api.SigningKeyDoc
 )
 
 // The roles (api.Role*).
@@ -44,9 +46,15 @@ const (
 	CodeTimeout           = api.CodeTimeout
 	CodeInternal          = api.CodeInternal
 	CodeRateLimited       = api.CodeRateLimited
+	CodeAuthLimited       = api.CodeAuthLimited
+	CodeMethodNotAllowed  = api.CodeMethodNotAllowed
+	CodeQuotaExceeded     = api.CodeQuotaExceeded
 )
 
 // SigningMessage is api.SigningMessage.
 func SigningMessage(ref, digest, manifestDigest string) []byte {
 	return api.SigningMessage(ref, digest, manifestDigest)
 }
+
+// SigningKeyID is api.SigningKeyID.
+func SigningKeyID(pub []byte) string { return api.SigningKeyID(pub) }

@@ -8,10 +8,19 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"time"
 )
+
+// A revoked or rotated-away key's hash stays here, so that
+// WASMHOOKS_ADMIN_KEY cannot bring it back at the next start (bootstrap).
+func init() {
+	schema = append(schema, `CREATE TABLE IF NOT EXISTS serve_revoked_keys (
+		hash TEXT PRIMARY KEY,
+		revoked TEXT NOT NULL)`)
+}
 
 func validRole(r Role) bool {
 	switch r {
@@ -78,6 +87,12 @@ func (s *Server) bootstrap(ctx context.Context, adminKey string) (string, error)
 			return "", errors.New("server: the admin key must be at least 32 bytes")
 		}
 		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_revoked_keys WHERE hash = ?`, hashKey(adminKey)).Scan(&n); err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return "", errors.New("server: WASMHOOKS_ADMIN_KEY was revoked or rotated; unset it (the admin keys in the database stay) or give a new one")
+		}
 		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_keys WHERE hash = ?`, hashKey(adminKey)).Scan(&n); err != nil {
 			return "", err
 		}
@@ -105,10 +120,20 @@ func (s *Server) bootstrap(ctx context.Context, adminKey string) (string, error)
 }
 
 // authenticate finds the key of the request's Authorization: Bearer header.
+// An address that failed to authenticate too often (failLimiter) is 429
+// before its key is read.
 func (s *Server) authenticate(r *http.Request) (*Principal, *Problem) {
 	h := r.Header.Get("Authorization")
+	if h == "" {
+		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "an API key is required: Authorization: Bearer KEY")
+	}
+	addr, at := clientAddr(r), time.Now()
+	if blocked, wait := s.authFails.blocked(addr, at); blocked {
+		return nil, authLimited(wait)
+	}
 	key, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || key == "" || len(key) > 256 {
+		s.authFails.fail(addr, at)
 		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "an API key is required: Authorization: Bearer KEY")
 	}
 	var p Principal
@@ -116,10 +141,19 @@ func (s *Server) authenticate(r *http.Request) (*Principal, *Problem) {
 	err := s.db.QueryRowContext(r.Context(), `SELECT id, role, tenant FROM serve_keys WHERE hash = ?`, hashKey(key)).Scan(&p.KeyID, &role, &p.Tenant)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
+		s.authFails.fail(addr, at)
 		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "unknown API key")
 	case err != nil:
 		return nil, s.internal(err)
 	}
 	p.Role = Role(role)
 	return &p, nil
+}
+
+// authLimited is the problem of an address past its failed-authentication
+// budget; RetryAfter is its Retry-After.
+func authLimited(wait time.Duration) *Problem {
+	p := problem(http.StatusTooManyRequests, CodeAuthLimited, "too many failed authentications from this address; retry in %s", wait.Round(time.Second))
+	p.RetryAfter = int(math.Ceil(wait.Seconds()))
+	return p
 }

@@ -93,6 +93,14 @@ func TestEndToEnd(t *testing.T) {
 	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", kid, sk); err != nil {
 		t.Fatal(err)
 	}
+	// A key the publisher registered with its own API key does not count
+	// until an admin approves it (SECURITY.md: a stolen publisher key
+	// cannot make a version trusted).
+	_, err = op.BindChain(ctx, "acme", chainConfig(client.Pin(v)))
+	wantCode(t, err, 422, server.CodeSignatureRequired)
+	if d, err := p.admin.ApproveSigningKey(ctx, "pubco", kid); err != nil || !d.Approved {
+		t.Fatalf("approve: %+v %v", d, err)
+	}
 	// A pin that is not the version's digest is refused.
 	_, err = op.BindChain(ctx, "acme", chainConfig(v.Ref+"#sha256:"+"11"+v.Digest[2:]))
 	wantCode(t, err, 422, server.CodeDigestMismatch)

@@ -150,6 +150,8 @@ func TestTenantIsolation(t *testing.T) {
 			`SELECT status FROM serve_approvals WHERE id = '` + approvalB + `'`,
 			`SELECT COUNT(*) FROM serve_versions`, `SELECT COUNT(*) FROM serve_signatures`, `SELECT COUNT(*) FROM serve_signing_keys`,
 			`SELECT COUNT(*) FROM serve_runs`, `SELECT COUNT(*) FROM serve_uploads`,
+			`SELECT COUNT(*) FROM serve_signing_key_approvals`, `SELECT COUNT(*) FROM serve_revoked_keys`,
+			`SELECT group_concat(hash) FROM serve_keys WHERE tenant = 'tb'`,
 		} {
 			var s string
 			if err := p.db.QueryRow(q).Scan(&s); err != nil {
@@ -164,9 +166,14 @@ func TestTenantIsolation(t *testing.T) {
 		b.WriteString(strings.Repeat("x", int(c.Available)))
 		return b.String()
 	}
+	keyB, err := p.admin.CreateKey(ctx, server.RoleOperator, "tb")
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := snapshot()
 
-	params := map[string]string{"tenant": "tb", "publisher": "pb", "digest": mod.Digest, "name": "policy", "version": "1.0.0", "id": approvalB}
+	params := map[string]string{"tenant": "tb", "publisher": "pb", "digest": mod.Digest, "name": "policy", "version": "1.0.0", "id": approvalB,
+		"key": keyB.ID, "keyid": kid}
 	bodies := map[string][]byte{"WASM": wasm, "CHAIN": cfgB}
 	paramRE := regexp.MustCompile(`\{([a-z]+)\}`)
 	resp, err := http.Get(p.hs.URL + "/openapi.json")

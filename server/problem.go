@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 )
 
 func problem(status int, code, format string, args ...any) *Problem {
@@ -16,6 +17,9 @@ func problem(status int, code, format string, args ...any) *Problem {
 func writeProblem(w http.ResponseWriter, p *Problem) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if p.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
 	w.WriteHeader(p.Status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strconv"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
@@ -61,6 +62,13 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 		return
 	}
 	report, _ := json.Marshal(info)
+	// The quota check and the insert are one step per publisher (in this
+	// process): two concurrent uploads cannot both pass the last slot.
+	defer s.runLocks.lock("\x00upload\x00" + p.Tenant)()
+	if pr := s.checkUploadQuota(r.Context(), p.Tenant, info.Digest, int64(len(wasm))); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
@@ -192,7 +200,13 @@ type signingKeyRequest struct {
 	PublicKey []byte `json:"public_key"` // 32 bytes, base64
 }
 
+// addSigningKey registers an ed25519 public key of the path's publisher. A
+// key the publisher registers itself is not trusted until an admin approves
+// it (approveSigningKey); a key an admin registers is approved at once. So a
+// stolen publisher API key cannot make a version pass a tenant's
+// require_signatures: the signing keys that count come from the admin.
 func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Principal) {
+	publisher := r.PathValue("publisher")
 	var req signingKeyRequest
 	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
 		writeProblem(w, pr)
@@ -202,19 +216,129 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "public_key must be an ed25519 public key: %d bytes, base64", ed25519.PublicKeySize))
 		return
 	}
-	sum := sha256.Sum256(req.PublicKey)
-	id := "ed25519:" + hex.EncodeToString(sum[:8])
-	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO serve_signing_keys (id, publisher, public_key, created) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		id, p.Tenant, req.PublicKey, now()); err != nil {
+	if !nameRE.MatchString(publisher) {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "a publisher's name is 1 to 64 of [a-z0-9._-]"))
+		return
+	}
+	id := SigningKeyID(req.PublicKey)
+	tx, err := s.db.BeginTx(r.Context(), nil)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_signing_keys (id, publisher, public_key, created) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		id, publisher, req.PublicKey, now()); err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	var owner string
-	if err := s.db.QueryRowContext(r.Context(), `SELECT publisher FROM serve_signing_keys WHERE id = ?`, id).Scan(&owner); err != nil || owner != p.Tenant {
+	if err := tx.QueryRowContext(r.Context(), `SELECT publisher FROM serve_signing_keys WHERE id = ?`, id).Scan(&owner); err != nil || owner != publisher {
 		writeProblem(w, problem(http.StatusConflict, CodeConflict, "this public key is registered by another publisher"))
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"id": id})
+	if p.Role == RoleAdmin {
+		if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_signing_key_approvals (id, approved) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, now()); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	d, pr := s.signingKeyDoc(r.Context(), publisher, id)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	writeJSON(w, http.StatusCreated, d)
+}
+
+// signingKeyDoc reads publisher's signing key id (404 when it is not
+// publisher's).
+func (s *Server) signingKeyDoc(ctx context.Context, publisher, id string) (*SigningKeyDoc, *Problem) {
+	d := SigningKeyDoc{ID: id, Publisher: publisher}
+	var approved sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT k.public_key, k.created, a.approved FROM serve_signing_keys k
+		LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.id = ? AND k.publisher = ?`, id, publisher).Scan(&d.PublicKey, &d.Created, &approved)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, problem(http.StatusNotFound, CodeNotFound, "not found")
+	case err != nil:
+		return nil, s.internal(err)
+	}
+	d.Approved = approved.Valid
+	return &d, nil
+}
+
+func (s *Server) listSigningKeys(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	rows, err := s.db.QueryContext(r.Context(), `SELECT k.id, k.public_key, k.created, a.approved FROM serve_signing_keys k
+		LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.publisher = ? ORDER BY k.created, k.id`, r.PathValue("publisher"))
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer rows.Close()
+	out := []SigningKeyDoc{}
+	for rows.Next() {
+		d := SigningKeyDoc{Publisher: r.PathValue("publisher")}
+		var approved sql.NullString
+		if err := rows.Scan(&d.ID, &d.PublicKey, &d.Created, &approved); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		d.Approved = approved.Valid
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	writeJSON(w, 200, map[string]any{"signing_keys": out})
+}
+
+// approveSigningKey (admin) makes a publisher's signing key count for
+// require_signatures. The admin checks first, by a channel the publisher's
+// API key is not (the key id, read out to them), that the key is the
+// publisher's.
+func (s *Server) approveSigningKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	publisher, id := r.PathValue("publisher"), r.PathValue("keyid")
+	if _, pr := s.signingKeyDoc(r.Context(), publisher, id); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO serve_signing_key_approvals (id, approved) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, now()); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	d, pr := s.signingKeyDoc(r.Context(), publisher, id)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	writeJSON(w, 200, d)
+}
+
+// distrustSigningKey (admin) withdraws a signing key's approval: its
+// signatures stop counting at the next bind and the next start (a chain in
+// force keeps running until then).
+func (s *Server) distrustSigningKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	publisher, id := r.PathValue("publisher"), r.PathValue("keyid")
+	if _, pr := s.signingKeyDoc(r.Context(), publisher, id); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	if _, err := s.db.ExecContext(r.Context(), `DELETE FROM serve_signing_key_approvals WHERE id = ?`, id); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	d, pr := s.signingKeyDoc(r.Context(), publisher, id)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	writeJSON(w, 200, d)
 }
 
 type signRequest struct {
@@ -268,19 +392,148 @@ func (s *Server) signingKey(ctx context.Context, publisher, id string) (ed25519.
 }
 
 // signed reports whether v has a signature that verifies under one of its
-// publisher's keys.
+// publisher's keys that an admin approved.
 func (s *Server) signed(ctx context.Context, v *VersionDoc) (bool, *Problem) {
 	for _, sd := range v.Signatures {
-		pub, pr := s.signingKey(ctx, v.Publisher, sd.KeyID)
+		d, pr := s.signingKeyDoc(ctx, v.Publisher, sd.KeyID)
 		if pr != nil {
 			if pr.Code == CodeInternal {
 				return false, pr
 			}
 			continue
 		}
+		if !d.Approved {
+			continue // registered with the publisher's API key alone
+		}
+		pub := ed25519.PublicKey(d.PublicKey)
 		if ed25519.Verify(pub, SigningMessage(v.Ref, v.Digest, v.ManifestDigest), sd.Signature) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// The server's tables for what this file adds: a signing key's approval by
+// an admin (a row here), kept apart from serve_signing_keys so databases made
+// before it need no ALTER.
+func init() {
+	schema = append(schema,
+		`CREATE TABLE IF NOT EXISTS serve_signing_key_approvals (
+		id TEXT PRIMARY KEY REFERENCES serve_signing_keys(id),
+		approved TEXT NOT NULL)`)
+}
+
+// Upload quota per publisher, with its defaults: what a publisher has
+// uploaded, in modules and in bytes, summed over every module it uploaded
+// (a module uploaded again is not counted twice). An upload past either is
+// 403 quota_exceeded and stores nothing. The check is exact within one
+// process; several nodes racing for a publisher's last slot may each pass
+// it once.
+const (
+	DefaultMaxPublisherModules       = 1000
+	DefaultMaxPublisherBytes   int64 = 1 << 30 // 1 GiB
+)
+
+// UploadQuota configures the upload quota per publisher. Zero fields mean
+// the defaults; a negative field disables that bound.
+type UploadQuota struct {
+	MaxModules int
+	MaxBytes   int64
+}
+
+func (q UploadQuota) withDefaults() UploadQuota {
+	if q.MaxModules == 0 {
+		q.MaxModules = DefaultMaxPublisherModules
+	}
+	if q.MaxBytes == 0 {
+		q.MaxBytes = DefaultMaxPublisherBytes
+	}
+	return q
+}
+
+// checkUploadQuota refuses an upload of size bytes that would take
+// publisher past its quota; an upload of a digest it uploaded before passes.
+func (s *Server) checkUploadQuota(ctx context.Context, publisher, digest string, size int64) *Problem {
+	q := s.opts.UploadQuota.withDefaults()
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_uploads WHERE publisher = ? AND digest = ?`, publisher, digest).Scan(&n); err != nil {
+		return s.internal(err)
+	}
+	if n > 0 {
+		return nil
+	}
+	var count, bytes int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(LENGTH(m.wasm)), 0) FROM serve_uploads u JOIN serve_modules m ON m.digest = u.digest WHERE u.publisher = ?`,
+		publisher).Scan(&count, &bytes); err != nil {
+		return s.internal(err)
+	}
+	if q.MaxModules >= 0 && count+1 > int64(q.MaxModules) {
+		return problem(http.StatusForbidden, CodeQuotaExceeded, "publisher %s has uploaded %d modules, its quota", publisher, count)
+	}
+	if q.MaxBytes >= 0 && bytes+size > q.MaxBytes {
+		return problem(http.StatusForbidden, CodeQuotaExceeded, "publisher %s has uploaded %d bytes; %d more would pass its quota of %d", publisher, bytes, size, q.MaxBytes)
+	}
+	return nil
+}
+
+// MaxListVersions bounds the versions one listing returns (1000, newest
+// last); ?name= narrows it to one module.
+const MaxListVersions = 1000
+
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	publisher, name := r.PathValue("publisher"), r.URL.Query().Get("name")
+	q := `SELECT name, version, digest, manifest_digest FROM serve_versions WHERE publisher = ?`
+	args := []any{publisher}
+	if name != "" {
+		q += ` AND name = ?`
+		args = append(args, name)
+	}
+	rows, err := s.db.QueryContext(r.Context(), q+` ORDER BY name, created, version LIMIT `+strconv.Itoa(MaxListVersions), args...)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	out := []VersionDoc{}
+	for rows.Next() {
+		v := VersionDoc{Publisher: publisher, Signatures: []SignatureDoc{}}
+		if err := rows.Scan(&v.Name, &v.Version, &v.Digest, &v.ManifestDigest); err != nil {
+			rows.Close()
+			writeProblem(w, s.internal(err))
+			return
+		}
+		v.Ref = publisher + "/" + v.Name + "@" + v.Version
+		out = append(out, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	// The signatures, in one read.
+	at := map[string]int{}
+	for i, v := range out {
+		at[v.Name+"@"+v.Version] = i
+	}
+	srows, err := s.db.QueryContext(r.Context(), `SELECT name, version, key_id, signature FROM serve_signatures WHERE publisher = ? ORDER BY key_id`, publisher)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	defer srows.Close()
+	for srows.Next() {
+		var n, ver string
+		var sd SignatureDoc
+		if err := srows.Scan(&n, &ver, &sd.KeyID, &sd.Signature); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		if i, ok := at[n+"@"+ver]; ok {
+			out[i].Signatures = append(out[i].Signatures, sd)
+		}
+	}
+	if err := srows.Err(); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	writeJSON(w, 200, map[string]any{"versions": out})
 }

@@ -53,6 +53,9 @@ func (s *Server) table() []Route {
 		{Method: "GET", Path: "/v1/tenants", ID: "listTenants", Summary: "List the tenants", Roles: admin, Scope: ScopeAdmin, h: s.listTenants},
 		{Method: "GET", Path: "/v1/tenants/{tenant}", ID: "getTenant", Summary: "Read a tenant", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getTenant},
 		{Method: "POST", Path: "/v1/keys", ID: "createKey", Summary: "Create an API key (shown once)", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createKey},
+		{Method: "GET", Path: "/v1/keys", ID: "listKeys", Summary: "List the API keys (?tenant=), never their secrets", Roles: admin, Scope: ScopeAdmin, h: s.listKeys},
+		{Method: "DELETE", Path: "/v1/keys/{key}", ID: "revokeKey", Summary: "Revoke an API key: 401 from its next request", Roles: admin, Scope: ScopeAdmin, h: s.revokeKey},
+		{Method: "POST", Path: "/v1/keys/{key}/rotate", ID: "rotateKey", Summary: "Give an API key a new secret (shown once); the old one stops working", Roles: admin, Scope: ScopeAdmin, h: s.rotateKey},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/credit", ID: "grantCredit", Summary: "Grant credit to a tenant", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: s.grantCredit},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/credit", ID: "getCredit", Summary: "Read a tenant's credit", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getCredit},
 
@@ -60,7 +63,11 @@ func (s *Server) table() []Route {
 		{Method: "GET", Path: "/v1/publishers/{publisher}/modules/{digest}", ID: "getModule", Summary: "Read an uploaded module's validation report", Roles: pub, Scope: ScopePublisher, h: s.getModule},
 		{Method: "POST", Path: "/v1/publishers/{publisher}/versions", ID: "publishVersion", Summary: "Publish name@version for an uploaded digest (immutable)", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.publishVersion},
 		{Method: "GET", Path: "/v1/publishers/{publisher}/versions/{name}/{version}", ID: "getVersion", Summary: "Read a published version and its signatures", Roles: []Role{RolePublisher, RoleOperator}, Scope: ScopeCatalogue, h: s.getVersion},
-		{Method: "POST", Path: "/v1/publishers/{publisher}/signing-keys", ID: "addSigningKey", Summary: "Register an ed25519 public key", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.addSigningKey},
+		{Method: "POST", Path: "/v1/publishers/{publisher}/signing-keys", ID: "addSigningKey", Summary: "Register an ed25519 public key (an admin's is approved at once, a publisher's once an admin approves it)", Roles: []Role{RolePublisher, RoleAdmin}, Scope: ScopePublisher, Body: jsonType, h: s.addSigningKey},
+		{Method: "GET", Path: "/v1/publishers/{publisher}/versions", ID: "listVersions", Summary: "List a publisher's published versions (?name=)", Roles: []Role{RolePublisher, RoleOperator}, Scope: ScopeCatalogue, h: s.listVersions},
+		{Method: "GET", Path: "/v1/publishers/{publisher}/signing-keys", ID: "listSigningKeys", Summary: "List a publisher's signing keys and whether each is approved", Roles: []Role{RolePublisher, RoleAdmin}, Scope: ScopePublisher, h: s.listSigningKeys},
+		{Method: "PUT", Path: "/v1/publishers/{publisher}/signing-keys/{keyid}/approval", ID: "approveSigningKey", Summary: "Approve a publisher's signing key: its signatures count for require_signatures", Roles: admin, Scope: ScopeAdmin, h: s.approveSigningKey},
+		{Method: "DELETE", Path: "/v1/publishers/{publisher}/signing-keys/{keyid}/approval", ID: "distrustSigningKey", Summary: "Withdraw a signing key's approval: its signatures stop counting", Roles: admin, Scope: ScopeAdmin, h: s.distrustSigningKey},
 		{Method: "POST", Path: "/v1/publishers/{publisher}/versions/{name}/{version}/signatures", ID: "signVersion", Summary: "Add an ed25519 signature of a version", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.signVersion},
 
 		{Method: "PUT", Path: "/v1/tenants/{tenant}/chain", ID: "bindChain", Summary: "Bind published versions into the tenant's chain", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.bindChain},
@@ -89,9 +96,32 @@ func (s *Server) routes() *http.ServeMux {
 		mux.Handle(rt.Method+" "+rt.Path, s.guard(rt))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowed(mux, r); allow != "" {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s %s: the path takes %s", r.Method, r.URL.Path, allow))
+			return
+		}
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// allowed lists the methods mux has a route for at r's path (HEAD with
+// GET), or "" when it has none: a known path asked with another method is
+// 405 with Allow, not 404.
+func allowed(mux *http.ServeMux, r *http.Request) string {
+	var out []string
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
+		if m == r.Method {
+			continue
+		}
+		probe := *r
+		probe.Method = m
+		if _, pattern := mux.Handler(&probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +178,9 @@ func inScope(rt Route, r *http.Request, p *Principal) bool {
 	case ScopeTenant:
 		return p.Role == RoleAdmin || r.PathValue("tenant") == p.Tenant
 	case ScopePublisher:
-		return r.PathValue("publisher") == p.Tenant
+		// An admin reaches what a route's roles let it (registering and
+		// listing a publisher's signing keys).
+		return p.Role == RoleAdmin || r.PathValue("publisher") == p.Tenant
 	case ScopeCatalogue:
 		return p.Role == RoleOperator || r.PathValue("publisher") == p.Tenant
 	}

@@ -98,6 +98,13 @@ type Options struct {
 	// MaxPollsPerKey bounds each key's open long polls; zero means
 	// DefaultMaxPollsPerKey.
 	MaxPollsPerKey int
+	// AuthFailLimit is each remote address's budget of failed
+	// authentications; the zero value means DefaultAuthFailPerSecond with
+	// DefaultAuthFailBurst (ratelimit.go).
+	AuthFailLimit RateLimit
+	// UploadQuota bounds what each publisher uploads; the zero value means
+	// the defaults (publish.go).
+	UploadQuota UploadQuota
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it
@@ -114,6 +121,7 @@ type Server struct {
 	mux         *http.ServeMux
 	bootKey     string
 	limiter     *limiter
+	authFails   *failLimiter // failed authentications by remote address
 
 	mu     sync.Mutex // guards chains
 	chains map[string]*chain.Chain
@@ -166,6 +174,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	m.Write([]byte("wasmhooks approval key v1"))
 	s.approvalKey = m.Sum(nil)
 	s.limiter = newLimiter(opts.RateLimit)
+	s.authFails = newFailLimiter(opts.AuthFailLimit)
 	if err := migrate(ctx, s.db); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -23,6 +25,10 @@ type Problem struct {
 	Code   string `json:"code"`
 	// Report is the validation report of a refused module, when there is one.
 	Report any `json:"report,omitempty"`
+	// RetryAfter is the answer's Retry-After in seconds (a 429's), not a
+	// member of the JSON: the server sends it as the header, the client
+	// reads it from there.
+	RetryAfter int `json:"-"`
 }
 
 func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail) }
@@ -47,6 +53,9 @@ const (
 	CodeTimeout           = "timeout"            // 504: a run outlived the request
 	CodeInternal          = "internal"           // 500: see the server's log
 	CodeRateLimited       = "rate_limited"       // 429: the key's rate limit is reached (Retry-After)
+	CodeAuthLimited       = "auth_rate_limited"  // 429: too many failed authentications from the address (Retry-After)
+	CodeMethodNotAllowed  = "method_not_allowed" // 405: the path exists, not with this method (Allow lists those it has)
+	CodeQuotaExceeded     = "quota_exceeded"     // 403: the publisher's upload quota would be passed; nothing is stored
 )
 
 // Role is what an API key may do. Every route names the roles it admits.
@@ -73,6 +82,35 @@ type KeyDoc struct {
 	Key    string `json:"key"`
 	Role   Role   `json:"role"`
 	Tenant string `json:"tenant"`
+}
+
+// KeyInfo is an API key as listed: never its secret, which is stored only
+// hashed.
+type KeyInfo struct {
+	ID      string `json:"id"`
+	Role    Role   `json:"role"`
+	Tenant  string `json:"tenant"`
+	Name    string `json:"name"`
+	Created string `json:"created"`
+}
+
+// SigningKeyDoc is a publisher's ed25519 public key. A key its publisher
+// registered counts for require_signatures only once an admin approved it
+// (Approved): the publisher's API key alone cannot make a signature
+// trusted (SECURITY.md).
+type SigningKeyDoc struct {
+	ID        string `json:"id"`
+	Publisher string `json:"publisher"`
+	PublicKey []byte `json:"public_key"`
+	Approved  bool   `json:"approved"`
+	Created   string `json:"created"`
+}
+
+// SigningKeyID is the id of the ed25519 public key pub: "ed25519:" and the
+// first 8 bytes of its sha256 in hex.
+func SigningKeyID(pub []byte) string {
+	s := sha256.Sum256(pub)
+	return "ed25519:" + hex.EncodeToString(s[:8])
 }
 
 // CreditDoc is a tenant's credit.

@@ -67,6 +67,9 @@ func (c *Client) Do(ctx context.Context, method, path, contentType string, body 
 		if json.Unmarshal(b, p) != nil || p.Code == "" {
 			return fmt.Errorf("client: %s %s: %s", method, path, resp.Status)
 		}
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+			p.RetryAfter = n
+		}
 		return p
 	}
 	if out == nil {
@@ -256,4 +259,94 @@ func (c *Client) Audit(ctx context.Context, tenant string, after int64, limit in
 	}
 	err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/audit"+q, nil, &d)
 	return d.Records, err
+}
+
+// Tenants lists the tenants (admin).
+func (c *Client) Tenants(ctx context.Context) ([]json.RawMessage, error) {
+	var d struct {
+		Tenants []json.RawMessage `json:"tenants"`
+	}
+	err := c.doJSON(ctx, "GET", "/v1/tenants", nil, &d)
+	return d.Tenants, err
+}
+
+// CreateNamedKey is CreateKey with a name (a note for whoever lists keys).
+func (c *Client) CreateNamedKey(ctx context.Context, role api.Role, tenant, name string) (*api.KeyDoc, error) {
+	var k api.KeyDoc
+	err := c.doJSON(ctx, "POST", "/v1/keys", map[string]any{"role": role, "tenant": tenant, "name": name}, &k)
+	return &k, err
+}
+
+// Keys lists the API keys (admin), of one tenant if tenant is not empty:
+// never their secrets.
+func (c *Client) Keys(ctx context.Context, tenant string) ([]api.KeyInfo, error) {
+	var d struct {
+		Keys []api.KeyInfo `json:"keys"`
+	}
+	q := ""
+	if tenant != "" {
+		q = "?tenant=" + url.QueryEscape(tenant)
+	}
+	err := c.doJSON(ctx, "GET", "/v1/keys"+q, nil, &d)
+	return d.Keys, err
+}
+
+// RevokeKey revokes the API key id (admin).
+func (c *Client) RevokeKey(ctx context.Context, id string) error {
+	return c.doJSON(ctx, "DELETE", "/v1/keys/"+esc(id), nil, nil)
+}
+
+// RotateKey gives the API key id a new secret (admin): the answer holds it,
+// once; the old one stops working.
+func (c *Client) RotateKey(ctx context.Context, id string) (*api.KeyDoc, error) {
+	var k api.KeyDoc
+	err := c.doJSON(ctx, "POST", "/v1/keys/"+esc(id)+"/rotate", nil, &k)
+	return &k, err
+}
+
+// Versions lists publisher's published versions, of one module if name is
+// not empty.
+func (c *Client) Versions(ctx context.Context, publisher, name string) ([]api.VersionDoc, error) {
+	var d struct {
+		Versions []api.VersionDoc `json:"versions"`
+	}
+	q := ""
+	if name != "" {
+		q = "?name=" + url.QueryEscape(name)
+	}
+	err := c.doJSON(ctx, "GET", "/v1/publishers/"+esc(publisher)+"/versions"+q, nil, &d)
+	return d.Versions, err
+}
+
+// RegisterSigningKey registers pub for publisher (its publisher, or an
+// admin, whose registration is approved at once) and returns the key.
+func (c *Client) RegisterSigningKey(ctx context.Context, publisher string, pub ed25519.PublicKey) (*api.SigningKeyDoc, error) {
+	var d api.SigningKeyDoc
+	err := c.doJSON(ctx, "POST", "/v1/publishers/"+esc(publisher)+"/signing-keys", map[string]any{"public_key": []byte(pub)}, &d)
+	return &d, err
+}
+
+// SigningKeys lists publisher's signing keys (its publisher, or an admin).
+func (c *Client) SigningKeys(ctx context.Context, publisher string) ([]api.SigningKeyDoc, error) {
+	var d struct {
+		Keys []api.SigningKeyDoc `json:"signing_keys"`
+	}
+	err := c.doJSON(ctx, "GET", "/v1/publishers/"+esc(publisher)+"/signing-keys", nil, &d)
+	return d.Keys, err
+}
+
+// ApproveSigningKey approves publisher's signing key id (admin): its
+// signatures count for require_signatures from the next bind.
+func (c *Client) ApproveSigningKey(ctx context.Context, publisher, id string) (*api.SigningKeyDoc, error) {
+	var d api.SigningKeyDoc
+	err := c.doJSON(ctx, "PUT", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil, &d)
+	return &d, err
+}
+
+// DistrustSigningKey withdraws the approval of publisher's signing key id
+// (admin).
+func (c *Client) DistrustSigningKey(ctx context.Context, publisher, id string) (*api.SigningKeyDoc, error) {
+	var d api.SigningKeyDoc
+	err := c.doJSON(ctx, "DELETE", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil, &d)
+	return &d, err
 }
