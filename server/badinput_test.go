@@ -25,7 +25,7 @@ func TestBadInput(t *testing.T) {
 	pub := p.key(t, server.RolePublisher, "pubco")
 	op := p.key(t, server.RoleOperator, "acme")
 	rtk := p.key(t, server.RoleRuntime, "acme")
-	tables := []string{"serve_tenants", "serve_modules", "serve_uploads", "serve_versions", "serve_signing_keys", "serve_signatures", "serve_bindings", "serve_runs", "serve_approvals", "serve_keys"}
+	tables := []string{"serve_tenants", "serve_modules", "serve_uploads", "serve_versions", "serve_signing_keys", "serve_signatures", "serve_bindings", "serve_runs", "serve_approvals", "serve_keys", "serve_signing_key_approvals", "serve_revoked_keys"}
 	before := map[string]int{}
 	for _, tb := range tables {
 		before[tb] = p.count(t, tb)
@@ -97,6 +97,26 @@ func TestBadInput(t *testing.T) {
 		{"unknown key", func() error {
 			return client.New(p.hs.URL, "whk_nope").CreateTenant(ctx, "z", false)
 		}, 401, server.CodeUnauthenticated},
+		{"wrong method", func() error {
+			return p.admin.Do(ctx, "PUT", "/v1/tenants", "application/json", []byte(`{"id":"x"}`), nil)
+		}, 405, server.CodeMethodNotAllowed},
+		{"revoke an unknown key", func() error { return p.admin.RevokeKey(ctx, "key_0000") }, 404, server.CodeNotFound},
+		{"rotate an unknown key", func() error {
+			_, err := p.admin.RotateKey(ctx, "key_0000")
+			return err
+		}, 404, server.CodeNotFound},
+		{"approve an unknown signing key", func() error {
+			_, err := p.admin.ApproveSigningKey(ctx, "pubco", "ed25519:0000000000000000")
+			return err
+		}, 404, server.CodeNotFound},
+		{"publisher approves", func() error {
+			_, err := pub.ApproveSigningKey(ctx, "pubco", "ed25519:0000000000000000")
+			return err
+		}, 403, server.CodeForbidden},
+		{"signing key for a bad publisher name", func() error {
+			_, err := p.admin.RegisterSigningKey(ctx, "../x", make([]byte, 32))
+			return err
+		}, 422, server.CodeInvalidRequest},
 		{"no key", func() error {
 			return client.New(p.hs.URL, "").CreateTenant(ctx, "z", false)
 		}, 401, server.CodeUnauthenticated},

@@ -1,0 +1,301 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
+	"github.com/wasmhooks/wasmhooks/store/sqlite"
+)
+
+// TestKeyLifecycle: keys are listed without secrets; a rotated key's old
+// secret is 401 at once and the new one works; a revoked key is 401 at once;
+// the last admin key cannot be revoked; a revoked WASMHOOKS_ADMIN_KEY is not
+// brought back by the next start.
+func TestKeyLifecycle(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hostKey := make([]byte, 32)
+	_, _ = rand.Read(hostKey)
+	p := newPlatformAt(t, dir, hostKey)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	k, err := p.admin.CreateNamedKey(ctx, server.RoleOperator, "acme", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := client.New(p.hs.URL, k.Key)
+	if _, err := op.Credit(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+
+	var raw json.RawMessage
+	if err := p.admin.Do(ctx, "GET", "/v1/keys", "", nil, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var hash string
+	if err := p.db.QueryRow(`SELECT hash FROM serve_keys WHERE id = ?`, k.ID).Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), k.Key) || strings.Contains(string(raw), hash) || strings.Contains(string(raw), adminKey) {
+		t.Fatalf("the key list shows a secret or a hash: %s", raw)
+	}
+	keys, err := p.admin.Keys(ctx, "acme")
+	if err != nil || len(keys) != 1 || keys[0].ID != k.ID || keys[0].Name != "ci" || keys[0].Role != server.RoleOperator {
+		t.Fatalf("acme's keys: %+v %v", keys, err)
+	}
+
+	// Rotate: same id, role and tenant; the old secret stops at once.
+	nk, err := p.admin.RotateKey(ctx, k.ID)
+	if err != nil || nk.ID != k.ID || nk.Key == k.Key || nk.Role != server.RoleOperator || nk.Tenant != "acme" {
+		t.Fatalf("rotate: %+v %v", nk, err)
+	}
+	_, err = op.Credit(ctx, "acme")
+	wantCode(t, err, 401, server.CodeUnauthenticated)
+	op2 := client.New(p.hs.URL, nk.Key)
+	if _, err := op2.Credit(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	// Revoke: 401 from the next request.
+	if err := p.admin.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = op2.Credit(ctx, "acme")
+	wantCode(t, err, 401, server.CodeUnauthenticated)
+	wantCode(t, p.admin.RevokeKey(ctx, k.ID), 404, server.CodeNotFound)
+	_, err = p.admin.RotateKey(ctx, k.ID)
+	wantCode(t, err, 404, server.CodeNotFound)
+	// Only operators' keys of other tenants remain untouched: the list no
+	// longer has it.
+	if keys, err := p.admin.Keys(ctx, "acme"); err != nil || len(keys) != 0 {
+		t.Fatalf("after revocation: %+v %v", keys, err)
+	}
+
+	// The last admin key stays.
+	all, err := p.admin.Keys(ctx, "")
+	if err != nil || len(all) != 1 || all[0].Role != server.RoleAdmin {
+		t.Fatalf("keys: %+v %v", all, err)
+	}
+	wantCode(t, p.admin.RevokeKey(ctx, all[0].ID), 409, server.CodeConflict)
+	// With a second admin, the bootstrap key (WASMHOOKS_ADMIN_KEY) can go,
+	// and the next start refuses to bring it back.
+	a2, err := p.admin.CreateKey(ctx, server.RoleAdmin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin2 := client.New(p.hs.URL, a2.Key)
+	if err := admin2.RevokeKey(ctx, all[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.admin.Keys(ctx, "")
+	wantCode(t, err, 401, server.CodeUnauthenticated)
+
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rt, err := runtime.New(ctx, runtime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	approvals, err := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: hostKey, Approvals: approvals, AdminKey: adminKey})
+	if err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("a start with the revoked admin key: %v", err)
+	}
+}
+
+// TestAuthFailLimit: an address that failed to authenticate Burst times is
+// 429 auth_rate_limited (with Retry-After) before its key is read, a valid
+// key's too; a request without a key is not a failure; another address is
+// not affected.
+func TestAuthFailLimit(t *testing.T) {
+	ctx := context.Background()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.AuthFailLimit = server.RateLimit{PerSecond: 0.001, Burst: 3} })
+	bad := client.New(p.hs.URL, "whk_guess")
+	none := client.New(p.hs.URL, "")
+	for i := 0; i < 5; i++ { // not counted
+		_, err := none.Keys(ctx, "")
+		wantCode(t, err, 401, server.CodeUnauthenticated)
+	}
+	for i := 0; i < 3; i++ {
+		_, err := bad.Keys(ctx, "")
+		wantCode(t, err, 401, server.CodeUnauthenticated)
+	}
+	_, err := bad.Keys(ctx, "")
+	wantCode(t, err, 429, server.CodeAuthLimited)
+	if pr := err.(*server.Problem); pr.RetryAfter < 1 {
+		t.Fatalf("Retry-After %d", pr.RetryAfter)
+	}
+	// The admin's valid key, from the same address: refused too, so the
+	// answer tells a guesser nothing.
+	_, err = p.admin.Keys(ctx, "")
+	wantCode(t, err, 429, server.CodeAuthLimited)
+	// Another address (127.0.0.2, loopback too) is served.
+	other := client.New(p.hs.URL, adminKey)
+	other.HTTP = &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}).DialContext}}
+	if _, err := other.Keys(ctx, ""); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+}
+
+// TestMethodNotAllowed: a known path with another method is 405
+// problem+json with Allow; an unknown path is 404.
+func TestMethodNotAllowed(t *testing.T) {
+	p := newPlatform(t)
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"DELETE", "/v1/tenants", 405, "GET, HEAD, POST"},
+		{"PATCH", "/v1/tenants/acme/chain", 405, "GET, HEAD, PUT"},
+		{"GET", "/v1/keys/key_1", 405, "DELETE"},
+		{"POST", "/healthz", 405, "GET, HEAD"},
+		{"GET", "/v1/nothing", 404, ""},
+		{"DELETE", "/v1/tenants/acme/nothing", 404, ""},
+	} {
+		req, _ := http.NewRequest(tt.method, p.hs.URL+tt.path, nil)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pr server.Problem
+		_ = json.NewDecoder(resp.Body).Decode(&pr)
+		resp.Body.Close()
+		wantCode := server.CodeNotFound
+		if tt.status == 405 {
+			wantCode = server.CodeMethodNotAllowed
+		}
+		if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow || pr.Code != wantCode ||
+			resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s %s: %d Allow %q %s %q, want %d Allow %q %s", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"),
+				resp.Header.Get("Content-Type"), pr.Code, tt.status, tt.allow, wantCode)
+		}
+	}
+}
+
+// TestUploadQuota: a publisher's uploads past its quota, in modules or in
+// bytes, are 403 quota_exceeded and store nothing; uploading a module it
+// has uploaded before is not counted again; another publisher has its own.
+func TestUploadQuota(t *testing.T) {
+	ctx := context.Background()
+	policy := policyWasm(t)
+	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		quota server.UploadQuota
+	}{
+		{"modules", server.UploadQuota{MaxModules: 1}},
+		{"bytes", server.UploadQuota{MaxBytes: int64(len(policy)) + int64(len(scripted)) - 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			key := make([]byte, 32)
+			_, _ = rand.Read(key)
+			p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.UploadQuota = tt.quota })
+			pub := p.key(t, server.RolePublisher, "pubco")
+			if _, err := pub.UploadModule(ctx, "pubco", policy); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pub.UploadModule(ctx, "pubco", policy); err != nil {
+				t.Fatalf("the same module again: %v", err)
+			}
+			modules, uploads := p.count(t, "serve_modules"), p.count(t, "serve_uploads")
+			_, err := pub.UploadModule(ctx, "pubco", scripted)
+			wantCode(t, err, 403, server.CodeQuotaExceeded)
+			if p.count(t, "serve_modules") != modules || p.count(t, "serve_uploads") != uploads {
+				t.Fatal("a refused upload stored something")
+			}
+			if _, err := p.key(t, server.RolePublisher, "other").UploadModule(ctx, "other", scripted); err != nil {
+				t.Fatalf("another publisher: %v", err)
+			}
+		})
+	}
+}
+
+// TestSigningKeyTrust: a signing key registered with the publisher's API
+// key is not trusted until an admin approves it; one an admin registers is;
+// a withdrawn approval makes the next bind refuse the version; a publisher
+// cannot approve its own key, nor list another's.
+func TestSigningKeyTrust(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", true); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	op := p.key(t, server.RoleOperator, "acme")
+	pin := publishPolicy(t, pub)
+
+	pk, sk, _ := ed25519.GenerateKey(rand.Reader)
+	d, err := pub.RegisterSigningKey(ctx, "pubco", pk)
+	if err != nil || d.Approved || d.ID != server.SigningKeyID(pk) {
+		t.Fatalf("register: %+v %v", d, err)
+	}
+	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", d.ID, sk); err != nil {
+		t.Fatal(err)
+	}
+	_, err = op.BindChain(ctx, "acme", chainConfig(pin))
+	wantCode(t, err, 422, server.CodeSignatureRequired)
+	_, err = pub.ApproveSigningKey(ctx, "pubco", d.ID)
+	wantCode(t, err, 403, server.CodeForbidden)
+	_, err = p.key(t, server.RolePublisher, "rival").SigningKeys(ctx, "pubco")
+	wantCode(t, err, 404, server.CodeNotFound)
+	_, err = p.admin.ApproveSigningKey(ctx, "rival", d.ID) // not rival's key
+	wantCode(t, err, 404, server.CodeNotFound)
+
+	// An admin registers a second key: approved at once.
+	pk2, sk2, _ := ed25519.GenerateKey(rand.Reader)
+	d2, err := p.admin.RegisterSigningKey(ctx, "pubco", pk2)
+	if err != nil || !d2.Approved {
+		t.Fatalf("admin registers: %+v %v", d2, err)
+	}
+	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", d2.ID, sk2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := pub.SigningKeys(ctx, "pubco")
+	if err != nil || len(ks) != 2 {
+		t.Fatalf("list: %+v %v", ks, err)
+	}
+	// Withdrawn: the next bind refuses the version.
+	if d, err := p.admin.DistrustSigningKey(ctx, "pubco", d2.ID); err != nil || d.Approved {
+		t.Fatalf("distrust: %+v %v", d, err)
+	}
+	_, err = op.BindChain(ctx, "acme", chainConfig(pin))
+	wantCode(t, err, 422, server.CodeSignatureRequired)
+	// The catalogue lists the version with both signatures.
+	vs, err := op.Versions(ctx, "pubco", "")
+	if err != nil || len(vs) != 1 || len(vs[0].Signatures) != 2 || client.Pin(&vs[0]) != pin {
+		t.Fatalf("versions: %+v %v", vs, err)
+	}
+	if vs, err := op.Versions(ctx, "pubco", "nothing"); err != nil || len(vs) != 0 {
+		t.Fatalf("versions of another name: %+v %v", vs, err)
+	}
+}
