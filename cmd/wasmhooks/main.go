@@ -12,6 +12,7 @@
 //	wasmhooks serve [--addr HOST:PORT] [--data DIR]
 //	wasmhooks test [--hook FILE.wasm] DIR
 //	wasmhooks new --lang go|rust|c|assemblyscript NAME
+//	wasmhooks push|publish|sign|keygen|signing-key|bind|approvals|resolve|versions|call|admin ...
 //
 // `run` is a chain of one binding: both commands are chains over the host
 // that wire.go wires. Output is JSON on stdout; `COMMAND --help` lists a
@@ -30,7 +31,9 @@ import (
 
 const usage = "usage:\n" + runSynopsis + `  wasmhooks validate FILE.wasm
   wasmhooks manifest embed --manifest FILE.json --out OUT.wasm IN.wasm
-` + chainSynopsis + mcpSynopsis + serveSynopsis + testSynopsis + newSynopsis + `  wasmhooks version
+` + chainSynopsis + mcpSynopsis + serveSynopsis + testSynopsis + newSynopsis + `
+Over the platform's API (wasmhooks serve; --server, $WASMHOOKS_SERVER, $WASMHOOKS_KEY):
+` + publisherSynopsis + operatorSynopsis + adminSynopsis + `  wasmhooks version
 
 wasmhooks COMMAND --help lists the command's flags.
 `
@@ -117,6 +120,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdTest(ctx, args[1:], stdout, stderr)
 	case "new":
 		return cmdNew(args[1:], stdout, stderr)
+	case "keygen":
+		return cmdKeygen(args[1:], stdout, stderr)
+	case "push", "publish", "sign", "bind", "approvals", "resolve", "versions", "call":
+		return runVerb(ctx, apiVerb(args[0]), args[1:], stdin, stdout, stderr)
+	case "signing-key":
+		return runGroup(ctx, "signing-key", signingKeyVerbs(), args[1:], stdin, stdout, stderr)
+	case "admin":
+		return runGroup(ctx, "admin", adminVerbs(), args[1:], stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "wasmhooks", versionString())
 		return exitOK
