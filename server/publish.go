@@ -45,6 +45,14 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 		writeProblem(w, prob)
 		return
 	}
+	// The quota first, before the costly validation (a publisher past its
+	// quota does not get the server compiling its modules); again below,
+	// under the publisher's lock, where it is exact.
+	sum := sha256.Sum256(wasm)
+	if pr := s.checkUploadQuota(r.Context(), p.Tenant, hex.EncodeToString(sum[:]), int64(len(wasm))); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
 	m, err := s.rt.Load(r.Context(), wasm)
 	if err != nil {
 		pr := problem(http.StatusUnprocessableEntity, string(runtime.Code(err)), "%v", err)

@@ -161,7 +161,11 @@ func TestCLIEndToEnd(t *testing.T) {
 	if sk.ID != kg["key_id"] || sk.Approved {
 		t.Fatalf("register: %+v, keygen said %s", sk, kg["key_id"])
 	}
-	signed := decode[struct{ Signatures []struct{ KeyID string `json:"key_id"` } }](t,
+	signed := decode[struct {
+		Signatures []struct {
+			KeyID string `json:"key_id"`
+		}
+	}](t,
 		p.do(pubKey, "", exitOK, "sign", "--signing-key", keyPath, "--publisher", "pubco", "policy@1.0.0"))
 	if len(signed.Signatures) != 1 || signed.Signatures[0].KeyID != sk.ID {
 		t.Fatalf("sign: %+v", signed)
@@ -197,7 +201,9 @@ func TestCLIEndToEnd(t *testing.T) {
 	if pending.Verdict != "pending" || pending.Approval == nil {
 		t.Fatalf("pending: %+v", pending)
 	}
-	inbox := decode[struct{ Approvals []struct{ ID, Binding string } }](t, p.do(opKey, "", exitOK, "approvals", "--tenant", "acme"))
+	inbox := decode[struct {
+		Approvals []struct{ ID, Binding string }
+	}](t, p.do(opKey, "", exitOK, "approvals", "--tenant", "acme"))
 	if len(inbox.Approvals) != 1 || inbox.Approvals[0].ID != pending.Approval.ID || inbox.Approvals[0].Binding != "approve-shell" {
 		t.Fatalf("inbox: %+v", inbox)
 	}
@@ -263,7 +269,9 @@ func TestCLIEndToEnd(t *testing.T) {
 
 	// Keys: listed without secrets (do checks); rotated, the old secret is
 	// refused; revoked, the key is refused.
-	keys := decode[struct{ Keys []struct{ ID, Role, Tenant string } }](t, p.do(testAdminKey, "", exitOK, "admin", "key", "list", "--tenant", "acme"))
+	keys := decode[struct {
+		Keys []struct{ ID, Role, Tenant string }
+	}](t, p.do(testAdminKey, "", exitOK, "admin", "key", "list", "--tenant", "acme"))
 	if len(keys.Keys) != 2 {
 		t.Fatalf("acme's keys: %+v", keys)
 	}
