@@ -6,11 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
@@ -61,14 +62,14 @@ tenant requires signatures. In force on every node without a restart.
 			var err error
 			if args[0] == "-" {
 				data, err = io.ReadAll(io.LimitReader(stdin, server.DefaultMaxConfigBytes+1))
+				if err == nil && len(data) > server.DefaultMaxConfigBytes {
+					err = fmt.Errorf("stdin is larger than %d bytes", server.DefaultMaxConfigBytes)
+				}
 			} else {
-				data, err = os.ReadFile(args[0])
+				data, err = runtime.ReadFileLimit(args[0], server.DefaultMaxConfigBytes, "config_bytes")
 			}
 			if err != nil {
 				return usageErrorf("%v", err)
-			}
-			if len(data) > server.DefaultMaxConfigBytes {
-				return usageErrorf("%s is larger than %d bytes", args[0], server.DefaultMaxConfigBytes)
 			}
 			out, err := c.BindChain(ctx, *tenant, data)
 			if err != nil {

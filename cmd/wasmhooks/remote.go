@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server/api"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
@@ -96,24 +97,16 @@ func (c *apiConn) client(stderr io.Writer) (*client.Client, error) {
 
 func (c *apiConn) key() (string, error) {
 	if c.keyFile != "" {
-		f, err := os.Open(c.keyFile)
-		if err != nil {
-			return "", &usageError{fmt.Sprintf("--api-key-file: %v", err)}
-		}
-		defer f.Close()
-		st, err := f.Stat()
+		st, err := os.Stat(c.keyFile)
 		if err != nil {
 			return "", &usageError{fmt.Sprintf("--api-key-file: %v", err)}
 		}
 		if st.Mode().Perm()&0o077 != 0 {
 			return "", &usageError{fmt.Sprintf("--api-key-file %s can be read by others (mode %v): chmod 600 it", c.keyFile, st.Mode().Perm())}
 		}
-		b, err := io.ReadAll(io.LimitReader(f, maxAPIKeyFileBytes+1))
+		b, err := runtime.ReadFileLimit(c.keyFile, maxAPIKeyFileBytes, "api_key_bytes")
 		if err != nil {
 			return "", &usageError{fmt.Sprintf("--api-key-file: %v", err)}
-		}
-		if len(b) > maxAPIKeyFileBytes {
-			return "", &usageError{fmt.Sprintf("--api-key-file %s is larger than %d bytes: not a key", c.keyFile, maxAPIKeyFileBytes)}
 		}
 		if k := strings.TrimSpace(string(b)); k != "" {
 			return k, nil
