@@ -154,6 +154,11 @@ func TestCLIEndToEnd(t *testing.T) {
 	if v.Ref != "pubco/policy@1.0.0" || v.Digest != mod.Digest || v.Pin != v.Ref+"#sha256:"+mod.Digest {
 		t.Fatalf("publish: %+v", v)
 	}
+	// --module pushes (again: not an error) and publishes its digest.
+	v2 := decode[struct{ Ref, Digest string }](t, p.do(pubKey, "", exitOK, "publish", "--publisher", "pubco", "--module", policy, "policy@1.0.1"))
+	if v2.Ref != "pubco/policy@1.0.1" || v2.Digest != mod.Digest {
+		t.Fatalf("publish --module: %+v", v2)
+	}
 	sk := decode[struct {
 		ID       string
 		Approved bool
@@ -256,6 +261,15 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Fatal("call --wait got nothing")
 	}
 
+	// A private key others can read is refused before anything is sent.
+	if err := os.Chmod(keyPath, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := p.run(pubKey, "", "sign", "--signing-key", keyPath, "pubco/policy@1.0.1")
+	if code != exitUsage || !strings.Contains(errOut, "chmod 600") {
+		t.Fatalf("sign with an open key: exit %d: %s", code, errOut)
+	}
+
 	// The catalogue, from the operator.
 	vs := decode[struct {
 		Versions []struct {
@@ -263,7 +277,7 @@ func TestCLIEndToEnd(t *testing.T) {
 			Signatures []any
 		}
 	}](t, p.do(opKey, "", exitOK, "versions", "pubco"))
-	if len(vs.Versions) != 1 || vs.Versions[0].Ref != "pubco/policy@1.0.0" || len(vs.Versions[0].Signatures) != 1 {
+	if len(vs.Versions) != 2 || vs.Versions[0].Ref != "pubco/policy@1.0.0" || len(vs.Versions[0].Signatures) != 1 || len(vs.Versions[1].Signatures) != 0 {
 		t.Fatalf("versions: %+v", vs)
 	}
 
