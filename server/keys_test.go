@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,14 +23,10 @@ import (
 
 // TestKeyLifecycle: keys are listed without secrets; a rotated key's old
 // secret is 401 at once and the new one works; a revoked key is 401 at once;
-// the last admin key cannot be revoked; a revoked WASMHOOKS_ADMIN_KEY is not
-// brought back by the next start.
+// the last admin key cannot be revoked.
 func TestKeyLifecycle(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	hostKey := make([]byte, 32)
-	_, _ = rand.Read(hostKey)
-	p := newPlatformAt(t, dir, hostKey)
+	p := newPlatform(t)
 	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +44,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	var hash string
-	if err := p.db.QueryRow(`SELECT hash FROM serve_keys WHERE id = ?`, k.ID).Scan(&hash); err != nil {
+	if err := p.db.QueryRow(`SELECT hash FROM serve_keys WHERE id = '` + k.ID + `'`).Scan(&hash); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(raw), k.Key) || strings.Contains(string(raw), hash) || strings.Contains(string(raw), adminKey) {
@@ -90,8 +87,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatalf("keys: %+v %v", all, err)
 	}
 	wantCode(t, p.admin.RevokeKey(ctx, all[0].ID), 409, server.CodeConflict)
-	// With a second admin, the bootstrap key (WASMHOOKS_ADMIN_KEY) can go,
-	// and the next start refuses to bring it back.
+	// With a second admin, the bootstrap key (WASMHOOKS_ADMIN_KEY) can go.
 	a2, err := p.admin.CreateKey(ctx, server.RoleAdmin, "")
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +99,17 @@ func TestKeyLifecycle(t *testing.T) {
 	_, err = p.admin.Keys(ctx, "")
 	wantCode(t, err, 401, server.CodeUnauthenticated)
 
+}
+
+// TestRevokedAdminKeyNotRestored: a start whose WASMHOOKS_ADMIN_KEY was
+// revoked fails, rather than bring the key back (bootstrap adds the admin
+// key it is given when its hash is missing). On its own SQLite file: the
+// test restarts the server on the same database.
+func TestRevokedAdminKeyNotRestored(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hostKey := make([]byte, 32)
+	_, _ = rand.Read(hostKey)
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +124,50 @@ func TestKeyLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: hostKey, Approvals: approvals, AdminKey: adminKey})
+	opts := server.Options{DB: db, Runtime: rt, HostKey: hostKey, Approvals: approvals, AdminKey: adminKey}
+	srv, err := server.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	admin := client.New(hs.URL, adminKey)
+	a2, err := admin.CreateKey(ctx, server.RoleAdmin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admin.Keys(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.ID != a2.ID {
+			if err := client.New(hs.URL, a2.Key).RevokeKey(ctx, k.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	srv.Drain()
+	hs.Close()
+	srv.Close(ctx)
+
+	_, err = server.New(ctx, opts)
 	if err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("a start with the revoked admin key: %v", err)
+	}
+	// Without it, the server starts, and the other admin key works.
+	opts.AdminKey = ""
+	srv, err = server.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(ctx)
+	if srv.BootstrapKey() != "" {
+		t.Fatal("a new bootstrap key was made although an admin key exists")
+	}
+	hs = httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	if _, err := client.New(hs.URL, a2.Key).Keys(ctx, ""); err != nil {
+		t.Fatal(err)
 	}
 }
 
