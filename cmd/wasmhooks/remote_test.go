@@ -23,8 +23,8 @@ type platformCLI struct {
 	keys []string // every API key seen, none of which a verb may print
 }
 
-// startServe runs `wasmhooks serve` until the test ends.
-func startServe(t *testing.T) *platformCLI {
+// startServeCLI runs `wasmhooks serve` until the test ends.
+func startServeCLI(t *testing.T) *platformCLI {
 	t.Helper()
 	t.Setenv("WASMHOOKS_ADMIN_KEY", testAdminKey)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +117,7 @@ func wantError(t *testing.T, out, code string, status int) {
 // prints an API key it was given.
 func TestCLIEndToEnd(t *testing.T) {
 	root := testutil.Root(t)
-	p := startServe(t)
+	p := startServeCLI(t)
 	dir := t.TempDir()
 
 	p.do(testAdminKey, "", exitOK, "admin", "tenant", "create", "--require-signatures", "acme")
@@ -307,7 +307,7 @@ func TestCLIEndToEnd(t *testing.T) {
 // what the server refuses (its stable code, exit 1).
 func TestCLIRefusals(t *testing.T) {
 	root := testutil.Root(t)
-	p := startServe(t)
+	p := startServeCLI(t)
 	dir := t.TempDir()
 	_, pubKey := p.newKey("publisher", "pubco")
 	garbage := filepath.Join(dir, "garbage.wasm")
