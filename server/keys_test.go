@@ -328,6 +328,9 @@ func TestSigningKeyTrust(t *testing.T) {
 	if _, err := op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
 		t.Fatal(err)
 	}
+	if vs, err := pub.Versions(ctx, "pubco", "policy"); err != nil || len(vs) != 1 || !vs[0].Signed {
+		t.Fatalf("versions: %+v %v", vs, err)
+	}
 	ks, err := pub.SigningKeys(ctx, "pubco")
 	if err != nil || len(ks) != 2 {
 		t.Fatalf("list: %+v %v", ks, err)
@@ -338,9 +341,11 @@ func TestSigningKeyTrust(t *testing.T) {
 	}
 	_, err = op.BindChain(ctx, "acme", chainConfig(pin))
 	wantCode(t, err, 422, server.CodeSignatureRequired)
-	// The catalogue lists the version with both signatures.
+	// The catalogue lists the version with both signatures, each valid,
+	// and not signed (by an approved key) any more.
 	vs, err := op.Versions(ctx, "pubco", "")
-	if err != nil || len(vs) != 1 || len(vs[0].Signatures) != 2 || client.Pin(&vs[0]) != pin {
+	if err != nil || len(vs) != 1 || len(vs[0].Signatures) != 2 || vs[0].Ref != pin || vs[0].Signed ||
+		!vs[0].Signatures[0].Valid || !vs[0].Signatures[1].Valid || vs[0].Version.Digest != strings.Split(pin, ":")[1] {
 		t.Fatalf("versions: %+v %v", vs, err)
 	}
 	if vs, err := op.Versions(ctx, "pubco", "nothing"); err != nil || len(vs) != 0 {

@@ -484,64 +484,89 @@ func (s *Server) checkUploadQuota(ctx context.Context, publisher, digest string,
 	return nil
 }
 
-// MaxListVersions bounds the versions one listing returns (1000, newest
-// last); ?name= narrows it to one module.
-const MaxListVersions = 1000
+// MaxVersionsPage bounds the versions one list returns (500).
+//
+// The console (its helper's branch) adds the same route with the same
+// handler name and answer: {"publisher", "versions": [{name, ref (the pin),
+// version, signatures [{key_id, valid}], signed, report}]}. This one is
+// here so that the CLI's versions verb works before that merge; at the
+// merge keep one of the two (the compiler names both).
+const MaxVersionsPage = 500
+
+// versionEntry is one version of listVersions' answer.
+type versionEntry struct {
+	Name       string          `json:"name"`
+	Ref        string          `json:"ref"` // the pin: publisher/name@version#sha256:DIGEST
+	Version    *VersionDoc     `json:"version"`
+	Signatures []signatureView `json:"signatures"`
+	// Signed: a signature verifies under a signing key an admin approved
+	// (what require_signatures asks).
+	Signed bool            `json:"signed"`
+	Report json.RawMessage `json:"report,omitempty"`
+}
+
+// signatureView is a signature as listed: Valid when it verifies under its
+// registered key (approved or not).
+type signatureView struct {
+	KeyID string `json:"key_id"`
+	Valid bool   `json:"valid"`
+}
 
 func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	publisher, name := r.PathValue("publisher"), r.URL.Query().Get("name")
-	q := `SELECT name, version, digest, manifest_digest FROM serve_versions WHERE publisher = ?`
-	args := []any{publisher}
-	if name != "" {
-		q += ` AND name = ?`
-		args = append(args, name)
-	}
-	rows, err := s.db.QueryContext(r.Context(), q+` ORDER BY name, created, version LIMIT `+strconv.Itoa(MaxListVersions), args...)
+	ctx := r.Context()
+	publisher := r.PathValue("publisher")
+	rows, err := s.db.QueryContext(ctx, `SELECT name, version FROM serve_versions WHERE publisher = ? ORDER BY name, created, version LIMIT `+strconv.Itoa(MaxVersionsPage), publisher)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	out := []VersionDoc{}
+	type nv struct{ name, version string }
+	var all []nv
 	for rows.Next() {
-		v := VersionDoc{Publisher: publisher, Signatures: []SignatureDoc{}}
-		if err := rows.Scan(&v.Name, &v.Version, &v.Digest, &v.ManifestDigest); err != nil {
+		var x nv
+		if err := rows.Scan(&x.name, &x.version); err != nil {
 			rows.Close()
 			writeProblem(w, s.internal(err))
 			return
 		}
-		v.Ref = publisher + "/" + v.Name + "@" + v.Version
-		out = append(out, v)
+		all = append(all, x)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	// The signatures, in one read.
-	at := map[string]int{}
-	for i, v := range out {
-		at[v.Name+"@"+v.Version] = i
-	}
-	srows, err := s.db.QueryContext(r.Context(), `SELECT name, version, key_id, signature FROM serve_signatures WHERE publisher = ? ORDER BY key_id`, publisher)
-	if err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	defer srows.Close()
-	for srows.Next() {
-		var n, ver string
-		var sd SignatureDoc
-		if err := srows.Scan(&n, &ver, &sd.KeyID, &sd.Signature); err != nil {
+	out := []versionEntry{}
+	for _, x := range all {
+		v, pr := s.version(ctx, publisher, x.name, x.version)
+		if pr != nil {
+			writeProblem(w, pr)
+			return
+		}
+		e := versionEntry{Name: x.name, Ref: v.Ref + "#sha256:" + v.Digest, Version: v, Signatures: []signatureView{}}
+		for _, sd := range v.Signatures {
+			sv := signatureView{KeyID: sd.KeyID}
+			d, pr := s.signingKeyDoc(ctx, publisher, sd.KeyID)
+			switch {
+			case pr != nil && pr.Code == CodeInternal:
+				writeProblem(w, pr)
+				return
+			case pr == nil:
+				sv.Valid = ed25519.Verify(d.PublicKey, SigningMessage(v.Ref, v.Digest, v.ManifestDigest), sd.Signature)
+			}
+			e.Signatures = append(e.Signatures, sv)
+		}
+		if e.Signed, pr = s.signed(ctx, v); pr != nil {
+			writeProblem(w, pr)
+			return
+		}
+		var report string
+		if err := s.db.QueryRowContext(ctx, `SELECT report FROM serve_modules WHERE digest = ?`, v.Digest).Scan(&report); err != nil {
 			writeProblem(w, s.internal(err))
 			return
 		}
-		if i, ok := at[n+"@"+ver]; ok {
-			out[i].Signatures = append(out[i].Signatures, sd)
-		}
+		e.Report = json.RawMessage(report)
+		out = append(out, e)
 	}
-	if err := srows.Err(); err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	writeJSON(w, 200, map[string]any{"versions": out})
+	writeJSON(w, 200, map[string]any{"publisher": publisher, "versions": out})
 }

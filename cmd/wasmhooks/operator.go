@@ -146,8 +146,9 @@ var versionsVerb = verb{
 	name:     "versions",
 	synopsis: "  wasmhooks versions [--name NAME] PUBLISHER\n",
 	help: `Lists PUBLISHER's published versions (of module NAME only, with --name), each
-with its digest, signatures and pin. A publisher lists its own; every
-tenant's operator reads the catalogue.
+with its pin ("ref"), digest, signatures ("valid": verifies; "signed": by a
+key an admin approved) and validation report. A publisher lists its own;
+every tenant's operator reads the catalogue.
 `,
 	nargs: 1,
 	flags: func(fs *flag.FlagSet) verbFunc {
@@ -157,10 +158,7 @@ tenant's operator reads the catalogue.
 			if err != nil {
 				return err
 			}
-			out := make([]any, len(vs))
-			for i := range vs {
-				out[i] = versionOut(&vs[i])
-			}
+			out := vs
 			printJSON(stdout, map[string]any{"versions": out})
 			return nil
 		}

@@ -274,11 +274,16 @@ func TestCLIEndToEnd(t *testing.T) {
 	vs := decode[struct {
 		Versions []struct {
 			Ref        string
+			Signed     bool
 			Signatures []any
 		}
 	}](t, p.do(opKey, "", exitOK, "versions", "pubco"))
-	if len(vs.Versions) != 2 || vs.Versions[0].Ref != "pubco/policy@1.0.0" || len(vs.Versions[0].Signatures) != 1 || len(vs.Versions[1].Signatures) != 0 {
+	if len(vs.Versions) != 2 || vs.Versions[0].Ref != v.Pin || len(vs.Versions[0].Signatures) != 1 || !vs.Versions[0].Signed ||
+		len(vs.Versions[1].Signatures) != 0 || vs.Versions[1].Signed {
 		t.Fatalf("versions: %+v", vs)
+	}
+	if vs := decode[struct{ Versions []any }](t, p.do(opKey, "", exitOK, "versions", "--name", "other", "pubco")); len(vs.Versions) != 0 {
+		t.Fatalf("versions --name other: %+v", vs)
 	}
 
 	// Keys: listed without secrets (do checks); rotated, the old secret is
