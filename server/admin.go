@@ -233,7 +233,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, _ *Principal)
 			return
 		}
 	}
-	if pr := s.retireKey(r, hash, `DELETE FROM serve_keys WHERE id = ?`, id); pr != nil {
+	if pr := s.retireKey(r, hash, `DELETE FROM serve_keys WHERE id = ? AND hash = ?`, id, hash); pr != nil {
 		writeProblem(w, pr)
 		return
 	}
@@ -256,7 +256,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request, _ *Principal)
 		writeProblem(w, s.internal(err))
 		return
 	}
-	if pr := s.retireKey(r, hash, `UPDATE serve_keys SET hash = ? WHERE id = ?`, hashKey(key), id); pr != nil {
+	if pr := s.retireKey(r, hash, `UPDATE serve_keys SET hash = ? WHERE id = ? AND hash = ?`, hashKey(key), id, hash); pr != nil {
 		writeProblem(w, pr)
 		return
 	}
@@ -281,16 +281,24 @@ func (s *Server) keyByID(r *http.Request, id string) (*KeyInfo, string, *Problem
 	return &k, hash, nil
 }
 
-// retireKey runs change (a delete or a rehash of the key's row) and records
-// hash as revoked, in one transaction.
+// retireKey runs change (a delete or a rehash of the key's row, on
+// condition that its hash is still hash) and records hash as revoked, in one
+// transaction. A key changed meanwhile (by another node) is 409, and nothing
+// is done.
 func (s *Server) retireKey(r *http.Request, hash, change string, args ...any) *Problem {
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		return s.internal(err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(r.Context(), change, args...); err != nil {
+	res, err := tx.ExecContext(r.Context(), change, args...)
+	if err != nil {
 		return s.internal(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return s.internal(err)
+	} else if n != 1 {
+		return problem(http.StatusConflict, CodeConflict, "the key changed meanwhile; list the keys again")
 	}
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_revoked_keys (hash, revoked) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`, hash, now()); err != nil {
 		return s.internal(err)
