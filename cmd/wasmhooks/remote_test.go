@@ -111,7 +111,8 @@ func wantError(t *testing.T, out, code string, status int) {
 // signatures, keys and credit; the publisher makes a signing key (keygen,
 // mode 0600), pushes, publishes, registers the key and signs; the tenant's
 // bind is refused until an admin approves the key, then binds; the agent
-// platform's call is pending; the operator lists and resolves it, and a
+// platform's call is pending; the operator lists and resolves it (approve,
+// and edit with --edit @FILE), and a
 // caller waiting on a second approval gets its resumed outcome; the key
 // list shows no secret; a rotated and a revoked key are refused. No verb
 // prints an API key it was given.
@@ -218,6 +219,21 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	out = p.do(opKey, "", exitRefused, "resolve", "--tenant", "acme", "--decision", "deny", pending.Approval.ID)
 	wantError(t, out, "approval_resolved", 409)
+	// Edit: approve with changed arguments, from a file.
+	edited := decode[struct{ Approval *struct{ ID string } }](t, p.do(rtKey, `{"tool":"shell.exec","arguments":{"command":"rm -rf /"}}`, exitOK,
+		"call", "--tenant", "acme", "--point", "tool.before", "--input", "-", "--run", "run-edit"))
+	editFile := filepath.Join(dir, "edit.json")
+	if err := os.WriteFile(editFile, []byte(`{"arguments":{"command":"ls"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after := decode[struct {
+		Verdict  string
+		Modified bool
+		Context  struct{ Arguments struct{ Command string } }
+	}](t, p.do(opKey, "", exitOK, "resolve", "--tenant", "acme", "--decision", "edit", "--edit", "@"+editFile, edited.Approval.ID))
+	if after.Verdict != "allow" || !after.Modified || after.Context.Arguments.Command != "ls" {
+		t.Fatalf("resolve --decision edit: %+v", after)
+	}
 
 	// call --wait: the caller waits while the operator denies.
 	type res struct {
