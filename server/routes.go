@@ -39,10 +39,13 @@ type Route struct {
 	// Body is the request body's media type: "" (none),
 	// "application/json" or "application/wasm".
 	Body string
-	h    func(http.ResponseWriter, *http.Request, *Principal)
+	// Produces is the 200 answer's media type: "" means
+	// "application/json".
+	Produces string
+	h        func(http.ResponseWriter, *http.Request, *Principal)
 }
 
-const jsonType, wasmType = "application/json", "application/wasm"
+const jsonType, wasmType, eventStreamType = "application/json", "application/wasm", "text/event-stream"
 
 func (s *Server) table() []Route {
 	admin := []Role{RoleAdmin}
@@ -69,6 +72,7 @@ func (s *Server) table() []Route {
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}", ID: "getApproval", Summary: "Read an approval", Roles: op, Scope: ScopeTenant, h: s.getApproval},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/approvals/{id}/resolve", ID: "resolveApproval", Summary: "Approve, deny or edit a pending approval", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.resolveApproval},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/result", ID: "approvalResult", Summary: "Wait (long poll, ?wait=SECONDS) for an approval's result", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, h: s.approvalResult},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/events", ID: "approvalEvents", Summary: "Wait for an approval's result as Server-Sent Events (?wait=SECONDS)", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, Produces: eventStreamType, h: s.approvalEvents},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/audit", ID: "listAudit", Summary: "Read the tenant's audit records (?after=SEQ&limit=N)", Roles: op, Scope: ScopeTenant, h: s.listAudit},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: s.run},
 	}

@@ -98,6 +98,9 @@ type Options struct {
 	// MaxPollsPerKey bounds each key's open long polls; zero means
 	// DefaultMaxPollsPerKey.
 	MaxPollsPerKey int
+	// Heartbeat is how often an approval's event stream sends a comment
+	// while it waits; zero means DefaultHeartbeat.
+	Heartbeat time.Duration
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it
