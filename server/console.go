@@ -64,6 +64,8 @@ func (s *Server) consoleRoutes(mux *http.ServeMux) {
 			h.Set("Content-Type", "text/javascript; charset=utf-8")
 		case strings.HasSuffix(name, ".css"):
 			h.Set("Content-Type", "text/css; charset=utf-8")
+		case strings.HasSuffix(name, ".svg"):
+			h.Set("Content-Type", "image/svg+xml")
 		default:
 			h.Set("Content-Type", "application/octet-stream")
 		}

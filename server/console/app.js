@@ -25,7 +25,13 @@
       else if (k.startsWith('data-') || ATTRS.includes(k)) e.setAttribute(k, v === true ? '' : String(v));
       else throw new Error('el: attribute ' + k + ' is not allowed');
     }
-    for (const c of children.flat()) {
+    return add(e, ...children);
+  }
+
+  // add appends children to e: nodes as they are, anything else as text;
+  // arrays are flattened, and null, undefined and false are skipped.
+  function add(e, ...children) {
+    for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       e.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
@@ -156,21 +162,21 @@
     which = which === 'resolved' ? 'resolved' : 'pending';
     location.hash = 'approvals/' + which;
     const list = el('div', { id: 'approvals' });
-    page.append(el('h2', { text: 'Approvals' }),
+    add(page, el('h2', { text: 'Approvals' }),
       el('div', { class: 'actions' },
         el('button', { type: 'button', id: 'show-pending', 'aria-current': which === 'pending' ? 'page' : 'false', text: 'Pending', onclick: () => go('approvals', 'pending') }),
         el('button', { type: 'button', id: 'show-resolved', 'aria-current': which === 'resolved' ? 'page' : 'false', text: 'Resolved', onclick: () => go('approvals', 'resolved') }),
         el('button', { type: 'button', id: 'refresh', text: 'Refresh', onclick: () => go('approvals', which) })),
       list);
     const doc = await api('GET', tenantPath('/approvals?status=' + which));
-    if (doc.approvals.length === 0) list.append(el('p', { class: 'empty', text: 'No ' + which + ' approvals.' }));
-    for (const a of doc.approvals) list.append(approvalCard(a));
+    if (doc.approvals.length === 0) add(list, el('p', { class: 'empty', text: 'No ' + which + ' approvals.' }));
+    for (const a of doc.approvals) add(list, approvalCard(a));
   }
 
   function approvalCard(a) {
     const card = el('article', { class: 'approval ' + a.status, 'data-id': a.id });
     const result = el('div', { class: 'result' });
-    card.append(
+    add(card, el('div', { class: 'body' },
       el('h3', null, a.binding, ' at ', a.point),
       dl([['Approval', a.id], ['Status', a.status],
         ['Run', el('button', { type: 'button', class: 'open-run', text: a.run, onclick: () => go('runs', a.run) })],
@@ -178,9 +184,9 @@
         ['Created', a.created], ['Expires', a.expires],
         ['Editable', (a.editable || []).join(', ') || 'nothing']]),
       el('h4', { text: 'Proposed' }), pre(a.proposed, 'proposed'),
-      a.pending ? [el('h4', { text: 'Pending' }), pre(a.pending, 'pending')] : null);
-    if (a.status === 'pending') card.append(resolveControls(a, card, result));
-    card.append(result);
+      a.pending ? [el('h4', { text: 'Pending' }), pre(a.pending, 'pending')] : null));
+    if (a.status === 'pending') add(card, resolveControls(a, card, result));
+    add(card, result);
     return card;
   }
 
@@ -206,7 +212,7 @@
         for (const b of box.querySelectorAll('button')) b.disabled = false;
       }
     };
-    box.append(
+    add(box, 
       el('button', { type: 'button', class: 'approve', text: 'Approve', onclick: () => resolve('approve') }),
       el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => resolve('deny') }),
       (a.editable || []).length ? el('button', { type: 'button', class: 'edit-open', text: 'Edit…', onclick: () => { editArea.hidden = !editArea.hidden; } }) : null,
@@ -216,7 +222,7 @@
       for (const f of a.editable) if (a.proposed && f in a.proposed) fields[f] = a.proposed[f];
       const area = el('textarea', { rows: 8, 'aria-label': 'edited fields (JSON)' });
       area.value = json(fields);
-      editArea.append(el('p', { text: 'Edit the fields (' + a.editable.join(', ') + ') as JSON, then approve with the edit.' }), area,
+      add(editArea, el('p', { text: 'Edit the fields (' + a.editable.join(', ') + ') as JSON, then approve with the edit.' }), area,
         el('div', { class: 'actions' }, el('button', { type: 'button', class: 'edit-submit', text: 'Approve with edit', onclick: () => {
           let edit;
           try { edit = JSON.parse(area.value); } catch (e) { status('The edit is not JSON: ' + e.message, true); return; }
@@ -235,30 +241,30 @@
     const out = el('div', { id: 'run' });
     const form = el('form', { class: 'actions' }, input, el('button', { type: 'submit', text: 'Open run' }));
     form.addEventListener('submit', (ev) => { ev.preventDefault(); if (input.value.trim()) go('runs', input.value.trim()); });
-    page.append(el('h2', { text: 'Runs' }), form, out);
+    add(page, el('h2', { text: 'Runs' }), form, out);
     if (!run) return;
     location.hash = 'runs/' + seg(run);
     const doc = await api('GET', tenantPath('/runs/' + seg(run)));
-    out.append(el('h3', { text: 'Run ' + doc.run }));
+    add(out, el('h3', { text: 'Run ' + doc.run }));
     doc.outcomes.forEach((o, i) => {
-      out.append(el('h4', { text: i === 0 && doc.outcomes.length > 1 ? 'Outcome' : (i === 0 ? 'Outcome' : 'After resolution ' + i) }),
+      add(out, el('h4', { text: i === 0 && doc.outcomes.length > 1 ? 'Outcome' : (i === 0 ? 'Outcome' : 'After resolution ' + i) }),
         dl([['Verdict', el('span', { class: 'verdict', text: o.verdict })], ['Binding', o.binding], ['By', o.by],
           ['Reason', o.reason], ['Message for the user', o.user_message], ['Configuration', o.config]]));
     });
     const last = doc.outcomes[doc.outcomes.length - 1];
     if (last && last.trace) {
-      out.append(el('h4', { text: 'Trace' }), table(['Binding', 'Module', 'Phase', 'Hook decision', 'Applied', 'By', 'Failure', 'Resolution', 'Reason'],
+      add(out, el('h4', { text: 'Trace' }), table(['Binding', 'Module', 'Phase', 'Hook decision', 'Applied', 'By', 'Failure', 'Resolution', 'Reason'],
         last.trace.map((s) => [s.binding, s.module, s.phase, s.decision ? s.decision.action : '', s.applied, s.by,
           s.failure ? s.failure.code + ': ' + s.failure.message : '', s.resolution ? s.resolution + (s.actor ? ' by ' + s.actor : '') : '',
           s.reason || (s.decision && s.decision.reason) || ''])));
     } else {
-      out.append(el('p', { text: 'The run was posted without a run id, so its first outcome is not kept; its audit records follow.' }));
+      add(out, el('p', { text: 'The run was posted without a run id, so its first outcome is not kept; its audit records follow.' }));
     }
     if (doc.approvals.length) {
-      out.append(el('h4', { text: 'Approvals' }), table(['Approval', 'Binding', 'Status'],
+      add(out, el('h4', { text: 'Approvals' }), table(['Approval', 'Binding', 'Status'],
         doc.approvals.map((a) => [a.id, a.binding, a.status])));
     }
-    out.append(el('h4', { text: 'Audit records' }), auditTable(doc.audit));
+    add(out, el('h4', { text: 'Audit records' }), auditTable(doc.audit));
   }
 
   function verification(v) {
@@ -282,7 +288,7 @@
     const n = Number.parseInt(after, 10);
     const from = Number.isFinite(n) && n >= 0 ? n : -1;
     const doc = await api('GET', tenantPath('/audit?limit=100' + (from >= 0 ? '&after=' + from : '')));
-    page.append(el('h2', { text: 'Audit' }),
+    add(page, el('h2', { text: 'Audit' }),
       el('p', { text: 'The tenant\'s audit records, oldest first. Open a run to see its records verified.' }),
       table(['Seq', 'Time', 'Run', 'Point', 'Binding', 'Decision', 'By', 'Resolution', 'Reason'],
         doc.records.map((r) => [String(r.seq), r.time,
@@ -290,7 +296,7 @@
           r.point, r.binding, r.decision, r.by, r.resolution || '', r.reason || ''])));
     if (doc.records.length === 100) {
       const last = doc.records[doc.records.length - 1].seq;
-      page.append(el('button', { type: 'button', text: 'Next page', onclick: () => go('audit', String(last)) }));
+      add(page, el('button', { type: 'button', text: 'Next page', onclick: () => go('audit', String(last)) }));
     }
   }
 
@@ -310,12 +316,12 @@
   async function hooks(page) {
     const [doc, chain] = await Promise.all([api('GET', tenantPath('/hooks')),
       api('GET', tenantPath('/chain')).catch((e) => (e.status === 404 ? null : Promise.reject(e)))]);
-    page.append(el('h2', { text: 'Hooks' }),
+    add(page, el('h2', { text: 'Hooks' }),
       el('p', { text: 'Signatures required at bind: ' + (doc.require_signatures ? 'yes' : 'no') }));
-    if (doc.hooks.length === 0) page.append(el('p', { text: 'The tenant has bound nothing.' }));
-    for (const h of doc.hooks) page.append(hookCard(h));
+    if (doc.hooks.length === 0) add(page, el('p', { text: 'The tenant has bound nothing.' }));
+    for (const h of doc.hooks) add(page, hookCard(h));
     if (chain && chain.config && Array.isArray(chain.config.bindings)) {
-      page.append(el('h3', { text: 'Bindings' }), table(['Name', 'Module', 'Point', 'Phase', 'Priority'],
+      add(page, el('h3', { text: 'Bindings' }), table(['Name', 'Module', 'Point', 'Phase', 'Priority'],
         chain.config.bindings.map((b) => [b.name, b.module, b.point, b.phase, b.priority === undefined ? '' : String(b.priority)])),
       el('details', null, el('summary', { text: 'Configuration' }), pre(chain.config)));
     }
@@ -323,9 +329,9 @@
 
   async function versions(page) {
     const doc = await api('GET', '/v1/publishers/' + seg(me.tenant) + '/versions');
-    page.append(el('h2', { text: 'Versions of ' + doc.publisher }));
-    if (doc.versions.length === 0) page.append(el('p', { text: 'Nothing published yet.' }));
-    for (const h of doc.versions) page.append(hookCard(h));
+    add(page, el('h2', { text: 'Versions of ' + doc.publisher }));
+    if (doc.versions.length === 0) add(page, el('p', { text: 'Nothing published yet.' }));
+    for (const h of doc.versions) add(page, hookCard(h));
   }
 
   // ---- credit and usage ----
@@ -338,7 +344,7 @@
 
   async function usage(page) {
     const u = await api('GET', tenantPath('/usage'));
-    page.append(el('h2', { text: 'Credit and usage of ' + u.tenant }), table(USAGE_HEAD, [usageRow(u)]));
+    add(page, el('h2', { text: 'Credit and usage of ' + u.tenant }), table(USAGE_HEAD, [usageRow(u)]));
   }
 
   async function tenants(page) {
@@ -347,7 +353,7 @@
       const u = await api('GET', '/v1/tenants/' + seg(t.id) + '/usage');
       return [t.id, t.require_signatures ? 'yes' : 'no', ...usageRow(u)];
     }));
-    page.append(el('h2', { text: 'Tenants' }), table(['Tenant', 'Signatures required', ...USAGE_HEAD], rows));
+    add(page, el('h2', { text: 'Tenants' }), table(['Tenant', 'Signatures required', ...USAGE_HEAD], rows));
   }
 
   const RENDER = { approvals, runs, audit: auditView, hooks, versions, usage, tenants };
