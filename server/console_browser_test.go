@@ -307,3 +307,84 @@ func TestConsoleShowsMarkupAsText(t *testing.T) {
 		t.Fatalf("the CSP is not in force: %v", probe)
 	}
 }
+
+// TestConsoleDenyAndEdit: in the console, an operator denies one approval
+// with a note and approves another with its arguments edited; the agent
+// platform waiting on each (one by Server-Sent Events, one by long poll)
+// receives the resumed outcome the page shows: blocked with the note, and
+// allowed with the edited arguments.
+func TestConsoleDenyAndEdit(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	deny := a.pending(t, "r-deny", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "rm -rf /"}})
+	edit := a.pending(t, "r-edit", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "cat /etc/shadow"}})
+
+	type got struct {
+		out *client.Outcome
+		err error
+	}
+	denied, edited := make(chan got, 1), make(chan got, 1)
+	go func() {
+		o, err := a.rt.WaitResult(ctx, "acme", deny, 120, nil)
+		denied <- got{o, err}
+	}()
+	go func() {
+		o, err := a.rt.Result(ctx, "acme", edit, 60)
+		edited <- got{o, err}
+	}()
+
+	b := newBrowser(t)
+	b.signIn(t, p.hs.URL, a.op.Key)
+	denyCard, editCard := `article.approval[data-id="`+deny+`"]`, `article.approval[data-id="`+edit+`"]`
+	b.do(t, "deny",
+		chromedp.WaitVisible(chromedp.CSS(denyCard)),
+		chromedp.WaitVisible(chromedp.CSS(editCard)),
+		chromedp.SendKeys(chromedp.CSS(denyCard+" input.reason"), "not on production"),
+		chromedp.Click(chromedp.CSS(denyCard+" button.deny")),
+		chromedp.WaitVisible(chromedp.CSS(denyCard+".resolved .verdict")),
+	)
+	if status, verdict := b.text(t, "#status"), b.text(t, denyCard+" .verdict"); status != "Denied "+deny+": the resumed run's verdict is block" || verdict != "block" {
+		t.Fatalf("after deny: status %q, verdict %q", status, verdict)
+	}
+	b.do(t, "edit",
+		chromedp.Click(chromedp.CSS(editCard+" button.edit-open")),
+		chromedp.WaitVisible(chromedp.CSS(editCard+" textarea")),
+	)
+	if draft := get(t, b, "the draft", chromedp.Value(chromedp.CSS(editCard+" textarea"))); !strings.Contains(draft, "cat /etc/shadow") {
+		t.Fatalf("the edit's draft: %q", draft)
+	}
+	b.do(t, "edit",
+		chromedp.SetValue(chromedp.CSS(editCard+" textarea"), `{"arguments": {"command": "cat /etc/hostname"}}`),
+		chromedp.Click(chromedp.CSS(editCard+" button.edit-submit")),
+		chromedp.WaitVisible(chromedp.CSS(editCard+".resolved .verdict")),
+	)
+	if status, shown := b.text(t, "#status"), b.text(t, editCard+" .result"); status != "Edited "+edit+": the resumed run's verdict is allow" || !strings.Contains(shown, "cat /etc/hostname") {
+		t.Fatalf("after edit: status %q, shown %q", status, shown)
+	}
+
+	for name, c := range map[string]chan got{"denied": denied, "edited": edited} {
+		select {
+		case g := <-c:
+			if g.err != nil || g.out == nil {
+				t.Fatalf("%s: %+v %v", name, g.out, g.err)
+			}
+			args, _ := g.out.Context["arguments"].(map[string]any)
+			switch name {
+			case "denied":
+				if g.out.Verdict != "block" || g.out.Run != "r-deny" || g.out.Reason != "not on production" {
+					t.Fatalf("denied: %s", g.out.Raw)
+				}
+			case "edited":
+				if g.out.Verdict != "allow" || g.out.Run != "r-edit" || args["command"] != "cat /etc/hostname" {
+					t.Fatalf("edited: %s", g.out.Raw)
+				}
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the waiting client got nothing", name)
+		}
+	}
+	if errs := b.pageErrors(); len(errs) != 0 {
+		t.Fatalf("page errors: %v", errs)
+	}
+}
