@@ -194,17 +194,23 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		recs = append(recs, rec)
 	}
 	rows.Close()
+	var run1 []audit.Record
+	var raws []string
 	for _, raw := range recs {
 		var rec audit.Record
 		if json.Unmarshal([]byte(raw), &rec) != nil || rec.Run != run {
 			continue
 		}
-		rd, err := s.verifyRecord(ctx, &rec)
-		if err != nil {
-			writeProblem(w, s.internal(err))
-			return
-		}
-		rd.Record = json.RawMessage(raw)
+		run1, raws = append(run1, rec), append(raws, raw)
+	}
+	prev, err := s.prevHashes(ctx, run1)
+	if err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	for i := range run1 {
+		rd := s.verifyRecord(&run1[i], prev)
+		rd.Record = json.RawMessage(raws[i])
 		doc.Audit = append(doc.Audit, rd)
 	}
 	if len(doc.Outcomes) == 0 && len(doc.Approvals) == 0 && len(doc.Audit) == 0 {
@@ -214,11 +220,44 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	writeJSON(w, 200, doc)
 }
 
+// prevHashes reads the hashes of the records just before recs in the index,
+// by seq: any tenant's (the platform's chain is one, so a tenant's records
+// are not consecutive; only whether the hashes match is shown).
+func (s *Server) prevHashes(ctx context.Context, recs []audit.Record) (map[uint64][]string, error) {
+	prev := map[uint64][]string{}
+	var args []any
+	for _, r := range recs {
+		if r.Seq > 0 {
+			args = append(args, int64(r.Seq-1))
+		}
+	}
+	if len(args) == 0 {
+		return prev, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, record FROM serve_audit WHERE seq IN (?`+strings.Repeat(`, ?`, len(args)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var raw string
+		if err := rows.Scan(&seq, &raw); err != nil {
+			return nil, err
+		}
+		var r struct {
+			Hash string `json:"hash"`
+		}
+		if json.Unmarshal([]byte(raw), &r) == nil && r.Hash != "" {
+			prev[uint64(seq)] = append(prev[uint64(seq)], r.Hash)
+		}
+	}
+	return prev, rows.Err()
+}
+
 // verifyRecord checks rec on its own (audit.VerifyRecord, under the host
-// key when it carries a MAC) and its link to the record before it in the
-// index (any tenant's: the platform's chain is one, so a tenant's records
-// are not consecutive; only whether the hashes match is said).
-func (s *Server) verifyRecord(ctx context.Context, rec *audit.Record) (RecordDoc, error) {
+// key when it carries a MAC) and its prev against prev (prevHashes).
+func (s *Server) verifyRecord(rec *audit.Record, prev map[uint64][]string) RecordDoc {
 	var d RecordDoc
 	var key []byte
 	if rec.MAC != "" {
@@ -232,34 +271,19 @@ func (s *Server) verifyRecord(ctx context.Context, rec *audit.Record) (RecordDoc
 	default:
 		d.Verified = "verified"
 	}
-	if rec.Seq == 0 {
-		d.Linked = map[bool]string{true: "yes", false: "no"}[rec.Prev == ""]
-		return d, nil
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT record FROM serve_audit WHERE seq = ?`, int64(rec.Seq-1))
-	if err != nil {
-		return d, err
-	}
-	defer rows.Close()
-	d.Linked = "unknown"
-	for rows.Next() {
-		var raw string
-		if err := rows.Scan(&raw); err != nil {
-			return d, err
-		}
-		var prev struct {
-			Hash string `json:"hash"`
-		}
-		if json.Unmarshal([]byte(raw), &prev) != nil {
-			continue
-		}
-		if prev.Hash == rec.Prev && prev.Hash != "" {
-			d.Linked = "yes"
-			break
-		}
+	switch hashes, ok := prev[rec.Seq-1]; {
+	case rec.Seq == 0 && rec.Prev == "":
+		d.Linked = "yes"
+	case rec.Seq == 0:
+		d.Linked = "no"
+	case !ok:
+		d.Linked = "unknown"
+	case slices.Contains(hashes, rec.Prev):
+		d.Linked = "yes"
+	default:
 		d.Linked = "no"
 	}
-	return d, rows.Err()
+	return d
 }
 
 func (s *Server) listHooks(w http.ResponseWriter, r *http.Request, _ *Principal) {

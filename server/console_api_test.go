@@ -123,11 +123,19 @@ func TestRunRead(t *testing.T) {
 	if _, err := p.db.Exec(`UPDATE serve_audit SET record = ? WHERE tenant = 'acme' AND seq = ?`, string(b), int64(rec2.Seq)); err != nil {
 		t.Fatal(err)
 	}
+	// And the record before the second one (rx1's) given another hash:
+	// the second is no longer linked to it.
+	if rec2.Seq == 0 {
+		t.Fatal("the resolution's record is the first of the chain")
+	}
+	if _, err := p.db.Exec(`UPDATE serve_audit SET record = replace(record, '"hash":"', '"hash":"00') WHERE seq = ?`, int64(rec2.Seq-1)); err != nil {
+		t.Fatal(err)
+	}
 	run, err = a.op.RunRecord(ctx, "acme", "r_1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Audit[0].Verified != "failed" || run.Audit[0].Problem == "" || run.Audit[1].Verified != "unkeyed" {
+	if run.Audit[0].Verified != "failed" || run.Audit[0].Problem == "" || run.Audit[1].Verified != "unkeyed" || run.Audit[1].Linked != "no" {
 		t.Fatalf("after tampering: %+v", run.Audit[:2])
 	}
 	for _, bad := range []string{"no-such-run", "r%25", "r_"} {
