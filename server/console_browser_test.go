@@ -388,3 +388,62 @@ func TestConsoleDenyAndEdit(t *testing.T) {
 		t.Fatalf("page errors: %v", errs)
 	}
 }
+
+// TestConsoleRoles: what each key sees. An admin key sees every tenant's
+// credit and usage; a publisher key its versions with their validation
+// reports and signatures; a runtime key no views; a key the server does not
+// know is refused and the sign-in form comes back; signing out forgets the
+// key.
+func TestConsoleRoles(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	for _, id := range []string{"acme", "globex"} {
+		if err := p.admin.CreateTenant(ctx, id, id == "globex"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.admin.GrantCredit(ctx, "globex", 1234, "g"); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	publishPolicy(t, pub)
+	rt := p.key(t, server.RoleRuntime, "acme")
+	b := newBrowser(t)
+
+	b.signIn(t, p.hs.URL, adminKey)
+	b.do(t, "tenants", chromedp.WaitVisible(chromedp.CSS("#page-tenants table")))
+	if tenants := b.text(t, "#page-tenants table"); !strings.Contains(tenants, "acme") || !strings.Contains(tenants, "globex\tyes\t1234") {
+		t.Fatalf("tenants:\n%s", tenants)
+	}
+	b.do(t, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
+	if key := get(t, b, "the stored key", chromedp.Evaluate[string](`sessionStorage.getItem('wasmhooks.key') || ''`)); key != "" {
+		t.Fatalf("signed out, the key is still stored: %q", key)
+	}
+
+	b.signIn(t, p.hs.URL, pub.Key)
+	b.do(t, "versions", chromedp.WaitVisible(chromedp.CSS(`#page-versions article.hook[data-name="policy"]`)))
+	if v := b.text(t, "#page-versions"); !strings.Contains(v, "pubco/policy@1.0.0") || !strings.Contains(v, "Validation report") || !strings.Contains(v, "no valid signature") {
+		t.Fatalf("versions:\n%s", v)
+	}
+	b.do(t, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
+
+	b.signIn(t, p.hs.URL, rt.Key)
+	b.do(t, "runtime", chromedp.WaitVisible(chromedp.CSS("#view p")))
+	if v := b.text(t, "#view"); !strings.Contains(v, "A runtime key has no console views") {
+		t.Fatalf("runtime:\n%s", v)
+	}
+	b.do(t, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
+
+	b.do(t, "a bad key",
+		chromedp.SendKeys(chromedp.ID("key"), "whk_not-a-key"),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.CSS("#status.error")),
+		chromedp.WaitVisible(chromedp.ID("key")),
+	)
+	if st := b.text(t, "#status"); !strings.Contains(st, "unauthenticated") {
+		t.Fatalf("bad key: %q", st)
+	}
+	if errs := b.pageErrors(); len(errs) != 1 || !strings.Contains(errs[0], "401") {
+		t.Fatalf("page errors (want the one 401): %v", errs)
+	}
+}
