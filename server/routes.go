@@ -28,7 +28,8 @@ const (
 	// and every tenant's operator (who binds them).
 	ScopeCatalogue Scope = "catalogue"
 	// ScopeSelf routes read only the caller's own key: every key
-	// reaches them.
+	// reaches them, so they take no path parameter (TestTenantIsolation
+	// fails one that does).
 	ScopeSelf Scope = "self"
 )
 
