@@ -15,7 +15,8 @@ import (
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
-// chromiumPath is Debian's chromium (make deps installs it).
+// chromiumPath is Debian's chromium (make deps installs it); the
+// environment's WASMHOOKS_CHROMIUM names another.
 const chromiumPath = "/usr/bin/chromium"
 
 // browser is a headless Chromium driven over the DevTools protocol, and
@@ -32,8 +33,11 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	path := chromiumPath
+	if p := os.Getenv("WASMHOOKS_CHROMIUM"); p != "" {
+		path = p
+	}
 	if _, err := os.Stat(path); err != nil {
-		if p, err := exec.LookPath("chromium"); err == nil {
+		if p, lerr := exec.LookPath("chromium"); lerr == nil && os.Getenv("WASMHOOKS_CHROMIUM") == "" {
 			path = p
 		} else if os.Getenv("CI") == "true" {
 			t.Fatalf("chromium is required in CI (make deps installs it): %v", err)
