@@ -121,7 +121,8 @@ func (b *browser) signIn(t *testing.T, base, key string) {
 		chromedp.WaitVisible(chromedp.ID("key")),
 		chromedp.SendKeys(chromedp.ID("key"), key),
 		chromedp.Click(chromedp.ID("signin")),
-		chromedp.WaitVisible(chromedp.ID("nav")),
+		// Shown only once the server has answered /v1/me for the key.
+		chromedp.WaitVisible(chromedp.ID("signout")),
 	)
 }
 
@@ -419,7 +420,8 @@ func TestConsoleRoles(t *testing.T) {
 	if tenants := b.text(t, "#page-tenants table"); !strings.Contains(tenants, "acme") || !strings.Contains(tenants, "globex\tyes\t1234") {
 		t.Fatalf("tenants:\n%s", tenants)
 	}
-	b.do(t, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
+	b.do(t, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.WaitNotVisible(chromedp.ID("nav")), chromedp.WaitNotVisible(chromedp.ID("signout")))
 	if key := get(t, b, "the stored key", chromedp.Evaluate[string](`sessionStorage.getItem('wasmhooks.key') || ''`)); key != "" {
 		t.Fatalf("signed out, the key is still stored: %q", key)
 	}
@@ -432,7 +434,7 @@ func TestConsoleRoles(t *testing.T) {
 	b.do(t, "sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("key")))
 
 	b.signIn(t, p.hs.URL, rt.Key)
-	b.do(t, "runtime", chromedp.WaitVisible(chromedp.CSS("#view p")))
+	b.do(t, "runtime", chromedp.WaitVisible(chromedp.ID("no-views")))
 	if v := b.text(t, "#view"); !strings.Contains(v, "A runtime key has no console views") {
 		t.Fatalf("runtime:\n%s", v)
 	}

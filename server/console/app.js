@@ -137,7 +137,7 @@
     status('');
     const views = VIEWS[me.role] || [];
     if (views.length === 0) {
-      $('view').replaceChildren(el('p', { text: 'A ' + me.role + ' key has no console views: it is for the API.' }));
+      $('view').replaceChildren(el('p', { id: 'no-views', text: 'A ' + me.role + ' key has no console views: it is for the API.' }));
       return;
     }
     const want = location.hash.slice(1).split('/')[0];
