@@ -155,3 +155,67 @@ func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalEventsExpiry: an approval nobody resolves is decided by its
+// binding's expiry policy, and its event stream delivers that outcome.
+func TestApprovalEventsExpiry(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	op := p.key(t, server.RoleOperator, "acme")
+	rt := p.key(t, server.RoleRuntime, "acme")
+	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, p.key(t, server.RolePublisher, "pubco")))); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-sse-exp")
+	if err != nil || out.Approval == nil {
+		t.Fatalf("%+v %v", out, err)
+	}
+	res, err := rt.WaitResult(ctx, "acme", out.Approval.ID, 30, nil)
+	if err != nil || res == nil || res.Verdict != "block" || res.Run != "r-sse-exp" {
+		t.Fatalf("expired: %+v %v", res, err)
+	}
+}
+
+// TestApprovalEventsDrain: a draining server ends its event streams at
+// once with "timeout" (the approval is still pending; the client waits
+// again elsewhere), so that shutdown does not wait for them.
+func TestApprovalEventsDrain(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	id := a.pending(t, "r-drain", map[string]any{"tool": "shell.exec"})
+	started := make(chan struct{})
+	type got struct {
+		out    *client.Outcome
+		err    error
+		events []string
+	}
+	done := make(chan got, 1)
+	go func() {
+		var names []string
+		o, err := a.rt.WaitResult(ctx, "acme", id, 60, func(e client.Event) {
+			names = append(names, e.Name)
+			if e.Name == server.EventStatus {
+				close(started)
+			}
+		})
+		done <- got{o, err, names}
+	}()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no status event")
+	}
+	p.srv.Drain()
+	select {
+	case g := <-done:
+		if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status,timeout" {
+			t.Fatalf("after drain: %+v %v %v", g.out, g.err, g.events)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream outlived the drain")
+	}
+}
