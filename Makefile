@@ -31,17 +31,21 @@ RUST_TARGET := wasm32-unknown-unknown
 RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1
 # The Debian packages the C and Rust builds need (bookworm names).
 SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32
+# Debian's chromium, for the operator console's browser tests
+# (server/console_browser_test.go, go test -run Console ./server/).
+BROWSER_DEBS := chromium
 
 all: cli hooks
 
 ## deps: install what the build needs beyond Go: wabt for WAT fixtures, and
 ## Debian's clang, lld, wasi-libc, rustc and its wasm32 standard library for
-## the C and Rust hooks (about 20 s on a fresh bookworm machine), and npm's
-## AssemblyScript into sdk/assemblyscript (npm ci, about 2 s).
+## the C and Rust hooks (about 20 s on a fresh bookworm machine), Debian's
+## chromium for the console's browser tests, and npm's AssemblyScript into
+## sdk/assemblyscript (npm ci, about 2 s).
 deps:
 	@missing=""; \
 	command -v wat2wasm >/dev/null 2>&1 || missing="wabt"; \
-	for p in $(SDK_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(SDK_DEBS) $(BROWSER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \

@@ -77,6 +77,8 @@ var schema = []string{
 		PRIMARY KEY (tenant, seq))`,
 	`CREATE INDEX IF NOT EXISTS serve_approvals_tenant ON serve_approvals (tenant, status)`,
 	`CREATE INDEX IF NOT EXISTS serve_approvals_expires ON serve_approvals (status, expires)`,
+	// A record's predecessor, for the console's link check (getRun).
+	`CREATE INDEX IF NOT EXISTS serve_audit_seq ON serve_audit (seq)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
-	"strconv"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
@@ -482,91 +481,4 @@ func (s *Server) checkUploadQuota(ctx context.Context, publisher, digest string,
 		return problem(http.StatusForbidden, CodeQuotaExceeded, "publisher %s has uploaded %d bytes; %d more would pass its quota of %d", publisher, bytes, size, q.MaxBytes)
 	}
 	return nil
-}
-
-// MaxVersionsPage bounds the versions one list returns (500).
-//
-// The console (its helper's branch) adds the same route with the same
-// handler name and answer: {"publisher", "versions": [{name, ref (the pin),
-// version, signatures [{key_id, valid}], signed, report}]}. This one is
-// here so that the CLI's versions verb works before that merge; at the
-// merge keep one of the two (the compiler names both).
-const MaxVersionsPage = 500
-
-// versionEntry is one version of listVersions' answer.
-type versionEntry struct {
-	Name       string          `json:"name"`
-	Ref        string          `json:"ref"` // the pin: publisher/name@version#sha256:DIGEST
-	Version    *VersionDoc     `json:"version"`
-	Signatures []signatureView `json:"signatures"`
-	// Signed: a signature verifies under a signing key an admin approved
-	// (what require_signatures asks).
-	Signed bool            `json:"signed"`
-	Report json.RawMessage `json:"report,omitempty"`
-}
-
-// signatureView is a signature as listed: Valid when it verifies under its
-// registered key (approved or not).
-type signatureView struct {
-	KeyID string `json:"key_id"`
-	Valid bool   `json:"valid"`
-}
-
-func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	ctx := r.Context()
-	publisher := r.PathValue("publisher")
-	rows, err := s.db.QueryContext(ctx, `SELECT name, version FROM serve_versions WHERE publisher = ? ORDER BY name, created, version LIMIT `+strconv.Itoa(MaxVersionsPage), publisher)
-	if err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	type nv struct{ name, version string }
-	var all []nv
-	for rows.Next() {
-		var x nv
-		if err := rows.Scan(&x.name, &x.version); err != nil {
-			rows.Close()
-			writeProblem(w, s.internal(err))
-			return
-		}
-		all = append(all, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	out := []versionEntry{}
-	for _, x := range all {
-		v, pr := s.version(ctx, publisher, x.name, x.version)
-		if pr != nil {
-			writeProblem(w, pr)
-			return
-		}
-		e := versionEntry{Name: x.name, Ref: v.Ref + "#sha256:" + v.Digest, Version: v, Signatures: []signatureView{}}
-		for _, sd := range v.Signatures {
-			sv := signatureView{KeyID: sd.KeyID}
-			d, pr := s.signingKeyDoc(ctx, publisher, sd.KeyID)
-			switch {
-			case pr != nil && pr.Code == CodeInternal:
-				writeProblem(w, pr)
-				return
-			case pr == nil:
-				sv.Valid = ed25519.Verify(d.PublicKey, SigningMessage(v.Ref, v.Digest, v.ManifestDigest), sd.Signature)
-			}
-			e.Signatures = append(e.Signatures, sv)
-		}
-		if e.Signed, pr = s.signed(ctx, v); pr != nil {
-			writeProblem(w, pr)
-			return
-		}
-		var report string
-		if err := s.db.QueryRowContext(ctx, `SELECT report FROM serve_modules WHERE digest = ?`, v.Digest).Scan(&report); err != nil {
-			writeProblem(w, s.internal(err))
-			return
-		}
-		e.Report = json.RawMessage(report)
-		out = append(out, e)
-	}
-	writeJSON(w, 200, map[string]any{"publisher": publisher, "versions": out})
 }

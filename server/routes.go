@@ -27,6 +27,10 @@ const (
 	// ScopeCatalogue routes read published versions: their publisher,
 	// and every tenant's operator (who binds them).
 	ScopeCatalogue Scope = "catalogue"
+	// ScopeSelf routes read only the caller's own key: every key
+	// reaches them, so they take no path parameter (TestTenantIsolation
+	// fails one that does).
+	ScopeSelf Scope = "self"
 )
 
 // Route is one route of the API: the table below is the only place routes
@@ -39,10 +43,13 @@ type Route struct {
 	// Body is the request body's media type: "" (none),
 	// "application/json" or "application/wasm".
 	Body string
-	h    func(http.ResponseWriter, *http.Request, *Principal)
+	// Produces is the 200 answer's media type: "" means
+	// "application/json".
+	Produces string
+	h        func(http.ResponseWriter, *http.Request, *Principal)
 }
 
-const jsonType, wasmType = "application/json", "application/wasm"
+const jsonType, wasmType, eventStreamType = "application/json", "application/wasm", "text/event-stream"
 
 func (s *Server) table() []Route {
 	admin := []Role{RoleAdmin}
@@ -76,7 +83,12 @@ func (s *Server) table() []Route {
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}", ID: "getApproval", Summary: "Read an approval", Roles: op, Scope: ScopeTenant, h: s.getApproval},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/approvals/{id}/resolve", ID: "resolveApproval", Summary: "Approve, deny or edit a pending approval", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.resolveApproval},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/result", ID: "approvalResult", Summary: "Wait (long poll, ?wait=SECONDS) for an approval's result", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, h: s.approvalResult},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/events", ID: "approvalEvents", Summary: "Wait for an approval's result as Server-Sent Events (?wait=SECONDS)", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, Produces: eventStreamType, h: s.approvalEvents},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/audit", ID: "listAudit", Summary: "Read the tenant's audit records (?after=SEQ&limit=N)", Roles: op, Scope: ScopeTenant, h: s.listAudit},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/runs/{run}", ID: "getRun", Summary: "Read a run: its outcomes, approvals, and audit records with their verification status", Roles: op, Scope: ScopeTenant, h: s.getRun},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/hooks", ID: "listHooks", Summary: "List the modules the tenant's chain names, with signatures and validation reports", Roles: op, Scope: ScopeTenant, h: s.listHooks},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/usage", ID: "getUsage", Summary: "Read a tenant's credit and usage", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getUsage},
+		{Method: "GET", Path: "/v1/me", ID: "getMe", Summary: "Read the caller's key: its id, role and tenant", Roles: []Role{RoleAdmin, RolePublisher, RoleOperator, RoleRuntime}, Scope: ScopeSelf, h: s.getMe},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: s.run},
 	}
 }
@@ -95,6 +107,7 @@ func (s *Server) routes() *http.ServeMux {
 	for _, rt := range s.table() {
 		mux.Handle(rt.Method+" "+rt.Path, s.guard(rt))
 	}
+	s.consoleRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
@@ -183,6 +196,8 @@ func inScope(rt Route, r *http.Request, p *Principal) bool {
 		return p.Role == RoleAdmin || r.PathValue("publisher") == p.Tenant
 	case ScopeCatalogue:
 		return p.Role == RoleOperator || r.PathValue("publisher") == p.Tenant
+	case ScopeSelf:
+		return true
 	}
 	return false
 }

@@ -105,6 +105,9 @@ type Options struct {
 	// UploadQuota bounds what each publisher uploads; the zero value means
 	// the defaults (publish.go).
 	UploadQuota UploadQuota
+	// Heartbeat is how often an approval's event stream sends a comment
+	// while it waits; zero means DefaultHeartbeat.
+	Heartbeat time.Duration
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it

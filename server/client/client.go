@@ -304,25 +304,11 @@ func (c *Client) RotateKey(ctx context.Context, id string) (*api.KeyDoc, error) 
 	return &k, err
 }
 
-// VersionEntry is a version as Versions lists it.
-type VersionEntry struct {
-	Name       string          `json:"name"`
-	Ref        string          `json:"ref"` // the pin: publisher/name@version#sha256:DIGEST
-	Version    *api.VersionDoc `json:"version,omitempty"`
-	Signatures []struct {
-		KeyID string `json:"key_id"`
-		Valid bool   `json:"valid"` // verifies under its registered key
-	} `json:"signatures"`
-	Signed  bool            `json:"signed"` // by a key an admin approved
-	Report  json.RawMessage `json:"report,omitempty"`
-	Problem string          `json:"problem,omitempty"`
-}
-
 // Versions lists publisher's published versions (its publisher, or any
 // tenant's operator), of module name only if name is not empty.
-func (c *Client) Versions(ctx context.Context, publisher, name string) ([]VersionEntry, error) {
+func (c *Client) Versions(ctx context.Context, publisher, name string) ([]api.HookDoc, error) {
 	var d struct {
-		Versions []VersionEntry `json:"versions"`
+		Versions []api.HookDoc `json:"versions"`
 	}
 	if err := c.doJSON(ctx, "GET", "/v1/publishers/"+esc(publisher)+"/versions", nil, &d); err != nil {
 		return nil, err

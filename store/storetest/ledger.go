@@ -53,6 +53,30 @@ func RunLedger(t *testing.T, open Open) {
 		}
 		must(t, l.Check(ctx))
 	})
+	t.Run("usage sums the entries by kind", func(t *testing.T) {
+		l := store.NewLedger(open(t), store.LedgerOptions{})
+		must(t, l.Grant(ctx, "acme", 100, "g1"))
+		must(t, l.Grant(ctx, "acme", 100, "g1")) // same key: once
+		must(t, l.Grant(ctx, "other", 7, ""))
+		must(t, l.Adjust(ctx, "acme", -40, "", "correction"))
+		for _, amount := range []int64{25, 5} {
+			id, err := l.Reserve(ctx, "acme", 30, "")
+			must(t, err)
+			_, err = l.Settle(ctx, id, amount)
+			must(t, err)
+		}
+		id, err := l.Reserve(ctx, "acme", 10, "")
+		must(t, err)
+		must(t, l.Release(ctx, id)) // released: no charge
+		u, err := l.Usage(ctx, "acme")
+		must(t, err)
+		if u != (store.LedgerUsage{Granted: 100, Adjusted: -40, Charged: 30, Charges: 2}) {
+			t.Fatalf("usage %+v", u)
+		}
+		if u, err := l.Usage(ctx, "nobody"); err != nil || u != (store.LedgerUsage{}) {
+			t.Fatalf("an account never credited: %+v %v", u, err)
+		}
+	})
 	t.Run("sweep releases expired owners only", func(t *testing.T) {
 		db := open(t)
 		now := time.Unix(1_000_000, 0)

@@ -1,0 +1,274 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
+)
+
+// newKeyedPlatform is a platform whose audit chain is keyed with the host
+// key, as `wasmhooks serve` keys it.
+func newKeyedPlatform(t *testing.T) *platform {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return newPlatformWith(t, t.TempDir(), key, func(o *server.Options) {
+		sink, err := audit.NewKeyedMemorySink(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Audit = sink
+	})
+}
+
+// TestMe: every key reads its own id, role and tenant, and only that.
+func TestMe(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		role   server.Role
+		tenant string
+	}{{server.RoleOperator, "acme"}, {server.RoleRuntime, "acme"}, {server.RolePublisher, "pubco"}} {
+		k, err := p.admin.CreateKey(ctx, c.role, c.tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		me, err := client.New(p.hs.URL, k.Key).Me(ctx)
+		if err != nil || *me != (server.MeDoc{KeyID: k.ID, Role: c.role, Tenant: c.tenant}) {
+			t.Fatalf("%s: %+v %v", c.role, me, err)
+		}
+	}
+	if me, err := p.admin.Me(ctx); err != nil || me.Role != server.RoleAdmin || me.Tenant != "" {
+		t.Fatalf("admin: %+v %v", me, err)
+	}
+	_, err := client.New(p.hs.URL, "whk_not-a-key").Me(ctx)
+	wantCode(t, err, 401, server.CodeUnauthenticated)
+}
+
+// TestRunRead: a run's outcomes (the first, then its resolution's), its
+// approval and its audit records, each verified under the host key and
+// linked to the record before it; a record changed in the index, or
+// re-hashed without its MAC, is shown as such. Run ids are matched
+// exactly, LIKE's wildcards included.
+func TestRunRead(t *testing.T) {
+	ctx := context.Background()
+	p := newKeyedPlatform(t)
+	a := newAsking(t, p)
+	id := a.pending(t, "r_1", map[string]any{"tool": "shell.exec"})
+	// "rx1" matches r_1 as a LIKE pattern: its records must not show.
+	a.pending(t, "rx1", map[string]any{"tool": "shell.exec"})
+	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, "looks fine"); err != nil {
+		t.Fatal(err)
+	}
+	run, err := a.op.RunRecord(ctx, "acme", "r_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Outcomes) != 2 || len(run.Approvals) != 1 || len(run.Audit) < 2 {
+		t.Fatalf("run: %d outcomes, %d approvals, %d records", len(run.Outcomes), len(run.Approvals), len(run.Audit))
+	}
+	var last struct {
+		Verdict string `json:"verdict"`
+		Trace   []struct {
+			Binding    string `json:"binding"`
+			Resolution string `json:"resolution"`
+		} `json:"trace"`
+	}
+	if err := json.Unmarshal(run.Outcomes[1], &last); err != nil || last.Verdict != "allow" || len(last.Trace) == 0 || last.Trace[len(last.Trace)-1].Resolution != "approved" {
+		t.Fatalf("last outcome %s: %v", run.Outcomes[1], err)
+	}
+	for _, r := range run.Audit {
+		var rec audit.Record
+		if err := json.Unmarshal(r.Record, &rec); err != nil || rec.Run != "r_1" {
+			t.Fatalf("record %s: %v", r.Record, err)
+		}
+		if r.Verified != "verified" || r.Linked != "yes" {
+			t.Fatalf("record %d: %s, linked %s: %s", rec.Seq, r.Verified, r.Linked, r.Problem)
+		}
+	}
+
+	// Tampering with the index: a decision changed; a record with its MAC
+	// removed and its hash recomputed (what someone without the key can
+	// do).
+	first := run.Audit[0]
+	var rec audit.Record
+	_ = json.Unmarshal(first.Record, &rec)
+	changed := strings.Replace(string(first.Record), `"decision":"`+rec.Decision+`"`, `"decision":"continue"`, 1)
+	if changed == string(first.Record) {
+		t.Fatal("nothing changed")
+	}
+	if _, err := p.db.Exec(`UPDATE serve_audit SET record = ? WHERE tenant = 'acme' AND seq = ?`, changed, int64(rec.Seq)); err != nil {
+		t.Fatal(err)
+	}
+	second := run.Audit[1]
+	var rec2 audit.Record
+	_ = json.Unmarshal(second.Record, &rec2)
+	rec2.MAC, rec2.Hash = "", ""
+	rec2.Hash, _ = audit.Hash(&rec2)
+	b, _ := json.Marshal(&rec2)
+	if _, err := p.db.Exec(`UPDATE serve_audit SET record = ? WHERE tenant = 'acme' AND seq = ?`, string(b), int64(rec2.Seq)); err != nil {
+		t.Fatal(err)
+	}
+	// And the record before the second one (rx1's) given another hash:
+	// the second is no longer linked to it.
+	if rec2.Seq == 0 {
+		t.Fatal("the resolution's record is the first of the chain")
+	}
+	if _, err := p.db.Exec(`UPDATE serve_audit SET record = replace(record, '"hash":"', '"hash":"00') WHERE seq = ?`, int64(rec2.Seq-1)); err != nil {
+		t.Fatal(err)
+	}
+	run, err = a.op.RunRecord(ctx, "acme", "r_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Audit[0].Verified != "failed" || run.Audit[0].Problem == "" || run.Audit[1].Verified != "unkeyed" || run.Audit[1].Linked != "no" {
+		t.Fatalf("after tampering: %+v", run.Audit[:2])
+	}
+	for _, bad := range []string{"no-such-run", "r%25", "r_"} {
+		_, err = a.op.RunRecord(ctx, "acme", bad)
+		wantCode(t, err, 404, server.CodeNotFound)
+	}
+}
+
+// TestHooksAndUsage: the tenant's hooks with their pinned versions,
+// signatures (whether each verifies) and validation reports; a publisher's
+// versions; a tenant's credit and usage.
+func TestHooksAndUsage(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	pin := publishPolicy(t, pub)
+	op := p.key(t, server.RoleOperator, "acme")
+	if hooks, err := op.Hooks(ctx, "acme"); err != nil || len(hooks) != 0 {
+		t.Fatalf("before binding: %+v %v", hooks, err)
+	}
+	if _, err := op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
+		t.Fatal(err)
+	}
+	hooks, err := op.Hooks(ctx, "acme")
+	if err != nil || len(hooks) != 1 || hooks[0].Name != "policy" || hooks[0].Ref != pin || hooks[0].Signed || hooks[0].Version == nil || len(hooks[0].Report) == 0 {
+		t.Fatalf("unsigned: %+v %v", hooks, err)
+	}
+	pk, sk, _ := ed25519.GenerateKey(rand.Reader)
+	kid, err := pub.AddSigningKey(ctx, "pubco", pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", kid, sk); err != nil {
+		t.Fatal(err)
+	}
+	// A signature stored by a key that no longer verifies it: shown as
+	// not verifying.
+	pk2, sk2, _ := ed25519.GenerateKey(rand.Reader)
+	kid2, err := pub.AddSigningKey(ctx, "pubco", pk2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", kid2, sk2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.db.Exec(`UPDATE serve_signing_keys SET public_key = ? WHERE id = ?`, []byte(pk), kid2); err != nil {
+		t.Fatal(err)
+	}
+	hooks, err = op.Hooks(ctx, "acme")
+	if err != nil || len(hooks) != 1 || !hooks[0].Signed || len(hooks[0].Signatures) != 2 {
+		t.Fatalf("signed: %+v %v", hooks, err)
+	}
+	for _, s := range hooks[0].Signatures {
+		if s.Valid != (s.KeyID == kid) {
+			t.Fatalf("signature %+v", s)
+		}
+	}
+	for _, c := range []*client.Client{pub, op} {
+		vs, err := c.Versions(ctx, "pubco", "")
+		if err != nil || len(vs) != 1 || vs[0].Version.Ref != "pubco/policy@1.0.0" || !vs[0].Signed || len(vs[0].Report) == 0 {
+			t.Fatalf("versions: %+v %v", vs, err)
+		}
+	}
+
+	if _, err := p.admin.GrantCredit(ctx, "acme", 70, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	rt := p.key(t, server.RoleRuntime, "acme")
+	if _, err := rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client.Client{p.admin, op} {
+		u, err := c.Usage(ctx, "acme")
+		if err != nil || u.Tenant != "acme" || u.Available != 70 || u.Granted != 70 || u.Runs != 1 || u.ApprovalsPending != 1 || u.AuditRecords < 1 {
+			t.Fatalf("usage: %+v %v", u, err)
+		}
+	}
+	_, err = p.admin.Usage(ctx, "nobody")
+	wantCode(t, err, 404, server.CodeNotFound)
+}
+
+// TestConsoleServed: the console's files, with their security headers; no
+// other file; and app.js puts nothing into the page as HTML.
+func TestConsoleServed(t *testing.T) {
+	p := newPlatform(t)
+	for _, c := range []struct {
+		path, ctype string
+		status      int
+	}{
+		{"/", "text/html; charset=utf-8", 200},
+		{"/console/app.js", "text/javascript; charset=utf-8", 200},
+		{"/console/style.css", "text/css; charset=utf-8", 200},
+		{"/console/index.html", "application/problem+json", 404},
+		{"/console/nope.js", "application/problem+json", 404},
+		{"/console/../openapi.json", "application/json", 200}, // cleaned to /openapi.json
+		{"/index.html", "application/problem+json", 404},
+	} {
+		resp, err := http.Get(p.hs.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != c.ctype {
+			t.Fatalf("%s: %d %s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if c.status != 200 || !strings.HasPrefix(c.path, "/") || c.path == "/console/../openapi.json" {
+			continue
+		}
+		h := resp.Header
+		csp := h.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Fatalf("%s: CSP %q lacks %q", c.path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("X-Frame-Options") != "DENY" {
+			t.Fatalf("%s: headers %v", c.path, h)
+		}
+		if c.path == "/" && (strings.Contains(string(body), "<script>") || regexp.MustCompile(`\son[a-z]+\s*=`).Match(body)) {
+			t.Fatalf("index.html has inline script or handlers")
+		}
+	}
+	js, err := os.ReadFile("console/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Outside comments, no API that parses HTML or evaluates strings.
+	code := regexp.MustCompile(`(?m)^\s*//.*$`).ReplaceAllString(string(js), "")
+	if m := regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function|setAttribute\('on|\.src\s*=|\.href\s*=`).FindString(code); m != "" {
+		t.Fatalf("app.js uses %s", m)
+	}
+}

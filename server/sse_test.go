@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
+)
+
+// asking is a tenant "acme" bound to the policy guest, with its operator
+// and runtime keys.
+type asking struct {
+	op, rt *client.Client
+}
+
+func newAsking(t *testing.T, p *platform) asking {
+	t.Helper()
+	ctx := context.Background()
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
+	a := asking{op: p.key(t, server.RoleOperator, "acme"), rt: p.key(t, server.RoleRuntime, "acme")}
+	if _, err := a.op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// pending runs ctxDoc's tool at tool.before and returns the approval id.
+func (a asking) pending(t *testing.T, run string, ctxDoc map[string]any) string {
+	t.Helper()
+	out, err := a.rt.Run(context.Background(), "acme", "tool.before", ctxDoc, run)
+	if err != nil || out.Verdict != "pending" || out.Approval == nil {
+		t.Fatalf("pending: %+v %v", out, err)
+	}
+	return out.Approval.ID
+}
+
+// TestApprovalEvents: the Server-Sent Events stream of an approval gives
+// "status" then, once an operator resolves it, "resolved" with the resumed
+// outcome, and ends; an approval resolved already gives "resolved" at once.
+func TestApprovalEvents(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	id := a.pending(t, "r-sse", map[string]any{"tool": "shell.exec"})
+
+	type got struct {
+		out    *client.Outcome
+		err    error
+		events []string
+	}
+	done := make(chan got, 1)
+	started := make(chan struct{})
+	go func() {
+		var names []string
+		o, err := a.rt.WaitResult(ctx, "acme", id, 30, func(e client.Event) {
+			names = append(names, e.Name+":"+e.Result.Status)
+			if e.Name == server.EventStatus {
+				close(started)
+			}
+		})
+		done <- got{o, err, names}
+	}()
+	select {
+	case <-started:
+	case g := <-done:
+		t.Fatalf("the stream ended before the resolution: %+v", g)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no status event")
+	}
+	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-done:
+		if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-sse" {
+			t.Fatalf("waiting client: %+v %v", g.out, g.err)
+		}
+		if strings.Join(g.events, ",") != "status:pending,resolved:resolved" {
+			t.Fatalf("events %v", g.events)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting client got nothing")
+	}
+	// Resolved already: the result at once.
+	o, err := a.op.WaitResult(ctx, "acme", id, 30, nil)
+	if err != nil || o == nil || o.Verdict != "allow" {
+		t.Fatalf("after resolution: %+v %v", o, err)
+	}
+	// An unknown approval is a problem, not an empty stream.
+	_, err = a.rt.WaitResult(ctx, "acme", "no-such-approval", 1, nil)
+	wantCode(t, err, 404, server.CodeNotFound)
+	err = a.rt.Do(ctx, "GET", "/v1/tenants/acme/approvals/"+id+"/events?wait=soon", "", nil, nil)
+	wantCode(t, err, 422, server.CodeInvalidRequest)
+}
+
+// TestApprovalEventsHeartbeatAndEnd reads the stream's bytes: the headers,
+// heartbeat comments while it waits, and a "timeout" event at the end of
+// ?wait=, after which the server closes the stream; a key's open waits
+// (streams and long polls together) are bounded.
+func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) {
+		o.Heartbeat = 50 * time.Millisecond
+		o.MaxPollsPerKey = 1
+	})
+	a := newAsking(t, p)
+	id := a.pending(t, "r-beat", map[string]any{"tool": "shell.exec"})
+
+	req, _ := http.NewRequest("GET", p.hs.URL+"/v1/tenants/acme/approvals/"+id+"/events?wait=1", nil)
+	req.Header.Set("Authorization", "Bearer "+a.rt.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	// While this stream is open, the key's one wait is taken: a long poll
+	// and a second stream are refused.
+	_, err = a.rt.Result(context.Background(), "acme", id, 5)
+	wantCode(t, err, 429, server.CodeRateLimited)
+	_, err = a.rt.WaitResult(context.Background(), "acme", id, 5, nil)
+	wantCode(t, err, 429, server.CodeRateLimited)
+
+	sc := bufio.NewScanner(resp.Body)
+	var lines []string
+	for sc.Scan() { // ends when the server closes the stream
+		lines = append(lines, sc.Text())
+	}
+	all := strings.Join(lines, "\n")
+	if !strings.HasPrefix(all, "event: status\ndata: {") || strings.Count(all, ": heartbeat") < 3 ||
+		!strings.HasSuffix(all, "event: timeout\ndata: {\"id\":\""+id+"\",\"status\":\"pending\"}\n") {
+		t.Fatalf("stream:\n%s", all)
+	}
+	// The wait is given back when the stream ends (the handler returns
+	// just after the client saw the end: allow it a moment).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		o, err := a.rt.Result(context.Background(), "acme", id, 1)
+		if err == nil && o == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the stream: %+v %v", o, err)
+		}
+	}
+}
+
+// TestApprovalEventsExpiry: an approval nobody resolves is decided by its
+// binding's expiry policy, and its event stream delivers that outcome.
+func TestApprovalEventsExpiry(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	op := p.key(t, server.RoleOperator, "acme")
+	rt := p.key(t, server.RoleRuntime, "acme")
+	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, p.key(t, server.RolePublisher, "pubco")))); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-sse-exp")
+	if err != nil || out.Approval == nil {
+		t.Fatalf("%+v %v", out, err)
+	}
+	res, err := rt.WaitResult(ctx, "acme", out.Approval.ID, 30, nil)
+	if err != nil || res == nil || res.Verdict != "block" || res.Run != "r-sse-exp" {
+		t.Fatalf("expired: %+v %v", res, err)
+	}
+}
+
+// TestApprovalEventsDrain: a draining server ends its event streams at
+// once with "timeout" (the approval is still pending; the client waits
+// again elsewhere), so that shutdown does not wait for them.
+func TestApprovalEventsDrain(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	id := a.pending(t, "r-drain", map[string]any{"tool": "shell.exec"})
+	started := make(chan struct{})
+	type got struct {
+		out    *client.Outcome
+		err    error
+		events []string
+	}
+	done := make(chan got, 1)
+	go func() {
+		var names []string
+		o, err := a.rt.WaitResult(ctx, "acme", id, 60, func(e client.Event) {
+			names = append(names, e.Name)
+			if e.Name == server.EventStatus {
+				close(started)
+			}
+		})
+		done <- got{o, err, names}
+	}()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no status event")
+	}
+	p.srv.Drain()
+	select {
+	case g := <-done:
+		if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status,timeout" {
+			t.Fatalf("after drain: %+v %v %v", g.out, g.err, g.events)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream outlived the drain")
+	}
+}
