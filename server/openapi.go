@@ -25,6 +25,10 @@ func BuildOpenAPI(routes []Route) ([]byte, error) {
 		"/openapi.json": {"get": publicOp("openapi", "This document")},
 	}
 	for _, rt := range routes {
+		produces, body := rt.Produces, map[string]any{"type": "string"}
+		if produces == "" {
+			produces, body = jsonType, map[string]any{"type": "object"}
+		}
 		op := map[string]any{
 			"operationId": rt.ID,
 			"summary":     rt.Summary,
@@ -32,7 +36,7 @@ func BuildOpenAPI(routes []Route) ([]byte, error) {
 			"x-roles":     rt.Roles,
 			"x-scope":     rt.Scope,
 			"responses": map[string]any{
-				"200":     map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}},
+				"200":     map[string]any{"description": "OK", "content": map[string]any{produces: map[string]any{"schema": body}}},
 				"default": problemRef,
 			},
 		}

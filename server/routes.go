@@ -39,6 +39,8 @@ type Route struct {
 	// Body is the request body's media type: "" (none),
 	// "application/json" or "application/wasm".
 	Body string
+	// Produces is the response's media type; "" means application/json.
+	Produces string
 	h    func(http.ResponseWriter, *http.Request, *Principal)
 }
 
@@ -70,6 +72,7 @@ func (s *Server) table() []Route {
 		{Method: "POST", Path: "/v1/tenants/{tenant}/approvals/{id}/resolve", ID: "resolveApproval", Summary: "Approve, deny or edit a pending approval", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.resolveApproval},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/result", ID: "approvalResult", Summary: "Wait (long poll, ?wait=SECONDS) for an approval's result", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, h: s.approvalResult},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/audit", ID: "listAudit", Summary: "Read the tenant's audit records (?after=SEQ&limit=N)", Roles: op, Scope: ScopeTenant, h: s.listAudit},
+		{Method: "GET", Path: "/metrics", ID: "metrics", Summary: "Prometheus metrics (text exposition format; metrics.go)", Roles: admin, Scope: ScopeAdmin, Produces: "text/plain", h: s.serveMetrics},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: s.run},
 	}
 }
@@ -117,6 +120,7 @@ func (s *Server) guard(rt Route) http.Handler {
 			writeProblem(w, prob)
 			return
 		}
+		noteKey(r, p)
 		if ok, wait := s.limiter.allow(p.KeyID, time.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key's rate limit is reached; retry in %s", wait.Round(time.Millisecond)))
