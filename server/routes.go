@@ -41,7 +41,7 @@ type Route struct {
 	Body string
 	// Produces is the response's media type; "" means application/json.
 	Produces string
-	h    func(http.ResponseWriter, *http.Request, *Principal)
+	h        func(http.ResponseWriter, *http.Request, *Principal)
 }
 
 const jsonType, wasmType = "application/json", "application/wasm"
