@@ -25,9 +25,12 @@ func BuildOpenAPI(routes []Route) ([]byte, error) {
 		"/openapi.json": {"get": publicOp("openapi", "This document")},
 	}
 	for _, rt := range routes {
-		produces, body := rt.Produces, map[string]any{"type": "string"}
+		produces, schema200 := rt.Produces, map[string]any{"type": "object"}
 		if produces == "" {
-			produces, body = jsonType, map[string]any{"type": "object"}
+			produces = jsonType
+		}
+		if produces != jsonType {
+			schema200 = map[string]any{"type": "string"}
 		}
 		op := map[string]any{
 			"operationId": rt.ID,
@@ -36,7 +39,7 @@ func BuildOpenAPI(routes []Route) ([]byte, error) {
 			"x-roles":     rt.Roles,
 			"x-scope":     rt.Scope,
 			"responses": map[string]any{
-				"200":     map[string]any{"description": "OK", "content": map[string]any{produces: map[string]any{"schema": body}}},
+				"200":     map[string]any{"description": "OK", "content": map[string]any{produces: map[string]any{"schema": schema200}}},
 				"default": problemRef,
 			},
 		}

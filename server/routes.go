@@ -39,7 +39,8 @@ type Route struct {
 	// Body is the request body's media type: "" (none),
 	// "application/json" or "application/wasm".
 	Body string
-	// Produces is the response's media type; "" means application/json.
+	// Produces is the 200 answer's media type: "" means
+	// "application/json".
 	Produces string
 	h        func(http.ResponseWriter, *http.Request, *Principal)
 }
@@ -53,6 +54,7 @@ func (s *Server) table() []Route {
 	return []Route{
 		{Method: "POST", Path: "/v1/tenants", ID: "createTenant", Summary: "Create a tenant", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createTenant},
 		{Method: "GET", Path: "/v1/tenants", ID: "listTenants", Summary: "List the tenants", Roles: admin, Scope: ScopeAdmin, h: s.listTenants},
+		{Method: "GET", Path: "/metrics", ID: "metrics", Summary: "Prometheus metrics (text exposition format; metrics.go)", Roles: admin, Scope: ScopeAdmin, Produces: "text/plain", h: s.serveMetrics},
 		{Method: "GET", Path: "/v1/tenants/{tenant}", ID: "getTenant", Summary: "Read a tenant", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getTenant},
 		{Method: "POST", Path: "/v1/keys", ID: "createKey", Summary: "Create an API key (shown once)", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createKey},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/credit", ID: "grantCredit", Summary: "Grant credit to a tenant", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: s.grantCredit},
@@ -72,7 +74,6 @@ func (s *Server) table() []Route {
 		{Method: "POST", Path: "/v1/tenants/{tenant}/approvals/{id}/resolve", ID: "resolveApproval", Summary: "Approve, deny or edit a pending approval", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.resolveApproval},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/result", ID: "approvalResult", Summary: "Wait (long poll, ?wait=SECONDS) for an approval's result", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, h: s.approvalResult},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/audit", ID: "listAudit", Summary: "Read the tenant's audit records (?after=SEQ&limit=N)", Roles: op, Scope: ScopeTenant, h: s.listAudit},
-		{Method: "GET", Path: "/metrics", ID: "metrics", Summary: "Prometheus metrics (text exposition format; metrics.go)", Roles: admin, Scope: ScopeAdmin, Produces: "text/plain", h: s.serveMetrics},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: s.run},
 	}
 }

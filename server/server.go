@@ -85,6 +85,12 @@ type Options struct {
 	AdminKey string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider makes the server's span per request and the chains'
+	// spans under it (accesslog.go). Nil means otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// AccessLog receives one line per request (accesslog.go); nil means
+	// Logger.
+	AccessLog *slog.Logger
 	// MaxBodyBytes bounds JSON bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxWait bounds a long poll; zero means DefaultMaxWait.
@@ -100,12 +106,6 @@ type Options struct {
 	// MaxPollsPerKey bounds each key's open long polls; zero means
 	// DefaultMaxPollsPerKey.
 	MaxPollsPerKey int
-	// TracerProvider makes the server's span per request and the chains'
-	// spans under it (accesslog.go). Nil means otel.GetTracerProvider().
-	TracerProvider trace.TracerProvider
-	// AccessLog receives one line per request (accesslog.go); nil means
-	// Logger.
-	AccessLog *slog.Logger
 }
 
 // Server serves the platform. Make one with New, serve Handler, and Close it

@@ -427,7 +427,6 @@ func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Prin
 // indexes the approval the resumed run may have paused on again, and wakes
 // the result's waiters.
 func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *chain.Outcome) error {
-	s.observeResumed(out)
 	if err := s.recordPending(ctx, out); err != nil {
 		return err
 	}
@@ -439,6 +438,7 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 		return err
 	}
 	s.wake(id)
+	s.observeResumed(out)
 	return nil
 }
 
