@@ -533,7 +533,7 @@ func TestSpans(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range srv.Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	for k, v := range map[string]string{"http.route": "POST /v1/tenants/{tenant}/runs", "http.response.status_code": "200",
 		"wasmhooks.key_id": rtKey.ID, "wasmhooks.tenant": "acme", "wasmhooks.request_id": "spans-1"} {
