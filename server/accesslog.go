@@ -120,7 +120,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			span.SetAttributes(
 				attribute.String("http.request.method", r.Method),
 				attribute.String("http.route", route),
-				attribute.String("url.path", r.URL.Path),
+				attribute.String("url.path", loggedPath(r.URL.Path)),
 				attribute.Int("http.response.status_code", status),
 				attribute.String("wasmhooks.request_id", id),
 			)
@@ -136,7 +136,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		attrs := []slog.Attr{
 			slog.String("method", r.Method),
 			slog.String("route", route),
-			slog.String("path", r.URL.Path),
+			slog.String("path", loggedPath(r.URL.Path)),
 			slog.Int("status", status),
 			slog.Duration("duration", took),
 			slog.Int64("bytes", rec.bytes),
@@ -149,6 +149,19 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		}
 		s.accessLog.LogAttrs(context.Background(), slog.LevelInfo, "http request", attrs...)
 	})
+}
+
+// MaxLoggedPathBytes bounds the path an access log line and a span carry
+// (512 bytes; a longer one is cut, marked with "..."): a client without a
+// key could otherwise write lines of up to the header limit (64 KiB) to the
+// log at its request rate.
+const MaxLoggedPathBytes = 512
+
+func loggedPath(p string) string {
+	if len(p) <= MaxLoggedPathBytes {
+		return p
+	}
+	return p[:MaxLoggedPathBytes] + "..."
 }
 
 func validRequestID(id string) bool {

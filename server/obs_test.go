@@ -444,6 +444,10 @@ func TestAccessLog(t *testing.T) {
 	if st := hdr.Get("Server-Timing"); !strings.HasPrefix(st, "chain;dur=") {
 		t.Fatalf("Server-Timing %q", st)
 	}
+	long := strings.Repeat("p", server.MaxLoggedPathBytes*4)
+	if status, _, _ := get(t, p.hs.URL+"/"+long, "", nil); status != 404 {
+		t.Fatalf("a long unknown path: %d", status)
+	}
 	bad := strings.Repeat("x", server.MaxRequestIDBytes+1)
 	_, _, hdr401 := postRun(t, p.hs.URL, "whk_wrong", bad)
 	if id := hdr401.Get("X-Request-Id"); id == bad || id == "" {
@@ -488,6 +492,9 @@ func TestAccessLog(t *testing.T) {
 	}
 	if refused.Status != 401 || refused.KeyID != "" || refused.Tenant != "acme" {
 		t.Errorf("refused request's line %+v", *refused)
+	}
+	if strings.Contains(logs.String(), long[:server.MaxLoggedPathBytes+1]) || !strings.Contains(logs.String(), long[:server.MaxLoggedPathBytes-1]+"...") {
+		t.Error("a long path is in the access log whole, or not at all")
 	}
 	if all := logs.String(); strings.Contains(all, rtKey.Key) || strings.Contains(all, adminKey) || strings.Contains(all, "whk_wrong") {
 		t.Error("a key is in the access log")
