@@ -31,7 +31,7 @@ import (
 // the text exposition format.
 func scrape(t *testing.T, base, key string) map[string]*dto.MetricFamily {
 	t.Helper()
-	status, body, hdr := get(t, base+"/metrics", key, nil)
+	status, body, hdr := httpGet(t, base+"/metrics", key, nil)
 	if status != 200 {
 		t.Fatalf("/metrics: %d %s", status, body)
 	}
@@ -46,7 +46,7 @@ func scrape(t *testing.T, base, key string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-func get(t *testing.T, url, key string, header http.Header) (int, []byte, http.Header) {
+func httpGet(t *testing.T, url, key string, header http.Header) (int, []byte, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
@@ -347,7 +347,7 @@ func TestMetricsAuthorization(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			status, body, hdr := get(t, p.hs.URL+"/metrics", c.key, nil)
+			status, body, hdr := httpGet(t, p.hs.URL+"/metrics", c.key, nil)
 			if status != c.status {
 				t.Fatalf("%d %s, want %d", status, body, c.status)
 			}
@@ -445,7 +445,7 @@ func TestAccessLog(t *testing.T) {
 		t.Fatalf("Server-Timing %q", st)
 	}
 	long := strings.Repeat("p", server.MaxLoggedPathBytes*4)
-	if status, _, _ := get(t, p.hs.URL+"/"+long, "", nil); status != 404 {
+	if status, _, _ := httpGet(t, p.hs.URL+"/"+long, "", nil); status != 404 {
 		t.Fatalf("a long unknown path: %d", status)
 	}
 	bad := strings.Repeat("x", server.MaxRequestIDBytes+1)
