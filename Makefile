@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZ     ?= .
 FUZZPKGS ?= ./...
 
-.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-sdks test-corpus
+.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-sdks test-corpus loadtest loadtest-postgres
 
 # The C, Rust and AssemblyScript ports of the example hooks
 # (hooks-examples/HOOK/c/hook.c, rust/hook.rs, assemblyscript/hook.ts), built with Debian's toolchains (make
@@ -134,6 +134,26 @@ test-postgres:
 	@dir=$$(mktemp -d) && trap '.ci/postgres.sh stop '"$$dir" EXIT && \
 	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) \
 	  $(GO) test -race -count=1 -run Postgres ./store/...
+
+## loadtest: the bounded server load test (BENCHMARKS.md, "Server load
+## test"): the example chain (the LOADTEST_PORT port of redact-secrets and
+## block-prompt-injection, then an observer) through `server` on loopback, one
+## client then LOADTEST_CONCURRENCY, LOADTEST_DURATION each; runs per second,
+## p50/p99, the chain's own time (Server-Timing) and the HTTP layer's overhead.
+## One node on SQLite; loadtest-postgres: two nodes on one throwaway Postgres.
+LOADTEST_DURATION    ?= 10s
+LOADTEST_PORT        ?= rust
+LOADTEST_CONCURRENCY ?= 4
+LOADTEST_SUFFIX      := $(if $(filter go,$(LOADTEST_PORT)),,-$(LOADTEST_PORT))
+LOADTEST_HOOKS       := $(BUILD)/hooks/redact-secrets$(LOADTEST_SUFFIX).wasm $(BUILD)/hooks/block-prompt-injection$(LOADTEST_SUFFIX).wasm
+LOADTEST_ARGS         = -loadtest=$(LOADTEST_DURATION) -loadtest.port=$(LOADTEST_PORT) -loadtest.concurrency=$(LOADTEST_CONCURRENCY) -loadtest.hooks=$(abspath $(BUILD)/hooks)
+loadtest: $(LOADTEST_HOOKS)
+	$(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./server -args $(LOADTEST_ARGS) -loadtest.nodes=1
+
+loadtest-postgres: $(LOADTEST_HOOKS)
+	@dir=$$(mktemp -d) && trap '.ci/postgres.sh stop '"$$dir" EXIT && \
+	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) \
+	  $(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./server -args $(LOADTEST_ARGS) -loadtest.nodes=2
 
 ## staticcheck: the pinned staticcheck, installed once into $(BUILD)/tools.
 STATICCHECK_VERSION := v0.8.2

@@ -58,6 +58,7 @@ func (s *Server) table() []Route {
 	return []Route{
 		{Method: "POST", Path: "/v1/tenants", ID: "createTenant", Summary: "Create a tenant", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createTenant},
 		{Method: "GET", Path: "/v1/tenants", ID: "listTenants", Summary: "List the tenants", Roles: admin, Scope: ScopeAdmin, h: s.listTenants},
+		{Method: "GET", Path: "/metrics", ID: "metrics", Summary: "Prometheus metrics (text exposition format; metrics.go)", Roles: admin, Scope: ScopeAdmin, Produces: "text/plain", h: s.serveMetrics},
 		{Method: "GET", Path: "/v1/tenants/{tenant}", ID: "getTenant", Summary: "Read a tenant", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getTenant},
 		{Method: "POST", Path: "/v1/keys", ID: "createKey", Summary: "Create an API key (shown once)", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createKey},
 		{Method: "GET", Path: "/v1/keys", ID: "listKeys", Summary: "List the API keys (?tenant=), never their secrets", Roles: admin, Scope: ScopeAdmin, h: s.listKeys},
@@ -160,6 +161,7 @@ func (s *Server) guard(rt Route) http.Handler {
 			writeProblem(w, prob)
 			return
 		}
+		noteKey(r, p)
 		if ok, wait := s.limiter.allow(p.KeyID, time.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key's rate limit is reached; retry in %s", wait.Round(time.Millisecond)))

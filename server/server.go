@@ -43,6 +43,8 @@ import (
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/store"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Limits with their defaults.
@@ -83,6 +85,12 @@ type Options struct {
 	AdminKey string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider makes the server's span per request and the chains'
+	// spans under it (accesslog.go). Nil means otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// AccessLog receives one line per request (accesslog.go); nil means
+	// Logger.
+	AccessLog *slog.Logger
 	// MaxBodyBytes bounds JSON bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxWait bounds a long poll; zero means DefaultMaxWait.
@@ -135,6 +143,8 @@ type Server struct {
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id -> closed when it resolves
 	polls   map[string]int           // key id -> its open long polls (guarded by waitMu)
+
+	observability // spans, access log, metrics (accesslog.go, metrics.go)
 
 	draining atomic.Bool
 	done     chan struct{}
@@ -200,7 +210,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		cancel()
 		return nil, err
 	}
+	s.initObservability()
 	s.mux = s.routes()
+	s.handler = s.observe(s.mux)
 	go s.expireLoop(kctx, opts.ExpiryInterval)
 	return s, nil
 }
@@ -288,7 +300,7 @@ func (s *Server) expire(ctx context.Context) {
 func (s *Server) BootstrapKey() string { return s.bootKey }
 
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Drain makes /readyz fail and ends long polls, before the http.Server's
 // Shutdown waits for the requests in flight (runs among them) to finish.
@@ -402,7 +414,7 @@ func (s *Server) wake(id string) {
 
 func (s *Server) chainOptions() chain.Options {
 	return chain.Options{Runtime: s.rt, HostCaller: s.runner, Audit: s.opts.Audit, Approvals: s.opts.Approvals,
-		ApprovalKey: s.approvalKey, Logger: s.log}
+		ApprovalKey: s.approvalKey, Logger: s.log, TracerProvider: s.opts.TracerProvider}
 }
 
 // loadChains builds every bound tenant's chain from its stored

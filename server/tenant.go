@@ -258,7 +258,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	// an approval) are the same whether anyone reads the outcome.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.RunTimeout)
 	defer cancel()
+	start := time.Now()
 	out, err := c.Run(ctx, chain.Input{Tenant: tenant, Point: req.Point, Context: ctxMap, Run: req.Run})
+	s.observeRun(w, tenant, req.Point, time.Since(start), out, err)
 	if err != nil {
 		writeProblem(w, s.chainProblem(err))
 		return
@@ -436,6 +438,7 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 		return err
 	}
 	s.wake(id)
+	s.observeResumed(out)
 	return nil
 }
 

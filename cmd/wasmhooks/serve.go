@@ -37,6 +37,7 @@ const shutdownGrace = 60 * time.Second
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on")
+	metricsAddr := fs.String("metrics-addr", "", "also serve the Prometheus metrics, without a key, at /metrics on this address (a private one: only the scraper should reach it); on --addr they need an admin key")
 	data := fs.String("data", "wasmhooks-data", "the data directory")
 	if code, ok := parseFlags(fs, args, serveUsage, stdout, stderr); !ok {
 		return code
@@ -86,6 +87,18 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fail(stdout, exitRefused, "listen", "%v", err)
+	}
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fail(stdout, exitRefused, "listen", "%v", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", srv.MetricsHandler())
+		ms := newHTTPServer(mux)
+		go func() { _ = ms.Serve(mln) }()
+		defer ms.Close()
+		logger.Info("wasmhooks serve: metrics without a key", "metrics", "http://"+mln.Addr().String()+"/metrics")
 	}
 	hs := newHTTPServer(srv.Handler())
 	logger.Info("wasmhooks serve: listening", "addr", ln.Addr().String(), "data", *data)
