@@ -174,6 +174,14 @@ func TestHooksAndUsage(t *testing.T) {
 	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", kid, sk); err != nil {
 		t.Fatal(err)
 	}
+	// A publisher's own key counts once an admin approves it.
+	hooks, err = op.Hooks(ctx, "acme")
+	if err != nil || len(hooks) != 1 || hooks[0].Signed || len(hooks[0].Signatures) != 1 || !hooks[0].Signatures[0].Valid {
+		t.Fatalf("signed by a key not yet approved: %+v %v", hooks, err)
+	}
+	if _, err := p.admin.ApproveSigningKey(ctx, "pubco", kid); err != nil {
+		t.Fatal(err)
+	}
 	// A signature stored by a key that no longer verifies it: shown as
 	// not verifying.
 	pk2, sk2, _ := ed25519.GenerateKey(rand.Reader)
