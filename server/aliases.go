@@ -44,6 +44,7 @@ const (
 	CodeTimeout           = api.CodeTimeout
 	CodeInternal          = api.CodeInternal
 	CodeRateLimited       = api.CodeRateLimited
+	CodeRunInProgress     = api.CodeRunInProgress
 )
 
 // SigningMessage is api.SigningMessage.

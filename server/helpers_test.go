@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
@@ -57,11 +56,7 @@ func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Op
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
-	approvals, err := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
+	opts := server.Options{DB: db, Runtime: rt, HostKey: key, AdminKey: adminKey,
 		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond}
 	if tweak != nil {
 		tweak(&opts)

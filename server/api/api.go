@@ -47,6 +47,7 @@ const (
 	CodeTimeout           = "timeout"            // 504: a run outlived the request
 	CodeInternal          = "internal"           // 500: see the server's log
 	CodeRateLimited       = "rate_limited"       // 429: the key's rate limit is reached (Retry-After)
+	CodeRunInProgress     = "run_in_progress"    // 409: another request (on any node) is running this run id (Retry-After)
 )
 
 // Role is what an API key may do. Every route names the roles it admits.
