@@ -14,6 +14,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
+	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/sqlite"
 )
 
@@ -51,6 +52,14 @@ func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Op
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return startPlatform(t, db, key, tweak)
+}
+
+// startPlatform starts a server on db, under the host key, on a loopback
+// listener of its own.
+func startPlatform(t *testing.T, db *store.DB, key []byte, tweak func(*server.Options)) *platform {
+	t.Helper()
+	ctx := context.Background()
 	rt, err := runtime.New(ctx, runtime.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -328,3 +328,24 @@ func (s *Server) retryDB(ctx context.Context, fn func() error) error {
 	}
 	return err
 }
+
+// sweepLoop releases, every store.DefaultLease/3, the credit holds of nodes
+// that stopped renewing their lease (killed mid-run): without it their
+// reservations stayed pending for ever, the credit unavailable. Every node
+// sweeps; the ledger's transactions make that safe.
+func (s *Server) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(store.DefaultLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.ledger.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				s.log.Warn("server: releasing the credit holds of stopped nodes", "err", err)
+			} else if n > 0 {
+				s.log.Info("server: released the credit holds of stopped nodes", "holds", n)
+			}
+		}
+	}
+}

@@ -230,6 +230,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	go s.expireLoop(kctx, opts.ExpiryInterval)
 	go s.syncLoop(kctx, opts.SyncInterval)
 	go s.listenLoop(kctx)
+	go s.sweepLoop(kctx)
 	return s, nil
 }
 
