@@ -1,14 +1,24 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +26,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 	"github.com/wasmhooks/wasmhooks/store"
@@ -429,4 +440,271 @@ func TestNodesRunIDOnce(t *testing.T) {
 		}
 	}
 	checkLedger(t, c, ids)
+}
+
+// TestNodesSQLiteSharedFile: two servers on one SQLite file (processes on
+// one machine) are one platform too, with no notifications: a bind reaches
+// the other by its periodic sync, and a run id posted to both runs once.
+func TestNodesSQLiteSharedFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	fast := func(o *server.Options) {
+		o.SyncInterval = 50 * time.Millisecond
+		o.LLMProvider = exactProvider{}
+	}
+	c := &cluster{key: key, nodes: []*platform{newPlatformWith(t, dir, key, fast), newPlatformWith(t, dir, key, fast)}}
+	rtk, op := setupPaid(t, c, 100*paidCallCost)
+	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
+	var wg sync.WaitGroup
+	outs := make([]*client.Outcome, 4)
+	for k := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := on(rtk, c.nodes[k%2]).Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, "once")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			outs[k] = out
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, o := range outs[1:] {
+		if string(o.Raw) != string(outs[0].Raw) {
+			t.Fatalf("one run id, two outcomes:\n%s\n%s", outs[0].Raw, o.Raw)
+		}
+	}
+	if cr, err := on(op, c.nodes[1]).Credit(ctx, "acme"); err != nil || cr.Available != 99*paidCallCost {
+		t.Fatalf("credit after one paid run: %+v %v", cr, err)
+	}
+	var n int
+	if err := c.nodes[0].db.QueryRow(`SELECT COUNT(*) FROM audit_records WHERE chain = CAST('acme' AS BLOB)`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d audit records of one run id: %v", n, err)
+	}
+}
+
+// The environment of a node run in a child process (TestNodeProcess).
+const (
+	envNodeURL = "WASMHOOKS_TEST_NODE_DB"
+	envNodeKey = "WASMHOOKS_TEST_NODE_KEY"
+)
+
+// TestNodeProcess is not a test: run by TestNodesKilledMidRun in a child
+// process (this test binary again), it serves a node on the database and
+// host key its environment names, prints "ADDR host:port" and serves until
+// it is killed.
+func TestNodeProcess(t *testing.T) {
+	url := os.Getenv(envNodeURL)
+	if url == "" {
+		t.Skip("run by TestNodesKilledMidRun")
+	}
+	key, err := hex.DecodeString(os.Getenv(envNodeKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(ctx, runtime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
+		RunTimeout: 2 * time.Second, RateLimit: server.RateLimit{PerSecond: 10000, Burst: 10000},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("ADDR %s\n", ln.Addr())
+	t.Fatal(http.Serve(ln, srv.Handler()))
+}
+
+// startNodeProcess runs a node of c in a child process and returns its
+// base URL and the process, killed when t ends.
+func startNodeProcess(t *testing.T, c *cluster) (string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNodeProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envNodeURL+"="+c.url, envNodeKey+"="+hex.EncodeToString(c.key))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+				addr <- a
+			}
+		}
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			t.Fatal("the node process ended before it listened")
+		}
+		return "http://" + a, cmd
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node process did not listen within 60s")
+	}
+	return "", nil
+}
+
+// TestNodesKilledMidRun: a node in a child process takes runs (each with a
+// run id and one billable call) until it is killed (SIGKILL) mid-load. Every
+// run it acknowledged (a 200) is recorded, as the other node shows: its
+// outcome (the same, replayed), its one audit record, its charge; the runs
+// it did not acknowledge run on the other node once their claims' leases
+// end, charged at most once; the ledger's sums check and the audit chain
+// verifies after all of it.
+func TestNodesKilledMidRun(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 1, func(_ int, o *server.Options) { o.LLMProvider = exactProvider{} })
+	rtk, _ := setupPaid(t, c, 100000*paidCallCost)
+	base, cmd := startNodeProcess(t, c)
+	child := client.New(base, rtk.Key)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := child.Run(ctx, "acme", "tool.before", map[string]any{"tool": "x"}, ""); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the node process never ran the binding: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	const workers, enough = 8, 40
+	var (
+		mu    sync.Mutex
+		acked = map[string]json.RawMessage{} // run id -> the outcome the node answered
+		tried []string
+		wg    sync.WaitGroup
+		seq   int
+	)
+	killed := make(chan struct{})
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				seq++
+				run := fmt.Sprintf("k-%d", seq)
+				tried = append(tried, run)
+				mu.Unlock()
+				out, err := child.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, run)
+				if err != nil {
+					select {
+					case <-killed:
+						return // the node is gone: this run was not acknowledged
+					default:
+						t.Errorf("run %s before the kill: %v", run, err)
+						return
+					}
+				}
+				mu.Lock()
+				acked[run] = out.Raw
+				n := len(acked)
+				mu.Unlock()
+				if n == enough {
+					// Kill it mid-load: the other workers' runs are in flight.
+					if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+						t.Error(err)
+					}
+					close(killed)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	_ = cmd.Wait()
+	t.Logf("%d runs acknowledged, %d tried", len(acked), len(tried))
+
+	// Every acknowledged run: replayed by the other node as it was answered.
+	other := on(rtk, c.nodes[0])
+	for run, raw := range acked {
+		out, err := other.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "something else"}, run)
+		if err != nil {
+			t.Fatalf("run %s on the other node: %v", run, err)
+		}
+		if !sameJSON(t, out.Raw, raw) {
+			t.Fatalf("run %s: acknowledged\n%s\nbut the platform has\n%s", run, raw, out.Raw)
+		}
+		if s := callStatus(t, out); s != abi.StatusOK {
+			t.Fatalf("run %s: call status %v", run, s)
+		}
+	}
+	// The runs it did not acknowledge: run (or replayed) by the other node,
+	// once the dead node's claims end (twice its RunTimeout, 4 s).
+	for _, run := range tried {
+		if _, ok := acked[run]; ok {
+			continue
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := other.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, run)
+			if err == nil {
+				// DENIED: the dead node's call was charged before it died
+				// (the credit gate's "already billed"), so this one is not.
+				if s := callStatus(t, out); s != abi.StatusOK && s != abi.StatusDenied {
+					t.Fatalf("run %s: call status %v", run, s)
+				}
+				break
+			}
+			var p *server.Problem
+			if !errors.As(err, &p) || p.Code != server.CodeRunInProgress || time.Now().After(deadline) {
+				t.Fatalf("unacknowledged run %s on the other node: %v", run, err)
+			}
+		}
+	}
+	perRun := map[string]int{}
+	for _, r := range verifyAudit(t, c, "acme") {
+		perRun[r.Run]++
+	}
+	for run := range acked {
+		if perRun[run] != 1 {
+			t.Errorf("acknowledged run %s: %d audit records, want 1", run, perRun[run])
+		}
+	}
+	for _, run := range tried {
+		if perRun[run] < 1 || perRun[run] > 2 {
+			t.Errorf("run %s: %d audit records, want 1 (or 2: the dead node's, then the rerun's)", run, perRun[run])
+		}
+	}
+	// Each run id's call charged once, whichever node (or both) ran it.
+	checkLedger(t, c, len(tried))
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
 }

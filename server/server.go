@@ -323,7 +323,14 @@ func (s *Server) expire(ctx context.Context) {
 			}
 			out, err := c.Resolve(ctx, d.id, chain.Resolution{Decision: chain.Deny, Actor: "expiry", Reason: "expired"})
 			if err != nil {
-				s.log.Warn("server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
+				// Another node's expiry (or a resolution) took it first:
+				// that node records it.
+				var ae *chain.ApprovalError
+				level := slog.LevelWarn
+				if errors.As(err, &ae) && (ae.Code == chain.ApprovalClaimed || ae.Code == chain.ApprovalResolved) {
+					level = slog.LevelDebug
+				}
+				s.log.Log(ctx, level, "server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
 				continue
 			}
 			if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
