@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,13 +16,44 @@ import (
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 	"github.com/wasmhooks/wasmhooks/store"
+	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/sqlite"
+	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
 const adminKey = "test-admin-key-0123456789abcdef0123456789"
 
+// serverDBEnv, set to "postgres", runs the platforms of the server's tests
+// on Postgres (a fresh schema on the server at WASMHOOKS_TEST_POSTGRES per
+// data directory) instead of a SQLite file in it.
+const serverDBEnv = "WASMHOOKS_TEST_SERVER_DB"
+
+var (
+	pgMu sync.Mutex
+	pgAt = map[string]string{} // data directory -> its Postgres schema's URL
+)
+
+// postgresAt returns the URL of the Postgres schema standing for the data
+// directory dir, made (and dropped when t ends) the first time.
+func postgresAt(t *testing.T, dir string) string {
+	t.Helper()
+	pgMu.Lock()
+	defer pgMu.Unlock()
+	if u, ok := pgAt[dir]; ok {
+		return u
+	}
+	u := storetest.PostgresURL(t)
+	pgAt[dir] = u
+	t.Cleanup(func() {
+		pgMu.Lock()
+		delete(pgAt, dir)
+		pgMu.Unlock()
+	})
+	return u
+}
+
 // platform is a server over a real loopback HTTP listener, on a fresh
-// SQLite file.
+// SQLite file (or Postgres schema: serverDBEnv).
 type platform struct {
 	srv   *server.Server
 	hs    *httptest.Server
@@ -47,7 +79,15 @@ func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
 func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Options)) *platform {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+	var (
+		db  *store.DB
+		err error
+	)
+	if os.Getenv(serverDBEnv) == "postgres" {
+		db, err = postgres.Open(ctx, postgresAt(t, dir))
+	} else {
+		db, err = sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/server/client"
 	"github.com/wasmhooks/wasmhooks/store"
 	"github.com/wasmhooks/wasmhooks/store/postgres"
+	"github.com/wasmhooks/wasmhooks/store/sqlite"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
@@ -454,7 +456,16 @@ func TestNodesSQLiteSharedFile(t *testing.T) {
 		o.SyncInterval = 50 * time.Millisecond
 		o.LLMProvider = exactProvider{}
 	}
-	c := &cluster{key: key, nodes: []*platform{newPlatformWith(t, dir, key, fast), newPlatformWith(t, dir, key, fast)}}
+	var nodes []*platform
+	for range 2 {
+		db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		nodes = append(nodes, startPlatform(t, db, key, fast))
+	}
+	c := &cluster{key: key, nodes: nodes}
 	rtk, op := setupPaid(t, c, 100*paidCallCost)
 	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
 	var wg sync.WaitGroup
