@@ -18,7 +18,9 @@ func startServe(t *testing.T, ctx context.Context, args ...string) (addr string,
 	t.Helper()
 	stdout, stderr = &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), nil, stdout, stderr) }()
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), nil, stdout, stderr)
+	}()
 	t.Cleanup(func() {
 		select {
 		case <-done:
