@@ -179,6 +179,12 @@ func (s *Server) reloadTenant(ctx context.Context, tenant string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		if p == nil && err == nil {
+			go c.Close(context.Background())
+		}
+		return nil
+	}
 	s.versions[tenant] = v
 	if p != nil || err != nil {
 		s.log.Error("server: a tenant's stored chain is refused here; it has no chain on this node until it binds again",
@@ -332,7 +338,10 @@ func (s *Server) retryDB(ctx context.Context, fn func() error) error {
 // sweepLoop releases, every store.DefaultLease/3, the credit holds of nodes
 // that stopped renewing their lease (killed mid-run): without it their
 // reservations stayed pending for ever, the credit unavailable. Every node
-// sweeps; the ledger's transactions make that safe.
+// sweeps; the ledger's transactions make that safe. It also deletes the run
+// claims of dead nodes an hour after their lease ended (a claim is taken
+// over at once when its run id is posted again; this only keeps the table
+// small).
 func (s *Server) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(store.DefaultLease / 3)
 	defer t.Stop()
@@ -345,6 +354,9 @@ func (s *Server) sweepLoop(ctx context.Context) {
 				s.log.Warn("server: releasing the credit holds of stopped nodes", "err", err)
 			} else if n > 0 {
 				s.log.Info("server: released the credit holds of stopped nodes", "holds", n)
+			}
+			if _, err := s.db.ExecContext(ctx, `DELETE FROM serve_run_claims WHERE lease_until < ?`, time.Now().Add(-time.Hour).UnixNano()); err != nil && ctx.Err() == nil {
+				s.log.Warn("server: deleting the run claims of stopped nodes", "err", err)
 			}
 		}
 	}

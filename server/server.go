@@ -144,6 +144,7 @@ type Server struct {
 	mu       sync.Mutex // guards chains and versions
 	chains   map[string]*chain.Chain
 	versions map[string]int64 // tenant -> the version of the binding its chain runs
+	closed   bool             // Close ran: a reload in flight closes what it built
 	bindMu   sync.Mutex       // one bind (or reload of another node's) at a time
 	owner    string           // this node's name in run claims
 
@@ -365,6 +366,7 @@ func (s *Server) Drain() {
 // DB, the Runtime or the approval store.
 func (s *Server) Close(ctx context.Context) error {
 	s.Drain()
+	s.keepStop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
@@ -372,7 +374,7 @@ func (s *Server) Close(ctx context.Context) error {
 		errs = append(errs, c.Close(ctx))
 	}
 	s.chains = map[string]*chain.Chain{}
-	s.keepStop()
+	s.closed = true
 	return errors.Join(errs...)
 }
 
