@@ -14,6 +14,8 @@ type (
 	SignatureDoc = api.SignatureDoc
 	ApprovalView = api.ApprovalView
 	ResultDoc    = api.ResultDoc
+	// AuditVerifyDoc is api.AuditVerifyDoc.
+	AuditVerifyDoc = api.AuditVerifyDoc
 )
 
 // The roles (api.Role*).

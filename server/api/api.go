@@ -76,6 +76,18 @@ type KeyDoc struct {
 	Tenant string `json:"tenant"`
 }
 
+// AuditVerifyDoc is the verification of a tenant's audit chain, with the
+// platform's key: every record's hash and MAC, and each linked to the one
+// before. Records counts the records verified; when Verified is false, Seq
+// is the first broken record and Error says why.
+type AuditVerifyDoc struct {
+	Tenant   string  `json:"tenant"`
+	Records  int     `json:"records"`
+	Verified bool    `json:"verified"`
+	Seq      *uint64 `json:"seq,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
 // CreditDoc is a tenant's credit.
 type CreditDoc struct {
 	Tenant    string `json:"tenant"`

@@ -257,3 +257,12 @@ func (c *Client) Audit(ctx context.Context, tenant string, after int64, limit in
 	err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/audit"+q, nil, &d)
 	return d.Records, err
 }
+
+// VerifyAudit verifies the tenant's audit chain with the platform's key.
+func (c *Client) VerifyAudit(ctx context.Context, tenant string) (*api.AuditVerifyDoc, error) {
+	var d api.AuditVerifyDoc
+	if err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/audit/verify", nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
