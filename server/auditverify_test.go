@@ -3,10 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
@@ -96,3 +99,59 @@ func TestAuditPerTenantVerify(t *testing.T) {
 }
 
 type clientPair struct{ op, rt *client.Client }
+
+// TestApprovalOutcomeUnrecorded: an approval the store resolved whose
+// outcome was never recorded (its node died between the store's Done and
+// the index's update: simulated by putting the index row back to pending)
+// is not left pending for ever: once the resume's time is long past, the
+// expiry pass marks it unrecorded, and a waiting client is told so
+// (client.ErrUnrecorded) instead of waiting; it is resolved for good.
+func TestApprovalOutcomeUnrecorded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	op := p.key(t, server.RoleOperator, "acme")
+	rtk := p.key(t, server.RoleRuntime, "acme")
+	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r1")
+	if err != nil || out.Approval == nil {
+		t.Fatalf("pending: %+v %v", out, err)
+	}
+	id := out.Approval.ID
+	if _, err := op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The resume noted when the store resolved it.
+	var doneAt sql.NullInt64
+	if err := p.db.QueryRow(q(`SELECT done_at FROM serve_approvals WHERE id = $1`), id).Scan(&doneAt); err != nil || !doneAt.Valid {
+		t.Fatalf("done_at %v %v", doneAt, err)
+	}
+	// The node died before recording the outcome, long ago.
+	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = 1 WHERE id = $1`), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rtk.Result(ctx, "acme", id, 30); !errors.Is(err, client.ErrUnrecorded) {
+		t.Fatalf("the waiting client: %v", err)
+	}
+	if list, err := op.Approvals(ctx, "acme", "unrecorded"); err != nil || len(list) != 1 || list[0].ID != id {
+		t.Fatalf("unrecorded: %+v %v", list, err)
+	}
+	_, err = op.Resolve(ctx, "acme", id, "deny", nil, "")
+	wantCode(t, err, 409, "approval_resolved")
+	// One being resumed now (done_at recent) is left alone.
+	out, err = rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r2")
+	if err != nil || out.Approval == nil {
+		t.Fatalf("pending: %+v %v", out, err)
+	}
+	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = $1 WHERE id = $2`), time.Now().UnixNano(), out.Approval.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rtk.Result(ctx, "acme", out.Approval.ID, 1); err != nil || res != nil {
+		t.Fatalf("an approval being resumed: %+v %v", res, err)
+	}
+}

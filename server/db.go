@@ -105,6 +105,10 @@ var upgrades = [][]string{
 	// 1: a binding's version, raised by every bind: nodes compare it with
 	// the one they run to find the bindings another node changed.
 	{`ALTER TABLE serve_bindings ADD COLUMN version BIGINT NOT NULL DEFAULT 0`},
+	// 2: when the approval store resolved an approval (Unix ns), set by
+	// the node resuming it: a row still pending long after it is
+	// unrecorded (its node died before storing the outcome).
+	{`ALTER TABLE serve_approvals ADD COLUMN done_at BIGINT`},
 }
 
 // ddl is a statement of schema or upgrades for the dialect.

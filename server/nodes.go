@@ -361,3 +361,59 @@ func (s *Server) sweepLoop(ctx context.Context) {
 		}
 	}
 }
+
+// statusUnrecorded is an approval's status in the index when the store
+// resolved it but no outcome was recorded (ResultDoc).
+const statusUnrecorded = "unrecorded"
+
+// indexedApprovals is the approval store the chains use: the server's, with
+// each resolution's time (Done) written to the index, so that an approval
+// whose resuming node died before recording the outcome can be told apart
+// from one being resumed (markUnrecorded).
+type indexedApprovals struct {
+	chain.ApprovalStore
+	s *Server
+}
+
+func (a indexedApprovals) Done(ctx context.Context, id string) error {
+	if err := a.ApprovalStore.Done(ctx, id); err != nil {
+		return err
+	}
+	if _, err := a.s.db.ExecContext(ctx, `UPDATE serve_approvals SET done_at = ? WHERE id = ? AND status = 'pending'`, time.Now().UnixNano(), id); err != nil {
+		a.s.log.Warn("server: noting an approval's resolution in the index", "id", id, "err", err)
+	}
+	return nil
+}
+
+// markUnrecorded gives up on the approvals resolved (Done) more than twice
+// RunTimeout plus unrecordedGrace ago whose outcome was never recorded: the
+// node resuming them died (or its database failed past finishResolution's
+// retries). They become unrecorded, and their waiters, on every node, are
+// told so instead of waiting for ever.
+func (s *Server) markUnrecorded(ctx context.Context) {
+	cutoff := time.Now().Add(-2*s.opts.RunTimeout - unrecordedGrace).UnixNano()
+	rows, err := s.db.QueryContext(ctx, `UPDATE serve_approvals SET status = 'unrecorded'
+		WHERE status = 'pending' AND done_at IS NOT NULL AND done_at < ? RETURNING id, tenant`, cutoff)
+	if err != nil {
+		s.log.Warn("server: marking unrecorded approvals", "err", err)
+		return
+	}
+	var ids []string
+	for rows.Next() {
+		var id, tenant string
+		if rows.Scan(&id, &tenant) == nil {
+			ids = append(ids, id)
+			s.log.Error("server: an approval was resolved but its outcome never recorded (the node resuming it stopped); it is unrecorded, its audit chain has the resolution",
+				"tenant", tenant, "id", id)
+		}
+	}
+	rows.Close()
+	for _, id := range ids {
+		s.notify(ctx, nil, chanApprovals, id)
+		s.wake(id)
+	}
+}
+
+// unrecordedGrace is added to twice RunTimeout before a resolved approval
+// without an outcome is given up (10 s): finishResolution's retries.
+const unrecordedGrace = 10 * time.Second

@@ -295,6 +295,7 @@ func (s *Server) expire(ctx context.Context) {
 		id, tenant string
 		expires    int64
 	}
+	s.markUnrecorded(ctx)
 	cutoff := time.Now().UnixNano()
 	after := due{expires: math.MinInt64}
 	for {
@@ -465,7 +466,7 @@ func (s *Server) wake(id string) {
 }
 
 func (s *Server) chainOptions() chain.Options {
-	return chain.Options{Runtime: s.rt, HostCaller: s.runner, Audit: s.audit, Approvals: s.opts.Approvals,
+	return chain.Options{Runtime: s.rt, HostCaller: s.runner, Audit: s.audit, Approvals: indexedApprovals{s.opts.Approvals, s},
 		ApprovalKey: s.approvalKey, Logger: s.log}
 }
 

@@ -375,8 +375,8 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, _ *Princi
 	if status == "" {
 		status = "pending"
 	}
-	if status != "pending" && status != "resolved" {
-		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "status is pending or resolved"))
+	if status != "pending" && status != "resolved" && status != statusUnrecorded {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "status is pending, resolved or unrecorded"))
 		return
 	}
 	rows, err := s.db.QueryContext(r.Context(), `SELECT status, view FROM serve_approvals WHERE tenant = ? AND status = ? ORDER BY created LIMIT 500`, r.PathValue("tenant"), status)
@@ -535,11 +535,15 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 			writeProblem(w, pr)
 			return
 		}
-		if status == "resolved" {
+		if status != "pending" {
 			// A waiter made between a pending read and the resolution's
 			// wake is closed by nobody else: drop it.
 			s.wake(id)
-			writeJSON(w, 200, ResultDoc{ID: id, Status: status, Outcome: outcome})
+			doc := ResultDoc{ID: id, Status: status}
+			if status == "resolved" {
+				doc.Outcome = outcome
+			}
+			writeJSON(w, 200, doc)
 			return
 		}
 		// Made only for an approval of this tenant that exists, so that

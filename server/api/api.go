@@ -145,7 +145,10 @@ type ApprovalView struct {
 	Expires     time.Time      `json:"expires"`
 }
 
-// ResultDoc is an approval's result: Outcome is set once it is resolved.
+// ResultDoc is an approval's result: Status is pending, resolved (Outcome
+// is the resumed run's) or unrecorded: it was resolved, but the node that
+// resumed the run stopped (or its database failed) before recording the
+// outcome, and none will come; the tenant's audit chain has the resolution.
 type ResultDoc struct {
 	ID      string          `json:"id"`
 	Status  string          `json:"status"`
