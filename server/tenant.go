@@ -126,9 +126,12 @@ func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal)
 	s.mu.Unlock()
 	v, err := s.storeBinding(r.Context(), tenant, data)
 	if err != nil {
-		// The chain in force here is the new one, the stored one the old
-		// (which the next sync brings back): say so rather than pretend
-		// it was bound.
+		// The chain in force here is the new one, the stored one the old,
+		// which the next sync brings back (this node's version of it is
+		// forgotten): say so rather than pretend it was bound.
+		s.mu.Lock()
+		delete(s.versions, tenant)
+		s.mu.Unlock()
 		writeProblem(w, s.internal(err))
 		return
 	}
