@@ -355,6 +355,7 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 		}()
 		time.Sleep(200 * time.Millisecond) // let the waiter wait (correct without it too)
 		resolver := on(op, c.nodes[i%2])
+		began := time.Now()
 		resumed, err := resolver.Resolve(ctx, "acme", id, "approve", nil, "")
 		if err != nil || resumed.Verdict != "allow" {
 			t.Fatalf("resolve: %+v %v", resumed, err)
@@ -364,6 +365,7 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 			if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != run {
 				t.Fatalf("waiting client on node 2: %+v %v", g.out, g.err)
 			}
+			t.Logf("resolved on node %d: the waiter on node 2 had the outcome %s after the resolve began", i%2+1, time.Since(began))
 		case <-time.After(20 * time.Second):
 			t.Fatal("the waiting client on node 2 got nothing")
 		}
