@@ -531,7 +531,7 @@ func TestNodeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
-		RunTimeout: 2 * time.Second, RateLimit: server.RateLimit{PerSecond: 10000, Burst: 10000},
+		RunTimeout: 5 * time.Second, RateLimit: server.RateLimit{PerSecond: 10000, Burst: 10000},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -669,7 +669,7 @@ func TestNodesKilledMidRun(t *testing.T) {
 		}
 	}
 	// The runs it did not acknowledge: run (or replayed) by the other node,
-	// once the dead node's claims end (twice its RunTimeout, 4 s).
+	// once the dead node's claims end (twice its RunTimeout, 10 s).
 	for _, run := range tried {
 		if _, ok := acked[run]; ok {
 			continue
