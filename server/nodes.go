@@ -212,10 +212,8 @@ func (s *Server) claimRun(ctx context.Context, tenant, run string) ([]byte, *Pro
 	defer deadline.Stop()
 	key := runWaitKey(tenant, run)
 	for {
-		stored, err := s.storedRun(ctx, tenant, run)
-		if err != nil || stored != nil {
-			return stored, s.maybeInternal(err)
-		}
+		// Claim first, then read: a fresh run id (the common case) takes
+		// two statements.
 		now := time.Now()
 		res, err := s.db.ExecContext(ctx, `INSERT INTO serve_run_claims (tenant, run, owner, lease_until) VALUES (?, ?, ?, ?)
 			ON CONFLICT (tenant, run) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
@@ -223,16 +221,19 @@ func (s *Server) claimRun(ctx context.Context, tenant, run string) ([]byte, *Pro
 		if err != nil {
 			return nil, s.internal(err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		n, err := res.RowsAffected()
+		if err != nil {
 			return nil, s.internal(err)
-		} else if n == 1 {
-			// Its holder may have stored the outcome and let go between
-			// the read and the claim.
-			stored, err := s.storedRun(ctx, tenant, run)
-			if err != nil || stored != nil {
+		}
+		claimed := n == 1
+		stored, err := s.storedRun(ctx, tenant, run)
+		if err != nil || stored != nil {
+			if claimed {
 				s.dropRun(context.WithoutCancel(ctx), tenant, run)
-				return stored, s.maybeInternal(err)
 			}
+			return stored, s.maybeInternal(err)
+		}
+		if claimed {
 			return nil, nil
 		}
 		ch := s.waiter(key)
@@ -281,12 +282,17 @@ func (s *Server) finishRun(ctx context.Context, tenant, run string, doc []byte) 
 			return err
 		}
 		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO serve_runs (tenant, run, outcome) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, tenant, run, string(doc)); err != nil {
+		res, err := tx.ExecContext(ctx, `INSERT INTO serve_runs (tenant, run, outcome) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, tenant, run, string(doc))
+		if err != nil {
 			return err
 		}
-		var out string
-		if err := tx.QueryRowContext(ctx, `SELECT outcome FROM serve_runs WHERE tenant = ? AND run = ?`, tenant, run).Scan(&out); err != nil {
+		out := string(doc)
+		if n, err := res.RowsAffected(); err != nil {
 			return err
+		} else if n == 0 { // another node ran it too (this claim's lease ended): the first outcome stands
+			if err := tx.QueryRowContext(ctx, `SELECT outcome FROM serve_runs WHERE tenant = ? AND run = ?`, tenant, run).Scan(&out); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM serve_run_claims WHERE tenant = ? AND run = ? AND owner = ?`, tenant, run, s.owner); err != nil {
 			return err
