@@ -6,23 +6,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
-
-// q rewrites a statement written with $1, $2... for the tests' database
-// (SQLite spells them ?1, ?2...).
-func q(query string) string {
-	if os.Getenv(serverDBEnv) == "postgres" {
-		return query
-	}
-	return strings.ReplaceAll(query, "$", "?")
-}
 
 // TestAuditPerTenantVerify: each tenant's audit records are a chain of its
 // own, numbered from 0 (another tenant's traffic shows in neither its

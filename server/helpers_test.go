@@ -52,6 +52,16 @@ func postgresAt(t *testing.T, dir string) string {
 	return u
 }
 
+// q rewrites a statement written with $1, $2... for the tests' database
+// (SQLite spells them ?1, ?2...): raw queries in the server's tests go
+// through it, so the suite runs on both (serverDBEnv).
+func q(query string) string {
+	if os.Getenv(serverDBEnv) == "postgres" {
+		return query
+	}
+	return strings.ReplaceAll(query, "$", "?")
+}
+
 // platform is a server over a real loopback HTTP listener, on a fresh
 // SQLite file (or Postgres schema: serverDBEnv).
 type platform struct {
