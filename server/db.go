@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/wasmhooks/wasmhooks/store"
@@ -111,10 +112,13 @@ var upgrades = [][]string{
 	{`ALTER TABLE serve_approvals ADD COLUMN done_at BIGINT`},
 }
 
+// blobRE is the BLOB type in schema and upgrades.
+var blobRE = regexp.MustCompile(`\bBLOB\b`)
+
 // ddl is a statement of schema or upgrades for the dialect.
 func ddl(d store.Dialect, q string) string {
 	if d.Name() == "postgres" {
-		return strings.ReplaceAll(q, " BLOB ", " BYTEA ")
+		return blobRE.ReplaceAllString(q, "BYTEA")
 	}
 	return q
 }
