@@ -107,7 +107,7 @@ func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Op
 
 // startPlatform starts a server on db, under the host key, on a loopback
 // listener of its own.
-func startPlatform(t *testing.T, db *store.DB, key []byte, tweak func(*server.Options)) *platform {
+func startPlatform(t testing.TB, db *store.DB, key []byte, tweak func(*server.Options)) *platform {
 	t.Helper()
 	ctx := context.Background()
 	rt, err := runtime.New(ctx, runtime.Config{})
@@ -133,7 +133,7 @@ func startPlatform(t *testing.T, db *store.DB, key []byte, tweak func(*server.Op
 	return &platform{srv: srv, hs: hs, db: db.SQL(), admin: client.New(hs.URL, adminKey)}
 }
 
-func (p *platform) key(t *testing.T, role server.Role, tenant string) *client.Client {
+func (p *platform) key(t testing.TB, role server.Role, tenant string) *client.Client {
 	t.Helper()
 	k, err := p.admin.CreateKey(context.Background(), role, tenant)
 	if err != nil {

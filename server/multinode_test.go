@@ -721,3 +721,66 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// BenchmarkRunID is a run through the HTTP API, over loopback, with and
+// without a run id (its claim, the stored outcome, the claim's release), on
+// SQLite and, with WASMHOOKS_TEST_POSTGRES, on Postgres.
+func BenchmarkRunID(b *testing.B) {
+	ctx := context.Background()
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		b.Run(dialect, func(b *testing.B) {
+			var (
+				db  *store.DB
+				err error
+			)
+			if dialect == "postgres" {
+				if os.Getenv(storetest.PostgresEnv) == "" {
+					b.Skip("no Postgres: " + storetest.PostgresEnv + " is unset")
+				}
+				db, err = postgres.Open(ctx, storetest.PostgresURL(b))
+			} else {
+				db, err = sqlite.Open(ctx, filepath.Join(b.TempDir(), "state.db"))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			key := make([]byte, 32)
+			_, _ = rand.Read(key)
+			p := startPlatform(b, db, key, func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6} })
+			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+				b.Fatal(err)
+			}
+			pub, op, rtk := p.key(b, server.RolePublisher, "pubco"), p.key(b, server.RoleOperator, "acme"), p.key(b, server.RoleRuntime, "acme")
+			wasm, err := os.ReadFile("../testdata/guests/policy.wasm")
+			if err != nil {
+				b.Fatal(err)
+			}
+			mod, err := pub.UploadModule(ctx, "pubco", wasm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := op.BindChain(ctx, "acme", chainConfig(client.Pin(v))); err != nil {
+				b.Fatal(err)
+			}
+			msg := map[string]any{"outgoing": "hello"}
+			for _, withID := range []bool{false, true} {
+				b.Run(fmt.Sprintf("id=%v", withID), func(b *testing.B) {
+					for i := range b.N {
+						run := ""
+						if withID {
+							run = fmt.Sprintf("b-%d-%d", time.Now().UnixNano(), i)
+						}
+						if _, err := rtk.Run(ctx, "acme", "message.outbound", msg, run); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
