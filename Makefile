@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZ     ?= .
 FUZZPKGS ?= ./...
 
-.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-sdks test-corpus loadtest loadtest-postgres
+.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-server-postgres test-sdks test-corpus loadtest loadtest-postgres e2e
 
 # The C, Rust and AssemblyScript ports of the example hooks
 # (hooks-examples/HOOK/c/hook.c, rust/hook.rs, assemblyscript/hook.ts), built with Debian's toolchains (make
@@ -154,6 +154,11 @@ loadtest-postgres: $(LOADTEST_HOOKS)
 	@dir=$$(mktemp -d) && trap '.ci/postgres.sh stop '"$$dir" EXIT && \
 	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) \
 	  $(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./server -args $(LOADTEST_ARGS) -loadtest.nodes=2
+## test-server-postgres: the server's whole test suite on Postgres instead of
+## SQLite (WASMHOOKS_TEST_SERVER_DB=postgres), on the server
+## WASMHOOKS_TEST_POSTGRES names (`make postgres`).
+test-server-postgres:
+	WASMHOOKS_TEST_SERVER_DB=postgres $(GO) test -race -count=1 ./server/...
 
 ## staticcheck: the pinned staticcheck, installed once into $(BUILD)/tools.
 STATICCHECK_VERSION := v0.8.2

@@ -5,17 +5,18 @@ import "github.com/wasmhooks/wasmhooks/server/api"
 // The API's shared types live in package api (standard library only, for
 // clients); these are the same types under the server's name.
 type (
-	Problem       = api.Problem
-	Role          = api.Role
-	KeyDoc        = api.KeyDoc
-	CreditDoc     = api.CreditDoc
-	ModuleDoc     = api.ModuleDoc
-	VersionDoc    = api.VersionDoc
-	SignatureDoc  = api.SignatureDoc
-	ApprovalView  = api.ApprovalView
-	ResultDoc     = api.ResultDoc
-	KeyInfo       = api.KeyInfo
-	SigningKeyDoc = api.SigningKeyDoc
+	Problem        = api.Problem
+	Role           = api.Role
+	KeyDoc         = api.KeyDoc
+	CreditDoc      = api.CreditDoc
+	ModuleDoc      = api.ModuleDoc
+	VersionDoc     = api.VersionDoc
+	SignatureDoc   = api.SignatureDoc
+	ApprovalView   = api.ApprovalView
+	ResultDoc      = api.ResultDoc
+	KeyInfo        = api.KeyInfo
+	SigningKeyDoc  = api.SigningKeyDoc
+	AuditVerifyDoc = api.AuditVerifyDoc
 )
 
 // The roles (api.Role*).
@@ -49,6 +50,7 @@ const (
 	CodeAuthLimited       = api.CodeAuthLimited
 	CodeMethodNotAllowed  = api.CodeMethodNotAllowed
 	CodeQuotaExceeded     = api.CodeQuotaExceeded
+	CodeRunInProgress     = api.CodeRunInProgress
 )
 
 // SigningMessage is api.SigningMessage.

@@ -118,23 +118,22 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, _ *Principal) 
 		{&u.Runs, `SELECT COUNT(*) FROM serve_runs WHERE tenant = ?`},
 		{&u.ApprovalsPending, `SELECT COUNT(*) FROM serve_approvals WHERE tenant = ? AND status = 'pending'`},
 		{&u.ApprovalsResolved, `SELECT COUNT(*) FROM serve_approvals WHERE tenant = ? AND status = 'resolved'`},
-		{&u.AuditRecords, `SELECT COUNT(*) FROM serve_audit WHERE tenant = ?`},
 	} {
 		if err := s.db.QueryRowContext(ctx, c.q, tenant).Scan(c.n); err != nil {
 			writeProblem(w, s.internal(err))
 			return
 		}
 	}
+	// The tenant's own audit chain (store.TenantAudit) is named by its id.
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_records WHERE chain = ?`, []byte(tenant)).Scan(&u.AuditRecords); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
 	writeJSON(w, 200, u)
 }
 
 // MaxRunRecords bounds the audit records one run read returns (500).
 const MaxRunRecords = 500
-
-// likeEscape escapes s for a LIKE pattern with ESCAPE '\'.
-func likeEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
-}
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	ctx := r.Context()
@@ -175,25 +174,35 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	// The index keeps records as JSON text: the run's are found by their
-	// run field (a scan of the tenant's records), then checked exactly.
-	rows, err = s.db.QueryContext(ctx, `SELECT record FROM serve_audit WHERE tenant = ? AND record LIKE ? ESCAPE '\' ORDER BY seq LIMIT ?`,
-		tenant, `%"run":"`+likeEscape(run)+`"%`, MaxRunRecords)
+	// The tenant's audit chain keeps records as the bytes that were hashed:
+	// the run's are found by their run field (a scan of the tenant's
+	// records; runIDRE keeps the id free of JSON escapes), then checked
+	// exactly.
+	contains := `instr(line, ?) > 0`
+	if s.db.pg {
+		contains = `position(?::bytea in line) > 0`
+	}
+	rows, err = s.db.QueryContext(ctx, `SELECT line FROM audit_records WHERE chain = ? AND `+contains+` ORDER BY seq LIMIT ?`,
+		[]byte(tenant), []byte(`"run":"`+run+`"`), MaxRunRecords)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	var recs []string
 	for rows.Next() {
-		var rec string
+		var rec []byte
 		if err := rows.Scan(&rec); err != nil {
 			rows.Close()
 			writeProblem(w, s.internal(err))
 			return
 		}
-		recs = append(recs, rec)
+		recs = append(recs, string(rec))
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
 	var run1 []audit.Record
 	var raws []string
 	for _, raw := range recs {
@@ -203,7 +212,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		}
 		run1, raws = append(run1, rec), append(raws, raw)
 	}
-	prev, err := s.prevHashes(ctx, run1)
+	prev, err := s.prevHashes(ctx, tenant, run1)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
@@ -220,35 +229,34 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	writeJSON(w, 200, doc)
 }
 
-// prevHashes reads the hashes of the records just before recs in the index,
-// by seq: any tenant's (the platform's chain is one, so a tenant's records
-// are not consecutive; only whether the hashes match is shown).
-func (s *Server) prevHashes(ctx context.Context, recs []audit.Record) (map[uint64][]string, error) {
+// prevHashes reads the hashes of the records just before recs in the
+// tenant's audit chain, by seq.
+func (s *Server) prevHashes(ctx context.Context, tenant string, recs []audit.Record) (map[uint64][]string, error) {
 	prev := map[uint64][]string{}
-	var args []any
+	args := []any{[]byte(tenant)}
 	for _, r := range recs {
 		if r.Seq > 0 {
 			args = append(args, int64(r.Seq-1))
 		}
 	}
-	if len(args) == 0 {
+	if len(args) == 1 {
 		return prev, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, record FROM serve_audit WHERE seq IN (?`+strings.Repeat(`, ?`, len(args)-1)+`)`, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, line FROM audit_records WHERE chain = ? AND seq IN (?`+strings.Repeat(`, ?`, len(args)-2)+`)`, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var seq int64
-		var raw string
+		var raw []byte
 		if err := rows.Scan(&seq, &raw); err != nil {
 			return nil, err
 		}
 		var r struct {
 			Hash string `json:"hash"`
 		}
-		if json.Unmarshal([]byte(raw), &r) == nil && r.Hash != "" {
+		if json.Unmarshal(raw, &r) == nil && r.Hash != "" {
 			prev[uint64(seq)] = append(prev[uint64(seq)], r.Hash)
 		}
 	}

@@ -23,13 +23,7 @@ func newKeyedPlatform(t *testing.T) *platform {
 	t.Helper()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return newPlatformWith(t, t.TempDir(), key, func(o *server.Options) {
-		sink, err := audit.NewKeyedMemorySink(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.Audit = sink
-	})
+	return newPlatformWith(t, t.TempDir(), key, nil)
 }
 
 // TestMe: every key reads its own id, role and tenant, and only that.
@@ -111,26 +105,30 @@ func TestRunRead(t *testing.T) {
 	if changed == string(first.Record) {
 		t.Fatal("nothing changed")
 	}
-	if _, err := p.db.Exec(`UPDATE serve_audit SET record = ? WHERE tenant = 'acme' AND seq = ?`, changed, int64(rec.Seq)); err != nil {
-		t.Fatal(err)
+	setLine := func(seq uint64, line []byte) {
+		t.Helper()
+		if _, err := p.db.Exec(q(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = $3`), line, []byte("acme"), int64(seq)); err != nil {
+			t.Fatal(err)
+		}
 	}
+	setLine(rec.Seq, []byte(changed))
 	second := run.Audit[1]
 	var rec2 audit.Record
 	_ = json.Unmarshal(second.Record, &rec2)
 	rec2.MAC, rec2.Hash = "", ""
 	rec2.Hash, _ = audit.Hash(&rec2)
 	b, _ := json.Marshal(&rec2)
-	if _, err := p.db.Exec(`UPDATE serve_audit SET record = ? WHERE tenant = 'acme' AND seq = ?`, string(b), int64(rec2.Seq)); err != nil {
-		t.Fatal(err)
-	}
+	setLine(rec2.Seq, b)
 	// And the record before the second one (rx1's) given another hash:
 	// the second is no longer linked to it.
 	if rec2.Seq == 0 {
 		t.Fatal("the resolution's record is the first of the chain")
 	}
-	if _, err := p.db.Exec(`UPDATE serve_audit SET record = replace(record, '"hash":"', '"hash":"00') WHERE seq = ?`, int64(rec2.Seq-1)); err != nil {
+	var before []byte
+	if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = $2`), []byte("acme"), int64(rec2.Seq-1)).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
+	setLine(rec2.Seq-1, []byte(strings.Replace(string(before), `"hash":"`, `"hash":"00`, 1)))
 	run, err = a.op.RunRecord(ctx, "acme", "r_1")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +190,7 @@ func TestHooksAndUsage(t *testing.T) {
 	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", kid2, sk2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.db.Exec(`UPDATE serve_signing_keys SET public_key = ? WHERE id = ?`, []byte(pk), kid2); err != nil {
+	if _, err := p.db.Exec(q(`UPDATE serve_signing_keys SET public_key = $1 WHERE id = $2`), []byte(pk), kid2); err != nil {
 		t.Fatal(err)
 	}
 	hooks, err = op.Hooks(ctx, "acme")

@@ -4,17 +4,26 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/wasmhooks/wasmhooks/store"
 )
 
-// The server's own tables, beside the store's (ledger, kv) in the same
-// database. They are created here, with CREATE TABLE IF NOT EXISTS, because
-// the store package does not keep tenants, keys, modules, versions,
-// signatures, bindings or run results yet; when it does, these move there as
-// migrations. Every table is prefixed serve_.
+// The server's own tables, beside the store's (ledger, kv, approvals, audit
+// chains) in the same database. They are created here, with CREATE TABLE IF
+// NOT EXISTS, because the store package does not keep tenants, keys,
+// modules, versions, signatures, bindings or run results; when it does,
+// these move there as migrations. Every table is prefixed serve_. One text
+// serves both dialects: written for SQLite, with BLOB read as BYTEA on
+// Postgres (ddl); integers that hold Unix nanoseconds are BIGINT, which
+// SQLite takes as INTEGER. The statements run at every start, under the
+// dialect's migration lock (several nodes start at once on Postgres), and
+// then the upgrades the database lacks, each once.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS serve_tenants (
 		id TEXT PRIMARY KEY,
-		require_signatures INTEGER NOT NULL DEFAULT 0,
+		require_signatures BOOLEAN NOT NULL DEFAULT FALSE,
 		created TEXT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS serve_keys (
 		hash TEXT PRIMARY KEY,
@@ -68,24 +77,162 @@ var schema = []string{
 		status TEXT NOT NULL,
 		view TEXT NOT NULL,
 		outcome TEXT,
-		expires INTEGER NOT NULL,
+		expires BIGINT NOT NULL,
 		created TEXT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS serve_audit (
+	// A run id being run: the node (owner) that claimed it, until
+	// lease_until (Unix ns), so that of nodes given one run id at once one
+	// runs it and the others wait for its serve_runs row.
+	`CREATE TABLE IF NOT EXISTS serve_run_claims (
 		tenant TEXT NOT NULL,
-		seq INTEGER NOT NULL,
-		record TEXT NOT NULL,
-		PRIMARY KEY (tenant, seq))`,
+		run TEXT NOT NULL,
+		owner TEXT NOT NULL,
+		lease_until BIGINT NOT NULL,
+		PRIMARY KEY (tenant, run))`,
+	`CREATE TABLE IF NOT EXISTS serve_schema (version INTEGER PRIMARY KEY)`,
+	// The fingerprint of the platform's host key (hostKeyFingerprint): a
+	// node started with another key is refused, since its approvals and
+	// audit records would not verify on the others.
+	`CREATE TABLE IF NOT EXISTS serve_host_key (
+		id INTEGER PRIMARY KEY CHECK (id = 1),
+		fingerprint TEXT NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS serve_approvals_tenant ON serve_approvals (tenant, status)`,
 	`CREATE INDEX IF NOT EXISTS serve_approvals_expires ON serve_approvals (status, expires)`,
-	// A record's predecessor, for the console's link check (getRun).
-	`CREATE INDEX IF NOT EXISTS serve_audit_seq ON serve_audit (seq)`,
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
-	for _, q := range schema {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("server: schema: %w", err)
+// upgrades change the tables schema made, each once, in order: the
+// database records the versions applied in serve_schema. Append; never edit
+// one that has shipped.
+var upgrades = [][]string{
+	// 1: a binding's version, raised by every bind: nodes compare it with
+	// the one they run to find the bindings another node changed.
+	{`ALTER TABLE serve_bindings ADD COLUMN version BIGINT NOT NULL DEFAULT 0`},
+	// 2: when the approval store resolved an approval (Unix ns), set by
+	// the node resuming it: a row still pending long after it is
+	// unrecorded (its node died before storing the outcome).
+	{`ALTER TABLE serve_approvals ADD COLUMN done_at BIGINT`},
+}
+
+// blobRE is the BLOB type in schema and upgrades.
+var blobRE = regexp.MustCompile(`\bBLOB\b`)
+
+// ddl is a statement of schema or upgrades for the dialect.
+func ddl(d store.Dialect, q string) string {
+	if d.Name() == "postgres" {
+		return blobRE.ReplaceAllString(q, "BYTEA")
+	}
+	return q
+}
+
+func migrate(ctx context.Context, sdb *store.DB) error {
+	d := sdb.Dialect()
+	err := d.Migrate(ctx, sdb.SQL(), func(tx *sql.Tx) error {
+		for _, q := range schema {
+			if _, err := tx.ExecContext(ctx, ddl(d, q)); err != nil {
+				return err
+			}
 		}
+		var have sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM serve_schema`).Scan(&have); err != nil {
+			return err
+		}
+		if int(have.Int64) > len(upgrades) {
+			return fmt.Errorf("the database's serve tables are at version %d, this binary knows up to %d", have.Int64, len(upgrades))
+		}
+		for v := int(have.Int64) + 1; v <= len(upgrades); v++ {
+			for _, q := range upgrades[v-1] {
+				if _, err := tx.ExecContext(ctx, ddl(d, q)); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(ctx, d.Rebind(`INSERT INTO serve_schema (version) VALUES ($1)`), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("server: schema: %w", err)
 	}
 	return nil
+}
+
+// sqlDB is the database handle the server's queries go through: they are
+// written with ? placeholders, which Postgres spells $1, $2...
+type sqlDB struct {
+	*sql.DB
+	pg bool
+}
+
+func newSQLDB(sdb *store.DB) *sqlDB {
+	return &sqlDB{DB: sdb.SQL(), pg: sdb.Dialect().Name() == "postgres"}
+}
+
+func (db *sqlDB) q(query string) string {
+	if db.pg {
+		return dollars(query)
+	}
+	return query
+}
+
+func (db *sqlDB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.DB.ExecContext(ctx, db.q(query), args...)
+}
+
+func (db *sqlDB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return db.DB.QueryContext(ctx, db.q(query), args...)
+}
+
+func (db *sqlDB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return db.DB.QueryRowContext(ctx, db.q(query), args...)
+}
+
+func (db *sqlDB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sqlTx, error) {
+	tx, err := db.DB.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlTx{Tx: tx, db: db}, nil
+}
+
+// sqlTx is a transaction of a sqlDB: its queries are rewritten the same way.
+type sqlTx struct {
+	*sql.Tx
+	db *sqlDB
+}
+
+func (tx *sqlTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return tx.Tx.ExecContext(ctx, tx.db.q(query), args...)
+}
+
+func (tx *sqlTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return tx.Tx.QueryContext(ctx, tx.db.q(query), args...)
+}
+
+func (tx *sqlTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return tx.Tx.QueryRowContext(ctx, tx.db.q(query), args...)
+}
+
+// dollars numbers the ? placeholders of query $1, $2..., leaving those in
+// quoted strings and identifiers alone.
+func dollars(query string) string {
+	var b strings.Builder
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

@@ -8,20 +8,62 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
+	"github.com/wasmhooks/wasmhooks/store"
+	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/sqlite"
+	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
 const adminKey = "test-admin-key-0123456789abcdef0123456789"
 
+// serverDBEnv, set to "postgres", runs the platforms of the server's tests
+// on Postgres (a fresh schema on the server at WASMHOOKS_TEST_POSTGRES per
+// data directory) instead of a SQLite file in it.
+const serverDBEnv = "WASMHOOKS_TEST_SERVER_DB"
+
+var (
+	pgMu sync.Mutex
+	pgAt = map[string]string{} // data directory -> its Postgres schema's URL
+)
+
+// postgresAt returns the URL of the Postgres schema standing for the data
+// directory dir, made (and dropped when t ends) the first time.
+func postgresAt(t *testing.T, dir string) string {
+	t.Helper()
+	pgMu.Lock()
+	defer pgMu.Unlock()
+	if u, ok := pgAt[dir]; ok {
+		return u
+	}
+	u := storetest.PostgresURL(t)
+	pgAt[dir] = u
+	t.Cleanup(func() {
+		pgMu.Lock()
+		delete(pgAt, dir)
+		pgMu.Unlock()
+	})
+	return u
+}
+
+// q rewrites a statement written with $1, $2... for the tests' database
+// (SQLite spells them ?1, ?2...): raw queries in the server's tests go
+// through it, so the suite runs on both (serverDBEnv).
+func q(query string) string {
+	if os.Getenv(serverDBEnv) == "postgres" {
+		return query
+	}
+	return strings.ReplaceAll(query, "$", "?")
+}
+
 // platform is a server over a real loopback HTTP listener, on a fresh
-// SQLite file.
+// SQLite file (or Postgres schema: serverDBEnv).
 type platform struct {
 	srv   *server.Server
 	hs    *httptest.Server
@@ -47,21 +89,33 @@ func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
 func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Options)) *platform {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+	var (
+		db  *store.DB
+		err error
+	)
+	if os.Getenv(serverDBEnv) == "postgres" {
+		db, err = postgres.Open(ctx, postgresAt(t, dir))
+	} else {
+		db, err = sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return startPlatform(t, db, key, tweak)
+}
+
+// startPlatform starts a server on db, under the host key, on a loopback
+// listener of its own.
+func startPlatform(t testing.TB, db *store.DB, key []byte, tweak func(*server.Options)) *platform {
+	t.Helper()
+	ctx := context.Background()
 	rt, err := runtime.New(ctx, runtime.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
-	approvals, err := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey,
+	opts := server.Options{DB: db, Runtime: rt, HostKey: key, AdminKey: adminKey,
 		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond}
 	if tweak != nil {
 		tweak(&opts)
@@ -79,7 +133,7 @@ func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Op
 	return &platform{srv: srv, hs: hs, db: db.SQL(), admin: client.New(hs.URL, adminKey)}
 }
 
-func (p *platform) key(t *testing.T, role server.Role, tenant string) *client.Client {
+func (p *platform) key(t testing.TB, role server.Role, tenant string) *client.Client {
 	t.Helper()
 	k, err := p.admin.CreateKey(context.Background(), role, tenant)
 	if err != nil {

@@ -16,18 +16,30 @@
 // at /openapi.json) describes them. The types clients share are in package
 // server/api; server/client is the Go client.
 //
-// State is kept in one database (store.DB): the store's ledger for credit,
-// the server's own tables (db.go) for tenants, keys, modules, versions,
-// signatures, bindings, run results, the approvals index and the audit index;
-// approvals in a chain.ApprovalStore, the audit chain in an audit.Sink. One
-// process per database for now: several nodes on Postgres are to come.
+// State is kept in one database (store.DB), SQLite or Postgres: the store's
+// ledger for credit, its approvals (store.Approvals) and its audit chains,
+// one per tenant (store.TenantAudit), and the server's own tables (db.go)
+// for tenants, keys, modules, versions, signatures, bindings, run results and
+// run claims, and the approvals index. Nothing a request depends on is kept
+// only in a process, so several servers on one database (Postgres; or
+// processes sharing one SQLite file) are one platform: a bind raises the
+// binding's version and notifies the others (store.DB.Notify: Postgres's
+// NOTIFY), which rebuild that tenant's chain at once, and every SyncInterval
+// compare the versions anyway; credit is the ledger's transactions; an
+// approval is resumed by whichever node's resolution claims it first, and
+// its long polls on every node wake by notification (or read the index
+// again); a run id is claimed in the database, so one node runs it and the
+// others answer with its outcome; each tenant's audit chain is appended
+// under a row lock, so it never forks. Every node needs the same host key:
+// a node with another is refused at start (serve_host_key).
 package server
 
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
-	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,12 +86,15 @@ type Options struct {
 	// Runtime runs the hooks. Required; the Server does not close it.
 	Runtime *runtime.Runtime
 	// HostKey (at least audit.MinKeyBytes) seals approvals (a key derived
-	// from it) and keys the audit chain. Required.
+	// from it) and keys the audit chains. Required, and the same on every
+	// node of a platform.
 	HostKey []byte
-	// Approvals keeps pending approvals. Required.
+	// Approvals keeps pending approvals. Nil means the database's
+	// (store.NewApprovals), which every node shares.
 	Approvals chain.ApprovalStore
-	// Audit receives the audit records. Nil means an audit.MemorySink.
-	Audit audit.Sink
+	// LLMProvider completes llm.run's prompts. Nil means the offline
+	// provider (builtin.OfflineProvider).
+	LLMProvider builtin.Provider
 	// AdminKey, if set, is an admin key (WASMHOOKS_ADMIN_KEY). Without it
 	// the first start makes one (Server.BootstrapKey).
 	AdminKey string
@@ -116,14 +131,25 @@ type Options struct {
 	// Heartbeat is how often an approval's event stream sends a comment
 	// while it waits; zero means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// SyncInterval is how often the server reads the bindings' versions
+	// to pick up binds made by other nodes that it was not notified of;
+	// zero means DefaultSyncInterval.
+	SyncInterval time.Duration
 }
+
+// DefaultSyncInterval is how often a server compares the versions of the
+// bindings it runs with the database's (2 s): the backstop for a missed
+// notification, and the only way binds travel between processes sharing a
+// SQLite file.
+const DefaultSyncInterval = 2 * time.Second
 
 // Server serves the platform. Make one with New, serve Handler, and Close it
 // after the http.Server's Shutdown (which lets runs in flight finish).
 type Server struct {
 	opts        Options
 	sdb         *store.DB
-	db          *sql.DB
+	db          *sqlDB
+	audit       *audit.TenantLogs
 	rt          *runtime.Runtime
 	runner      *capability.Runner
 	ledger      *store.Ledger
@@ -134,14 +160,17 @@ type Server struct {
 	limiter     *limiter
 	authFails   *failLimiter // failed authentications by remote address
 
-	mu     sync.Mutex // guards chains
-	chains map[string]*chain.Chain
-	bindMu sync.Mutex // one bind at a time
+	mu       sync.Mutex // guards chains and versions
+	chains   map[string]*chain.Chain
+	versions map[string]int64 // tenant -> the version of the binding its chain runs
+	closed   bool             // Close ran: a reload in flight closes what it built
+	bindMu   sync.Mutex       // one bind (or reload of another node's) at a time
+	owner    string           // this node's name in run claims
 
-	runLocks keyedLocks // by (tenant, run): one run per id at a time
+	runLocks keyedLocks // by (tenant, run): one run per id at a time in this process
 
 	waitMu  sync.Mutex
-	waiters map[string]chan struct{} // approval id -> closed when it resolves
+	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves
 	polls   map[string]int           // key id -> its open long polls (guarded by waitMu)
 
 	observability // spans, access log, metrics (accesslog.go, metrics.go)
@@ -154,8 +183,8 @@ type Server struct {
 // New opens the server's tables in opts.DB, bootstraps the admin key and
 // builds the chain of every tenant that has one.
 func New(ctx context.Context, opts Options) (*Server, error) {
-	if opts.DB == nil || opts.Runtime == nil || opts.Approvals == nil {
-		return nil, errors.New("server: DB, Runtime and Approvals are required")
+	if opts.DB == nil || opts.Runtime == nil {
+		return nil, errors.New("server: DB and Runtime are required")
 	}
 	if len(opts.HostKey) < audit.MinKeyBytes {
 		return nil, fmt.Errorf("server: the host key must be at least %d bytes", audit.MinKeyBytes)
@@ -178,25 +207,35 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ExpiryInterval <= 0 {
 		opts.ExpiryInterval = DefaultExpiryInterval
 	}
-	if opts.Audit == nil {
-		opts.Audit = audit.NewMemorySink()
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = DefaultSyncInterval
 	}
-	s := &Server{opts: opts, sdb: opts.DB, db: opts.DB.SQL(), rt: opts.Runtime, log: opts.Logger,
-		chains: map[string]*chain.Chain{}, waiters: map[string]chan struct{}{}, polls: map[string]int{}, done: make(chan struct{})}
-	m := hmac.New(sha256.New, opts.HostKey)
-	m.Write([]byte("wasmhooks approval key v1"))
-	s.approvalKey = m.Sum(nil)
+	if opts.Approvals == nil {
+		opts.Approvals = store.NewApprovals(opts.DB, store.ApprovalOptions{})
+	}
+	s := &Server{opts: opts, sdb: opts.DB, db: newSQLDB(opts.DB), rt: opts.Runtime, log: opts.Logger,
+		chains: map[string]*chain.Chain{}, versions: map[string]int64{}, waiters: map[string]chan struct{}{}, polls: map[string]int{}, done: make(chan struct{})}
+	var name [12]byte
+	_, _ = rand.Read(name[:])
+	s.owner = "node-" + hex.EncodeToString(name[:])
+	s.approvalKey = derive(opts.HostKey, "wasmhooks approval key v1")
 	s.limiter = newLimiter(opts.RateLimit)
 	s.authFails = newFailLimiter(opts.AuthFailLimit)
-	if err := migrate(ctx, s.db); err != nil {
+	if err := migrate(ctx, opts.DB); err != nil {
+		return nil, err
+	}
+	if err := s.checkHostKey(ctx); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.audit, err = store.TenantAudit(opts.DB, opts.HostKey); err != nil {
 		return nil, err
 	}
 	s.ledger = store.NewLedger(opts.DB, store.LedgerOptions{})
 	reg := capability.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{Ledger: s.ledger, KV: store.NewKV(opts.DB, store.KVOptions{}), Logger: opts.Logger}); err != nil {
+	if err := builtin.Register(reg, builtin.Config{Provider: opts.LLMProvider, Ledger: s.ledger, KV: store.NewKV(opts.DB, store.KVOptions{}), Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
-	var err error
 	if s.runner, err = capability.NewRunner(reg, capability.RunnerOptions{Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
@@ -206,7 +245,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	kctx, cancel := context.WithCancel(context.Background())
 	s.keepStop = cancel
 	go func() { _ = s.ledger.KeepAlive(kctx, 0) }()
-	if err := s.loadChains(ctx); err != nil {
+	if err := s.syncBindings(ctx); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -214,7 +253,36 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.mux = s.routes()
 	s.handler = s.observe(s.mux)
 	go s.expireLoop(kctx, opts.ExpiryInterval)
+	go s.syncLoop(kctx, opts.SyncInterval)
+	go s.listenLoop(kctx)
+	go s.sweepLoop(kctx)
 	return s, nil
+}
+
+// derive is the HMAC-SHA256 of label under the host key: a key (or a
+// fingerprint) for one purpose.
+func derive(hostKey []byte, label string) []byte {
+	m := hmac.New(sha256.New, hostKey)
+	m.Write([]byte(label))
+	return m.Sum(nil)
+}
+
+// checkHostKey records the host key's fingerprint on the first start and
+// refuses a node whose key has another: its approvals would not unseal on
+// the other nodes, nor its audit records verify.
+func (s *Server) checkHostKey(ctx context.Context) error {
+	fp := hex.EncodeToString(derive(s.opts.HostKey, "wasmhooks host key fingerprint v1")[:16])
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO serve_host_key (id, fingerprint) VALUES (1, ?) ON CONFLICT (id) DO NOTHING`, fp); err != nil {
+		return fmt.Errorf("server: recording the host key's fingerprint: %w", err)
+	}
+	var have string
+	if err := s.db.QueryRowContext(ctx, `SELECT fingerprint FROM serve_host_key WHERE id = 1`).Scan(&have); err != nil {
+		return fmt.Errorf("server: reading the host key's fingerprint: %w", err)
+	}
+	if have != fp {
+		return fmt.Errorf("server: this node's host key (fingerprint %s) is not the platform's (%s): every node of a platform needs the same host key", fp, have)
+	}
+	return nil
 }
 
 // DefaultExpiryInterval is how often the server applies the expiry policy
@@ -251,6 +319,7 @@ func (s *Server) expire(ctx context.Context) {
 		id, tenant string
 		expires    int64
 	}
+	s.markUnrecorded(ctx)
 	cutoff := time.Now().UnixNano()
 	after := due{expires: math.MinInt64}
 	for {
@@ -280,7 +349,14 @@ func (s *Server) expire(ctx context.Context) {
 			}
 			out, err := c.Resolve(ctx, d.id, chain.Resolution{Decision: chain.Deny, Actor: "expiry", Reason: "expired"})
 			if err != nil {
-				s.log.Warn("server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
+				// Another node's expiry (or a resolution) took it first:
+				// that node records it.
+				var ae *chain.ApprovalError
+				level := slog.LevelWarn
+				if errors.As(err, &ae) && (ae.Code == chain.ApprovalClaimed || ae.Code == chain.ApprovalResolved) {
+					level = slog.LevelDebug
+				}
+				s.log.Log(ctx, level, "server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
 				continue
 			}
 			if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
@@ -311,10 +387,11 @@ func (s *Server) Drain() {
 }
 
 // Close closes the tenants' chains (runs in flight finish first) and stops
-// the ledger's lease renewal. It does not close the DB, the Runtime, the
-// approval store or the audit sink.
+// the ledger's lease renewal and the notifications. It does not close the
+// DB, the Runtime or the approval store.
 func (s *Server) Close(ctx context.Context) error {
 	s.Drain()
+	s.keepStop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
@@ -322,7 +399,7 @@ func (s *Server) Close(ctx context.Context) error {
 		errs = append(errs, c.Close(ctx))
 	}
 	s.chains = map[string]*chain.Chain{}
-	s.keepStop()
+	s.closed = true
 	return errors.Join(errs...)
 }
 
@@ -413,47 +490,8 @@ func (s *Server) wake(id string) {
 }
 
 func (s *Server) chainOptions() chain.Options {
-	return chain.Options{Runtime: s.rt, HostCaller: s.runner, Audit: s.opts.Audit, Approvals: s.opts.Approvals,
+	return chain.Options{Runtime: s.rt, HostCaller: s.runner, Audit: s.audit, Approvals: indexedApprovals{s.opts.Approvals, s},
 		ApprovalKey: s.approvalKey, Logger: s.log, TracerProvider: s.opts.TracerProvider}
-}
-
-// loadChains builds every bound tenant's chain from its stored
-// configuration, checking pins and signatures again: a configuration that no
-// longer passes (a tenant that now requires signatures) is logged, and the
-// tenant has no chain until it binds again.
-func (s *Server) loadChains(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT tenant, config FROM serve_bindings`)
-	if err != nil {
-		return err
-	}
-	type bound struct{ tenant, config string }
-	var all []bound
-	for rows.Next() {
-		var b bound
-		if err := rows.Scan(&b.tenant, &b.config); err != nil {
-			rows.Close()
-			return err
-		}
-		all = append(all, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, b := range all {
-		cfg, p := s.parseBinding(ctx, b.tenant, []byte(b.config))
-		if p != nil {
-			s.log.Error("server: a tenant's stored chain is refused at load", "tenant", b.tenant, "code", p.Code, "detail", p.Detail)
-			continue
-		}
-		c, err := chain.New(ctx, cfg, s.chainOptions())
-		if err != nil {
-			s.log.Error("server: a tenant's stored chain is refused at load", "tenant", b.tenant, "err", err)
-			continue
-		}
-		s.chains[b.tenant] = c
-	}
-	return nil
 }
 
 func (s *Server) chainFor(tenant string) *chain.Chain {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/store"
 )
 
 // A binding's module is named "publisher/name@version#sha256:HEX": a
@@ -105,6 +107,7 @@ func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal)
 	}
 	// Binds are one at a time (so the stored configuration is the one in
 	// force); runs go on meanwhile, on the configuration they started with.
+	// The other nodes are told at commit and reload it (reloadTenant).
 	s.bindMu.Lock()
 	defer s.bindMu.Unlock()
 	c := s.chainFor(tenant)
@@ -121,15 +124,40 @@ func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal)
 	s.mu.Lock()
 	s.chains[tenant] = c
 	s.mu.Unlock()
-	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO serve_bindings (tenant, config, updated) VALUES (?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET config = excluded.config, updated = excluded.updated`,
-		tenant, string(data), now()); err != nil {
-		// The chain in force is the new one, the stored one the old: say so
-		// rather than pretend it was not bound.
+	v, err := s.storeBinding(r.Context(), tenant, data)
+	if err != nil {
+		// The chain in force here is the new one, the stored one the old,
+		// which the next sync brings back (this node's version of it is
+		// forgotten): say so rather than pretend it was bound.
+		s.mu.Lock()
+		delete(s.versions, tenant)
+		s.mu.Unlock()
 		writeProblem(w, s.internal(err))
 		return
 	}
+	s.mu.Lock()
+	s.versions[tenant] = v
+	s.mu.Unlock()
 	info, _ := c.Info()
 	writeJSON(w, 200, map[string]any{"tenant": tenant, "info": info})
+}
+
+// storeBinding stores tenant's configuration under the next version and
+// tells the other nodes, in one transaction; it returns the version.
+func (s *Server) storeBinding(ctx context.Context, tenant string, data []byte) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	var v int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO serve_bindings (tenant, config, updated, version) VALUES (?, ?, ?, 1)
+		ON CONFLICT (tenant) DO UPDATE SET config = excluded.config, updated = excluded.updated, version = serve_bindings.version + 1
+		RETURNING version`, tenant, string(data), now()).Scan(&v); err != nil {
+		return 0, err
+	}
+	s.notify(ctx, tx, chanBindings, tenant)
+	return v, tx.Commit()
 }
 
 func (s *Server) getChain(w http.ResponseWriter, r *http.Request, _ *Principal) {
@@ -178,19 +206,9 @@ func outcomeDoc(out *chain.Outcome) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// recordPending indexes the outcome's audit records and, when it is pending,
-// its approval, under its tenant.
+// recordPending indexes the outcome's approval, when it is pending, under
+// its tenant. (Its audit records are in the tenant's chain already.)
 func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
-	for i := range out.Audit {
-		rec := &out.Audit[i]
-		b, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO serve_audit (tenant, seq, record) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, out.Tenant, int64(rec.Seq), string(b)); err != nil {
-			return err
-		}
-	}
 	if out.Verdict != chain.Pending || out.Approval == nil {
 		return nil
 	}
@@ -198,9 +216,11 @@ func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		out.Approval.ID, out.Tenant, out.Run, string(view), out.Approval.Expires.UnixNano(), now())
-	return err
+	return s.retryDB(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			out.Approval.ID, out.Tenant, out.Run, string(view), out.Approval.Expires.UnixNano(), now())
+		return err
+	})
 }
 
 var runIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
@@ -240,20 +260,44 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		return
 	}
 	if req.Run != "" {
+		// One request per run id at a time in this process, and one node
+		// at a time in the database (claimRun): the others wait for its
+		// outcome and answer with it.
 		unlock := s.runLock(tenant, req.Run)
 		defer unlock()
-		var stored string
-		err := s.db.QueryRowContext(r.Context(), `SELECT outcome FROM serve_runs WHERE tenant = ? AND run = ?`, tenant, req.Run).Scan(&stored)
-		switch {
-		case err == nil:
-			w.Header().Set("Idempotent-Replayed", "true")
-			writeRaw(w, 200, []byte(stored))
-			return
-		case !errors.Is(err, sql.ErrNoRows):
-			writeProblem(w, s.internal(err))
+		stored, pr := s.claimRun(r.Context(), tenant, req.Run)
+		if pr != nil {
+			if pr.Code == CodeRunInProgress {
+				w.Header().Set("Retry-After", "1")
+			}
+			writeProblem(w, pr)
 			return
 		}
+		if stored != nil {
+			w.Header().Set("Idempotent-Replayed", "true")
+			writeRaw(w, 200, stored)
+			return
+		}
+		finished := false
+		defer func() {
+			if !finished {
+				s.dropRun(context.WithoutCancel(r.Context()), tenant, req.Run)
+			}
+		}()
+		finish := func(doc []byte) ([]byte, error) {
+			out, err := s.finishRun(context.WithoutCancel(r.Context()), tenant, req.Run, doc)
+			finished = err == nil
+			return out, err
+		}
+		s.runAndReply(w, r, c, tenant, &req, ctxMap, finish)
+		return
 	}
+	s.runAndReply(w, r, c, tenant, &req, ctxMap, nil)
+}
+
+// runAndReply runs the chain and writes its outcome; with finish (a run
+// id's), the outcome is stored first and the one stored is written.
+func (s *Server) runAndReply(w http.ResponseWriter, r *http.Request, c *chain.Chain, tenant string, req *runRequest, ctxMap map[string]any, finish func([]byte) ([]byte, error)) {
 	// The run goes on if the client goes away: its effects (credit, audit,
 	// an approval) are the same whether anyone reads the outcome.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.RunTimeout)
@@ -274,8 +318,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	if req.Run != "" {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO serve_runs (tenant, run, outcome) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, tenant, req.Run, string(doc)); err != nil {
+	if finish != nil {
+		if doc, err = finish(doc); err != nil {
 			writeProblem(w, s.internal(err))
 			return
 		}
@@ -336,8 +380,8 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, _ *Princi
 	if status == "" {
 		status = "pending"
 	}
-	if status != "pending" && status != "resolved" {
-		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "status is pending or resolved"))
+	if status != "pending" && status != "resolved" && status != statusUnrecorded {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "status is pending, resolved or unrecorded"))
 		return
 	}
 	rows, err := s.db.QueryContext(r.Context(), `SELECT status, view FROM serve_approvals WHERE tenant = ? AND status = ? ORDER BY created LIMIT 500`, r.PathValue("tenant"), status)
@@ -425,8 +469,11 @@ func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Prin
 
 // finishResolution records a resolved approval's outcome as its result,
 // indexes the approval the resumed run may have paused on again, and wakes
-// the result's waiters.
+// the result's waiters, on every node. The store has resolved the approval
+// already (Done), so a failing database is tried again (retryDB) before the
+// index is left saying pending.
 func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *chain.Outcome) error {
+	ctx = context.WithoutCancel(ctx)
 	if err := s.recordPending(ctx, out); err != nil {
 		return err
 	}
@@ -434,7 +481,19 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE serve_approvals SET status = 'resolved', outcome = ? WHERE id = ? AND tenant = ?`, string(doc), id, tenant); err != nil {
+	err = s.retryDB(ctx, func() error {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `UPDATE serve_approvals SET status = 'resolved', outcome = ? WHERE id = ? AND tenant = ?`, string(doc), id, tenant); err != nil {
+			return err
+		}
+		s.notify(ctx, tx, chanApprovals, id)
+		return tx.Commit()
+	})
+	if err != nil {
 		return err
 	}
 	s.wake(id)
@@ -472,8 +531,9 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	// Another process may resolve it: the table is read again now and then.
-	tick := time.NewTicker(500 * time.Millisecond)
+	// Another node may resolve it: its notification wakes the waiter, and
+	// the table is read again now and then.
+	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
 		status, _, outcome, pr := s.approvalRow(r.Context(), tenant, id)
@@ -481,11 +541,15 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 			writeProblem(w, pr)
 			return
 		}
-		if status == "resolved" {
+		if status != "pending" {
 			// A waiter made between a pending read and the resolution's
 			// wake is closed by nobody else: drop it.
 			s.wake(id)
-			writeJSON(w, 200, ResultDoc{ID: id, Status: status, Outcome: outcome})
+			doc := ResultDoc{ID: id, Status: status}
+			if status == "resolved" {
+				doc.Outcome = outcome
+			}
+			writeJSON(w, 200, doc)
 			return
 		}
 		// Made only for an approval of this tenant that exists, so that
@@ -511,10 +575,9 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 const MaxAuditPage = 500
 
 // listAudit returns the tenant's audit records after ?after= (a seq), at
-// most ?limit= (MaxAuditPage). The records are links of the platform's one
-// audit chain (their seq and prev are the chain's, so a tenant's records are
-// not consecutive); the chain is verified whole, with its key, by
-// `wasmhooks chain verify` on the audit file.
+// most ?limit= (MaxAuditPage): the stored lines of the tenant's own audit
+// chain (store.TenantAudit), numbered from 0, each linked to the one before,
+// as they are hashed and MACed.
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	after, limit := int64(-1), int64(MaxAuditPage)
 	if q := r.URL.Query().Get("after"); q != "" {
@@ -533,7 +596,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ *Principal)
 		}
 		limit = min(n, MaxAuditPage)
 	}
-	rows, err := s.db.QueryContext(r.Context(), `SELECT record FROM serve_audit WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?`, r.PathValue("tenant"), after, limit)
+	rows, err := s.db.QueryContext(r.Context(), `SELECT line FROM audit_records WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?`, []byte(r.PathValue("tenant")), after, limit)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
@@ -541,7 +604,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ *Principal)
 	defer rows.Close()
 	out := []json.RawMessage{}
 	for rows.Next() {
-		var rec string
+		var rec []byte
 		if err := rows.Scan(&rec); err != nil {
 			writeProblem(w, s.internal(err))
 			return
@@ -549,4 +612,26 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ *Principal)
 		out = append(out, json.RawMessage(rec))
 	}
 	writeJSON(w, 200, map[string]any{"records": out})
+}
+
+// verifyAudit verifies the tenant's whole audit chain as stored, with the
+// host key (audit.VerifyStore): each record's hash and MAC, each linked to
+// the one before, numbered from 0. It reads every record, a page at a time;
+// the chain has no checkpoint kept apart, so records cut from its end are
+// not seen (RATIONALE.md#the-audit-log-over-a-store).
+func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant := r.PathValue("tenant")
+	n, err := audit.VerifyStore(r.Context(), store.NewAuditStore(s.sdb, tenant), audit.VerifyOptions{Key: s.opts.HostKey})
+	doc := AuditVerifyDoc{Tenant: tenant, Records: n, Verified: err == nil}
+	var ve *audit.VerifyError
+	switch {
+	case errors.As(err, &ve):
+		doc.Records, doc.Seq, doc.Error = ve.Index, &ve.Seq, ve.Reason
+	case errors.Is(err, store.ErrCorrupt): // a record missing from the chain
+		doc.Error = err.Error()
+	case err != nil:
+		writeProblem(w, s.internal(err))
+		return
+	}
+	writeJSON(w, 200, doc)
 }

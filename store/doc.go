@@ -18,5 +18,8 @@
 // process mutex, so any number of processes may share a database. Schema
 // migrations are embedded in the binary and applied at Open, by one process
 // at a time; a database whose schema is newer than the binary is refused with
-// ErrSchemaTooNew. Failures carry a stable code (*Error).
+// ErrSchemaTooNew. Failures carry a stable code (*Error). DB.Notify and
+// DB.Listen carry hints between the processes sharing a Postgres database
+// (LISTEN and NOTIFY, delivered at commit); SQLite carries none, and its
+// readers poll.
 package store

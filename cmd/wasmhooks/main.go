@@ -9,7 +9,7 @@
 //	wasmhooks chain resolve --config chain.json --approvals DIR --id ID --decision D
 //	wasmhooks chain verify FILE.jsonl
 //	wasmhooks mcp --config interceptors.json [--http ADDR] ...
-//	wasmhooks serve [--addr HOST:PORT] [--data DIR]
+//	wasmhooks serve [--addr HOST:PORT] [--data DIR] [--db postgres://...]
 //	wasmhooks test [--hook FILE.wasm] DIR
 //	wasmhooks new --lang go|rust|c|assemblyscript NAME
 //	wasmhooks push|publish|sign|keygen|signing-key|bind|approvals|resolve|versions|call|admin ...

@@ -15,20 +15,25 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/store"
+	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/sqlite"
 )
 
-const serveSynopsis = "  wasmhooks serve [--addr HOST:PORT] [--data DIR]\n"
+const serveSynopsis = "  wasmhooks serve [--addr HOST:PORT] [--data DIR] [--db postgres://...]\n"
 
 const serveUsage = "usage:\n" + serveSynopsis + `
 Serves the hook platform over HTTP (JSON under /v1/, /openapi.json, /healthz,
-/readyz). Everything is kept under --data: state.db (SQLite), host.key (seals
-approvals, keys the audit chain), approvals/, audit.jsonl. The first start
-prints a one-time admin key on stderr, unless $WASMHOOKS_ADMIN_KEY gives one.
+/readyz). Without --db everything is kept under --data: state.db (SQLite:
+tenants, keys, modules, bindings, runs, credit, approvals, audit chains),
+host.key (seals approvals, keys the audit chains) and cache/. With --db the
+state is in that Postgres database instead, and several serve processes on
+it are one platform; each still keeps host.key and cache/ under its --data,
+and every node needs the same host.key (copy it; a node with another is
+refused). The first start prints a one-time admin key on stderr, unless
+$WASMHOOKS_ADMIN_KEY gives one.
 `
 
 // shutdownGrace bounds how long a shutdown waits for requests in flight.
@@ -39,6 +44,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on")
 	metricsAddr := fs.String("metrics-addr", "", "also serve the Prometheus metrics, without a key, at /metrics on this address (a private one: only the scraper should reach it); on --addr they need an admin key")
 	data := fs.String("data", "wasmhooks-data", "the data directory")
+	dbURL := fs.String("db", "", "a Postgres database (postgres://user@host:port/db?...) instead of SQLite under --data")
 	if code, ok := parseFlags(fs, args, serveUsage, stdout, stderr); !ok {
 		return code
 	}
@@ -57,26 +63,22 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stdout, exitRefused, "key", "%v", err)
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(*data, "state.db"))
+	var db *store.DB
+	if *dbURL != "" {
+		db, err = postgres.Open(ctx, *dbURL)
+	} else {
+		db, err = sqlite.Open(ctx, filepath.Join(*data, "state.db"))
+	}
 	if err != nil {
 		return fail(stdout, exitRefused, "store", "%v", err)
 	}
 	defer db.Close()
-	approvals, err := chain.NewDirApprovals(filepath.Join(*data, "approvals"))
-	if err != nil {
-		return fail(stdout, exitRefused, "approvals", "%v", err)
-	}
-	sink, err := audit.OpenFile(filepath.Join(*data, "audit.jsonl"), audit.FileOptions{Key: key, Checkpoint: filepath.Join(*data, "audit.checkpoint")})
-	if err != nil {
-		return fail(stdout, exitRefused, "audit", "%v", err)
-	}
-	defer sink.Close()
 	rt, err := runtime.New(ctx, runtime.Config{CacheDir: filepath.Join(*data, "cache"), Logger: logger})
 	if err != nil {
 		return fail(stdout, exitRefused, "internal", "%v", err)
 	}
 	defer rt.Close(context.Background())
-	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, Audit: sink,
+	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key,
 		AdminKey: os.Getenv("WASMHOOKS_ADMIN_KEY"), Logger: logger})
 	if err != nil {
 		return fail(stdout, exitRefused, "internal", "%v", err)
@@ -101,7 +103,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		logger.Info("wasmhooks serve: metrics without a key", "metrics", "http://"+mln.Addr().String()+"/metrics")
 	}
 	hs := newHTTPServer(srv.Handler())
-	logger.Info("wasmhooks serve: listening", "addr", ln.Addr().String(), "data", *data)
+	logger.Info("wasmhooks serve: listening", "addr", ln.Addr().String(), "data", *data, "db", db.Dialect().Name())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

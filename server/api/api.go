@@ -56,6 +56,7 @@ const (
 	CodeAuthLimited       = "auth_rate_limited"  // 429: too many failed authentications from the address (Retry-After)
 	CodeMethodNotAllowed  = "method_not_allowed" // 405: the path exists, not with this method (Allow lists those it has)
 	CodeQuotaExceeded     = "quota_exceeded"     // 403: the publisher's upload quota would be passed; nothing is stored
+	CodeRunInProgress     = "run_in_progress"    // 409: another request (on any node) is running this run id (Retry-After)
 )
 
 // Role is what an API key may do. Every route names the roles it admits.
@@ -111,6 +112,18 @@ type SigningKeyDoc struct {
 func SigningKeyID(pub []byte) string {
 	s := sha256.Sum256(pub)
 	return "ed25519:" + hex.EncodeToString(s[:8])
+}
+
+// AuditVerifyDoc is the verification of a tenant's audit chain, with the
+// platform's key: every record's hash and MAC, and each linked to the one
+// before. Records counts the records verified; when Verified is false, Seq
+// is the first broken record and Error says why.
+type AuditVerifyDoc struct {
+	Tenant   string  `json:"tenant"`
+	Records  int     `json:"records"`
+	Verified bool    `json:"verified"`
+	Seq      *uint64 `json:"seq,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // CreditDoc is a tenant's credit.
@@ -170,7 +183,10 @@ type ApprovalView struct {
 	Expires     time.Time      `json:"expires"`
 }
 
-// ResultDoc is an approval's result: Outcome is set once it is resolved.
+// ResultDoc is an approval's result: Status is pending, resolved (Outcome
+// is the resumed run's) or unrecorded: it was resolved, but the node that
+// resumed the run stopped (or its database failed) before recording the
+// outcome, and none will come; the tenant's audit chain has the resolution.
 type ResultDoc struct {
 	ID      string          `json:"id"`
 	Status  string          `json:"status"`

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -235,12 +236,20 @@ func (c *Client) Resolve(ctx context.Context, tenant, id, decision string, edit 
 	return decodeOutcome(raw)
 }
 
+// ErrUnrecorded is Result's error for an approval that was resolved but
+// whose resumed run's outcome was never recorded (api.ResultDoc): none will
+// come; the tenant's audit records say how it was resolved.
+var ErrUnrecorded = errors.New("client: the approval was resolved, but its outcome was not recorded")
+
 // Result waits up to waitSeconds for approval id's result: the outcome once
-// resolved, nil while it is still pending.
+// resolved, nil while it is still pending, ErrUnrecorded if it never will be.
 func (c *Client) Result(ctx context.Context, tenant, id string, waitSeconds int) (*Outcome, error) {
 	var d api.ResultDoc
 	if err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/approvals/"+esc(id)+"/result?wait="+strconv.Itoa(waitSeconds), nil, &d); err != nil {
 		return nil, err
+	}
+	if d.Status == "unrecorded" {
+		return nil, ErrUnrecorded
 	}
 	if d.Status != "resolved" {
 		return nil, nil
@@ -353,4 +362,13 @@ func (c *Client) DistrustSigningKey(ctx context.Context, publisher, id string) (
 	var d api.SigningKeyDoc
 	err := c.doJSON(ctx, "DELETE", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil, &d)
 	return &d, err
+}
+
+// VerifyAudit verifies the tenant's audit chain with the platform's key.
+func (c *Client) VerifyAudit(ctx context.Context, tenant string) (*api.AuditVerifyDoc, error) {
+	var d api.AuditVerifyDoc
+	if err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/audit/verify", nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
 }

@@ -6,9 +6,11 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -98,4 +100,43 @@ func (dialect) Migrate(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) 
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
 	return store.InTx(ctx, conn, fn)
+}
+
+var _ store.Notifier = dialect{}
+
+// Notify implements store.Notifier with pg_notify, delivered at commit.
+func (dialect) Notify(ctx context.Context, ex store.Execer, channel, payload string) error {
+	_, err := ex.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
+	return err
+}
+
+// Listen implements store.Notifier: one connection taken from the pool
+// LISTENs on channels and waits for notifications; it is discarded, not
+// returned to the pool, when Listen ends, so no pooled connection stays
+// subscribed.
+func (dialect) Listen(ctx context.Context, db *sql.DB, channels []string, ready func(), f func(channel, payload string)) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var lerr error
+	_ = conn.Raw(func(dc any) error {
+		c := dc.(*stdlib.Conn).Conn()
+		for _, ch := range channels {
+			if _, lerr = c.Exec(ctx, `LISTEN `+pgx.Identifier{ch}.Sanitize()); lerr != nil {
+				return driver.ErrBadConn
+			}
+		}
+		ready()
+		for {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
+				lerr = err
+				return driver.ErrBadConn
+			}
+			f(n.Channel, n.Payload)
+		}
+	})
+	return lerr
 }

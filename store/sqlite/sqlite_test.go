@@ -158,3 +158,16 @@ func TestStoresUnavailableSQLite(t *testing.T) {
 		t.Fatalf("Take when the database is back: %v, %v", got, err)
 	}
 }
+
+// TestNotifySQLite: SQLite carries no notifications: Notify does nothing
+// and Listen says so at once.
+func TestNotifySQLite(t *testing.T) {
+	ctx := context.Background()
+	db := target.OpenFresh(t)
+	if err := db.Notify(ctx, nil, "wh_test", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Listen(ctx, []string{"wh_test"}, nil, func(string, string) {}); !errors.Is(err, store.ErrNoNotifications) {
+		t.Fatalf("Listen on SQLite: %v", err)
+	}
+}

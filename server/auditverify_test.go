@@ -1,0 +1,146 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
+)
+
+// TestAuditPerTenantVerify: each tenant's audit records are a chain of its
+// own, numbered from 0 (another tenant's traffic shows in neither its
+// numbers nor its links), and GET .../audit/verify verifies it with the
+// platform's key; a record rewritten in the database is reported, by seq,
+// and the other tenant's chain still verifies.
+func TestAuditPerTenantVerify(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	pub := p.key(t, server.RolePublisher, "pubco")
+	pin := publishPolicy(t, pub)
+	ops := map[string]*clientPair{}
+	for _, tenant := range []string{"ta", "tb"} {
+		if err := p.admin.CreateTenant(ctx, tenant, false); err != nil {
+			t.Fatal(err)
+		}
+		cp := &clientPair{op: p.key(t, server.RoleOperator, tenant), rt: p.key(t, server.RoleRuntime, tenant)}
+		if _, err := cp.op.BindChain(ctx, tenant, chainConfig(pin)); err != nil {
+			t.Fatal(err)
+		}
+		ops[tenant] = cp
+	}
+	// Interleaved traffic: ta 3 runs, tb 2.
+	for i, tenant := range []string{"ta", "tb", "ta", "tb", "ta"} {
+		msg := "hello"
+		if i%2 == 0 {
+			msg = "the SECRET"
+		}
+		if _, err := ops[tenant].rt.Run(ctx, tenant, "message.outbound", map[string]any{"outgoing": msg}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tenant, want := range map[string]int{"ta": 3, "tb": 2} {
+		recs, err := ops[tenant].op.Audit(ctx, tenant, -1, 100)
+		if err != nil || len(recs) != want {
+			t.Fatalf("%s: %d records, want %d: %v", tenant, len(recs), want, err)
+		}
+		for i, raw := range recs {
+			var r struct {
+				Seq    int    `json:"seq"`
+				Tenant string `json:"tenant"`
+			}
+			if err := json.Unmarshal(raw, &r); err != nil || r.Seq != i || r.Tenant != tenant {
+				t.Fatalf("%s record %d: %s %v", tenant, i, raw, err)
+			}
+		}
+		v, err := ops[tenant].op.VerifyAudit(ctx, tenant)
+		if err != nil || !v.Verified || v.Records != want {
+			t.Fatalf("%s verify: %+v %v", tenant, v, err)
+		}
+	}
+	// Rewrite ta's record 1: its verdict.
+	var line []byte
+	if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`), []byte("ta")).Scan(&line); err != nil {
+		t.Fatal(err)
+	}
+	forged := bytes.Replace(line, []byte(`"allow"`), []byte(`"block"`), 1)
+	if bytes.Equal(forged, line) {
+		forged = bytes.Replace(line, []byte(`"block"`), []byte(`"allow"`), 1)
+	}
+	if bytes.Equal(forged, line) {
+		t.Fatalf("record 1 has no verdict to rewrite: %s", line)
+	}
+	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = 1`), forged, []byte("ta")); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ops["ta"].op.VerifyAudit(ctx, "ta")
+	if err != nil || v.Verified || v.Seq == nil || *v.Seq != 1 || v.Records != 1 || v.Error == "" {
+		t.Fatalf("verify of a rewritten chain: %+v %v", v, err)
+	}
+	if v, err := ops["tb"].op.VerifyAudit(ctx, "tb"); err != nil || !v.Verified {
+		t.Fatalf("the other tenant's chain: %+v %v", v, err)
+	}
+}
+
+type clientPair struct{ op, rt *client.Client }
+
+// TestApprovalOutcomeUnrecorded: an approval the store resolved whose
+// outcome was never recorded (its node died between the store's Done and
+// the index's update: simulated by putting the index row back to pending)
+// is not left pending for ever: once the resume's time is long past, the
+// expiry pass marks it unrecorded, and a waiting client is told so
+// (client.ErrUnrecorded) instead of waiting; it is resolved for good.
+func TestApprovalOutcomeUnrecorded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	pub := p.key(t, server.RolePublisher, "pubco")
+	op := p.key(t, server.RoleOperator, "acme")
+	rtk := p.key(t, server.RoleRuntime, "acme")
+	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r1")
+	if err != nil || out.Approval == nil {
+		t.Fatalf("pending: %+v %v", out, err)
+	}
+	id := out.Approval.ID
+	if _, err := op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The resume noted when the store resolved it.
+	var doneAt sql.NullInt64
+	if err := p.db.QueryRow(q(`SELECT done_at FROM serve_approvals WHERE id = $1`), id).Scan(&doneAt); err != nil || !doneAt.Valid {
+		t.Fatalf("done_at %v %v", doneAt, err)
+	}
+	// The node died before recording the outcome, long ago.
+	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = 1 WHERE id = $1`), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rtk.Result(ctx, "acme", id, 30); !errors.Is(err, client.ErrUnrecorded) {
+		t.Fatalf("the waiting client: %v", err)
+	}
+	if list, err := op.Approvals(ctx, "acme", "unrecorded"); err != nil || len(list) != 1 || list[0].ID != id {
+		t.Fatalf("unrecorded: %+v %v", list, err)
+	}
+	_, err = op.Resolve(ctx, "acme", id, "deny", nil, "")
+	wantCode(t, err, 409, "approval_resolved")
+	// One being resumed now (done_at recent) is left alone.
+	out, err = rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r2")
+	if err != nil || out.Approval == nil {
+		t.Fatalf("pending: %+v %v", out, err)
+	}
+	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = $1 WHERE id = $2`), time.Now().UnixNano(), out.Approval.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rtk.Result(ctx, "acme", out.Approval.ID, 1); err != nil || res != nil {
+		t.Fatalf("an approval being resumed: %+v %v", res, err)
+	}
+}
