@@ -160,6 +160,18 @@ loadtest-postgres: $(LOADTEST_HOOKS)
 test-server-postgres:
 	WASMHOOKS_TEST_SERVER_DB=postgres $(GO) test -race -count=1 ./server/...
 
+## e2e: the end-to-end tests, for real: `wasmhooks serve` and the server over
+## loopback HTTP, SQLite and Postgres (a throwaway cluster unless
+## WASMHOOKS_TEST_POSTGRES names one), the operator console in headless
+## Chromium (make deps installs it), the CLI verbs. CI=true makes a missing
+## browser or database fail the run instead of skipping.
+E2E_TESTS := EndToEnd|Console|Nodes|ServePostgres|CLIEndToEnd|ApprovalEvents
+e2e: deps hooks
+	@run() { CI=true $(GO) test -race -count=1 -timeout 15m -run '$(E2E_TESTS)' ./server/... ./cmd/wasmhooks/; }; \
+	if [ -n "$$WASMHOOKS_TEST_POSTGRES" ]; then run; else \
+	  dir=$$(mktemp -d) && trap '.ci/postgres.sh stop '"$$dir" EXIT && \
+	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) && export WASMHOOKS_TEST_POSTGRES && run; fi
+
 ## staticcheck: the pinned staticcheck, installed once into $(BUILD)/tools.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(BUILD)/tools/staticcheck-$(STATICCHECK_VERSION)
