@@ -58,12 +58,15 @@ type RunState struct {
 // execute runs st's remaining bindings on s and returns the outcome. cur,
 // if not nil, holds the digests of st.Context; steps releases it.
 func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName string, cur *audit.Digests) (*Outcome, error) {
-	ctx, span := c.tracer.Start(ctx, spanName, trace.WithAttributes(
-		attribute.String("wasmhooks.run", st.Run),
-		attribute.String("wasmhooks.tenant", st.Tenant),
-		attribute.String("wasmhooks.point", st.Point),
-		attribute.String("wasmhooks.config", s.digest),
-	))
+	span := noSpan
+	if c.tracing {
+		ctx, span = c.tracer.Start(ctx, spanName, trace.WithAttributes(
+			attribute.String("wasmhooks.run", st.Run),
+			attribute.String("wasmhooks.tenant", st.Tenant),
+			attribute.String("wasmhooks.point", st.Point),
+			attribute.String("wasmhooks.config", s.digest),
+		))
+	}
 	defer span.End()
 	out, err := c.steps(ctx, s, st, cur)
 	if err != nil {
@@ -116,6 +119,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			step    Step
 			dec     *abi.Decision
 			nextCtx = st.Context
+			at      time.Time // when the step ended; zero: the record reads the clock
 			err     error
 		)
 		if b.rule != nil { // a ToolApproval (toolapproval.go): no hook runs
@@ -130,7 +134,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			if next == nil {
 				next = audit.AcquireDigests()
 			}
-			if step, dec, nextCtx, err = c.step(ctx, s, b, st, cur, next); err != nil {
+			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, next); err != nil {
 				return nil, err
 			}
 		}
@@ -148,7 +152,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			after = next // step spliced the modify into it
 		}
 		records = append(records, audit.Record{})
-		if err := c.recordInto(ctx, &records[len(records)-1], s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after); err != nil {
+		if err := c.recordInto(ctx, &records[len(records)-1], at, s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after); err != nil {
 			return nil, err
 		}
 		if after != cur {
@@ -252,27 +256,32 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 }
 
 // step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), and the context after the step. cur
+// the hook's decision (nil on failure), the context after the step, and
+// when it ended (c.now()). cur
 // holds st.Context (the hook gets its bytes); when the step applies a
 // modify, nextD holds the context after it.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, error) {
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, time.Time, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
-	ctx, span := c.tracer.Start(ctx, "chain.hook", b.spanStart...)
+	span := noSpan
+	if c.tracing {
+		ctx, span = c.tracer.Start(ctx, "chain.hook", b.spanStart...)
+	}
 	defer span.End()
-	start := time.Now()
+	// The step reads the monotonic clock at its start and both clocks at
+	// its end (end): its latency, its breaker's outcome and its audit
+	// record's time share that reading, and a closed breaker reads none (a
+	// clock read is dear on some virtual machines).
+	start := monoNow()
 	log := stepLog{c: c, st: st, b: b}
 
 	br := c.breakers.get(b.key, st.Tenant)
-	at := start
-	if !c.wallClock {
-		at = c.now()
-	}
-	p := br.allow(at, s.breaker)
+	p := br.allow(c.now, s.breaker)
 	var (
 		res  *runtime.Result
 		fail *abi.Failure
 		dec  *abi.Decision
 		next = st.Context
+		end  time.Time // c.now() once the step decided
 	)
 	if !p.run {
 		step.Breaker = BreakerOpen
@@ -288,8 +297,8 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		defer putResult(res)
 		refused := false // the runtime refused the request: the hook did not run
 		req := runtime.Request{
-			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
-			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation, Points: c.points,
+			Tenant: st.Tenant, Hook: b.Name, Context: st.Context, Settings: b.Settings,
+			Grants: b.Grants, HostCaller: c.caller, InvocationID: step.Invocation,
 		}
 		// The traffic goes as the bytes the chain holds, encoded once per
 		// context; the settings as encoded when the configuration was
@@ -300,7 +309,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		if b.settingsObject != nil {
 			req.Settings, req.SettingsObject = nil, *b.settingsObject
 		}
-		err := c.engine.InvokeInto(ctx, b.module, req, res)
+		err := c.engine.InvokePrepared(ctx, b.prepared, req, res)
 		if _, failed := err.(*abi.Failure); err != nil && !failed {
 			res = nil // no report: not the hook's failure, or a refusal
 		}
@@ -313,7 +322,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 			br.abort(p)
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
-			return step, nil, nil, err
+			return step, nil, nil, time.Time{}, err
 		default:
 			// The runtime refused the request (the context grew past
 			// the input limit, say): the binding reached no decision.
@@ -357,6 +366,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 				}
 			}
 		}
+		end = c.now()
 		if refused {
 			// Refused before the hook ran (traffic over its input
 			// limit, say): nothing about the hook's health, and any
@@ -364,7 +374,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 			// five oversized messages would otherwise open it and
 			// leave the binding unrun for every message after them.
 			br.abort(p)
-		} else if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
+		} else if moved := br.done(p, fail != nil, end, s.breaker); moved != "" {
 			step.BreakerNow = moved
 			if moved == BreakerOpen {
 				log.log(slog.LevelWarn, "chain: breaker opened; the binding's fail policy applies without running it until the backoff ends", "fail_policy", b.fail)
@@ -398,11 +408,18 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	} else if step.Ignored != "" && step.By == ByHook {
 		log.log(slog.LevelWarn, "chain: decision ignored", "phase", b.Phase, "action", dec.Action, "ignored", step.Ignored)
 	}
-	step.LatencyUS = time.Since(start).Microseconds()
+	if end.IsZero() {
+		end = c.now()
+	}
+	if c.wallClock {
+		step.LatencyUS = end.Sub(start).Microseconds()
+	} else {
+		step.LatencyUS = monoNow().Sub(start).Microseconds()
+	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
 	}
-	return step, dec, next, nil
+	return step, dec, next, end, nil
 }
 
 // results holds the Results steps invoke into, so that a step allocates
@@ -646,15 +663,19 @@ func contains(list []string, s string) bool {
 // (the same for a step that changed nothing).
 func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) (audit.Record, error) {
 	var r audit.Record
-	err := c.recordInto(ctx, &r, config, st, binding, phase, module, step, before, after)
+	err := c.recordInto(ctx, &r, time.Time{}, config, st, binding, phase, module, step, before, after)
 	return r, err
 }
 
 // recordInto is record writing the record into *r (a run's slice of
-// records, so that a step allocates no record of its own).
-func (c *Chain) recordInto(ctx context.Context, r *audit.Record, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) error {
+// records, so that a step allocates no record of its own), with at as its
+// time (the zero time: c.now()).
+func (c *Chain) recordInto(ctx context.Context, r *audit.Record, at time.Time, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) error {
+	if at.IsZero() {
+		at = c.now()
+	}
 	*r = audit.Record{
-		Time: c.now().UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
+		Time: at.UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
 		Binding: binding, Phase: string(phase), Module: module,
 		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
 		Approval: step.Approval, Resolution: step.Resolution,

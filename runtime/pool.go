@@ -189,14 +189,18 @@ func (r *Runtime) closePools(ctx context.Context, c *compiled) {
 var errPoolGone = errors.New("runtime: pool gone")
 
 // acquire returns an idle instance or creates one, waiting while every
-// instance of the pool is busy. It honours ctx.
-func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, error) {
+// instance of the pool is busy. It honours ctx. now is nanotime at the call.
+func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits, now int64) (*instance, error) {
 	select {
 	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
+	default:
+		select { // every instance busy: wait, and read the clock afresh
+		case p.sem <- struct{}{}:
+			now = nanotime()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
+		}
 	}
-	now := nanotime()
 	var victims victimBatch
 	r.idle.mu.Lock()
 	if p.closed {
@@ -227,12 +231,12 @@ func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, 
 // release returns inst to the pool, or closes it when it must not be reused
 // or the pool or the runtime keeps enough idle instances; it reports whether
 // inst was kept. Keeping it may close the least recently used idle instances
-// of any pool, to stay within Config.MaxIdleInstances and MaxIdleBytes.
-func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool) (kept bool) {
+// of any pool, to stay within Config.MaxIdleInstances and MaxIdleBytes. now
+// is nanotime at the call.
+func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool, now int64) (kept bool) {
 	defer func() { <-p.sem }()
 	if reuse {
 		cost := inst.footprint()
-		now := nanotime()
 		var victims victimBatch
 		r.idle.mu.Lock()
 		p.used = now
@@ -304,7 +308,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	// function (which the instrumentation exports rather than letting
 	// wazero run it unmetered at instantiation) and _initialize.
 	st := &initState{log: logBuffer{limit: lim.MaxLogBytes}}
-	inst.run.begin(ctx, lim.InitTimeout, lim.InitFuel, nil, st)
+	inst.run.begin(ctx, monoNow().Add(lim.InitTimeout), lim.InitFuel, nil, st)
 	inst.setStack(lim.MaxStackBytes)
 	cctx, cancel := r.callContext(inst)
 	defer cancel()
@@ -349,7 +353,7 @@ func (r *Runtime) callContext(inst *instance) (context.Context, context.CancelFu
 	if !r.interrupt {
 		return inst.ctx, noCancel
 	}
-	ctx, cancel := context.WithDeadline(inst.run.parent, inst.run.deadline)
+	ctx, cancel := context.WithDeadline(inst.run.parent, wallDeadline(inst.run.deadline))
 	return context.WithValue(ctx, runKey{}, &inst.run), cancel
 }
 
