@@ -311,46 +311,14 @@ var needsCare = func() (t [256]bool) {
 	return t
 }()
 
-// plainASCII reports whether s encodes as itself between quotes. It looks
-// at 8 bytes at a time (careBits): a record is mostly hex digests.
+// plainASCII reports whether s encodes as itself between quotes.
 func plainASCII(s string) bool {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if careBits(w) != 0 {
-			return false
-		}
-	}
-	for ; i < len(s); i++ {
+	for i := 0; i < len(s); i++ {
 		if needsCare[s[i]] {
 			return false
 		}
 	}
 	return true
-}
-
-// SWAR constants: every byte 0x01, 0x80, 0x20, and each byte needsCare
-// names.
-const (
-	lsb8   = 0x0101010101010101
-	msb8   = 0x8080808080808080
-	ctl8   = 0x20 * lsb8
-	quote8 = '"' * lsb8
-	slash8 = '\\' * lsb8
-	lt8    = '<' * lsb8
-	gt8    = '>' * lsb8
-	amp8   = '&' * lsb8
-)
-
-// careBits is 0 when none of the 8 bytes of w needsCare, and has a high bit
-// set otherwise: (x-lsb8)&^x&msb8 is non-zero exactly when a byte of x is
-// zero, so each byte needsCare names is found as a zero byte of w^its
-// repetition, a control byte by w-ctl8's borrow, a byte >= 0x80 by its own
-// high bit.
-func careBits(w uint64) uint64 {
-	z := func(x uint64) uint64 { return (x - lsb8) &^ x }
-	return (z(w^quote8) | z(w^slash8) | z(w^lt8) | z(w^gt8) | z(w^amp8) | (w-ctl8)&^w | w) & msb8
 }
 
 // escapeHTML rewrites every <, > and & of b[start:] as \u003c, \u003e and

@@ -348,19 +348,3 @@ func TestGoldenLog(t *testing.T) {
 		}
 	}
 }
-
-// TestPlainASCIIAgreesWithTable holds the 8-byte check (careBits) to the
-// byte table: every byte value at every position of a word, and of the tail.
-func TestPlainASCIIAgreesWithTable(t *testing.T) {
-	for n := 1; n <= 17; n++ {
-		for pos := 0; pos < n; pos++ {
-			for c := range 256 {
-				b := []byte(strings.Repeat("a", n))
-				b[pos] = byte(c)
-				if got, want := plainASCII(string(b)), !needsCare[c]; got != want {
-					t.Fatalf("plainASCII(%q) = %v, want %v", b, got, want)
-				}
-			}
-		}
-	}
-}
