@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -394,8 +395,54 @@ type Outcome struct {
 	ShortCircuit string `json:"short_circuit,omitempty"`
 	// Trace lists every step of the run, resumed runs included.
 	Trace []Step `json:"trace"`
-	// Audit holds the audit records this call appended.
-	Audit []audit.Record `json:"audit"`
+	// sealed holds, for each audit record this call appended, in order,
+	// what the record holds beyond its step in Trace (Records). The JSON
+	// form has the records as "audit" (MarshalJSON).
+	sealed []sealed
+}
+
+// sealed is what an audit record holds beyond the fields it shares with its
+// step (stepFields) and with its Outcome (run, tenant, point).
+type sealed struct {
+	step          int // its step's index in Outcome.Trace
+	seq           uint64
+	time          time.Time
+	config        string
+	input, output string
+	diff          []audit.Change
+	prev, hash    string
+	mac           string
+}
+
+// Records returns the audit records this call appended, in the order they
+// were appended, as the sink stored them (field for field, so each has the
+// stored hash). The Outcome keeps each fact once: a record's binding,
+// decision, reason, host calls, latency and the other fields it shares with
+// its step come from that step in Trace, and the rest (sequence number,
+// time, configuration, digests, diff, links) is kept apart. A caller that
+// changes Trace changes what Records returns. It is never nil.
+func (o *Outcome) Records() []audit.Record {
+	out := make([]audit.Record, len(o.sealed))
+	for i, s := range o.sealed {
+		r := &out[i]
+		*r = audit.Record{
+			Seq: s.seq, Time: s.time, Run: o.Run, Tenant: o.Tenant, Point: o.Point, Config: s.config,
+			Input: s.input, Output: s.output, Diff: s.diff, Prev: s.prev, Hash: s.hash, MAC: s.mac,
+		}
+		if s.step >= 0 && s.step < len(o.Trace) {
+			stepFields(r, &o.Trace[s.step])
+		}
+	}
+	return out
+}
+
+// MarshalJSON encodes o with its Records as "audit", after "trace".
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	type plain Outcome // no MarshalJSON: the fields as they are
+	return json.Marshal(struct {
+		plain
+		Audit []audit.Record `json:"audit"`
+	}{plain(o), o.Records()})
 }
 
 // Step is one binding's part in a run (or one approval's resolution).

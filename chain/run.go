@@ -110,7 +110,8 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			next.Release()
 		}
 	}()
-	records := make([]audit.Record, 0, len(list)-st.Next)
+	seals := make([]sealed, 0, len(list)-st.Next)
+	var rec audit.Record // each step's record in turn
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
 	for st.Next < len(list) {
 		b := list[st.Next]
@@ -151,10 +152,11 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if step.Applied == abi.ActionModify {
 			after = next // step spliced the modify into it
 		}
-		records = append(records, audit.Record{})
-		if err := c.recordInto(ctx, &records[len(records)-1], at, s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after); err != nil {
+		sl, err := c.record(ctx, &rec, at, s.digest, st, len(st.Trace), &step, cur, after)
+		if err != nil {
 			return nil, err
 		}
+		seals = append(seals, sl)
 		if after != cur {
 			cur, next = after, cur
 		}
@@ -165,7 +167,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		case abi.ActionModify:
 			st.Context, st.Modified = nextCtx, true
 		case abi.ActionBlock:
-			return c.blocked(s, st, b.Name, &step, dec, records), nil
+			return c.blocked(s, st, b.Name, &step, dec, seals), nil
 		case abi.ActionAsk:
 			ap.State = *st
 			if ap.Seal, err = c.seal(ap); err != nil {
@@ -174,7 +176,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			if err := c.approvals.Put(ctx, ap); err != nil {
 				return nil, fmt.Errorf("chain: storing approval: %w", err)
 			}
-			out := c.outcome(s, st, Pending, records)
+			out := c.outcome(s, st, Pending, seals)
 			out.Binding, out.By, out.Approval = b.Name, step.By, ap
 			if dec != nil {
 				out.Reason, out.UserMessage = dec.Reason, dec.UserMessage
@@ -188,13 +190,10 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			st.ShortCircuit = b.Name
 		}
 	}
-	return c.outcome(s, st, Allow, records), nil
+	return c.outcome(s, st, Allow, seals), nil
 }
 
-func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Record) *Outcome {
-	if records == nil {
-		records = []audit.Record{}
-	}
+func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, seals []sealed) *Outcome {
 	trace := st.Trace
 	if trace == nil {
 		trace = []Step{}
@@ -202,12 +201,12 @@ func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Re
 	return &Outcome{
 		Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: s.digest, Verdict: v,
 		Modified: st.Modified, DoNotReplyAgain: st.DoNotReplyAgain, Context: st.Context,
-		Notifications: st.Notifications, ShortCircuit: st.ShortCircuit, Trace: trace, Audit: records,
+		Notifications: st.Notifications, ShortCircuit: st.ShortCircuit, Trace: trace, sealed: seals,
 	}
 }
 
-func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, dec *abi.Decision, records []audit.Record) *Outcome {
-	out := c.outcome(s, st, Block, records)
+func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, dec *abi.Decision, seals []sealed) *Outcome {
+	out := c.outcome(s, st, Block, seals)
 	out.Binding, out.By = binding, step.By
 	switch {
 	case step.By == ByFailPolicy:
@@ -658,47 +657,21 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// record appends the audit record of a step and stores its hash in the step.
-// before and after hold the digests of the context before and after the step
-// (the same for a step that changed nothing).
-func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) (audit.Record, error) {
-	var r audit.Record
-	err := c.recordInto(ctx, &r, time.Time{}, config, st, binding, phase, module, step, before, after)
-	return r, err
-}
-
-// recordInto is record writing the record into *r (a run's slice of
-// records, so that a step allocates no record of its own), with at as its
-// time (the zero time: c.now()).
-func (c *Chain) recordInto(ctx context.Context, r *audit.Record, at time.Time, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) error {
+// record appends the audit record of a step, stores its hash in the step,
+// and returns what the record holds beyond the step (see Outcome.Records),
+// for the step at index in the run's trace. before and after hold the
+// digests of the context before and after the step (the same for a step
+// that changed nothing); at is its time (the zero time: c.now()). r is the
+// record to fill and append, reused by a run's steps.
+func (c *Chain) record(ctx context.Context, r *audit.Record, at time.Time, config string, st *RunState, index int, step *Step, before, after *audit.Digests) (sealed, error) {
 	if at.IsZero() {
 		at = c.now()
 	}
 	*r = audit.Record{
 		Time: at.UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
-		Binding: binding, Phase: string(phase), Module: module,
-		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
-		Approval: step.Approval, Resolution: step.Resolution,
 		Input: before.Digest(), Output: after.Digest(),
-		LatencyUS: step.LatencyUS, HostCalls: step.HostCalls, CreditCharged: step.CreditCharged,
-		Wire: string(step.Wire),
 	}
-	if len(r.HostCalls) == 0 {
-		r.HostCalls = nil
-	}
-	if step.Decision != nil {
-		r.HookAction = string(step.Decision.Action)
-		r.Reason = step.Decision.Reason
-	}
-	if step.Reason != "" {
-		r.Reason = step.Reason
-	}
-	r.Actor = step.Actor
-	if step.Failure != nil {
-		f := *step.Failure // the record keeps its own copy
-		r.Failure = &f
-		r.Reason = policyReason(binding, step.Failure, step.FailPolicy)
-	}
+	stepFields(r, step)
 	if len(step.Changed) > 0 {
 		r.Diff = make([]audit.Change, 0, len(step.Changed))
 	}
@@ -718,6 +691,44 @@ func (c *Chain) recordInto(ctx context.Context, r *audit.Record, at time.Time, c
 		}
 		r.Diff = append(r.Diff, ch)
 	}
+	if err := c.appendRecord(ctx, r, st, step.Binding); err != nil {
+		return sealed{}, err
+	}
+	step.Audit = r.Hash
+	return sealed{step: index, seq: r.Seq, time: r.Time, config: r.Config, input: r.Input, output: r.Output,
+		diff: r.Diff, prev: r.Prev, hash: r.Hash, mac: r.MAC}, nil
+}
+
+// stepFields sets the fields an audit record shares with its step: the
+// record of a step is made from it, here, when it is appended and again
+// when Outcome.Records gives it back.
+func stepFields(r *audit.Record, step *Step) {
+	r.Binding, r.Phase, r.Module = step.Binding, string(step.Phase), step.Module
+	r.Decision, r.By, r.Ignored = string(step.Applied), step.By, step.Ignored
+	r.Approval, r.Resolution, r.Actor = step.Approval, step.Resolution, step.Actor
+	r.LatencyUS, r.HostCalls, r.CreditCharged = step.LatencyUS, step.HostCalls, step.CreditCharged
+	r.Wire = string(step.Wire)
+	if len(r.HostCalls) == 0 {
+		r.HostCalls = nil
+	}
+	r.HookAction, r.Reason = "", ""
+	if step.Decision != nil {
+		r.HookAction = string(step.Decision.Action)
+		r.Reason = step.Decision.Reason
+	}
+	if step.Reason != "" {
+		r.Reason = step.Reason
+	}
+	r.Failure = nil
+	if step.Failure != nil {
+		f := *step.Failure // the record keeps its own copy
+		r.Failure = &f
+		r.Reason = policyReason(step.Binding, step.Failure, step.FailPolicy)
+	}
+}
+
+// appendRecord appends r to the chain's sink.
+func (c *Chain) appendRecord(ctx context.Context, r *audit.Record, st *RunState, binding string) error {
 	err := c.sink.Append(ctx, r)
 	var ckpt *audit.CheckpointError
 	if errors.As(err, &ckpt) {
@@ -731,6 +742,5 @@ func (c *Chain) recordInto(ctx context.Context, r *audit.Record, at time.Time, c
 		c.log.Error("chain: audit record not stored; the run stops without a verdict", "run", st.Run, "binding", binding, "error", err)
 		return fmt.Errorf("%w: %w", ErrAudit, err)
 	}
-	step.Audit = r.Hash
 	return nil
 }

@@ -181,8 +181,9 @@ func outcomeDoc(out *chain.Outcome) ([]byte, error) {
 // recordPending indexes the outcome's audit records and, when it is pending,
 // its approval, under its tenant.
 func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
-	for i := range out.Audit {
-		rec := &out.Audit[i]
+	recs := out.Records()
+	for i := range recs {
+		rec := &recs[i]
 		b, err := json.Marshal(rec)
 		if err != nil {
 			return err
