@@ -730,6 +730,9 @@ func stepFields(r *audit.Record, step *Step) {
 // appendRecord appends r to the chain's sink.
 func (c *Chain) appendRecord(ctx context.Context, r *audit.Record, st *RunState, binding string) error {
 	err := c.sink.Append(ctx, r)
+	if err == nil {
+		return nil // errors.As's target would escape: a step would allocate it
+	}
 	var ckpt *audit.CheckpointError
 	if errors.As(err, &ckpt) {
 		// The record is stored; only the checkpoint after it is not.
