@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero/sys"
@@ -131,7 +132,7 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		res.Decision = nil
 		return err
 	}
-	return r.invoke(ctx, start, &p, req, res)
+	return r.invoke(ctx, start, &p, nil, req, res)
 }
 
 // Prepared is a module made ready to be invoked many times at one hook
@@ -147,6 +148,8 @@ type Prepared struct {
 	asked  Limits    // the limits Prepare was given
 	limits Limits    // the effective limits
 	points *abi.PointRegistry
+	// last is the pool the last invocation used (see invoke).
+	last atomic.Pointer[pool]
 }
 
 // Prepare checks an invocation of m at point (resolved by points; nil means
@@ -184,13 +187,15 @@ func (r *Runtime) InvokePrepared(ctx context.Context, p *Prepared, req Request, 
 		res.Decision = nil
 		return err
 	}
-	return r.invoke(ctx, start, p, req, res)
+	return r.invoke(ctx, start, p, &p.last, req, res)
 }
 
 // invoke runs one invocation of a prepared module for InvokeInto and
 // InvokePrepared, from start (a monoNow reading): res holds the Decision to
-// reuse, if any, and the array of Calls.
-func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, req Request, res *Result) error {
+// reuse, if any, and the array of Calls. last, if not nil, caches the pool
+// (Prepared.last; apart from p so that InvokeInto's Prepared stays on its
+// stack).
+func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last *atomic.Pointer[pool], req Request, res *Result) error {
 	m, lim, point := p.m, p.limits, p.point
 	spare, calls := res.Decision, res.Calls
 	*res = Result{Calls: calls}
@@ -232,8 +237,19 @@ func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, req 
 		inst *instance
 	)
 	for try := 0; ; try++ {
-		if pl, err = r.pool(key); err != nil {
-			return err
+		// The pool the last invocation of p used, if it is this one's:
+		// a chain runs a binding for one tenant after another. A pool
+		// closed or pruned since is errPoolGone, and looked up again.
+		if last != nil {
+			pl = last.Load()
+		}
+		if try > 0 || pl == nil || pl.key != key {
+			if pl, err = r.pool(key); err != nil {
+				return err
+			}
+			if last != nil {
+				last.Store(pl)
+			}
 		}
 		inst, err = r.acquire(ctx, pl, lim, monoNanos(start))
 		if err != errPoolGone {
