@@ -402,12 +402,13 @@ type Outcome struct {
 }
 
 // sealed is what an audit record holds beyond the fields it shares with its
-// step (stepFields) and with its Outcome (run, tenant, point).
+// step (stepFields) and with its Outcome (run, tenant, point, and config:
+// every record of one call is made under the configuration the Outcome
+// names).
 type sealed struct {
 	step          int // its step's index in Outcome.Trace
 	seq           uint64
 	time          time.Time
-	config        string
 	input, output string
 	diff          []audit.Change
 	prev, hash    string
@@ -419,14 +420,14 @@ type sealed struct {
 // stored hash). The Outcome keeps each fact once: a record's binding,
 // decision, reason, host calls, latency and the other fields it shares with
 // its step come from that step in Trace, and the rest (sequence number,
-// time, configuration, digests, diff, links) is kept apart. A caller that
+// time, digests, diff, links) is kept apart. A caller that
 // changes Trace changes what Records returns. It is never nil.
 func (o *Outcome) Records() []audit.Record {
 	out := make([]audit.Record, len(o.sealed))
 	for i, s := range o.sealed {
 		r := &out[i]
 		*r = audit.Record{
-			Seq: s.seq, Time: s.time, Run: o.Run, Tenant: o.Tenant, Point: o.Point, Config: s.config,
+			Seq: s.seq, Time: s.time, Run: o.Run, Tenant: o.Tenant, Point: o.Point, Config: o.Config,
 			Input: s.input, Output: s.output, Diff: s.diff, Prev: s.prev, Hash: s.hash, MAC: s.mac,
 		}
 		if s.step >= 0 && s.step < len(o.Trace) {

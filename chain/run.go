@@ -695,7 +695,7 @@ func (c *Chain) record(ctx context.Context, r *audit.Record, at time.Time, confi
 		return sealed{}, err
 	}
 	step.Audit = r.Hash
-	return sealed{step: index, seq: r.Seq, time: r.Time, config: r.Config, input: r.Input, output: r.Output,
+	return sealed{step: index, seq: r.Seq, time: r.Time, input: r.Input, output: r.Output,
 		diff: r.Diff, prev: r.Prev, hash: r.Hash, mac: r.MAC}, nil
 }
 
