@@ -111,7 +111,11 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		}
 	}()
 	seals := make([]sealed, 0, len(list)-st.Next)
-	var rec audit.Record // each step's record in turn
+	rec := records.Get().(*audit.Record) // each step's record in turn
+	defer func() {
+		*rec = audit.Record{}
+		records.Put(rec)
+	}()
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
 	for st.Next < len(list) {
 		b := list[st.Next]
@@ -152,7 +156,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if step.Applied == abi.ActionModify {
 			after = next // step spliced the modify into it
 		}
-		sl, err := c.record(ctx, &rec, at, s.digest, st, len(st.Trace), &step, cur, after)
+		sl, err := c.record(ctx, rec, at, s.digest, st, len(st.Trace), &step, cur, after)
 		if err != nil {
 			return nil, err
 		}
@@ -420,6 +424,10 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	}
 	return step, dec, next, end, nil
 }
+
+// records holds the Records a run writes its steps' audit records into in
+// turn (an audit.Sink keeps a copy, never the pointer).
+var records = sync.Pool{New: func() any { return new(audit.Record) }}
 
 // results holds the Results steps invoke into, so that a step allocates
 // none. The Decision a step gets is kept in its trace, so a Result goes back
