@@ -235,6 +235,7 @@ func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last
 	var (
 		pl   *pool
 		inst *instance
+		slow bool // acquire took long enough for start to be stale
 	)
 	for try := 0; ; try++ {
 		// The pool the last invocation of p used, if it is this one's:
@@ -251,7 +252,7 @@ func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last
 				last.Store(pl)
 			}
 		}
-		inst, err = r.acquire(ctx, pl, lim, monoNanos(start))
+		inst, slow, err = r.acquire(ctx, pl, lim, monoNanos(start))
 		if err != errPoolGone {
 			break
 		}
@@ -273,7 +274,15 @@ func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last
 	// The input is parked before the call, as ABI.md says.
 	inv.parked, inv.parkedStatus, inv.hasParked = doc, abi.StatusOK, true
 	inst.mem.refused.Store(0)
-	inst.run.begin(ctx, start.Add(lim.Timeout), lim.Fuel, inv, nil)
+	// The deadline runs from when the instance is ready, as it always
+	// did: waiting for one, or its initialisation (under its own
+	// InitTimeout), is not the invocation's time. On the warm path that is
+	// start, read a few lookups ago.
+	begun := start
+	if slow {
+		begun = monoNow()
+	}
+	inst.run.begin(ctx, begun.Add(lim.Timeout), lim.Fuel, inv, nil)
 	inst.setStack(lim.MaxStackBytes)
 	deadline := inst.run.deadline
 

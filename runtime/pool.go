@@ -189,16 +189,18 @@ func (r *Runtime) closePools(ctx context.Context, c *compiled) {
 var errPoolGone = errors.New("runtime: pool gone")
 
 // acquire returns an idle instance or creates one, waiting while every
-// instance of the pool is busy. It honours ctx. now is nanotime at the call.
-func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits, now int64) (*instance, error) {
+// instance of the pool is busy. It honours ctx. now is nanotime at the call;
+// slow reports that the call took more than a few lookups (it waited for an
+// instance, closed expired ones or made one), so that now is stale.
+func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits, now int64) (inst *instance, slow bool, err error) {
 	select {
 	case p.sem <- struct{}{}:
 	default:
 		select { // every instance busy: wait, and read the clock afresh
 		case p.sem <- struct{}{}:
-			now = nanotime()
+			now, slow = nanotime(), true
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
+			return nil, true, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
 		}
 	}
 	var victims victimBatch
@@ -206,26 +208,27 @@ func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits, now int64) (
 	if p.closed {
 		r.idle.mu.Unlock()
 		<-p.sem
-		return nil, errPoolGone
+		return nil, slow, errPoolGone
 	}
 	p.used = now
-	var inst *instance
 	if n := len(p.idle); n > 0 {
 		inst = p.idle[n-1] // the most recently used: its memory is the warmest
 		r.idle.remove(inst)
 	}
 	r.idle.collect(&victims, now, &r.cfg)
 	r.idle.mu.Unlock()
-	victims.close(ctx)
+	if victims.n > 0 {
+		victims.close(ctx)
+		slow = true
+	}
 	if inst != nil {
-		return inst, nil
+		return inst, slow, nil
 	}
-	inst, err := r.instantiate(ctx, p, lim)
-	if err != nil {
+	if inst, err = r.instantiate(ctx, p, lim); err != nil {
 		<-p.sem
-		return nil, err
+		return nil, true, err
 	}
-	return inst, nil
+	return inst, true, nil
 }
 
 // release returns inst to the pool, or closes it when it must not be reused

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
@@ -118,5 +119,47 @@ func TestInvokePreparedAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a warm InvokePrepared of a continue allocates %v times, want 0", allocs)
+	}
+}
+
+// slowInitWAT is continueWAT whose _initialize sleeps 300 ms (a relative
+// clock subscription to poll_oneoff).
+const slowInitWAT = `(module
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (import "hook_v1" "host_call" (func $host_call (param i32 i32 i32 i32 i32 i32) (result i64)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "{\"action\":\"continue\"}")
+  (func (export "_initialize")
+    (i64.store (i32.const 1048) (i64.const 300000000))
+    (drop (call $poll (i32.const 1024) (i32.const 2048) (i32.const 1) (i32.const 3072))))
+  (func (export "hook_v1_handle") (param $n i32) (result i64)
+    (drop (call $host_call (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 4096)))
+    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`
+
+// TestTimeoutExcludesCreation: an invocation's deadline runs from when its
+// instance is ready (Limits.Timeout: "creation excluded"), on the prepared
+// path and the other: a cold instance whose initialisation takes longer
+// than the invocation's timeout still runs the invocation.
+func TestTimeoutExcludesCreation(t *testing.T) {
+	r := newRuntime(t, runtime.Config{})
+	m := load(t, r, testutil.WAT(t, slowInitWAT))
+	lim := runtime.Limits{Timeout: 100 * time.Millisecond}
+	p, err := r.Prepare(m, "", nil, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, invoke := range []func(*runtime.Result) error{
+		func(res *runtime.Result) error { return r.InvokePrepared(ctx, p, runtime.Request{Tenant: "a"}, res) },
+		func(res *runtime.Result) error { return r.InvokeInto(ctx, m, runtime.Request{Tenant: "b", Limits: lim}, res) },
+	} {
+		start := time.Now()
+		var res runtime.Result
+		if err := invoke(&res); err != nil || res.Decision == nil || res.Decision.Action != abi.ActionContinue {
+			t.Fatalf("cold invocation %d: %v, %+v", i, err, res)
+		}
+		if took := time.Since(start); took < 300*time.Millisecond {
+			t.Fatalf("cold invocation %d took %v: the initialisation did not sleep", i, took)
+		}
 	}
 }
