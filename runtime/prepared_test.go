@@ -151,7 +151,9 @@ func TestTimeoutExcludesCreation(t *testing.T) {
 	ctx := context.Background()
 	for i, invoke := range []func(*runtime.Result) error{
 		func(res *runtime.Result) error { return r.InvokePrepared(ctx, p, runtime.Request{Tenant: "a"}, res) },
-		func(res *runtime.Result) error { return r.InvokeInto(ctx, m, runtime.Request{Tenant: "b", Limits: lim}, res) },
+		func(res *runtime.Result) error {
+			return r.InvokeInto(ctx, m, runtime.Request{Tenant: "b", Limits: lim}, res)
+		},
 	} {
 		start := time.Now()
 		var res runtime.Result
