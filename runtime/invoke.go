@@ -74,8 +74,9 @@ type Result struct {
 	HostCallBytes int `json:"host_call_bytes"`
 	// CreditCharged is the credit the host calls were charged.
 	CreditCharged int64 `json:"credit_charged"`
-	// Duration is the wall-clock time of the invocation, waiting for an
-	// instance included.
+	// Duration is the wall-clock time of the invocation, from the call
+	// to the guest's return (waiting for an instance included; reading
+	// the decision after it not).
 	Duration time.Duration `json:"-"`
 	// Logs holds what the hook wrote to stdout and stderr.
 	Logs []LogLine `json:"logs"`
