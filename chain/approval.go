@@ -536,7 +536,8 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 		afterD = audit.AcquireDigests()
 		afterD.Reset(after)
 	}
-	rec, err := c.record(ctx, s.digest, &st, ap.Binding, Guard, ap.Module, &step, beforeD, afterD)
+	var ar audit.Record
+	rec, err := c.record(ctx, &ar, time.Time{}, s.digest, &st, len(st.Trace), &step, beforeD, afterD)
 	if afterD != beforeD {
 		beforeD.Release()
 	}
@@ -567,7 +568,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 
 	if decision == Deny {
 		afterD.Release()
-		out := c.outcome(s, &st, Block, []audit.Record{rec})
+		out := c.outcome(s, &st, Block, []sealed{rec})
 		out.Binding, out.By = ap.Binding, ByApproval
 		out.Reason = r.Reason
 		if out.Reason == "" {
@@ -595,7 +596,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
-	out.Audit = append([]audit.Record{rec}, out.Audit...)
+	out.sealed = append([]sealed{rec}, out.sealed...)
 	span.SetAttributes(attribute.String("wasmhooks.verdict", string(out.Verdict)))
 	return out, nil
 }

@@ -93,7 +93,7 @@ func TestApprovals(t *testing.T) {
 			if err := audit.Verify(e.sink.Records()); err != nil {
 				t.Error(err)
 			}
-			if r := res.Audit[0]; r.Resolution != tt.word || r.Approval != ap.ID || r.Binding != "ask-shell" {
+			if r := res.Records()[0]; r.Resolution != tt.word || r.Approval != ap.ID || r.Binding != "ask-shell" {
 				t.Errorf("resolution record %+v", r)
 			}
 			// Resolved exactly once.

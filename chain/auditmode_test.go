@@ -40,7 +40,7 @@ func TestAuditModeNeverAltersTraffic(t *testing.T) {
 			if tt.wantWould == abi.ActionModify && (st.Shadow.Context["outgoing"] != "reply+shadow" || len(st.Shadow.Changed) != 1) {
 				t.Errorf("shadow change %+v, want outgoing reply+shadow", st.Shadow)
 			}
-			rec := out.Audit[0]
+			rec := out.Records()[0]
 			if rec.Decision != string(abi.ActionContinue) || rec.Input != rec.Output {
 				t.Errorf("audit record decision %s, input %s output %s: want continue, unchanged", rec.Decision, rec.Input, rec.Output)
 			}

@@ -89,7 +89,9 @@ func (b *breaker) idle() bool {
 	return b.state == BreakerClosed && b.failures == 0
 }
 
-func (b *breaker) allow(now time.Time, cfg BreakerConfig) permit {
+// allow decides whether a run may go ahead; now, the clock, is read only
+// when the breaker is open.
+func (b *breaker) allow(now func() time.Time, cfg BreakerConfig) permit {
 	if cfg.Failures < 0 {
 		return permit{run: true}
 	}
@@ -97,7 +99,7 @@ func (b *breaker) allow(now time.Time, cfg BreakerConfig) permit {
 	defer b.mu.Unlock()
 	switch b.state {
 	case BreakerOpen:
-		if now.Before(b.openUntil) {
+		if now().Before(b.openUntil) {
 			return permit{until: b.openUntil, fails: cfg.Failures}
 		}
 		b.state, b.trial = BreakerHalfOpen, true

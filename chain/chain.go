@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
@@ -41,27 +43,28 @@ var (
 const MinApprovalKeyBytes = 32
 
 // Engine is what a Chain asks of the runtime: load modules, check limits
-// against the runtime's ceilings and defaults, and run an invocation.
-// *runtime.Runtime implements it; tests give a fake whose InvokeInto
-// produces failures the runtime does not (yet) produce. The Chain never
-// closes it.
+// against the runtime's ceilings and defaults, prepare each binding's
+// module, point and limits once, and run an invocation. *runtime.Runtime
+// implements it; tests give a fake whose InvokePrepared produces failures the
+// runtime does not (yet) produce. The Chain never closes it.
 type Engine interface {
 	// Load compiles and validates a module (runtime.Runtime.Load).
 	Load(ctx context.Context, wasm []byte) (*runtime.Module, error)
 	// EffectiveLimits checks a binding's limits and fills in the
 	// defaults (runtime.Runtime.EffectiveLimits).
 	EffectiveLimits(l runtime.Limits) (runtime.Limits, error)
-	// LimitsFor checks a binding's limits against its module
-	// (runtime.Runtime.LimitsFor).
-	LimitsFor(m *runtime.Module, l runtime.Limits) (runtime.Limits, error)
-	// InvokeInto runs one invocation, writing its report into res
-	// (runtime.Runtime.InvokeInto: a *abi.Failure error comes with the
-	// report in res; any other error with no usable report). The chain
-	// sends the traffic as req.ContextObject and the settings as
-	// req.SettingsObject (Context and Settings nil); the context's bytes
-	// are reused once the call returns, so an Engine that keeps them
-	// past it copies them.
-	InvokeInto(ctx context.Context, m *runtime.Module, req runtime.Request, res *runtime.Result) error
+	// Prepare checks a binding's module, point and limits together
+	// (runtime.Runtime.Prepare), when the configuration is built: its
+	// invocations are not checked again.
+	Prepare(m *runtime.Module, point string, points *abi.PointRegistry, l runtime.Limits) (*runtime.Prepared, error)
+	// InvokePrepared runs one invocation, writing its report into res
+	// (runtime.Runtime.InvokePrepared: a *abi.Failure error comes with
+	// the report in res; any other error with no usable report). The
+	// chain sends the traffic as req.ContextObject and the settings as
+	// req.SettingsObject (Context and Settings nil), and leaves the point
+	// and limits to p; the context's bytes are reused once the call
+	// returns, so an Engine that keeps them past it copies them.
+	InvokePrepared(ctx context.Context, p *runtime.Prepared, req runtime.Request, res *runtime.Result) error
 }
 
 var _ Engine = (*runtime.Runtime)(nil)
@@ -128,11 +131,15 @@ type Chain struct {
 	tracer      trace.Tracer
 	log         *slog.Logger
 	now         func() time.Time
-	// wallClock is set when now is time.Now: a step then reads the clock
-	// once for its start and its breaker (a clock read is dear on some
-	// virtual machines).
+	// wallClock is set when now is time.Now: a step's latency is then
+	// measured to the reading it takes of now at its end (a clock read is
+	// dear on some virtual machines).
 	wallClock bool
-	breakers  breakers
+	// tracing is false when tracer is OpenTelemetry's no-op one: spans
+	// are then not started at all (noSpan stands for them), which spares
+	// a context and the attributes per step.
+	tracing  bool
+	breakers breakers
 	// points resolves point names: the built-in points and Options.Points.
 	points *abi.PointRegistry
 
@@ -181,6 +188,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		tp = otel.GetTracerProvider()
 	}
 	c.tracer = tp.Tracer("github.com/wasmhooks/wasmhooks/chain")
+	_, noTracing := c.tracer.(noop.Tracer)
+	c.tracing = !noTracing
 	c.caller = &tracedCaller{next: opts.HostCaller, tracer: c.tracer}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -334,6 +343,17 @@ const (
 	ByShortCircuit = "short_circuit"
 )
 
+// noSpan is the span of a chain that does not trace (Chain.tracing): it
+// records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// epoch is a reading of both clocks that monoNow counts from.
+var epoch = time.Now()
+
+// monoNow is time.Now read from the monotonic clock alone (its wall reading
+// is epoch's moved as far): for durations, at half the cost of time.Now.
+func monoNow() time.Time { return epoch.Add(time.Since(epoch)) }
+
 // Outcome is the result of a chain run (or of resuming one).
 type Outcome struct {
 	// Run identifies the run.
@@ -375,8 +395,55 @@ type Outcome struct {
 	ShortCircuit string `json:"short_circuit,omitempty"`
 	// Trace lists every step of the run, resumed runs included.
 	Trace []Step `json:"trace"`
-	// Audit holds the audit records this call appended.
-	Audit []audit.Record `json:"audit"`
+	// sealed holds, for each audit record this call appended, in order,
+	// what the record holds beyond its step in Trace (Records). The JSON
+	// form has the records as "audit" (MarshalJSON).
+	sealed []sealed
+}
+
+// sealed is what an audit record holds beyond the fields it shares with its
+// step (stepFields) and with its Outcome (run, tenant, point, and config:
+// every record of one call is made under the configuration the Outcome
+// names).
+type sealed struct {
+	step          int // its step's index in Outcome.Trace
+	seq           uint64
+	time          time.Time
+	input, output string
+	diff          []audit.Change
+	prev, hash    string
+	mac           string
+}
+
+// Records returns the audit records this call appended, in the order they
+// were appended, as the sink stored them (field for field, so each has the
+// stored hash). The Outcome keeps each fact once: a record's binding,
+// decision, reason, host calls, latency and the other fields it shares with
+// its step come from that step in Trace, and the rest (sequence number,
+// time, digests, diff, links) is kept apart. A caller that
+// changes Trace changes what Records returns. It is never nil.
+func (o *Outcome) Records() []audit.Record {
+	out := make([]audit.Record, len(o.sealed))
+	for i, s := range o.sealed {
+		r := &out[i]
+		*r = audit.Record{
+			Seq: s.seq, Time: s.time, Run: o.Run, Tenant: o.Tenant, Point: o.Point, Config: o.Config,
+			Input: s.input, Output: s.output, Diff: s.diff, Prev: s.prev, Hash: s.hash, MAC: s.mac,
+		}
+		if s.step >= 0 && s.step < len(o.Trace) {
+			stepFields(r, &o.Trace[s.step])
+		}
+	}
+	return out
+}
+
+// MarshalJSON encodes o with its Records as "audit", after "trace".
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	type plain Outcome // no MarshalJSON: the fields as they are
+	return json.Marshal(struct {
+		plain
+		Audit []audit.Record `json:"audit"`
+	}{plain(o), o.Records()})
 }
 
 // Step is one binding's part in a run (or one approval's resolution).

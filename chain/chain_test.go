@@ -2,7 +2,10 @@ package chain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -224,7 +227,7 @@ func TestGuardsSeeTheTransformedPayload(t *testing.T) {
 func TestNoBindingsAllows(t *testing.T) {
 	e := newEnv(t, policyConfig(t))
 	out := e.run(t, "memory.write", map[string]any{"key": "k", "value": "v"})
-	if out.Verdict != Allow || out.Modified || len(out.Trace) != 0 || len(out.Audit) != 0 {
+	if out.Verdict != Allow || out.Modified || len(out.Trace) != 0 || len(out.Records()) != 0 {
 		t.Errorf("outcome %+v", out)
 	}
 }
@@ -368,8 +371,8 @@ func TestAuditRecords(t *testing.T) {
 	in := map[string]any{"incoming": "hi", "outgoing": "key=sk-live-123"}
 	out := e.run(t, outbound, in)
 	recs := e.sink.Records()
-	if len(recs) != 3 || len(out.Audit) != 3 {
-		t.Fatalf("%d records (%d in the outcome), want 3: one per verdict, allows included", len(recs), len(out.Audit))
+	if len(recs) != 3 || len(out.Records()) != 3 {
+		t.Fatalf("%d records (%d in the outcome), want 3: one per verdict, allows included", len(recs), len(out.Records()))
 	}
 	if err := audit.Verify(recs); err != nil {
 		t.Fatalf("Verify: %v", err)
@@ -436,4 +439,72 @@ func TestTraceDecisionsOutliveLaterRuns(t *testing.T) {
 	if d := first.Trace[0].Decision; d.Action != abi.ActionBlock || d.Reason != "boom" {
 		t.Errorf("the first run's decision became %+v", d)
 	}
+}
+
+// TestOutcomeRecordsAreTheStoredOnes: Outcome keeps each fact once (a
+// record's fields it shares with its step come from Trace), and Records
+// gives back exactly what the sink stored, field for field and so hash for
+// hash, for runs that modify (values on and off), fail, ask and resume (the
+// resolution record first), and the JSON form still has them as "audit".
+func TestOutcomeRecordsAreTheStoredOnes(t *testing.T) {
+	check := func(t *testing.T, e *env, out *Outcome, stored []audit.Record) {
+		t.Helper()
+		got := out.Records()
+		if !reflect.DeepEqual(got, stored) {
+			t.Fatalf("records\n%+v\nstored\n%+v", got, stored)
+		}
+		for _, r := range got {
+			if h, err := audit.Hash(&r); err != nil || h != r.Hash {
+				t.Errorf("record %d hashes to %s (%v), stored %s", r.Seq, h, err, r.Hash)
+			}
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Audit []json.RawMessage `json:"audit"`
+			Trace []json.RawMessage `json:"trace"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil || len(doc.Audit) != len(stored) || len(doc.Trace) != len(out.Trace) {
+			t.Fatalf("JSON form %s (%v): want %d records as audit", b, err, len(stored))
+		}
+		for i := range stored {
+			want, _ := json.Marshal(&stored[i])
+			if string(doc.Audit[i]) != string(want) {
+				t.Errorf("audit[%d] %s, want %s", i, doc.Audit[i], want)
+			}
+		}
+	}
+	modify := policyConfig(t,
+		Binding{Name: "o", Point: outbound, Phase: Observer},
+		Binding{Name: "t", Point: outbound, Phase: Transformer, Settings: decide(`{"action":"modify","context":{"outgoing":"[redacted]"},"reason":"secret"}`)},
+		Binding{Name: "broken", Module: "scripted", Point: outbound, Phase: Guard, Fail: FailOpen, Settings: script("U")},
+		Binding{Name: "g", Point: outbound, Phase: Guard},
+	)
+	for _, values := range []bool{false, true} {
+		t.Run(fmt.Sprintf("modify and fail, values %t", values), func(t *testing.T) {
+			e := newEnv(t, modify, func(o *Options) { o.AuditValues = values })
+			out := e.run(t, outbound, map[string]any{"outgoing": "key=sk-live-123"})
+			if len(out.Trace) != 4 || out.Trace[2].Failure == nil {
+				t.Fatalf("trace %+v", out.Trace)
+			}
+			check(t, e, out, e.sink.Records())
+		})
+	}
+	t.Run("ask, then resume", func(t *testing.T) {
+		e := newEnv(t, approvalConfig(t, ""))
+		out := e.run(t, toolBefore, shellCall("rm -rf /tmp/x"))
+		check(t, e, out, e.sink.Records())
+		n := len(e.sink.Records())
+		res, err := e.c.Resolve(context.Background(), out.Approval.ID, Resolution{Decision: Edit, Actor: "carol",
+			Edit: map[string]any{"arguments": map[string]any{"command": "ls"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Records()[0].Resolution != "edited" {
+			t.Fatalf("first record %+v, want the resolution", res.Records()[0])
+		}
+		check(t, e, res, e.sink.Records()[n:])
+	})
 }

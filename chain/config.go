@@ -245,8 +245,11 @@ func (e *ConfigError) Unwrap() []error { return e.Errs }
 // validated, its defaults applied. It is immutable.
 type bound struct {
 	Binding
-	index    int // position in Config.Bindings
-	module   *runtime.Module
+	index  int // position in Config.Bindings
+	module *runtime.Module
+	// prepared is module at the binding's point under its limits, checked
+	// once (Engine.Prepare): what its invocations run.
+	prepared *runtime.Prepared
 	digest   string
 	point    abi.Point
 	fail     FailPolicy
@@ -463,7 +466,8 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 			bad("%s: module %q's manifest does not allow point %s (it allows %s)", what, b.Module, b.Point, strings.Join(man.Points, ", "))
 			continue
 		}
-		if _, err := c.engine.LimitsFor(l.mod, b.Limits); err != nil {
+		prepared, err := c.engine.Prepare(l.mod, b.Point, c.points, b.Limits)
+		if err != nil {
 			// Memory below the module's declared minimum.
 			badErr(err, "%s: limits: %v", what, err)
 			continue
@@ -480,7 +484,7 @@ func (c *Chain) build(ctx context.Context, cfg Config) (*snapshot, error) {
 				}
 			}
 		}
-		nb.module, nb.digest = l.mod, l.mod.Digest()
+		nb.module, nb.prepared, nb.digest = l.mod, prepared, l.mod.Digest()
 		nb.key = b.Name + "@" + nb.digest
 		nb.spanStart = []trace.SpanStartOption{trace.WithAttributes(
 			attribute.String("wasmhooks.binding", b.Name),

@@ -45,7 +45,7 @@ func overheadChain(tb testing.TB) (*Chain, Input) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close(context.Background()) })
-	if out, err := c.Run(context.Background(), in); err != nil || !out.Modified || len(out.Trace) != 3 || len(out.Audit) != 3 {
+	if out, err := c.Run(context.Background(), in); err != nil || !out.Modified || len(out.Trace) != 3 || len(out.Records()) != 3 {
 		tb.Fatalf("outcome %+v, %v", out, err)
 	}
 	return c, in

@@ -54,9 +54,11 @@ type fakeEngine struct {
 	invoke func(context.Context, *runtime.Module, runtime.Request) (*runtime.Result, error)
 }
 
-// InvokeInto copies invoke's result into res and returns its error.
-func (f *fakeEngine) InvokeInto(ctx context.Context, m *runtime.Module, req runtime.Request, res *runtime.Result) error {
-	r, err := f.invoke(ctx, m, req)
+// InvokePrepared copies invoke's result into res and returns its error;
+// invoke sees the request with p's point and limits.
+func (f *fakeEngine) InvokePrepared(ctx context.Context, p *runtime.Prepared, req runtime.Request, res *runtime.Result) error {
+	req.Point, req.Limits = p.Point(), p.Limits()
+	r, err := f.invoke(ctx, p.Module(), req)
 	if r != nil {
 		*res = *r
 	}

@@ -28,7 +28,7 @@ func TestStepHostCallsFromResult(t *testing.T) {
 		{"t.echo", "result_too_large", 7},
 		// the fourth call is past MaxHostCalls: refused, not counted
 	}
-	for what, calls := range map[string][]audit.HostCall{"trace": out.Trace[0].HostCalls, "audit": out.Audit[0].HostCalls} {
+	for what, calls := range map[string][]audit.HostCall{"trace": out.Trace[0].HostCalls, "audit": out.Records()[0].HostCalls} {
 		if len(calls) != len(want) {
 			t.Fatalf("%s: host calls %+v, want %d", what, calls, len(want))
 		}
@@ -38,7 +38,7 @@ func TestStepHostCallsFromResult(t *testing.T) {
 			}
 		}
 	}
-	if out.Trace[0].CreditCharged != 14 || out.Audit[0].CreditCharged != 14 {
-		t.Errorf("credit charged %d (trace), %d (audit), want 14", out.Trace[0].CreditCharged, out.Audit[0].CreditCharged)
+	if out.Trace[0].CreditCharged != 14 || out.Records()[0].CreditCharged != 14 {
+		t.Errorf("credit charged %d (trace), %d (audit), want 14", out.Trace[0].CreditCharged, out.Records()[0].CreditCharged)
 	}
 }

@@ -38,8 +38,8 @@ func TestSpans(t *testing.T) {
 	if len(calls) != 2 || calls[0].Capability != "t.echo" || calls[0].Status != "ok" || calls[0].Charged != 7 || calls[1].Status != "unknown_capability" {
 		t.Errorf("host calls %+v", calls)
 	}
-	if out.Audit[0].HostCalls[0].Capability != "t.echo" {
-		t.Errorf("audit host calls %+v", out.Audit[0].HostCalls)
+	if out.Records()[0].HostCalls[0].Capability != "t.echo" {
+		t.Errorf("audit host calls %+v", out.Records()[0].HostCalls)
 	}
 
 	spans := sr.Ended()

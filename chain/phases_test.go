@@ -37,7 +37,7 @@ func TestDoNotReplyAgainOnlyFromGuards(t *testing.T) {
 			if tt.ignored == "" && st.Ignored != "" || !strings.Contains(st.Ignored, tt.ignored) {
 				t.Errorf("step ignored %q, want %q", st.Ignored, tt.ignored)
 			}
-			if rec := out.Audit[0]; rec.Ignored != st.Ignored {
+			if rec := out.Records()[0]; rec.Ignored != st.Ignored {
 				t.Errorf("audit ignored %q, trace %q", rec.Ignored, st.Ignored)
 			}
 		})

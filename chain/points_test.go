@@ -92,8 +92,8 @@ func TestLifecyclePoints(t *testing.T) {
 			if out.Verdict != tt.verdict || out.Trace[0].Applied != tt.applied {
 				t.Fatalf("verdict %s applied %s, want %s %s (%+v)", out.Verdict, out.Trace[0].Applied, tt.verdict, tt.applied, out.Trace[0])
 			}
-			if out.Audit[0].Point != tt.point || out.Audit[0].Decision != string(tt.applied) {
-				t.Errorf("audit %+v", out.Audit[0])
+			if out.Records()[0].Point != tt.point || out.Records()[0].Decision != string(tt.applied) {
+				t.Errorf("audit %+v", out.Records()[0])
 			}
 		})
 	}
@@ -174,10 +174,10 @@ func TestNotify(t *testing.T) {
 				t.Fatalf("notifications %+v", out.Notifications)
 			}
 			n := out.Notifications[0]
-			if n.Binding != "n" || n.Phase != phase || n.Reason != "large transfer" || n.Payload["amount"] == nil || n.Audit == "" || n.Audit != out.Audit[0].Hash {
+			if n.Binding != "n" || n.Phase != phase || n.Reason != "large transfer" || n.Payload["amount"] == nil || n.Audit == "" || n.Audit != out.Records()[0].Hash {
 				t.Errorf("notification %+v", n)
 			}
-			if r := out.Audit[0]; r.Decision != "notify" || r.HookAction != "notify" || r.Reason != "large transfer" {
+			if r := out.Records()[0]; r.Decision != "notify" || r.HookAction != "notify" || r.Reason != "large transfer" {
 				t.Errorf("audit %+v", r)
 			}
 		})

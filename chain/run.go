@@ -58,12 +58,15 @@ type RunState struct {
 // execute runs st's remaining bindings on s and returns the outcome. cur,
 // if not nil, holds the digests of st.Context; steps releases it.
 func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName string, cur *audit.Digests) (*Outcome, error) {
-	ctx, span := c.tracer.Start(ctx, spanName, trace.WithAttributes(
-		attribute.String("wasmhooks.run", st.Run),
-		attribute.String("wasmhooks.tenant", st.Tenant),
-		attribute.String("wasmhooks.point", st.Point),
-		attribute.String("wasmhooks.config", s.digest),
-	))
+	span := noSpan
+	if c.tracing {
+		ctx, span = c.tracer.Start(ctx, spanName, trace.WithAttributes(
+			attribute.String("wasmhooks.run", st.Run),
+			attribute.String("wasmhooks.tenant", st.Tenant),
+			attribute.String("wasmhooks.point", st.Point),
+			attribute.String("wasmhooks.config", s.digest),
+		))
+	}
 	defer span.End()
 	out, err := c.steps(ctx, s, st, cur)
 	if err != nil {
@@ -107,7 +110,12 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			next.Release()
 		}
 	}()
-	records := make([]audit.Record, 0, len(list)-st.Next)
+	seals := make([]sealed, 0, len(list)-st.Next)
+	rec := records.Get().(*audit.Record) // each step's record in turn
+	defer func() {
+		*rec = audit.Record{}
+		records.Put(rec)
+	}()
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
 	for st.Next < len(list) {
 		b := list[st.Next]
@@ -116,6 +124,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			step    Step
 			dec     *abi.Decision
 			nextCtx = st.Context
+			at      time.Time // when the step ended; zero: the record reads the clock
 			err     error
 		)
 		if b.rule != nil { // a ToolApproval (toolapproval.go): no hook runs
@@ -130,7 +139,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			if next == nil {
 				next = audit.AcquireDigests()
 			}
-			if step, dec, nextCtx, err = c.step(ctx, s, b, st, cur, next); err != nil {
+			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, next); err != nil {
 				return nil, err
 			}
 		}
@@ -147,10 +156,11 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if step.Applied == abi.ActionModify {
 			after = next // step spliced the modify into it
 		}
-		records = append(records, audit.Record{})
-		if err := c.recordInto(ctx, &records[len(records)-1], s.digest, st, b.Name, b.Phase, b.digest, &step, cur, after); err != nil {
+		sl, err := c.record(ctx, rec, at, s.digest, st, len(st.Trace), &step, cur, after)
+		if err != nil {
 			return nil, err
 		}
+		seals = append(seals, sl)
 		if after != cur {
 			cur, next = after, cur
 		}
@@ -161,7 +171,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		case abi.ActionModify:
 			st.Context, st.Modified = nextCtx, true
 		case abi.ActionBlock:
-			return c.blocked(s, st, b.Name, &step, dec, records), nil
+			return c.blocked(s, st, b.Name, &step, dec, seals), nil
 		case abi.ActionAsk:
 			ap.State = *st
 			if ap.Seal, err = c.seal(ap); err != nil {
@@ -170,7 +180,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			if err := c.approvals.Put(ctx, ap); err != nil {
 				return nil, fmt.Errorf("chain: storing approval: %w", err)
 			}
-			out := c.outcome(s, st, Pending, records)
+			out := c.outcome(s, st, Pending, seals)
 			out.Binding, out.By, out.Approval = b.Name, step.By, ap
 			if dec != nil {
 				out.Reason, out.UserMessage = dec.Reason, dec.UserMessage
@@ -184,13 +194,10 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			st.ShortCircuit = b.Name
 		}
 	}
-	return c.outcome(s, st, Allow, records), nil
+	return c.outcome(s, st, Allow, seals), nil
 }
 
-func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Record) *Outcome {
-	if records == nil {
-		records = []audit.Record{}
-	}
+func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, seals []sealed) *Outcome {
 	trace := st.Trace
 	if trace == nil {
 		trace = []Step{}
@@ -198,12 +205,12 @@ func (c *Chain) outcome(s *snapshot, st *RunState, v Verdict, records []audit.Re
 	return &Outcome{
 		Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: s.digest, Verdict: v,
 		Modified: st.Modified, DoNotReplyAgain: st.DoNotReplyAgain, Context: st.Context,
-		Notifications: st.Notifications, ShortCircuit: st.ShortCircuit, Trace: trace, Audit: records,
+		Notifications: st.Notifications, ShortCircuit: st.ShortCircuit, Trace: trace, sealed: seals,
 	}
 }
 
-func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, dec *abi.Decision, records []audit.Record) *Outcome {
-	out := c.outcome(s, st, Block, records)
+func (c *Chain) blocked(s *snapshot, st *RunState, binding string, step *Step, dec *abi.Decision, seals []sealed) *Outcome {
+	out := c.outcome(s, st, Block, seals)
 	out.Binding, out.By = binding, step.By
 	switch {
 	case step.By == ByFailPolicy:
@@ -252,27 +259,32 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 }
 
 // step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), and the context after the step. cur
+// the hook's decision (nil on failure), the context after the step, and
+// when it ended (c.now()). cur
 // holds st.Context (the hook gets its bytes); when the step applies a
 // modify, nextD holds the context after it.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, error) {
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, time.Time, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
-	ctx, span := c.tracer.Start(ctx, "chain.hook", b.spanStart...)
+	span := noSpan
+	if c.tracing {
+		ctx, span = c.tracer.Start(ctx, "chain.hook", b.spanStart...)
+	}
 	defer span.End()
-	start := time.Now()
+	// The step reads the monotonic clock at its start and both clocks at
+	// its end (end): its latency, its breaker's outcome and its audit
+	// record's time share that reading, and a closed breaker reads none (a
+	// clock read is dear on some virtual machines).
+	start := monoNow()
 	log := stepLog{c: c, st: st, b: b}
 
 	br := c.breakers.get(b.key, st.Tenant)
-	at := start
-	if !c.wallClock {
-		at = c.now()
-	}
-	p := br.allow(at, s.breaker)
+	p := br.allow(c.now, s.breaker)
 	var (
 		res  *runtime.Result
 		fail *abi.Failure
 		dec  *abi.Decision
 		next = st.Context
+		end  time.Time // c.now() once the step decided
 	)
 	if !p.run {
 		step.Breaker = BreakerOpen
@@ -288,8 +300,8 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		defer putResult(res)
 		refused := false // the runtime refused the request: the hook did not run
 		req := runtime.Request{
-			Tenant: st.Tenant, Hook: b.Name, Point: st.Point, Context: st.Context, Settings: b.Settings,
-			Grants: b.Grants, Limits: b.Limits, HostCaller: c.caller, InvocationID: step.Invocation, Points: c.points,
+			Tenant: st.Tenant, Hook: b.Name, Context: st.Context, Settings: b.Settings,
+			Grants: b.Grants, HostCaller: c.caller, InvocationID: step.Invocation,
 		}
 		// The traffic goes as the bytes the chain holds, encoded once per
 		// context; the settings as encoded when the configuration was
@@ -300,7 +312,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		if b.settingsObject != nil {
 			req.Settings, req.SettingsObject = nil, *b.settingsObject
 		}
-		err := c.engine.InvokeInto(ctx, b.module, req, res)
+		err := c.engine.InvokePrepared(ctx, b.prepared, req, res)
 		if _, failed := err.(*abi.Failure); err != nil && !failed {
 			res = nil // no report: not the hook's failure, or a refusal
 		}
@@ -313,7 +325,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 			br.abort(p)
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
-			return step, nil, nil, err
+			return step, nil, nil, time.Time{}, err
 		default:
 			// The runtime refused the request (the context grew past
 			// the input limit, say): the binding reached no decision.
@@ -357,6 +369,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 				}
 			}
 		}
+		end = c.now()
 		if refused {
 			// Refused before the hook ran (traffic over its input
 			// limit, say): nothing about the hook's health, and any
@@ -364,7 +377,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 			// five oversized messages would otherwise open it and
 			// leave the binding unrun for every message after them.
 			br.abort(p)
-		} else if moved := br.done(p, fail != nil, c.now(), s.breaker); moved != "" {
+		} else if moved := br.done(p, fail != nil, end, s.breaker); moved != "" {
 			step.BreakerNow = moved
 			if moved == BreakerOpen {
 				log.log(slog.LevelWarn, "chain: breaker opened; the binding's fail policy applies without running it until the backoff ends", "fail_policy", b.fail)
@@ -398,12 +411,23 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	} else if step.Ignored != "" && step.By == ByHook {
 		log.log(slog.LevelWarn, "chain: decision ignored", "phase", b.Phase, "action", dec.Action, "ignored", step.Ignored)
 	}
-	step.LatencyUS = time.Since(start).Microseconds()
+	if end.IsZero() {
+		end = c.now()
+	}
+	if c.wallClock {
+		step.LatencyUS = end.Sub(start).Microseconds()
+	} else {
+		step.LatencyUS = monoNow().Sub(start).Microseconds()
+	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
 	}
-	return step, dec, next, nil
+	return step, dec, next, end, nil
 }
+
+// records holds the Records a run writes its steps' audit records into in
+// turn (an audit.Sink keeps a copy, never the pointer).
+var records = sync.Pool{New: func() any { return new(audit.Record) }}
 
 // results holds the Results steps invoke into, so that a step allocates
 // none. The Decision a step gets is kept in its trace, so a Result goes back
@@ -641,43 +665,21 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// record appends the audit record of a step and stores its hash in the step.
-// before and after hold the digests of the context before and after the step
-// (the same for a step that changed nothing).
-func (c *Chain) record(ctx context.Context, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) (audit.Record, error) {
-	var r audit.Record
-	err := c.recordInto(ctx, &r, config, st, binding, phase, module, step, before, after)
-	return r, err
-}
-
-// recordInto is record writing the record into *r (a run's slice of
-// records, so that a step allocates no record of its own).
-func (c *Chain) recordInto(ctx context.Context, r *audit.Record, config string, st *RunState, binding string, phase Phase, module string, step *Step, before, after *audit.Digests) error {
+// record appends the audit record of a step, stores its hash in the step,
+// and returns what the record holds beyond the step (see Outcome.Records),
+// for the step at index in the run's trace. before and after hold the
+// digests of the context before and after the step (the same for a step
+// that changed nothing); at is its time (the zero time: c.now()). r is the
+// record to fill and append, reused by a run's steps.
+func (c *Chain) record(ctx context.Context, r *audit.Record, at time.Time, config string, st *RunState, index int, step *Step, before, after *audit.Digests) (sealed, error) {
+	if at.IsZero() {
+		at = c.now()
+	}
 	*r = audit.Record{
-		Time: c.now().UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
-		Binding: binding, Phase: string(phase), Module: module,
-		Decision: string(step.Applied), By: step.By, Ignored: step.Ignored,
-		Approval: step.Approval, Resolution: step.Resolution,
+		Time: at.UTC(), Run: st.Run, Tenant: st.Tenant, Point: st.Point, Config: config,
 		Input: before.Digest(), Output: after.Digest(),
-		LatencyUS: step.LatencyUS, HostCalls: step.HostCalls, CreditCharged: step.CreditCharged,
-		Wire: string(step.Wire),
 	}
-	if len(r.HostCalls) == 0 {
-		r.HostCalls = nil
-	}
-	if step.Decision != nil {
-		r.HookAction = string(step.Decision.Action)
-		r.Reason = step.Decision.Reason
-	}
-	if step.Reason != "" {
-		r.Reason = step.Reason
-	}
-	r.Actor = step.Actor
-	if step.Failure != nil {
-		f := *step.Failure // the record keeps its own copy
-		r.Failure = &f
-		r.Reason = policyReason(binding, step.Failure, step.FailPolicy)
-	}
+	stepFields(r, step)
 	if len(step.Changed) > 0 {
 		r.Diff = make([]audit.Change, 0, len(step.Changed))
 	}
@@ -697,7 +699,48 @@ func (c *Chain) recordInto(ctx context.Context, r *audit.Record, config string, 
 		}
 		r.Diff = append(r.Diff, ch)
 	}
+	if err := c.appendRecord(ctx, r, st, step.Binding); err != nil {
+		return sealed{}, err
+	}
+	step.Audit = r.Hash
+	return sealed{step: index, seq: r.Seq, time: r.Time, input: r.Input, output: r.Output,
+		diff: r.Diff, prev: r.Prev, hash: r.Hash, mac: r.MAC}, nil
+}
+
+// stepFields sets the fields an audit record shares with its step: the
+// record of a step is made from it, here, when it is appended and again
+// when Outcome.Records gives it back.
+func stepFields(r *audit.Record, step *Step) {
+	r.Binding, r.Phase, r.Module = step.Binding, string(step.Phase), step.Module
+	r.Decision, r.By, r.Ignored = string(step.Applied), step.By, step.Ignored
+	r.Approval, r.Resolution, r.Actor = step.Approval, step.Resolution, step.Actor
+	r.LatencyUS, r.HostCalls, r.CreditCharged = step.LatencyUS, step.HostCalls, step.CreditCharged
+	r.Wire = string(step.Wire)
+	if len(r.HostCalls) == 0 {
+		r.HostCalls = nil
+	}
+	r.HookAction, r.Reason = "", ""
+	if step.Decision != nil {
+		r.HookAction = string(step.Decision.Action)
+		r.Reason = step.Decision.Reason
+	}
+	if step.Reason != "" {
+		r.Reason = step.Reason
+	}
+	r.Failure = nil
+	if step.Failure != nil {
+		f := *step.Failure // the record keeps its own copy
+		r.Failure = &f
+		r.Reason = policyReason(step.Binding, step.Failure, step.FailPolicy)
+	}
+}
+
+// appendRecord appends r to the chain's sink.
+func (c *Chain) appendRecord(ctx context.Context, r *audit.Record, st *RunState, binding string) error {
 	err := c.sink.Append(ctx, r)
+	if err == nil {
+		return nil // errors.As's target would escape: a step would allocate it
+	}
 	var ckpt *audit.CheckpointError
 	if errors.As(err, &ckpt) {
 		// The record is stored; only the checkpoint after it is not.
@@ -710,6 +753,5 @@ func (c *Chain) recordInto(ctx context.Context, r *audit.Record, config string, 
 		c.log.Error("chain: audit record not stored; the run stops without a verdict", "run", st.Run, "binding", binding, "error", err)
 		return fmt.Errorf("%w: %w", ErrAudit, err)
 	}
-	step.Audit = r.Hash
 	return nil
 }

@@ -40,13 +40,13 @@ func TestToolApprovalMatches(t *testing.T) {
 			cfg.ToolApprovals = rules
 			e := newEnv(t, cfg)
 			out := e.run(t, "tool.before", tt.ctx)
-			if out.Verdict != tt.verdict || len(out.Trace) != tt.steps || len(out.Audit) != tt.steps {
+			if out.Verdict != tt.verdict || len(out.Trace) != tt.steps || len(out.Records()) != tt.steps {
 				t.Fatalf("verdict %s with %d steps, want %s with %d: %+v", out.Verdict, len(out.Trace), tt.verdict, tt.steps, out)
 			}
 			if tt.verdict != Pending {
 				return
 			}
-			st, r := out.Trace[0], out.Audit[0]
+			st, r := out.Trace[0], out.Records()[0]
 			if out.Binding != "config:requires_approval" || out.By != ByConfig || out.Reason != "needs sign-off" || out.Approval == nil {
 				t.Errorf("outcome %+v", out)
 			}
@@ -108,7 +108,7 @@ func TestToolApprovalResolve(t *testing.T) {
 			if res.Verdict != tt.verdict || res.By != tt.by {
 				t.Fatalf("verdict %s by %q, want %s by %q: %+v", res.Verdict, res.By, tt.verdict, tt.by, res)
 			}
-			if r := res.Audit[0]; r.Binding != "config:pay" || r.Resolution != tt.word {
+			if r := res.Records()[0]; r.Binding != "config:pay" || r.Resolution != tt.word {
 				t.Errorf("resolution record %+v", r)
 			}
 		})

@@ -47,7 +47,7 @@ func TestDecisionWordsAndWire(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, policyConfig(t, Binding{Name: "h", Point: outbound, Phase: tt.phase, Fail: FailClosed, Settings: decide(tt.decide)}))
 			out := e.run(t, outbound, map[string]any{"outgoing": "hi"})
-			st, rec := out.Trace[0], out.Audit[0]
+			st, rec := out.Trace[0], out.Records()[0]
 			if out.Verdict != tt.verdict || st.Applied != tt.applied || out.Context["outgoing"] != tt.out {
 				t.Fatalf("verdict %s, applied %s, outgoing %v; want %s, %s, %s (step %+v)", out.Verdict, st.Applied, out.Context["outgoing"], tt.verdict, tt.applied, tt.out, st)
 			}
@@ -83,8 +83,8 @@ func TestRequireApprovalCarriesPending(t *testing.T) {
 	if want := mustJSON(pending); !reflect.DeepEqual(out.Approval.Pending, want) {
 		t.Errorf("approval pending %v, want %v", out.Approval.Pending, want)
 	}
-	if out.Trace[0].Wire != abi.ShapeGuardrail || out.Audit[0].Wire != "guardrail" || out.Audit[0].Decision != "ask" {
-		t.Errorf("step %+v, record %+v", out.Trace[0], out.Audit[0])
+	if out.Trace[0].Wire != abi.ShapeGuardrail || out.Records()[0].Wire != "guardrail" || out.Records()[0].Decision != "ask" {
+		t.Errorf("step %+v, record %+v", out.Trace[0], out.Records()[0])
 	}
 	// The stored approval keeps it, under the seal: changing it is refused.
 	stored, err := e.store.Get(context.Background(), out.Approval.ID)
@@ -172,14 +172,14 @@ func TestShortCircuit(t *testing.T) {
 			if out.Verdict != tt.verdict || out.ShortCircuit != tt.by {
 				t.Fatalf("verdict %s, short-circuited by %q; want %s, %q", out.Verdict, out.ShortCircuit, tt.verdict, tt.by)
 			}
-			if len(out.Trace) != len(tt.bindings) || len(out.Audit) != len(out.Trace) {
+			if len(out.Trace) != len(tt.bindings) || len(out.Records()) != len(out.Trace) {
 				if !(tt.verdict == Block && tt.by == "") {
-					t.Fatalf("trace %v, %d records", names(out.Trace), len(out.Audit))
+					t.Fatalf("trace %v, %d records", names(out.Trace), len(out.Records()))
 				}
 			}
 			var skipped []string
 			for i, st := range out.Trace {
-				rec := out.Audit[i]
+				rec := out.Records()[i]
 				if st.By != ByShortCircuit {
 					if st.Binding == "sc" && st.Ignored != tt.ignored {
 						t.Errorf("sc ignored %q, want %q", st.Ignored, tt.ignored)

@@ -24,7 +24,10 @@
 //     Host functions (the WASI set and host_call) are charged fuel for
 //     their work, cap it per call, and look at the clock every
 //     HostWorkPerCheck units of it: no host function outruns the deadline
-//     (see Limits.Timeout).
+//     (see Limits.Timeout). A caller that runs one module at one point
+//     under the same limits again and again (the chain) prepares it once
+//     (Prepare: the point and the limits checked once) and calls
+//     InvokePrepared.
 //  3. Each host_call is bounds-checked (an out-of-range pointer is an ABI
 //     violation that ends the invocation), quota-checked (count, bytes,
 //     sizes), and passed to the HostCaller; the reply is written into the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero/sys"
@@ -73,8 +74,9 @@ type Result struct {
 	HostCallBytes int `json:"host_call_bytes"`
 	// CreditCharged is the credit the host calls were charged.
 	CreditCharged int64 `json:"credit_charged"`
-	// Duration is the wall-clock time of the invocation, waiting for an
-	// instance included.
+	// Duration is the wall-clock time of the invocation, from the call
+	// to the guest's return (waiting for an instance included; reading
+	// the decision after it not).
 	Duration time.Duration `json:"-"`
 	// Logs holds what the hook wrote to stdout and stderr.
 	Logs []LogLine `json:"logs"`
@@ -124,13 +126,81 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 // (HostCalls, Calls, HostCallBytes, CreditCharged) and no decision;
 // otherwise res holds nothing of use.
 func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
-	start := time.Now()
-	spare, calls := res.Decision, res.Calls[:0]
-	*res = Result{Calls: calls}
-	lim, point, err := r.prepare(m, &req)
-	if err != nil {
+	start := monoNow()
+	*res = Result{Calls: res.Calls[:0], Decision: res.Decision}
+	var p Prepared
+	if err := r.prepare(m, &req, &p); err != nil {
+		res.Decision = nil
 		return err
 	}
+	return r.invoke(ctx, start, &p, nil, req, res)
+}
+
+// Prepared is a module made ready to be invoked many times at one hook
+// point under one set of limits: the point resolved and allowed by the
+// module's manifest, and the limits merged with Config.Limits and the
+// defaults and checked (LimitsFor), once, when Prepare makes it, rather than
+// at every invocation. The chain prepares each binding when its
+// configuration is built. A Prepared is immutable and safe for concurrent
+// use; it is valid as long as its module is open.
+type Prepared struct {
+	m      *Module
+	point  abi.Point // resolved
+	asked  Limits    // the limits Prepare was given
+	limits Limits    // the effective limits
+	points *abi.PointRegistry
+	// last is the pool the last invocation used (see invoke).
+	last atomic.Pointer[pool]
+}
+
+// Prepare checks an invocation of m at point (resolved by points; nil means
+// the built-in points) under limits l exactly as Invoke checks a request's
+// (the point known and allowed by m's manifest, LimitsFor), and returns
+// them prepared for InvokePrepared. Its errors wrap ErrInvalidRequest.
+func (r *Runtime) Prepare(m *Module, point string, points *abi.PointRegistry, l Limits) (*Prepared, error) {
+	p := new(Prepared)
+	req := Request{Tenant: "-", Hook: "-", InvocationID: "-", Point: point, Points: points, Limits: l}
+	if err := r.prepare(m, &req, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Module returns the prepared module.
+func (p *Prepared) Module() *Module { return p.m }
+
+// Point returns the prepared hook point's name.
+func (p *Prepared) Point() string { return p.point.Name }
+
+// Limits returns the limits the prepared invocations run under (LimitsFor
+// of those Prepare was given).
+func (p *Prepared) Limits() Limits { return p.limits }
+
+// InvokePrepared is InvokeInto for a prepared module: the point and the
+// limits are p's, checked when p was made. req.Point, req.Points and
+// req.Limits must be zero or what Prepare was given (else the request is
+// refused with ErrInvalidRequest); the other fields are req's, checked as
+// InvokeInto checks them.
+func (r *Runtime) InvokePrepared(ctx context.Context, p *Prepared, req Request, res *Result) error {
+	start := monoNow()
+	*res = Result{Calls: res.Calls[:0], Decision: res.Decision}
+	if err := r.prepareRequest(p, &req); err != nil {
+		res.Decision = nil
+		return err
+	}
+	return r.invoke(ctx, start, p, &p.last, req, res)
+}
+
+// invoke runs one invocation of a prepared module for InvokeInto and
+// InvokePrepared, from start (a monoNow reading): res holds the Decision to
+// reuse, if any, and the array of Calls. last, if not nil, caches the pool
+// (Prepared.last; apart from p so that InvokeInto's Prepared stays on its
+// stack).
+func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last *atomic.Pointer[pool], req Request, res *Result) error {
+	m, lim, point := p.m, p.limits, p.point
+	spare, calls := res.Decision, res.Calls
+	*res = Result{Calls: calls}
+	var err error
 	caller := req.HostCaller
 	if caller == nil {
 		caller = r.cfg.HostCaller
@@ -164,14 +234,26 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 
 	key := poolKey{c: m.c, tenant: req.Tenant, hook: req.Hook, memoryPages: lim.MemoryPages}
 	var (
-		p    *pool
+		pl   *pool
 		inst *instance
+		slow bool // acquire took long enough for start to be stale
 	)
 	for try := 0; ; try++ {
-		if p, err = r.pool(key); err != nil {
-			return err
+		// The pool the last invocation of p used, if it is this one's:
+		// a chain runs a binding for one tenant after another. A pool
+		// closed or pruned since is errPoolGone, and looked up again.
+		if last != nil {
+			pl = last.Load()
 		}
-		inst, err = r.acquire(ctx, p, lim)
+		if try > 0 || pl == nil || pl.key != key {
+			if pl, err = r.pool(key); err != nil {
+				return err
+			}
+			if last != nil {
+				last.Store(pl)
+			}
+		}
+		inst, slow, err = r.acquire(ctx, pl, lim, monoNanos(start))
 		if err != errPoolGone {
 			break
 		}
@@ -181,7 +263,7 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 	}
 	if err != nil {
 		if f, ok := abi.AsFailure(err); ok {
-			*res = Result{InvocationID: req.InvocationID, Failure: f, Calls: calls, Duration: time.Since(start)}
+			*res = Result{InvocationID: req.InvocationID, Failure: f, Calls: calls, Duration: monoNow().Sub(start)}
 			return f
 		}
 		return err
@@ -193,15 +275,27 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 	// The input is parked before the call, as ABI.md says.
 	inv.parked, inv.parkedStatus, inv.hasParked = doc, abi.StatusOK, true
 	inst.mem.refused.Store(0)
-	inst.run.begin(ctx, lim.Timeout, lim.Fuel, inv, nil)
+	// The deadline runs from when the instance is ready, as it always
+	// did: waiting for one, or its initialisation (under its own
+	// InitTimeout), is not the invocation's time. On the warm path that is
+	// start, read a few lookups ago.
+	begun := start
+	if slow {
+		begun = monoNow()
+	}
+	inst.run.begin(ctx, begun.Add(lim.Timeout), lim.Fuel, inv, nil)
 	inst.setStack(lim.MaxStackBytes)
 	deadline := inst.run.deadline
 
 	cctx, cancel := r.callContext(inst)
 	inst.stackSlot[0] = uint64(len(doc))
 	callErr := inst.handle.CallWithStack(cctx, inst.stackSlot[:])
+	// One look at the clock after the call serves the deadline check, the
+	// pool's idle bookkeeping and Duration: a clock read is dear on some
+	// virtual machines.
+	end := monoNow()
 	if callErr == nil {
-		if f := inst.run.interrupted(); f != nil {
+		if f := inst.run.interruptedAt(end); f != nil {
 			// See RATIONALE.md#why-is-a-decision-returned-after-the-deadline-a-timeout.
 			// The guest returned, but only after its deadline (a host
 			// function that waited, say) or after the caller gave up. A
@@ -221,15 +315,15 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 		FuelUsed:      inst.fuelUsed(lim.Fuel),
 	}
 	var fail *abi.Failure
-	if callErr != nil && ctx.Err() != nil && inv.violation == nil && time.Now().Before(deadline) {
+	if callErr != nil && ctx.Err() != nil && inv.violation == nil && end.Before(deadline) {
 		// The caller gave up; that is not the hook's failure.
 		inst.run.end()
-		r.release(ctx, p, inst, false)
+		r.release(ctx, pl, inst, false, monoNanos(end))
 		// The host calls made so far stand (the runner settled them with
 		// a context the caller's does not cancel): the report keeps them,
 		// with no decision and no failure, and so does the error.
 		*res = Result{InvocationID: req.InvocationID, HostCalls: inv.calls, Calls: inv.record, HostCallBytes: inv.bytes,
-			CreditCharged: inv.charged, Duration: time.Since(start)}
+			CreditCharged: inv.charged, Duration: end.Sub(start)}
 		return &AbandonedError{InvocationID: req.InvocationID, HostCalls: inv.calls, CreditCharged: inv.charged, Err: ctx.Err()}
 	}
 	if fail = inv.violation; fail == nil {
@@ -250,8 +344,8 @@ func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *R
 	reuse := fail == nil && res.MemoryPages <= lim.MemoryHighWaterPages
 	inst.run.end()
 	inst.inv = invocation{} // keep nothing of this invocation alive
-	res.Reused = r.release(ctx, p, inst, reuse)
-	res.Duration = time.Since(start)
+	res.Reused = r.release(ctx, pl, inst, reuse, monoNanos(end))
+	res.Duration = end.Sub(start)
 	if fail != nil {
 		return fail
 	}
@@ -281,38 +375,57 @@ func objectMap(o abi.Object) (map[string]any, error) {
 	return o.Map(abi.JSONLimits{MaxBytes: o.Len(), MaxDepth: 1 << 20})
 }
 
-func (r *Runtime) prepare(m *Module, req *Request) (Limits, abi.Point, error) {
+// prepare checks req's module, point and limits as Invoke does and makes p
+// of them, then checks the rest of req (prepareRequest).
+func (r *Runtime) prepare(m *Module, req *Request, p *Prepared) error {
 	if m == nil || m.rt != r {
-		return Limits{}, abi.Point{}, fmt.Errorf("%w: module was not loaded by this runtime", ErrInvalidRequest)
+		return fmt.Errorf("%w: module was not loaded by this runtime", ErrInvalidRequest)
+	}
+	name := req.Point
+	if name == "" {
+		name = "message.outbound"
+	}
+	point, ok := req.Points.Lookup(name)
+	if !ok {
+		return fmt.Errorf("%w: unknown hook point %q", ErrInvalidRequest, name)
+	}
+	if man := m.Manifest(); !man.AllowsPoint(name) {
+		return fmt.Errorf("%w: the hook's manifest does not allow point %q (it allows %s)", ErrInvalidRequest, name, strings.Join(man.Points, ", "))
+	}
+	lim, err := r.LimitsFor(m, req.Limits)
+	if err != nil {
+		return err
+	}
+	*p = Prepared{m: m, point: point, asked: req.Limits, limits: lim, points: req.Points}
+	req.Point, req.Points, req.Limits = "", nil, Limits{}
+	return r.prepareRequest(p, req)
+}
+
+// prepareRequest checks the fields of req that Prepared does not cover, and
+// that those it covers are zero or p's; it fills in the defaults (Point,
+// Hook, InvocationID).
+func (r *Runtime) prepareRequest(p *Prepared, req *Request) error {
+	if p == nil || p.m == nil || p.m.rt != r {
+		return fmt.Errorf("%w: module was not prepared by this runtime", ErrInvalidRequest)
 	}
 	if req.Tenant == "" {
-		return Limits{}, abi.Point{}, fmt.Errorf("%w: tenant is required", ErrInvalidRequest)
+		return fmt.Errorf("%w: tenant is required", ErrInvalidRequest)
 	}
-	if req.Point == "" {
-		req.Point = "message.outbound"
+	if (req.Point != "" && req.Point != p.point.Name) || (req.Points != nil && req.Points != p.points) || (req.Limits != Limits{} && req.Limits != p.asked) {
+		return fmt.Errorf("%w: the request's point or limits are not those it was prepared with", ErrInvalidRequest)
 	}
-	point, ok := req.Points.Lookup(req.Point)
-	if !ok {
-		return Limits{}, abi.Point{}, fmt.Errorf("%w: unknown hook point %q", ErrInvalidRequest, req.Point)
-	}
-	if man := m.Manifest(); !man.AllowsPoint(req.Point) {
-		return Limits{}, abi.Point{}, fmt.Errorf("%w: the hook's manifest does not allow point %q (it allows %s)", ErrInvalidRequest, req.Point, strings.Join(man.Points, ", "))
-	}
+	req.Point = p.point.Name
 	if req.Hook == "" {
 		// Never the manifest's name: a module could claim another's and
 		// read its key-value data, or a new name for every upload.
-		req.Hook = m.Digest()
+		req.Hook = p.m.Digest()
 	}
 	if req.InvocationID == "" {
 		var b [12]byte
 		_, _ = rand.Read(b[:])
 		req.InvocationID = hex.EncodeToString(b[:])
 	}
-	lim, err := r.LimitsFor(m, req.Limits)
-	if err != nil {
-		return Limits{}, abi.Point{}, err
-	}
-	return lim, point, nil
+	return nil
 }
 
 // mergeLimits fills the zero fields of l from d.

@@ -189,50 +189,57 @@ func (r *Runtime) closePools(ctx context.Context, c *compiled) {
 var errPoolGone = errors.New("runtime: pool gone")
 
 // acquire returns an idle instance or creates one, waiting while every
-// instance of the pool is busy. It honours ctx.
-func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits) (*instance, error) {
+// instance of the pool is busy. It honours ctx. now is nanotime at the call;
+// slow reports that the call took more than a few lookups (it waited for an
+// instance, closed expired ones or made one), so that now is stale.
+func (r *Runtime) acquire(ctx context.Context, p *pool, lim Limits, now int64) (inst *instance, slow bool, err error) {
 	select {
 	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
+	default:
+		select { // every instance busy: wait, and read the clock afresh
+		case p.sem <- struct{}{}:
+			now, slow = nanotime(), true
+		case <-ctx.Done():
+			return nil, true, fmt.Errorf("%w: %w", ErrPoolExhausted, ctx.Err())
+		}
 	}
-	now := nanotime()
 	var victims victimBatch
 	r.idle.mu.Lock()
 	if p.closed {
 		r.idle.mu.Unlock()
 		<-p.sem
-		return nil, errPoolGone
+		return nil, slow, errPoolGone
 	}
 	p.used = now
-	var inst *instance
 	if n := len(p.idle); n > 0 {
 		inst = p.idle[n-1] // the most recently used: its memory is the warmest
 		r.idle.remove(inst)
 	}
 	r.idle.collect(&victims, now, &r.cfg)
 	r.idle.mu.Unlock()
-	victims.close(ctx)
+	if victims.n > 0 {
+		victims.close(ctx)
+		slow = true
+	}
 	if inst != nil {
-		return inst, nil
+		return inst, slow, nil
 	}
-	inst, err := r.instantiate(ctx, p, lim)
-	if err != nil {
+	if inst, err = r.instantiate(ctx, p, lim); err != nil {
 		<-p.sem
-		return nil, err
+		return nil, true, err
 	}
-	return inst, nil
+	return inst, true, nil
 }
 
 // release returns inst to the pool, or closes it when it must not be reused
 // or the pool or the runtime keeps enough idle instances; it reports whether
 // inst was kept. Keeping it may close the least recently used idle instances
-// of any pool, to stay within Config.MaxIdleInstances and MaxIdleBytes.
-func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool) (kept bool) {
+// of any pool, to stay within Config.MaxIdleInstances and MaxIdleBytes. now
+// is nanotime at the call.
+func (r *Runtime) release(ctx context.Context, p *pool, inst *instance, reuse bool, now int64) (kept bool) {
 	defer func() { <-p.sem }()
 	if reuse {
 		cost := inst.footprint()
-		now := nanotime()
 		var victims victimBatch
 		r.idle.mu.Lock()
 		p.used = now
@@ -304,7 +311,7 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	// function (which the instrumentation exports rather than letting
 	// wazero run it unmetered at instantiation) and _initialize.
 	st := &initState{log: logBuffer{limit: lim.MaxLogBytes}}
-	inst.run.begin(ctx, lim.InitTimeout, lim.InitFuel, nil, st)
+	inst.run.begin(ctx, monoNow().Add(lim.InitTimeout), lim.InitFuel, nil, st)
 	inst.setStack(lim.MaxStackBytes)
 	cctx, cancel := r.callContext(inst)
 	defer cancel()
@@ -349,7 +356,7 @@ func (r *Runtime) callContext(inst *instance) (context.Context, context.CancelFu
 	if !r.interrupt {
 		return inst.ctx, noCancel
 	}
-	ctx, cancel := context.WithDeadline(inst.run.parent, inst.run.deadline)
+	ctx, cancel := context.WithDeadline(inst.run.parent, wallDeadline(inst.run.deadline))
 	return context.WithValue(ctx, runKey{}, &inst.run), cancel
 }
 

@@ -99,10 +99,10 @@ func runFrom(ctx context.Context) *guestRun {
 	return g
 }
 
-// begin prepares a call of guest code.
-func (g *guestRun) begin(parent context.Context, timeout time.Duration, fuel uint64, inv *invocation, init *initState) {
+// begin prepares a call of guest code that must end by deadline.
+func (g *guestRun) begin(parent context.Context, deadline time.Time, fuel uint64, inv *invocation, init *initState) {
 	g.parent, g.done = parent, parent.Done()
-	g.deadline = time.Now().Add(timeout)
+	g.deadline = deadline
 	g.inv, g.init = inv, init
 	g.setFuel(fuel)
 }
@@ -198,15 +198,18 @@ func chargeHost(ctx context.Context, units uint64) *guestRun {
 // interrupted returns the failure that stops guest code now, or nil: the
 // deadline passed, or the caller's context ended.
 func (g *guestRun) interrupted() *abi.Failure {
+	return g.interruptedAt(monoNow())
+}
+
+// interruptedAt is interrupted with the clock read at now (a monoNow
+// reading).
+func (g *guestRun) interruptedAt(now time.Time) *abi.Failure {
 	select {
 	case <-g.done:
 		return &abi.Failure{Code: abi.FailTimeout, Message: "the invocation was cancelled"}
 	default:
 	}
-	// time.Until reads only the monotonic clock (the deadline carries a
-	// monotonic reading); time.Now would read the wall clock too, which
-	// is dear on some virtual machines, and this runs after every call.
-	if !g.deadline.IsZero() && time.Until(g.deadline) <= 0 {
+	if !g.deadline.IsZero() && !now.Before(g.deadline) {
 		return &abi.Failure{Code: abi.FailTimeout, Message: "the hook ran past its time limit"}
 	}
 	return nil
@@ -219,7 +222,7 @@ func (g *guestRun) hostContext() context.Context {
 		if g.parent == nil {
 			return context.Background()
 		}
-		g.hostCtx, g.cancel = context.WithDeadline(g.parent, g.deadline)
+		g.hostCtx, g.cancel = context.WithDeadline(g.parent, wallDeadline(g.deadline))
 	}
 	return g.hostCtx
 }

@@ -191,9 +191,12 @@ func lineHash(line []byte) (got, claimed string, err error) {
 }
 
 // Sink stores audit records. Append links r into the sink's chain (it sets
-// Seq, Prev, MAC and Hash) and stores it; records are stored in Seq order.
-// A Log over a Store is the Sink every store shares; the chain takes any.
-// Implementations must be safe for concurrent use.
+// Seq, Prev, MAC and Hash, and nothing else) and stores it; records are
+// stored in Seq order. r stays the caller's: a Sink that keeps a record
+// keeps a copy (as MemorySink does), never the pointer, since the chain
+// writes a run's next record into the same Record. A Log over a Store is
+// the Sink every store shares; the chain takes any. Implementations must be
+// safe for concurrent use.
 type Sink interface {
 	Append(ctx context.Context, r *Record) error
 }

@@ -373,7 +373,7 @@ func printOutcome(w io.Writer, out *chain.Outcome, brief bool) {
 		}
 		doc.Trace = append(doc.Trace, st)
 	}
-	for _, r := range out.Audit {
+	for _, r := range out.Records() {
 		doc.Audit = append(doc.Audit, record{Seq: r.Seq, Binding: r.Binding, Decision: r.Decision, By: r.By, Hash: r.Hash[:min(16, len(r.Hash))]})
 	}
 	printJSON(w, doc)

@@ -150,9 +150,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		// Not the hook's failure: a bad input or an interrupted run.
 		return fail(stdout, exitUsage, chainCode(err), "%v", err)
 	}
-	if len(out.Trace) != 1 || len(out.Audit) != 1 {
+	if len(out.Trace) != 1 || len(out.Records()) != 1 {
 		// One binding at the point makes one step and one record.
-		return fail(stdout, exitRefused, "internal", "the chain of one binding made %d steps and %d audit records", len(out.Trace), len(out.Audit))
+		return fail(stdout, exitRefused, "internal", "the chain of one binding made %d steps and %d audit records", len(out.Trace), len(out.Records()))
 	}
 	printJSON(stdout, h.runOutput(ctx, out, *tenant, *phase != ""))
 	return exitOK
@@ -169,7 +169,7 @@ func (h *host) runOutput(ctx context.Context, out *chain.Outcome, tenant string,
 	}}
 	if st.Failure != nil {
 		r.Report.FailPolicy = string(st.FailPolicy)
-		r.Decision = &abi.Decision{Action: st.Applied, Reason: out.Audit[0].Reason}
+		r.Decision = &abi.Decision{Action: st.Applied, Reason: out.Records()[0].Reason}
 	}
 	if withPhase {
 		r.Report.Phase, r.Report.Applied, r.Report.Ignored = string(st.Phase), string(st.Applied), st.Ignored

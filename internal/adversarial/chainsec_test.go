@@ -109,12 +109,12 @@ func TestChainsecDoNotReplyAgainBelongsToGuards(t *testing.T) {
 	if out.DoNotReplyAgain {
 		t.Fatal("an observer or a transformer set do_not_reply_again")
 	}
-	if len(out.Trace) != 2 || len(out.Audit) != 2 {
-		t.Fatalf("trace %+v, audit %+v; want the two steps", out.Trace, out.Audit)
+	if len(out.Trace) != 2 || len(out.Records()) != 2 {
+		t.Fatalf("trace %+v, audit %+v; want the two steps", out.Trace, out.Records())
 	}
 	for i, st := range out.Trace {
-		if !strings.Contains(st.Ignored, "do_not_reply_again") || !strings.Contains(out.Audit[i].Ignored, "do_not_reply_again") {
-			t.Errorf("step %s: ignored %q, audit %q", st.Binding, st.Ignored, out.Audit[i].Ignored)
+		if !strings.Contains(st.Ignored, "do_not_reply_again") || !strings.Contains(out.Records()[i].Ignored, "do_not_reply_again") {
+			t.Errorf("step %s: ignored %q, audit %q", st.Binding, st.Ignored, out.Records()[i].Ignored)
 		}
 	}
 }

@@ -66,12 +66,12 @@ func TestWordsSkippedGuardsInTheKeyedLog(t *testing.T) {
 			Settings: decideSettings(t, `{"abort":true,"reason":"legacy deny"}`)},
 	)
 	out := cw.run(t, "message.outbound", map[string]any{"outgoing": "TRUSTED"})
-	if out.Verdict != chain.Allow || out.ShortCircuit != "allow-list" || len(out.Audit) != 2 || out.Audit[1].By != chain.ByShortCircuit {
-		t.Fatalf("%s, short-circuited by %q, audit %+v", out.Verdict, out.ShortCircuit, out.Audit)
+	if out.Verdict != chain.Allow || out.ShortCircuit != "allow-list" || len(out.Records()) != 2 || out.Records()[1].By != chain.ByShortCircuit {
+		t.Fatalf("%s, short-circuited by %q, audit %+v", out.Verdict, out.ShortCircuit, out.Records())
 	}
 	out = cw.run(t, "message.outbound", map[string]any{"outgoing": "other"})
-	if out.Verdict != chain.Block || out.Audit[1].Wire != "legacy" || out.Audit[1].Decision != "block" {
-		t.Fatalf("%s, audit %+v", out.Verdict, out.Audit[1])
+	if out.Verdict != chain.Block || out.Records()[1].Wire != "legacy" || out.Records()[1].Decision != "block" {
+		t.Fatalf("%s, audit %+v", out.Verdict, out.Records()[1])
 	}
 	ckpt, err := audit.ReadCheckpoint(cw.ckpt)
 	if err != nil {
