@@ -311,6 +311,24 @@ func signingKeyVerbs() []verb {
 		}
 		return nil
 	}
+	// byPublisher is a verb's flags for one call with --publisher and the
+	// verb's arguments, its answer printed as JSON.
+	byPublisher := func(call func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error)) func(*flag.FlagSet) verbFunc {
+		return func(fs *flag.FlagSet) verbFunc {
+			p := publisherFlag(fs)
+			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
+				if err := need(p); err != nil {
+					return err
+				}
+				d, err := call(ctx, c, *p, args)
+				if err != nil {
+					return err
+				}
+				printJSON(stdout, d)
+				return nil
+			}
+		}
+	}
 	return []verb{{
 		name:     "signing-key register",
 		synopsis: "  wasmhooks signing-key register --publisher P FILE.pub\n",
@@ -321,43 +339,22 @@ tenant that requires signatures once an admin approves it (signing-key
 approve). Registered with an admin key, it is approved at once.
 `,
 		nargs: 1,
-		flags: func(fs *flag.FlagSet) verbFunc {
-			p := publisherFlag(fs)
-			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-				if err := need(p); err != nil {
-					return err
-				}
-				pub, err := readPublicKey(args[0])
-				if err != nil {
-					return usageErrorf("%v", err)
-				}
-				d, err := c.RegisterSigningKey(ctx, *p, pub)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, d)
-				return nil
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error) {
+			pub, err := readPublicKey(args[0])
+			if err != nil {
+				return nil, usageErrorf("%v", err)
 			}
-		},
+			return c.RegisterSigningKey(ctx, publisher, pub)
+		}),
 	}, {
 		name:     "signing-key list",
 		synopsis: "  wasmhooks signing-key list --publisher P\n",
 		help:     "Lists publisher P's signing keys, and whether an admin approved each.\n",
 		nargs:    0,
-		flags: func(fs *flag.FlagSet) verbFunc {
-			p := publisherFlag(fs)
-			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
-				if err := need(p); err != nil {
-					return err
-				}
-				ks, err := c.SigningKeys(ctx, *p)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, map[string]any{"signing_keys": ks})
-				return nil
-			}
-		},
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, _ []string) (any, error) {
+			ks, err := c.SigningKeys(ctx, publisher)
+			return map[string]any{"signing_keys": ks}, err
+		}),
 	}, {
 		name:     "signing-key approve",
 		synopsis: "  wasmhooks signing-key approve --publisher P KEY_ID\n",
@@ -366,20 +363,9 @@ tenants that require signatures from the next bind. Check first, by a
 channel other than the publisher's API key, that the key id is theirs.
 `,
 		nargs: 1,
-		flags: func(fs *flag.FlagSet) verbFunc {
-			p := publisherFlag(fs)
-			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-				if err := need(p); err != nil {
-					return err
-				}
-				d, err := c.ApproveSigningKey(ctx, *p, args[0])
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, d)
-				return nil
-			}
-		},
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error) {
+			return c.ApproveSigningKey(ctx, publisher, args[0])
+		}),
 	}, {
 		name:     "signing-key distrust",
 		synopsis: "  wasmhooks signing-key distrust --publisher P KEY_ID\n",
@@ -387,19 +373,8 @@ channel other than the publisher's API key, that the key id is theirs.
 signatures stop counting at the next bind and the next start.
 `,
 		nargs: 1,
-		flags: func(fs *flag.FlagSet) verbFunc {
-			p := publisherFlag(fs)
-			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-				if err := need(p); err != nil {
-					return err
-				}
-				d, err := c.DistrustSigningKey(ctx, *p, args[0])
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, d)
-				return nil
-			}
-		},
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error) {
+			return c.DistrustSigningKey(ctx, publisher, args[0])
+		}),
 	}}
 }
