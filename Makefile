@@ -23,7 +23,7 @@ AS_HOOKS   := $(patsubst hooks-examples/%/assemblyscript/hook.ts,%,$(wildcard ho
 ASC        := sdk/assemblyscript/node_modules/.bin/asc
 ASFLAGS    := -O3 --noAssert --runtime incremental --use abort=sdk/assemblyscript/assembly/index/abortHook
 CLANG      ?= clang
-CFLAGS_WASM := --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Isdk/c -Wl,--strip-all
+CFLAGS_WASM := --target=wasm32-wasi -mexec-model=reactor -mbulk-memory -O2 -Wall -Werror -Isdk/c -Wl,--strip-all
 # Debian's rustc (/usr/bin) first: its wasm32 standard library comes from
 # libstd-rust-dev-wasm32; a rustup rustc on PATH may lack the target.
 RUSTC      ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rustc)

@@ -153,7 +153,7 @@ func clang() string {
 }
 
 func buildC(hookDir, out string) error {
-	args := []string{"--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-Wall", "-Werror",
+	args := []string{"--target=wasm32-wasi", "-mexec-model=reactor", "-mbulk-memory", "-O2", "-Wall", "-Werror",
 		"-I" + filepath.Join(repoRoot(), "sdk", "c"), "-Wl,--strip-all", "-o", out, "c/hook.c"}
 	if s := os.Getenv("WASI_SYSROOT"); s != "" {
 		args = append([]string{"--sysroot=" + s}, args...)

@@ -46,6 +46,8 @@ typedef struct {
 	int has_secret;
 	uint8_t first[256];    /* bytes a match can start with */
 	int first_any;         /* 1: no first-byte filter */
+	uint8_t firstb[2];     /* the first-byte set when it is one or two ASCII bytes */
+	int nfirstb;           /* 0: use first[] */
 	uint8_t required[16];  /* bytes every match contains */
 	int nrequired;
 	const char *err;
@@ -491,6 +493,27 @@ WH_API void wh__rfirst(wh_re *re) {
 		default: stack[sp++] = pc + 1;
 		}
 	}
+	int nb = 0;
+	for (int b = 0; b < 256 && nb <= 2; b++)
+		if (re->first[b]) { if (b >= 0x80) nb = 3; else if (nb < 2) re->firstb[nb++] = (uint8_t)b; else nb = 3; }
+	if (nb >= 1 && nb <= 2) { re->nfirstb = nb; if (nb == 1) re->firstb[1] = re->firstb[0]; }
+}
+
+/* wh__find2 returns the index of the first byte of s[0..n) equal to a or
+ * b, or n: eight bytes at a time (SWAR), as wasm has no vector memchr. */
+WH_API size_t wh__find2(const char *s, size_t n, unsigned char a, unsigned char b) {
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t ma = ones * a, mb = ones * b;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v;
+		memcpy(&v, s + i, 8);
+		uint64_t x = v ^ ma, y = v ^ mb;
+		if ((((x - ones) & ~x) | ((y - ones) & ~y)) & highs) break;
+	}
+	for (; i < n; i++)
+		if ((unsigned char)s[i] == a || (unsigned char)s[i] == b) break;
+	return i;
 }
 
 /* wh_re_compile compiles pattern; NULL and *err set on a syntax error. */
@@ -608,12 +631,21 @@ WH_API int wh__rrun(const wh_re *re, const char *s, size_t n, size_t start, int3
  * -1 if out of memory. */
 WH_API int wh_re_match(const wh_re *re, const char *s, size_t n, size_t from, long m[2], long sub[2]) {
 	for (int i = 0; i < re->nrequired; i++)
-		if (!memchr(s + from, re->required[i], n - from)) return 0;
+		if (wh__find2(s + from, n - from, re->required[i], re->required[i]) == n - from) return 0;
 	int32_t *slots = (int32_t *)wh_alloc(sizeof(int32_t) * (size_t)re->nslots);
 	int cap = 256;
 	wh__rframe *stk = (wh__rframe *)wh_alloc(sizeof *stk * (size_t)cap);
 	if (!slots || !stk) return -1;
 	for (size_t p = from; p <= n;) {
+		/* ASCII bytes no match starts with, skipped in a tight loop: the
+		 * step below would advance over each by one anyway. */
+		if (re->nfirstb) {
+			p += wh__find2(s + p, n - p, re->firstb[0], re->firstb[1]);
+			if (p >= n) break;
+		} else if (!re->first_any) {
+			unsigned char c;
+			while (p < n && (c = (unsigned char)s[p]) < 0x80 && !re->first[c]) p++;
+		}
 		if (re->first_any || (p < n && re->first[(unsigned char)s[p]])) {
 			int r = wh__rrun(re, s, n, p, slots, &stk, &cap);
 			if (r < 0) return -1;

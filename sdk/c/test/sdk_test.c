@@ -176,7 +176,39 @@ static void test_regex(void) {
 	CHECK(re && wh_re_match(re, "Bearer abc", 10, 0, m, sub) == 1 && sub[0] == 7 && sub[1] == 10, "secret group");
 }
 
+/* The eight-bytes-at-a-time scanners agree with a byte loop on every
+ * length and alignment, over bytes drawn to hit each special class. */
+static void test_swar(void) {
+	static const unsigned char alphabet[] = {'a', 'Z', ' ', '"', '\\', 0x1f, 0x00, 0x7f, 0x80, 0xc3, 0xff, 'e', 'b'};
+	unsigned seed = 1;
+	char buf[40];
+	for (int round = 0; round < 20000; round++) {
+		size_t n = (size_t)(round % 37);
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			/* mostly plain, now and then one special byte */
+			buf[i] = (char)((seed >> 16) % 4 ? 'a' + (seed >> 20) % 26 : alphabet[(seed >> 20) % sizeof alphabet]);
+		}
+		for (int stop = 0; stop < 2; stop++) {
+			size_t want = 0;
+			while (want < n) {
+				unsigned char c = (unsigned char)buf[want];
+				if (c < 0x20 || c == '"' || c == '\\' || (stop && c >= 0x80)) break;
+				want++;
+			}
+			size_t got = wh__plain_run(buf, n, stop);
+			CHECK(got == want, "wh__plain_run(round %d, n %zu, stop %d) = %zu, want %zu", round, n, stop, got, want);
+		}
+		unsigned char a = alphabet[round % sizeof alphabet], b = (unsigned char)('a' + round % 26);
+		size_t want = 0;
+		while (want < n && (unsigned char)buf[want] != a && (unsigned char)buf[want] != b) want++;
+		size_t got = wh__find2(buf, n, a, b);
+		CHECK(got == want, "wh__find2(round %d, n %zu, %02x, %02x) = %zu, want %zu", round, n, a, b, got, want);
+	}
+}
+
 int main(void) {
+	test_swar();
 	test_json();
 	test_handle();
 	test_regex();
