@@ -28,7 +28,7 @@ CFLAGS_WASM := --target=wasm32-wasi -mexec-model=reactor -mbulk-memory -O2 -Wall
 # libstd-rust-dev-wasm32; a rustup rustc on PATH may lack the target.
 RUSTC      ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rustc)
 RUST_TARGET := wasm32-unknown-unknown
-RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1
+RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1 -C target-feature=+bulk-memory
 # The Debian packages the C and Rust builds need (bookworm names).
 SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32
 

@@ -190,7 +190,7 @@ func missingRust() string {
 
 func buildRust(hookDir, out string) error {
 	return runTool(hookDir, nil, rustc(), "--edition=2021", "--crate-type=cdylib", "--target=wasm32-unknown-unknown",
-		"-C", "opt-level=3", "-C", "lto", "-C", "strip=symbols", "-C", "panic=abort", "-C", "codegen-units=1",
+		"-C", "opt-level=3", "-C", "lto", "-C", "strip=symbols", "-C", "panic=abort", "-C", "codegen-units=1", "-C", "target-feature=+bulk-memory",
 		"-L", filepath.Join(repoRoot(), "sdk", "rust"),
 		"--extern", "wasmhooks="+filepath.Join(filepath.Dir(out), "libwasmhooks.rlib"),
 		"-o", out, "rust/hook.rs")
@@ -224,7 +224,7 @@ func buildAS(hookDir, out string) error {
 // buildRustSDK compiles the Rust SDK crate once per test into dir.
 func buildRustSDK(dir string) error {
 	return runTool(repoRoot(), nil, rustc(), "--edition=2021", "--crate-type=rlib", "--crate-name=wasmhooks",
-		"--target=wasm32-unknown-unknown", "-C", "opt-level=3", "-C", "panic=abort", "-C", "codegen-units=1",
+		"--target=wasm32-unknown-unknown", "-C", "opt-level=3", "-C", "panic=abort", "-C", "codegen-units=1", "-C", "target-feature=+bulk-memory",
 		"-o", filepath.Join(dir, "libwasmhooks.rlib"), "sdk/rust/src/lib.rs")
 }
 

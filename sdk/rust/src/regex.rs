@@ -104,7 +104,34 @@ pub struct Regex {
     pub has_secret: bool,
     first: [bool; 256],
     first_any: bool,
+    /// The first-byte set when it is one or two ASCII bytes (0: use first).
+    firstb: [u8; 2],
+    nfirstb: u8,
     required: Vec<u8>,
+}
+
+/// find2 returns the index of the first byte of s equal to a or b, or
+/// s.len(): eight bytes at a time (SWAR), as wasm has no vector memchr and
+/// a loop per byte costs several times the instructions.
+pub fn find2(s: &[u8], a: u8, b: u8) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let (ma, mb) = (ONES * a as u64, ONES * b as u64);
+    let mut i = 0;
+    while i + 8 <= s.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[i..i + 8]);
+        let v = u64::from_le_bytes(w);
+        let (x, y) = (v ^ ma, v ^ mb);
+        if ((x.wrapping_sub(ONES) & !x) | (y.wrapping_sub(ONES) & !y)) & HIGHS != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < s.len() && s[i] != a && s[i] != b {
+        i += 1;
+    }
+    i
 }
 
 /// A match: the whole span, and the "secret" group's span if it took part.
@@ -596,7 +623,7 @@ impl Regex {
         g.gen(&root)?;
         g.emit(Inst::Save(1))?;
         g.emit(Inst::Match)?;
-        let mut re = Regex { prog: g.prog, classes: p.classes, nslots: g.nslots, has_secret: p.has_secret, first: [false; 256], first_any: false, required };
+        let mut re = Regex { prog: g.prog, classes: p.classes, nslots: g.nslots, has_secret: p.has_secret, first: [false; 256], first_any: false, firstb: [0; 2], nfirstb: 0, required };
         re.first_bytes();
         Ok(re)
     }
@@ -637,6 +664,20 @@ impl Regex {
                 _ => stack.push(pc + 1),
             }
         }
+        let mut nb = 0;
+        for b in 0..256 {
+            if self.first[b] {
+                if b >= 0x80 || nb == 2 {
+                    return;
+                }
+                self.firstb[nb] = b as u8;
+                nb += 1;
+            }
+        }
+        if nb == 1 {
+            self.firstb[1] = self.firstb[0];
+        }
+        self.nfirstb = nb as u8;
     }
 
     fn run(&self, s: &[u8], start: usize, slots: &mut [isize], stack: &mut Vec<(usize, usize, isize)>) -> bool {
@@ -730,7 +771,7 @@ impl Regex {
     /// The leftmost-first match in s[from..], as Go's regexp finds it.
     pub fn find_at(&self, s: &[u8], from: usize) -> Option<Match> {
         for &b in &self.required {
-            if !s[from..].contains(&b) {
+            if find2(&s[from..], b, b) == s.len() - from {
                 return None;
             }
         }
@@ -738,6 +779,17 @@ impl Regex {
         let mut stack = Vec::new();
         let mut p = from;
         while p <= s.len() {
+            if self.nfirstb != 0 {
+                // Only the (ASCII) first bytes can start a match.
+                p += find2(&s[p..], self.firstb[0], self.firstb[1]);
+                if p >= s.len() {
+                    break;
+                }
+            } else if !self.first_any {
+                while p < s.len() && s[p] < 0x80 && !self.first[s[p] as usize] {
+                    p += 1;
+                }
+            }
             if self.first_any || (p < s.len() && self.first[s[p] as usize]) {
                 if self.run(s, p, &mut slots, &mut stack) {
                     let secret = if slots[2] >= 0 { Some((slots[2] as usize, slots[3] as usize)) } else { None };
