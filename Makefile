@@ -30,12 +30,12 @@ RUSTC      ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rust
 RUST_TARGET := wasm32-unknown-unknown
 RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1 -C target-feature=+bulk-memory
 # The Debian packages the C and Rust builds need (bookworm names).
-SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32
+SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32
 
 all: cli hooks
 
 ## deps: install what the build needs beyond Go: wabt for WAT fixtures, and
-## Debian's clang, lld, wasi-libc, rustc and its wasm32 standard library for
+## Debian's clang, lld, wasi-libc, rustc, cargo and its wasm32 standard library for
 ## the C and Rust hooks (about 20 s on a fresh bookworm machine), and npm's
 ## AssemblyScript into sdk/assemblyscript (npm ci, about 2 s).
 deps:

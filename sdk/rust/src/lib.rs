@@ -43,8 +43,9 @@
 //!   -C panic=abort -C lto -C strip=symbols --extern wasmhooks=libwasmhooks.rlib -o hook.wasm hook.rs
 //! ```
 //!
-//! or with cargo (Debian's cargo works offline: the crate has no
-//! dependencies): `cargo build --release --target wasm32-unknown-unknown`.
+//! or with Debian's cargo, offline (the crate has no dependencies; Cargo.toml
+//! holds the size flags as its release profile):
+//! `RUSTC=/usr/bin/rustc cargo build --offline --release --target wasm32-unknown-unknown`.
 
 pub mod json;
 pub mod regex;
