@@ -90,8 +90,9 @@ test-corpus: hooks
 	  for w in $(BUILD)/hooks/$$h.wasm $(BUILD)/hooks/$$h-c.wasm $(BUILD)/hooks/$$h-rust.wasm $(BUILD)/hooks/$$h-as.wasm; do \
 	    [ -f $$w ] || continue; $(CLI) test --hook $$w testdata/corpus/$$h || exit 1; done; done
 
-## test-sdks: the C and Rust SDKs' native unit tests (their test doubles).
-test-sdks:
+## test-sdks: the C and Rust SDKs' native unit tests (their test doubles), and
+## the AssemblyScript ports over the corpus under Node's mock host.
+test-sdks: $(addprefix $(BUILD)/hooks/,$(addsuffix -as.wasm,$(AS_HOOKS)))
 	@mkdir -p $(BUILD)/sdk-test
 	$(CLANG) -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Isdk/c -o $(BUILD)/sdk-test/c sdk/c/test/sdk_test.c && $(BUILD)/sdk-test/c
 	@for h in $(C_HOOKS); do \
@@ -99,6 +100,8 @@ test-sdks:
 	  $(CLANG) -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Isdk/c \
 	    -include hooks-examples/$$h/c/hook.c -o $(BUILD)/sdk-test/corpus-$$h sdk/c/test/corpus_native.c && \
 	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)/sdk-test/corpus-$$h testdata/corpus/$$h/*.json || exit 1; done
+	@for h in $(AS_HOOKS); do \
+	  node sdk/assemblyscript/test/corpus.mjs $(BUILD)/hooks/$$h-as.wasm testdata/corpus/$$h || exit 1; done
 	@if [ -f sdk/rust/src/lib.rs ]; then \
 	  $(RUSTC) --edition=2021 --test --crate-name=wasmhooks -o $(BUILD)/sdk-test/rust sdk/rust/src/lib.rs && $(BUILD)/sdk-test/rust -q; fi
 

@@ -15,5 +15,5 @@ import "embed"
 //
 //go:embed go.mod abi/*.go sdk/*.go sdk/internal/hostcall/*.go sdk/sdktest/*.go
 //go:embed sdk/c/*.h sdk/rust/src/*.rs sdk/rust/Cargo.toml
-//go:embed sdk/assemblyscript/assembly/*.ts sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json
+//go:embed sdk/assemblyscript/assembly/*.ts sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json sdk/assemblyscript/test/*.mjs
 var SDKFiles embed.FS

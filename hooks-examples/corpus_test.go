@@ -16,6 +16,7 @@ package examples_test
 // by skipping (make deps installs the toolchains, see the Makefile).
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -303,6 +304,44 @@ func runCase(t *testing.T, rt *runtime.Runtime, mod *runtime.Module, hook, lang 
 		return false
 	}
 	return true
+}
+
+// TestAssemblyScriptMockHost: every AssemblyScript port passes the shared
+// corpus under Node with the SDK's test double (sdk/assemblyscript/test:
+// mockhost.mjs, a JavaScript host_call; corpus.mjs, the cases' replies and
+// grants), as the C ports do natively (make test-sdks).
+func TestAssemblyScriptMockHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	as := languages()[3]
+	if m := as.missing(); m != "" {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatalf("toolchain for %s missing under CI: %s", as.name, m)
+		}
+		t.Skipf("toolchain for %s missing: %s", as.name, m)
+	}
+	dir := t.TempDir()
+	hooks, err := filepath.Glob(filepath.Join(repoRoot(), "hooks-examples", "*", "assemblyscript", "hook.ts"))
+	if err != nil || len(hooks) == 0 {
+		t.Fatalf("no AssemblyScript ports: %v", err)
+	}
+	for _, src := range hooks {
+		hook := filepath.Base(filepath.Dir(filepath.Dir(src)))
+		t.Run(hook, func(t *testing.T) {
+			out := filepath.Join(dir, hook+".wasm")
+			if err := as.build(filepath.Dir(filepath.Dir(src)), out); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("node", filepath.Join("sdk", "assemblyscript", "test", "corpus.mjs"), out, filepath.Join("testdata", "corpus", hook))
+			cmd.Dir = repoRoot()
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, b)
+			}
+			t.Logf("%s", bytes.TrimSpace(b))
+		})
+	}
 }
 
 // TestLargeMessageWithinDefaultFuel: the Go hook redacts a 1023 KiB message
