@@ -46,6 +46,8 @@ function compileAll(pats: Uint8Array[]): Regex[] | null {
 }
 
 let res: Regex[] = [];
+let defaultRes: Regex[] | null = null;
+let replacementText: string = "";
 let replacement: Uint8Array = new Uint8Array(0);
 let count = 0;
 
@@ -115,14 +117,21 @@ function decide(inv: Invocation): Decision {
   const repl = inv.settingString("replacement", "[REDACTED]");
   const err = inv.settingError;
   if (err !== null) return Fail(err);
-  let all: Uint8Array[] = [];
-  if (pats === null) { for (let i = 0; i < DEFAULT_PATTERNS.length; i++) all.push(utf8(DEFAULT_PATTERNS[i])); }
-  else all = all.concat(pats);
-  if (extra !== null) all = all.concat(extra);
-  const compiled = compileAll(all);
-  if (compiled === null) return Fail(compileFailure);
-  res = compiled;
-  replacement = utf8(repl);
+  // The default list, compiled once: no UTF-8 copies to make and compare.
+  const defaults = pats === null && (extra === null || extra.length == 0);
+  if (defaults && defaultRes !== null) {
+    res = defaultRes!;
+  } else {
+    let all: Uint8Array[] = [];
+    if (pats === null) { for (let i = 0; i < DEFAULT_PATTERNS.length; i++) all.push(utf8(DEFAULT_PATTERNS[i])); }
+    else all = all.concat(pats);
+    if (extra !== null) all = all.concat(extra);
+    const compiled = compileAll(all);
+    if (compiled === null) return Fail(compileFailure);
+    res = compiled;
+    if (defaults) defaultRes = compiled;
+  }
+  if (repl != replacementText) { replacementText = repl; replacement = utf8(repl); }
   count = 0;
   const v = inv.primaryValue();
   if (v === null) return Continue();

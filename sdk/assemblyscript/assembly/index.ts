@@ -158,8 +158,23 @@ export class Value {
   }
   get(key: string): Value | null {
     if (this.kind != JOBJECT) return null;
-    const k = utf8(key);
-    for (let i = 0; i < this.keys.length; i++) if (bytesEqual(this.keys[i], k)) return this.items[i];
+    // An ASCII key (all of the ABI's, most settings') is compared as it
+    // is: no UTF-8 copy to allocate on every look-up.
+    const n = key.length;
+    let ascii = true;
+    for (let j = 0; j < n; j++) if (<u32>key.charCodeAt(j) >= 0x80) { ascii = false; break; }
+    if (!ascii) {
+      const k = utf8(key);
+      for (let i = 0; i < this.keys.length; i++) if (bytesEqual(this.keys[i], k)) return this.items[i];
+      return null;
+    }
+    for (let i = 0; i < this.keys.length; i++) {
+      const kb = unchecked(this.keys[i]);
+      if (kb.length != n) continue;
+      let j = 0;
+      while (j < n && <u32>unchecked(kb[j]) == <u32>key.charCodeAt(j)) j++;
+      if (j == n) return unchecked(this.items[i]);
+    }
     return null;
   }
   isString(): bool { return this.kind == JSTRING; }
@@ -276,14 +291,18 @@ class Parser {
   // string parses the string at this.i (the opening quote) into UTF-8 bytes.
   string(): Uint8Array | null {
     this.i++;
+    // The common case, a string without escapes: one copy, no buffer.
+    const first = this.i;
+    this.i = plainRun(this.b, this.i, this.b.length);
+    if (this.i < this.b.length && unchecked(this.b[this.i]) == 0x22) {
+      this.i++;
+      return this.b.slice(first, this.i - 1);
+    }
+    this.i = first;
     const out = new Bytes();
     while (true) {
       const start = this.i;
-      while (this.i < this.b.length) {
-        const c = unchecked(this.b[this.i]);
-        if (c == 0x22 || c == 0x5c || c < 0x20) break;
-        this.i++;
-      }
+      this.i = plainRun(this.b, this.i, this.b.length);
       out.slice(this.b, start, this.i);
       if (this.i >= this.b.length) { this.fail("unterminated string"); return null; }
       const c = this.b[this.i];
@@ -341,14 +360,39 @@ export function lastJSONError(): string {
 
 const HEX = "0123456789abcdef";
 
+// plainRun returns the index of the first byte of b[from:n] that a JSON
+// string cannot hold as it is ('"', '\\' or a control character), or n:
+// eight bytes at a time (SWAR), as a loop per byte costs several times the
+// instructions in wasm.
+export function plainRun(b: Uint8Array, from: i32, n: i32): i32 {
+  const ONES: u64 = 0x0101010101010101;
+  const HIGHS: u64 = 0x8080808080808080;
+  const base = b.dataStart;
+  let i = from;
+  while (i + 8 <= n) {
+    const v = load<u64>(base + <usize>i);
+    const q = v ^ (ONES * 0x22), e = v ^ (ONES * 0x5c);
+    if ((((v - ONES * 0x20) & ~v) | ((q - ONES) & ~q) | ((e - ONES) & ~e)) & HIGHS) break;
+    i += 8;
+  }
+  while (i < n) {
+    const c = load<u8>(base + <usize>i);
+    if (c == 0x22 || c == 0x5c || c < 0x20) break;
+    i++;
+  }
+  return i;
+}
+
 // writeString appends UTF-8 bytes s[start:end] as a JSON string literal.
 export function writeString(out: Bytes, s: Uint8Array, start: i32 = 0, end: i32 = -1): void {
   if (end < 0) end = s.length;
   out.byte(0x22);
   let run = start;
+  out.grow(end - start + 2);
   for (let i = start; i < end; i++) {
+    i = plainRun(s, i, end);
+    if (i >= end) break;
     const c = unchecked(s[i]);
-    if (c >= 0x20 && c != 0x22 && c != 0x5c) continue;
     out.slice(s, run, i);
     run = i + 1;
     if (c == 0x22) { out.byte(0x5c); out.byte(0x22); }
