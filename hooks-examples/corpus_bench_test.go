@@ -115,3 +115,59 @@ func BenchmarkLoadCold(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRedactFloor: what any C hook pays on the 1 KiB redaction's input
+// before it scans a byte, to read the ratios to native Go against: "take"
+// takes and decodes the invocation and continues; "copy" also returns the
+// primary text unchanged as a modify (the same output size as a redaction).
+// The rest of a redaction's time is its scanning and output.
+func BenchmarkRedactFloor(b *testing.B) {
+	c := languages()[1]
+	if m := c.missing(); m != "" {
+		b.Skipf("toolchain for C missing: %s", m)
+	}
+	req := runtime.Request{Tenant: "bench", Hook: "floor", Point: "message.outbound",
+		Context: map[string]any{"incoming": "hi", "outgoing": largeUnit}}
+	dir := b.TempDir()
+	for _, f := range []struct{ name, handler string }{
+		{"take", "(void)inv; return wh_continue();"},
+		{"copy", "wh_buf out = {0}; wh_buf_json_string(&out, inv->primary_text, inv->primary_len); " +
+			"return wh_modify_json(NULL, out.p, out.n);"},
+	} {
+		b.Run(f.name, func(b *testing.B) {
+			hookDir := filepath.Join(dir, f.name)
+			src := "#include \"wasmhooks.h\"\nstatic wh_decision wh_handle(wh_invocation *inv) { " + f.handler + " }\n"
+			if err := os.MkdirAll(filepath.Join(hookDir, "c"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(hookDir, "c", "hook.c"), []byte(src), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			out := filepath.Join(dir, f.name+".wasm")
+			if err := c.build(hookDir, out); err != nil {
+				b.Fatal(err)
+			}
+			wasm, err := os.ReadFile(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			rt, err := runtime.New(ctx, runtime.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rt.Close(ctx)
+			m, err := rt.Load(ctx, wasm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var res runtime.Result
+			for b.Loop() {
+				if err := rt.InvokeInto(ctx, m, req, &res); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(res.FuelUsed), "fuel/op")
+		})
+	}
+}

@@ -117,9 +117,13 @@ export const JOBJECT: i32 = 6;
 
 // A JSON value. Strings (and keys) are kept as UTF-8 bytes; numbers as
 // written.
+const NO_BYTES = new Uint8Array(0);
+
 export class Value {
   kind: i32 = JNULL;
-  bytes: Uint8Array = new Uint8Array(0); // string (unescaped) or number text
+  // string (unescaped) or number text. Empty values share one empty array
+  // (it holds nothing to change; a value gets its own by assignment).
+  bytes: Uint8Array = NO_BYTES;
   items: Value[] = [];                   // array elements, or object values
   keys: Uint8Array[] = [];               // object keys, in document order
 
@@ -716,6 +720,8 @@ export function handle(inLen: u32, decide: (inv: Invocation) => Decision): u64 {
   if (d.action == FAIL) { lastFailure = d.reason; return 0; }
   const out = new Bytes();
   if (!encode(d, inv.point, out)) { lastFailure = "the decision cannot be encoded at " + inv.point; return 0; }
-  output = out.bytes();
-  return (<u64>output.dataStart << 32) | <u64>output.length;
+  // The buffer itself is the output (no copy): it lives until the next
+  // invocation replaces it, after the host has copied it.
+  output = out.data;
+  return (<u64>output.dataStart << 32) | <u64>out.n;
 }
