@@ -287,10 +287,9 @@ pub fn plain_run(b: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let mut i = 0;
-    while i + 8 <= b.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[i..i + 8]);
-        let v = u64::from_le_bytes(w);
+    // chunks_exact: each chunk is one unaligned 8-byte load, no bounds check.
+    for chunk in b.chunks_exact(8) {
+        let v = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
         let (q, e) = (v ^ (ONES * b'"' as u64), v ^ (ONES * b'\\' as u64));
         let hit = (v.wrapping_sub(ONES * 0x20) & !v) | (q.wrapping_sub(ONES) & !q) | (e.wrapping_sub(ONES) & !e);
         if hit & HIGHS != 0 {
@@ -298,10 +297,10 @@ pub fn plain_run(b: &[u8]) -> usize {
         }
         i += 8;
     }
-    while i < b.len() && b[i] != b'"' && b[i] != b'\\' && b[i] >= 0x20 {
-        i += 1;
+    match b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20) {
+        Some(k) => i + k,
+        None => b.len(),
     }
-    i
 }
 
 /// Appends v as compact JSON.

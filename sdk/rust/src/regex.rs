@@ -118,20 +118,19 @@ pub fn find2(s: &[u8], a: u8, b: u8) -> usize {
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let (ma, mb) = (ONES * a as u64, ONES * b as u64);
     let mut i = 0;
-    while i + 8 <= s.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[i..i + 8]);
-        let v = u64::from_le_bytes(w);
+    // chunks_exact: each chunk is one unaligned 8-byte load, no bounds check.
+    for chunk in s.chunks_exact(8) {
+        let v = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
         let (x, y) = (v ^ ma, v ^ mb);
         if ((x.wrapping_sub(ONES) & !x) | (y.wrapping_sub(ONES) & !y)) & HIGHS != 0 {
             break;
         }
         i += 8;
     }
-    while i < s.len() && s[i] != a && s[i] != b {
-        i += 1;
+    match s[i..].iter().position(|&c| c == a || c == b) {
+        Some(k) => i + k,
+        None => s.len(),
     }
-    i
 }
 
 /// A match: the whole span, and the "secret" group's span if it took part.
@@ -775,7 +774,8 @@ impl Regex {
                 return None;
             }
         }
-        let mut slots = vec![-1isize; self.nslots];
+        // Allocated at the first candidate position: most calls find none.
+        let mut slots: Vec<isize> = Vec::new();
         let mut stack = Vec::new();
         let mut p = from;
         while p <= s.len() {
@@ -791,6 +791,9 @@ impl Regex {
                 }
             }
             if self.first_any || (p < s.len() && self.first[s[p] as usize]) {
+                if slots.is_empty() {
+                    slots = vec![-1isize; self.nslots];
+                }
                 if self.run(s, p, &mut slots, &mut stack) {
                     let secret = if slots[2] >= 0 { Some((slots[2] as usize, slots[3] as usize)) } else { None };
                     return Some(Match { start: slots[0] as usize, end: slots[1] as usize, secret });
