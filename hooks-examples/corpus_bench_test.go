@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -116,58 +117,102 @@ func BenchmarkLoadCold(b *testing.B) {
 	}
 }
 
-// BenchmarkRedactFloor: what any C hook pays on the 1 KiB redaction's input
-// before it scans a byte, to read the ratios to native Go against: "take"
-// takes and decodes the invocation and continues; "copy" also returns the
-// primary text unchanged as a modify (the same output size as a redaction).
-// The rest of a redaction's time is its scanning and output.
+// BenchmarkRedactFloor: what a hook pays on the 1 KiB redaction's input
+// before it scans a byte, per SDK, to read the ratios to native Go
+// against: "take" takes and decodes the invocation and continues; "copy"
+// also returns the primary text unchanged as a modify with a reason (the
+// output of a redaction, without the scanning).
 func BenchmarkRedactFloor(b *testing.B) {
-	c := languages()[1]
-	if m := c.missing(); m != "" {
-		b.Skipf("toolchain for C missing: %s", m)
+	sdk := filepath.Join(repoRoot(), "sdk", "assemblyscript", "assembly", "index")
+	floors := map[string]map[string]string{
+		"c": {
+			"take": "#include \"wasmhooks.h\"\nstatic wh_decision wh_handle(wh_invocation *inv) { (void)inv; return wh_continue(); }\n",
+			"copy": "#include \"wasmhooks.h\"\nstatic wh_decision wh_handle(wh_invocation *inv) {\n" +
+				"\twh_buf out = {0};\n\twh_buf_json_string(&out, inv->primary_text, inv->primary_len);\n" +
+				"\twh_decision d = wh_modify_json(NULL, out.p, out.n);\n\td.reason = \"redacted 1 secret\";\n\treturn d;\n}\n",
+		},
+		"rust": {
+			"take": "use wasmhooks::{hook, Decision, Invocation};\nfn handle(_inv: &mut Invocation) -> Result<Decision, String> { Ok(Decision::continue_()) }\nhook!(handle);\n",
+			"copy": "use wasmhooks::{hook, Decision, Invocation};\nfn handle(inv: &mut Invocation) -> Result<Decision, String> {\n" +
+				"    let v = inv.primary_value().cloned().unwrap_or(wasmhooks::json::Value::Null);\n" +
+				"    Ok(Decision::modify_primary(v).with_reason(\"redacted 1 secret\"))\n}\nhook!(handle);\n",
+		},
+		"assemblyscript": {
+			"take": "import { handle, Invocation, Decision, Continue } from \"SDK\";\n" +
+				"function decide(inv: Invocation): Decision { return Continue(); }\n" +
+				"export function hook_v1_handle(inLen: u32): u64 { return handle(inLen, decide); }\n",
+			"copy": "import { handle, Invocation, Decision, Continue, ModifyPrimary } from \"SDK\";\n" +
+				"function decide(inv: Invocation): Decision {\n  const v = inv.primaryValue();\n  if (v === null) return Continue();\n" +
+				"  return ModifyPrimary(v).withReason(\"redacted 1 secret\");\n}\n" +
+				"export function hook_v1_handle(inLen: u32): u64 { return handle(inLen, decide); }\n",
+		},
 	}
 	req := runtime.Request{Tenant: "bench", Hook: "floor", Point: "message.outbound",
 		Context: map[string]any{"incoming": "hi", "outgoing": largeUnit}}
-	dir := b.TempDir()
-	for _, f := range []struct{ name, handler string }{
-		{"take", "(void)inv; return wh_continue();"},
-		{"copy", "wh_buf out = {0}; wh_buf_json_string(&out, inv->primary_text, inv->primary_len); " +
-			"return wh_modify_json(NULL, out.p, out.n);"},
-	} {
-		b.Run(f.name, func(b *testing.B) {
-			hookDir := filepath.Join(dir, f.name)
-			src := "#include \"wasmhooks.h\"\nstatic wh_decision wh_handle(wh_invocation *inv) { " + f.handler + " }\n"
-			if err := os.MkdirAll(filepath.Join(hookDir, "c"), 0o755); err != nil {
-				b.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(hookDir, "c", "hook.c"), []byte(src), 0o644); err != nil {
-				b.Fatal(err)
-			}
-			out := filepath.Join(dir, f.name+".wasm")
-			if err := c.build(hookDir, out); err != nil {
-				b.Fatal(err)
-			}
-			wasm, err := os.ReadFile(out)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			rt, err := runtime.New(ctx, runtime.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rt.Close(ctx)
-			m, err := rt.Load(ctx, wasm)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var res runtime.Result
-			for b.Loop() {
-				if err := rt.InvokeInto(ctx, m, req, &res); err != nil {
+	// Under the repository's build/ (ignored by git), not the system's
+	// temporary folder: asc names the SDK's abortHook by its path from the
+	// working directory, which must be the repository's.
+	if err := os.MkdirAll(filepath.Join(repoRoot(), "build"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(filepath.Join(repoRoot(), "build"), "floor-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	for _, lang := range languages()[1:] {
+		for _, name := range []string{"take", "copy"} {
+			b.Run(name+"/"+lang.name, func(b *testing.B) {
+				if m := lang.missing(); m != "" {
+					b.Skipf("toolchain for %s missing: %s", lang.name, m)
+				}
+				hookDir := filepath.Join(dir, name+"-"+lang.name)
+				srcPath := filepath.Join(hookDir, lang.src)
+				if err := os.MkdirAll(filepath.Dir(srcPath), 0o755); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(res.FuelUsed), "fuel/op")
-		})
+				rel, err := filepath.Rel(filepath.Dir(srcPath), sdk)
+				if err != nil {
+					b.Fatal(err)
+				}
+				src := strings.ReplaceAll(floors[lang.name][name], "SDK", filepath.ToSlash(rel))
+				if err := os.WriteFile(srcPath, []byte(src), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if lang.name == "rust" {
+					if err := buildRustSDK(hookDir); err != nil {
+						b.Fatal(err)
+					}
+				}
+				out := filepath.Join(hookDir, "hook.wasm")
+				if err := lang.build(hookDir, out); err != nil {
+					b.Fatal(err)
+				}
+				wasm, err := os.ReadFile(out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				rt, err := runtime.New(ctx, runtime.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer rt.Close(ctx)
+				m, err := rt.Load(ctx, wasm)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var res runtime.Result
+				for b.Loop() {
+					if err := rt.InvokeInto(ctx, m, req, &res); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if res.Failure != nil {
+					b.Fatalf("the floor hook failed: %v", res.Failure)
+				}
+				b.ReportMetric(float64(res.FuelUsed), "fuel/op")
+			})
+		}
 	}
 }
