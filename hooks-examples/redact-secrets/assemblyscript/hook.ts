@@ -83,6 +83,7 @@ function redactText(s: Uint8Array): Uint8Array {
     ends[j + 1] = b;
   }
   const out = new Bytes();
+  out.grow(s.length + 16 * replacement.length);
   let last = 0;
   let i = 0;
   while (i < starts.length) {

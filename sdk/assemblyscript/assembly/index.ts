@@ -124,8 +124,22 @@ export class Value {
   // string (unescaped) or number text. Empty values share one empty array
   // (it holds nothing to change; a value gets its own by assignment).
   bytes: Uint8Array = NO_BYTES;
-  items: Value[] = [];                   // array elements, or object values
-  keys: Uint8Array[] = [];               // object keys, in document order
+  // items: array elements, or object values; keys: object keys, in document
+  // order. Allocated at first use: a string or number never pays for them.
+  private _items: Value[] | null = null;
+  private _keys: Uint8Array[] | null = null;
+  get items(): Value[] {
+    let a = this._items;
+    if (a === null) { a = []; this._items = a; }
+    return a;
+  }
+  set items(a: Value[]) { this._items = a; }
+  get keys(): Uint8Array[] {
+    let a = this._keys;
+    if (a === null) { a = []; this._keys = a; }
+    return a;
+  }
+  set keys(a: Uint8Array[]) { this._keys = a; }
 
   static str(s: string): Value {
     const v = new Value();
@@ -455,8 +469,12 @@ export function primaryFieldOf(point: string): string {
 
 export class Invocation {
   point: string = "";
-  context: Value = Value.object();
-  settings: Value = Value.object();
+  context: Value;
+  settings: Value;
+  constructor(context: Value | null = null, settings: Value | null = null) {
+    this.context = context !== null ? context : Value.object();
+    this.settings = settings !== null ? settings : Value.object();
+  }
   hook: string = "";
   invocation: string = "";
   tenant: string = "";
@@ -538,11 +556,9 @@ export function decodeInvocation(doc: Uint8Array): Invocation | null {
   const c = v.get("context");
   if (p === null || p.kind != JSTRING) { decodeError = "the invocation has no point"; return null; }
   if (c === null || c.kind != JOBJECT) { decodeError = "the invocation's context is not an object"; return null; }
-  const inv = new Invocation();
-  inv.point = p.asString();
-  inv.context = c;
   const s = v.get("settings");
-  if (s !== null && s.kind == JOBJECT) inv.settings = s;
+  const inv = new Invocation(c, s !== null && s.kind == JOBJECT ? s : null);
+  inv.point = p.asString();
   const meta = v.get("meta");
   inv.hook = metaString(meta, "hook");
   inv.invocation = metaString(meta, "invocation");
