@@ -625,6 +625,23 @@ WH_API int wh__rrun(const wh_re *re, const char *s, size_t n, size_t start, int3
 	return 0;
 }
 
+/* wh_byteset: the bytes a text holds, found in one pass; wh_re_may_match
+ * then rules a pattern out without scanning the text for its required bytes
+ * again (ten patterns over one text: one pass instead of one or two each). */
+typedef struct { uint8_t has[256]; } wh_byteset;
+WH_API void wh_byteset_of(wh_byteset *set, const char *s, size_t n) {
+	memset(set->has, 0, sizeof set->has);
+	for (size_t i = 0; i < n; i++) set->has[(unsigned char)s[i]] = 1;
+}
+/* wh_re_may_match reports whether a match can exist in a text holding the
+ * bytes of set: 0 when a byte every match contains is absent, or every byte
+ * a match can start with (for a first-byte set of one or two ASCII bytes). */
+WH_API int wh_re_may_match(const wh_re *re, const wh_byteset *set) {
+	for (int i = 0; i < re->nrequired; i++)
+		if (!set->has[re->required[i]]) return 0;
+	return !re->nfirstb || set->has[re->firstb[0]] || set->has[re->firstb[1]];
+}
+
 /* wh_re_match finds the leftmost-first match in s[from..n) and sets
  * m[0], m[1] to its span and sub[0], sub[1] to the "secret" group's
  * (-1 if the group did not take part). Returns 1 on a match, 0 if none,

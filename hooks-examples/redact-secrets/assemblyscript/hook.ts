@@ -6,7 +6,7 @@ import {
   handle, Invocation, Decision, Continue, Fail, ModifyPrimary, Value, Bytes, utf8, bytesEqual,
   JSTRING, JARRAY, JOBJECT,
 } from "../../../sdk/assemblyscript/assembly/index";
-import { Regex, compileError, runeLen } from "../../../sdk/assemblyscript/assembly/regex";
+import { Regex, ByteSet, compileError, runeLen } from "../../../sdk/assemblyscript/assembly/regex";
 
 const DEFAULT_PATTERNS: string[] = [
   "-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\\s\\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
@@ -57,8 +57,12 @@ let count = 0;
 function redactText(s: Uint8Array): Uint8Array {
   const starts: i32[] = [];
   const ends: i32[] = [];
+  // One pass finds the bytes the text holds; a pattern whose required bytes
+  // are not all there is not run.
+  const set = ByteSet.of(s);
   for (let r = 0; r < res.length; r++) {
     const re = res[r];
+    if (!re.mayMatch(set)) continue;
     let from = 0;
     while (from <= s.length) {
       const m = re.findAt(s, from);

@@ -74,7 +74,12 @@ static int cmp_span(const void *a, const void *b) {
 static void redact_text(wh_buf *out, const char *s, size_t n) {
 	span *spans = NULL;
 	size_t ns = 0, cs = 0;
+	/* One pass finds the bytes the text holds; a pattern whose required
+	 * bytes are not all there is not run. */
+	wh_byteset set;
+	wh_byteset_of(&set, s, n);
 	for (int r = 0; r < nres; r++) {
+		if (!wh_re_may_match(res[r], &set)) continue;
 		size_t from = 0;
 		while (from <= n) {
 			long m[2], sub[2];

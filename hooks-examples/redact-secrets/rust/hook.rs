@@ -3,7 +3,7 @@
 //! written with the Rust SDK (sdk/rust) and its RE2-subset regexp.
 use std::cell::RefCell;
 use wasmhooks::json::Value;
-use wasmhooks::regex::Regex;
+use wasmhooks::regex::{ByteSet, Regex};
 use wasmhooks::{hook, Decision, Invocation};
 
 const DEFAULT_PATTERNS: [&str; 10] = [
@@ -87,7 +87,13 @@ impl<'a> Redactor<'a> {
     fn text(&mut self, s: &str) -> String {
         let b = s.as_bytes();
         let mut spans: Vec<(usize, usize)> = Vec::new();
+        // One pass finds the bytes the text holds; a pattern whose required
+        // bytes are not all there is not run.
+        let set = ByteSet::of(b);
         for re in self.res {
+            if !re.may_match(&set) {
+                continue;
+            }
             for m in re.find_all(b) {
                 let sp = match (re.has_secret, m.secret) {
                     (true, Some(sec)) => sec,

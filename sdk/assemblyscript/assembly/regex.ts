@@ -559,6 +559,14 @@ export class Regex {
     return false;
   }
 
+  // mayMatch reports whether a match can exist in a text holding the bytes
+  // of set: false when a byte every match contains is absent, or every byte
+  // a match can start with (for a first-byte set of one or two ASCII bytes).
+  mayMatch(set: ByteSet): bool {
+    for (let i = 0; i < this.required.length; i++) if (!set.has(unchecked(this.required[i]))) return false;
+    return this.nfirst == 0 || set.has(this.first0) || set.has(this.first1);
+  }
+
   // findAt returns the leftmost-first match in s[from:], or null.
   findAt(s: Uint8Array, from: i32): Match | null {
     const n = s.length;
@@ -618,4 +626,19 @@ export function find2(s: Uint8Array, from: i32, n: i32, a: u8, b: u8): i32 {
     i++;
   }
   return i;
+}
+
+// ByteSet: the bytes a text holds, found in one pass; Regex.mayMatch then
+// rules a pattern out without scanning the text for its required bytes
+// again (ten patterns over one text: one pass instead of one or two each).
+export class ByteSet {
+  bits: StaticArray<bool> = new StaticArray<bool>(256);
+  static of(s: Uint8Array): ByteSet {
+    const set = new ByteSet();
+    const bits = set.bits;
+    const base = s.dataStart;
+    for (let i = 0; i < s.length; i++) unchecked(bits[load<u8>(base + <usize>i)] = true);
+    return set;
+  }
+  has(b: u8): bool { return unchecked(this.bits[b]); }
 }

@@ -207,7 +207,31 @@ static void test_swar(void) {
 	}
 }
 
+/* wh_re_may_match rules a pattern out only when the text lacks a byte every
+ * match contains, or every byte a match can start with. */
+static void test_may_match(void) {
+	const char *err;
+	wh_byteset set;
+	const char *skp = "\\bsk-[A-Za-z0-9]{4,}", *bp = "(?i)\\bbearer\\s+\\w+";
+	wh_re *sk = wh_re_compile(skp, strlen(skp), &err);
+	wh_re *bearer = wh_re_compile(bp, strlen(bp), &err);
+	wh_re *any = wh_re_compile("x*", 2, &err);
+	CHECK(sk && bearer && any, "compile");
+	if (!sk || !bearer || !any) return;
+	wh_byteset_of(&set, "ask me", 6);
+	CHECK(!wh_re_may_match(sk, &set), "sk- without '-'");
+	wh_byteset_of(&set, "key sk-abcd", 11);
+	CHECK(wh_re_may_match(sk, &set), "sk- present");
+	wh_byteset_of(&set, "no such word here", 17);
+	CHECK(!wh_re_may_match(bearer, &set), "bearer without b or B");
+	wh_byteset_of(&set, "Bearer abc", 10);
+	CHECK(wh_re_may_match(bearer, &set), "Bearer present");
+	wh_byteset_of(&set, "", 0);
+	CHECK(wh_re_may_match(any, &set), "an empty match needs nothing");
+}
+
 int main(void) {
+	test_may_match();
 	test_swar();
 	test_json();
 	test_handle();

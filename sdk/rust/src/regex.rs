@@ -110,6 +110,26 @@ pub struct Regex {
     required: Vec<u8>,
 }
 
+/// The bytes a text holds, found in one pass: `Regex::may_match` then rules
+/// a pattern out without scanning the text for its required bytes again
+/// (ten patterns over one text: one pass instead of one or two each).
+pub struct ByteSet([bool; 256]);
+
+impl ByteSet {
+    /// The set of the bytes of s.
+    pub fn of(s: &[u8]) -> ByteSet {
+        let mut set = [false; 256];
+        for &c in s {
+            set[c as usize] = true;
+        }
+        ByteSet(set)
+    }
+    /// Whether b occurs.
+    pub fn has(&self, b: u8) -> bool {
+        self.0[b as usize]
+    }
+}
+
 /// find2 returns the index of the first byte of s equal to a or b, or
 /// s.len(): eight bytes at a time (SWAR), as wasm has no vector memchr and
 /// a loop per byte costs several times the instructions.
@@ -765,6 +785,16 @@ impl Regex {
             }
         }
         false
+    }
+
+    /// Whether a match can exist in a text holding the bytes of set: false
+    /// when a byte every match contains is absent, or every byte a match
+    /// can start with (for a first-byte set of one or two ASCII bytes).
+    pub fn may_match(&self, set: &ByteSet) -> bool {
+        if !self.required.iter().all(|&b| set.has(b)) {
+            return false;
+        }
+        self.nfirstb == 0 || set.has(self.firstb[0]) || set.has(self.firstb[1])
     }
 
     /// The leftmost-first match in s[from..], as Go's regexp finds it.

@@ -141,3 +141,18 @@ fn swar_scanners() {
         assert_eq!(crate::regex::find2(s, a, b), want, "find2 {:?} {} {}", s, a, b);
     }
 }
+
+/// may_match rules a pattern out only when the text lacks a byte every
+/// match contains, or every byte a match can start with.
+#[test]
+fn may_match() {
+    use crate::regex::ByteSet;
+    let sk = Regex::new(r"\bsk-[A-Za-z0-9]{4,}").unwrap();
+    assert!(!sk.may_match(&ByteSet::of(b"ask me")), "no '-'");
+    assert!(sk.may_match(&ByteSet::of(b"key sk-abcd")));
+    let bearer = Regex::new(r"(?i)\bbearer\s+\w+").unwrap();
+    assert!(!bearer.may_match(&ByteSet::of(b"no such word here")), "no b or B");
+    assert!(bearer.may_match(&ByteSet::of(b"Bearer abc")));
+    let any = Regex::new(r"x*").unwrap();
+    assert!(any.may_match(&ByteSet::of(b"")), "an empty match needs nothing");
+}
