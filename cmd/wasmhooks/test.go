@@ -101,6 +101,9 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wasmhooks test: the host refused %s: %v\n", *hookPath, err)
 		return exitRefused
 	}
+	if mod.Manifest() == nil {
+		fmt.Fprintf(stderr, "wasmhooks test: %s has no embedded manifest: the cases' settings are not checked against a settings_schema (wasmhooks manifest embed)\n", *hookPath)
+	}
 	passed, failed := 0, 0
 	for i, c := range cases {
 		if *only != "" && !strings.Contains(c.Name, *only) && !strings.Contains(c.File, *only) {

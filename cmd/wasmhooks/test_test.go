@@ -42,8 +42,8 @@ func TestTestCommand(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%s: exit %d\n%s%s", hook, code, stdout.String(), stderr.String())
 		}
-		if !strings.HasPrefix(stdout.String(), "ok: ") {
-			t.Errorf("%s: %s", hook, stdout.String())
+		if !strings.HasPrefix(stdout.String(), "ok: ") || !strings.Contains(stderr.String(), "no embedded manifest") {
+			t.Errorf("%s: %s%s", hook, stdout.String(), stderr.String())
 		}
 	}
 
