@@ -288,7 +288,7 @@ class Parser {
     }
     const v = new Value();
     v.kind = JNUMBER;
-    v.bytes = this.b.slice(s, this.i);
+    v.bytes = this.b.subarray(s, this.i);
     return v;
   }
   hex4(): i32 {
@@ -309,12 +309,13 @@ class Parser {
   // string parses the string at this.i (the opening quote) into UTF-8 bytes.
   string(): Uint8Array | null {
     this.i++;
-    // The common case, a string without escapes: one copy, no buffer.
+    // The common case, a string without escapes: a view of the document,
+    // no copy (one object for the collector instead of two).
     const first = this.i;
     this.i = plainRun(this.b, this.i, this.b.length);
     if (this.i < this.b.length && unchecked(this.b[this.i]) == 0x22) {
       this.i++;
-      return this.b.slice(first, this.i - 1);
+      return this.b.subarray(first, this.i - 1);
     }
     this.i = first;
     const out = new Bytes();
@@ -475,9 +476,19 @@ export class Invocation {
     this.context = context !== null ? context : Value.object();
     this.settings = settings !== null ? settings : Value.object();
   }
-  hook: string = "";
-  invocation: string = "";
-  tenant: string = "";
+  // meta's hook, invocation and tenant, decoded when first read (most
+  // hooks never read them: no UTF-16 copies to make and collect).
+  private _meta: Value | null = null;
+  private _hook: string | null = null;
+  private _invocation: string | null = null;
+  private _tenant: string | null = null;
+  get hook(): string { let v = this._hook; if (v === null) { v = metaString(this._meta, "hook"); this._hook = v; } return v; }
+  set hook(v: string) { this._hook = v; }
+  get invocation(): string { let v = this._invocation; if (v === null) { v = metaString(this._meta, "invocation"); this._invocation = v; } return v; }
+  set invocation(v: string) { this._invocation = v; }
+  get tenant(): string { let v = this._tenant; if (v === null) { v = metaString(this._meta, "tenant"); this._tenant = v; } return v; }
+  set tenant(v: string) { this._tenant = v; }
+  setMeta(meta: Value | null): void { this._meta = meta; }
   // settingError is set by the first setting accessor that found a value of
   // the wrong type (the Go SDK's SettingsErr).
   settingError: string | null = null;
@@ -560,9 +571,7 @@ export function decodeInvocation(doc: Uint8Array): Invocation | null {
   const inv = new Invocation(c, s !== null && s.kind == JOBJECT ? s : null);
   inv.point = p.asString();
   const meta = v.get("meta");
-  inv.hook = metaString(meta, "hook");
-  inv.invocation = metaString(meta, "invocation");
-  inv.tenant = metaString(meta, "tenant");
+  inv.setMeta(meta);
   return inv;
 }
 
