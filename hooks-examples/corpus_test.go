@@ -29,6 +29,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/internal/hookcase"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -291,7 +292,7 @@ func TestCorpus(t *testing.T) {
 
 func runCase(t *testing.T, rt *runtime.Runtime, mod *runtime.Module, hook, lang string, manifest *abi.Manifest, c *hookcase.Case) bool {
 	t.Helper()
-	out := hookcase.Run(context.Background(), rt, mod, c, hook+"/"+lang+"/"+c.Name, manifest, runtime.Limits{})
+	out := hookcase.Run(context.Background(), rt, mod, c, hook+"/"+lang+"/"+c.Name, manifest, chain.ValidateSettings, runtime.Limits{})
 	if *update && lang == "go" && out.Got != nil && !c.Failure {
 		c.Want = out.Got
 		if err := c.Write(); err != nil {

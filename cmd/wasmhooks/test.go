@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/internal/hookcase"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -112,7 +113,7 @@ func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// Each case is its own hook (binding) to the runtime, so no warm
 		// instance carries one case's state (say, patterns compiled from its
 		// settings) into the next, as in a chain where bindings differ.
-		out := hookcase.Run(ctx, rt, mod, c, "case-"+strconv.Itoa(i), nil, runtime.Limits{Fuel: *fuel, Timeout: *timeout})
+		out := hookcase.Run(ctx, rt, mod, c, "case-"+strconv.Itoa(i), nil, chain.ValidateSettings, runtime.Limits{Fuel: *fuel, Timeout: *timeout})
 		msg := out.Problem
 		if *update && out.Got != nil && !c.Failure {
 			c.Want = out.Got

@@ -4,7 +4,8 @@
 // hooks-examples/corpus_test.go). It reads and writes case files, answers a
 // case's host calls from its mocked replies, and runs a case through the
 // real runtime, the hook's settings checked against its manifest's
-// settings_schema first, as a chain checks a binding's.
+// settings_schema first (by chain.ValidateSettings, passed in), as a chain
+// checks a binding's.
 package hookcase
 
 import (
@@ -21,7 +22,6 @@ import (
 	"sync"
 
 	"github.com/wasmhooks/wasmhooks/abi"
-	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -184,18 +184,27 @@ type Outcome struct {
 	Result *runtime.Result
 }
 
+// SettingsCheck checks settings against a manifest's settings_schema:
+// chain.ValidateSettings, which the caller passes (only the composition
+// root imports chain, internal/archtest).
+type SettingsCheck func(m *abi.Manifest, settings map[string]any) error
+
 // Run runs c through rt on mod. hook is the runtime's name of the binding
 // (a warm instance is kept per hook name, so give each case its own when
 // settings differ between cases, as bindings differ in a chain). manifest
 // is the hook's (nil: the one embedded in mod; none: settings unchecked).
-// A case whose settings the manifest's settings_schema refuses fails
-// without running, naming the case, unless it sets unchecked_settings.
-func Run(ctx context.Context, rt *runtime.Runtime, mod *runtime.Module, c *Case, hook string, manifest *abi.Manifest, limits runtime.Limits) Outcome {
+// A case whose settings check refuses (chain.ValidateSettings, as a chain
+// checks a binding's) fails without running, naming the case, unless it
+// sets unchecked_settings.
+func Run(ctx context.Context, rt *runtime.Runtime, mod *runtime.Module, c *Case, hook string, manifest *abi.Manifest, check SettingsCheck, limits runtime.Limits) Outcome {
 	if manifest == nil {
 		manifest = mod.Manifest()
 	}
 	if manifest != nil && !c.UncheckedSettings {
-		if err := chain.ValidateSettings(manifest, c.Settings); err != nil {
+		if check == nil {
+			return Outcome{Problem: "hookcase.Run without a settings check"}
+		}
+		if err := check(manifest, c.Settings); err != nil {
 			return Outcome{Problem: fmt.Sprintf("case %q (%s): the settings are refused as a chain would refuse them: %v "+
 				"(set \"unchecked_settings\": true to hand them to the hook anyway)", c.Name, c.File, err)}
 		}
