@@ -23,14 +23,14 @@ AS_HOOKS   := $(patsubst hooks-examples/%/assemblyscript/hook.ts,%,$(wildcard ho
 ASC        := sdk/assemblyscript/node_modules/.bin/asc
 ASFLAGS    := -O3 --noAssert --runtime incremental --use abort=sdk/assemblyscript/assembly/index/abortHook
 CLANG      ?= clang
-CFLAGS_WASM := --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Isdk/c -Wl,--strip-all
+CFLAGS_WASM := --target=wasm32-wasi -mexec-model=reactor -mbulk-memory -O2 -Wall -Werror -Isdk/c -Wl,--strip-all
 # Debian's rustc (/usr/bin) first: its wasm32 standard library comes from
 # libstd-rust-dev-wasm32; a rustup rustc on PATH may lack the target.
 RUSTC      ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rustc)
 RUST_TARGET := wasm32-unknown-unknown
-RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1
+RUSTFLAGS_WASM := --edition=2021 --target=$(RUST_TARGET) -C opt-level=3 -C panic=abort -C codegen-units=1 -C target-feature=+bulk-memory
 # The Debian packages the C and Rust builds need (bookworm names).
-SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc libstd-rust-dev-wasm32
+SDK_DEBS   := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32
 # Debian's chromium, for the operator console's browser tests
 # (server/console_browser_test.go, go test -run Console ./server/).
 BROWSER_DEBS := chromium
@@ -38,7 +38,7 @@ BROWSER_DEBS := chromium
 all: cli hooks
 
 ## deps: install what the build needs beyond Go: wabt for WAT fixtures, and
-## Debian's clang, lld, wasi-libc, rustc and its wasm32 standard library for
+## Debian's clang, lld, wasi-libc, rustc, cargo and its wasm32 standard library for
 ## the C and Rust hooks (about 20 s on a fresh bookworm machine), Debian's
 ## chromium for the console's browser tests, and npm's AssemblyScript into
 ## sdk/assemblyscript (npm ci, about 2 s).
@@ -94,8 +94,9 @@ test-corpus: hooks
 	  for w in $(BUILD)/hooks/$$h.wasm $(BUILD)/hooks/$$h-c.wasm $(BUILD)/hooks/$$h-rust.wasm $(BUILD)/hooks/$$h-as.wasm; do \
 	    [ -f $$w ] || continue; $(CLI) test --hook $$w testdata/corpus/$$h || exit 1; done; done
 
-## test-sdks: the C and Rust SDKs' native unit tests (their test doubles).
-test-sdks:
+## test-sdks: the C and Rust SDKs' native unit tests (their test doubles), and
+## the AssemblyScript ports over the corpus under Node's mock host.
+test-sdks: $(addprefix $(BUILD)/hooks/,$(addsuffix -as.wasm,$(AS_HOOKS)))
 	@mkdir -p $(BUILD)/sdk-test
 	$(CLANG) -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Isdk/c -o $(BUILD)/sdk-test/c sdk/c/test/sdk_test.c && $(BUILD)/sdk-test/c
 	@for h in $(C_HOOKS); do \
@@ -103,6 +104,8 @@ test-sdks:
 	  $(CLANG) -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Isdk/c \
 	    -include hooks-examples/$$h/c/hook.c -o $(BUILD)/sdk-test/corpus-$$h sdk/c/test/corpus_native.c && \
 	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)/sdk-test/corpus-$$h testdata/corpus/$$h/*.json || exit 1; done
+	@for h in $(AS_HOOKS); do \
+	  node sdk/assemblyscript/test/corpus.mjs $(BUILD)/hooks/$$h-as.wasm testdata/corpus/$$h || exit 1; done
 	@if [ -f sdk/rust/src/lib.rs ]; then \
 	  $(RUSTC) --edition=2021 --test --crate-name=wasmhooks -o $(BUILD)/sdk-test/rust sdk/rust/src/lib.rs && $(BUILD)/sdk-test/rust -q; fi
 

@@ -14,6 +14,6 @@ import "embed"
 // the AssemblyScript SDK, and go.mod (for its go directive).
 //
 //go:embed go.mod abi/*.go sdk/*.go sdk/internal/hostcall/*.go sdk/sdktest/*.go
-//go:embed sdk/c/*.h sdk/rust/src/*.rs
-//go:embed sdk/assemblyscript/assembly/*.ts sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json
+//go:embed sdk/c/*.h sdk/rust/src/*.rs sdk/rust/Cargo.toml
+//go:embed sdk/assemblyscript/assembly/*.ts sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json sdk/assemblyscript/test/*.mjs
 var SDKFiles embed.FS

@@ -46,10 +46,10 @@ var newLangs = map[string]struct {
 		"The Go SDK is the copy in `wasmhooks-sdk/`, which `go.mod` replaces the module with (the module path is not on the module proxy)."},
 	"c": {"C", [][2]string{{"sdk/c/wasmhooks.h", "wasmhooks.h"}, {"sdk/c/wasmhooks_regex.h", "wasmhooks_regex.h"}},
 		"The C SDK is `wasmhooks.h` (and `wasmhooks_regex.h`, Go's regular-expression syntax), written here."},
-	"rust": {"Rust", [][2]string{{"sdk/rust/src", "wasmhooks/src"}},
-		"The Rust SDK is the dependency-free crate source in `wasmhooks/src`, built by the Makefile with rustc (no crates registry)."},
-	"assemblyscript": {"AssemblyScript", [][2]string{{"sdk/assemblyscript/assembly", "wasmhooks/assembly"}},
-		"The AssemblyScript SDK is `wasmhooks/assembly`; the compiler comes from npm (`make` runs `npm install` once)."},
+	"rust": {"Rust", [][2]string{{"sdk/rust/src", "wasmhooks/src"}, {"sdk/rust/Cargo.toml", "wasmhooks/Cargo.toml"}},
+		"The Rust SDK is the dependency-free crate source in `wasmhooks/src`, built by the Makefile with rustc, or by Debian's cargo offline (`make cargo`; no crates registry)."},
+	"assemblyscript": {"AssemblyScript", [][2]string{{"sdk/assemblyscript/assembly", "wasmhooks/assembly"}, {"sdk/assemblyscript/test/mockhost.mjs", "wasmhooks/test/mockhost.mjs"}},
+		"The AssemblyScript SDK is `wasmhooks/assembly`; the compiler comes from npm (`make` runs `npm install` once). Its test double, `wasmhooks/test/mockhost.mjs`, runs `hook.wasm` under Node with a mock host_call (`hook.test.mjs`)."},
 }
 
 // newName is a new hook's name: it becomes a Go module path, a manifest

@@ -85,13 +85,35 @@ func TestNew(t *testing.T) {
 					vars = append(vars, "ASC="+asc)
 				}
 			}
-			for _, target := range []string{"all", "test"} {
+			targets := []string{"all", "test"}
+			if lang == "rust" {
+				// cargo's route last: the chain below runs the module
+				// Debian's cargo built offline, with Cargo.toml's profile.
+				if m := cargoMissing(); m != "" {
+					if underCI() {
+						t.Fatalf("cargo missing under CI: %s", m)
+					}
+					t.Logf("cargo's route not tested: %s", m)
+				} else {
+					targets = append(targets, "cargo")
+				}
+			}
+			for _, target := range targets {
 				cmd := exec.Command("make", append([]string{target}, vars...)...)
 				cmd.Dir = hook
 				cmd.Env = append(os.Environ(), "GOPROXY=off") // nothing is fetched for Go
 				if b, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("make %s: %v\n%s", target, err, b)
 				}
+			}
+			if targets[len(targets)-1] == "cargo" {
+				// lto and strip=symbols took: without them the module is
+				// several MB.
+				fi, err := os.Stat(filepath.Join(hook, "hook.wasm"))
+				if err != nil || fi.Size() > 300<<10 {
+					t.Fatalf("cargo's hook.wasm: %v, %d bytes (want under 300 KiB: the profile's lto and strip)", err, fi.Size())
+				}
+				t.Logf("cargo's hook.wasm: %d bytes", fi.Size())
 			}
 			input := filepath.Join(dir, lang+"-input.json")
 			if err := os.WriteFile(input, []byte(`{"incoming":"a banana split"}`), 0o644); err != nil {
@@ -109,6 +131,48 @@ func TestNew(t *testing.T) {
 				t.Errorf("run: %s", stdout.String())
 			}
 		})
+	}
+}
+
+// cargoMissing says why Debian's cargo (with Debian's rustc) cannot build
+// for wasm32-unknown-unknown here, or "".
+func cargoMissing() string {
+	if _, err := os.Stat("/usr/bin/cargo"); err != nil {
+		if _, err := exec.LookPath("cargo"); err != nil {
+			return "cargo is not installed (Debian: apt-get install cargo, or make deps)"
+		}
+	}
+	return newToolchain("rust")
+}
+
+// TestRustSDKCargo: the Rust SDK crate builds with Debian's cargo, offline
+// (no crates registry), for wasm32-unknown-unknown with its release profile.
+func TestRustSDKCargo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a crate")
+	}
+	if m := cargoMissing(); m != "" {
+		if underCI() {
+			t.Fatalf("cargo missing under CI: %s", m)
+		}
+		t.Skip(m)
+	}
+	cargo, rustc := "cargo", "rustc"
+	if _, err := os.Stat("/usr/bin/cargo"); err == nil {
+		cargo = "/usr/bin/cargo"
+	}
+	if _, err := os.Stat("/usr/bin/rustc"); err == nil {
+		rustc = "/usr/bin/rustc"
+	}
+	target := t.TempDir()
+	cmd := exec.Command(cargo, "build", "--offline", "--locked", "--release", "--target", "wasm32-unknown-unknown", "--target-dir", target)
+	cmd.Dir = filepath.Join("..", "..", "sdk", "rust")
+	cmd.Env = append(os.Environ(), "RUSTC="+rustc)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cargo build: %v\n%s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(target, "wasm32-unknown-unknown", "release", "libwasmhooks.rlib")); err != nil {
+		t.Fatal(err)
 	}
 }
 

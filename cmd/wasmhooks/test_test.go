@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // buildGoHook builds the Go example hook NAME (hooks-examples/NAME) into dir.
@@ -40,8 +42,8 @@ func TestTestCommand(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%s: exit %d\n%s%s", hook, code, stdout.String(), stderr.String())
 		}
-		if !strings.HasPrefix(stdout.String(), "ok: ") {
-			t.Errorf("%s: %s", hook, stdout.String())
+		if !strings.HasPrefix(stdout.String(), "ok: ") || !strings.Contains(stderr.String(), "no embedded manifest") {
+			t.Errorf("%s: %s%s", hook, stdout.String(), stderr.String())
 		}
 	}
 
@@ -86,6 +88,56 @@ func TestTestCommand(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(upd, "new.json"))
 	if err != nil || !strings.Contains(string(b), `"grants": []`) || !strings.Contains(string(b), `"action": "continue"`) {
 		t.Errorf("--update wrote %s, %v", b, err)
+	}
+
+	// With the manifest embedded, a case's settings are checked against its
+	// settings_schema as a chain checks a binding's: refused settings fail
+	// the case, named, without running the hook, and the whole corpus
+	// (whose cases that test the hook's own checks say unchecked_settings)
+	// still passes.
+	raw, err := os.ReadFile(filepath.Join(dir, "block-prompt-injection.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := os.ReadFile(filepath.Join("..", "..", "hooks-examples", "block-prompt-injection", "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded, err := runtime.EmbedManifest(raw, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withManifest := filepath.Join(dir, "bpi-manifest.wasm")
+	if err := os.WriteFile(withManifest, embedded, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	code = run(ctx, []string{"test", "--hook", withManifest, "--cache-dir", "", filepath.Join("..", "..", "testdata", "corpus", "block-prompt-injection")}, nil, &stdout, &stderr)
+	if code != exitOK {
+		t.Errorf("the corpus with the manifest embedded: exit %d\n%s", code, stdout.String())
+	}
+	settingsCases := filepath.Join(dir, "settings")
+	if err := os.Mkdir(settingsCases, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		// The hook would fail on it, as the case wants: the schema refuses it first.
+		"refused.json":   `{"name":"threshold as a word","point":"message.inbound","context":{"incoming":"hi"},"settings":{"threshold":"high"},"want_failure":true}`,
+		"unchecked.json": `{"point":"message.inbound","context":{"incoming":"hi"},"settings":{"threshold":"high"},"unchecked_settings":true,"want_failure":true}`,
+		"fine.json":      `{"point":"message.inbound","context":{"incoming":"hi"},"settings":{"threshold":2},"want":{"action":"continue"}}`,
+	} {
+		if err := os.WriteFile(filepath.Join(settingsCases, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout.Reset()
+	code = run(ctx, []string{"test", "--hook", withManifest, "--cache-dir", "", settingsCases}, nil, &stdout, &stderr)
+	out := stdout.String()
+	if code != exitRefused || !strings.Contains(out, `--- FAIL: threshold as a word`) ||
+		!strings.Contains(out, `case "threshold as a word"`) || !strings.Contains(out, "settings do not match the hook's settings_schema") ||
+		!strings.Contains(out, "/threshold") || strings.Contains(out, "FAIL: unchecked") || strings.Contains(out, "FAIL: fine") ||
+		!strings.Contains(out, "1 of 3 cases failed") {
+		t.Errorf("settings refused by the schema: exit %d\n%s%s", code, out, stderr.String())
 	}
 
 	// A misspelt field is an error, not a vacuous pass.

@@ -46,6 +46,8 @@ typedef struct {
 	int has_secret;
 	uint8_t first[256];    /* bytes a match can start with */
 	int first_any;         /* 1: no first-byte filter */
+	uint8_t firstb[2];     /* the first-byte set when it is one or two ASCII bytes */
+	int nfirstb;           /* 0: use first[] */
 	uint8_t required[16];  /* bytes every match contains */
 	int nrequired;
 	const char *err;
@@ -491,6 +493,27 @@ WH_API void wh__rfirst(wh_re *re) {
 		default: stack[sp++] = pc + 1;
 		}
 	}
+	int nb = 0;
+	for (int b = 0; b < 256 && nb <= 2; b++)
+		if (re->first[b]) { if (b >= 0x80) nb = 3; else if (nb < 2) re->firstb[nb++] = (uint8_t)b; else nb = 3; }
+	if (nb >= 1 && nb <= 2) { re->nfirstb = nb; if (nb == 1) re->firstb[1] = re->firstb[0]; }
+}
+
+/* wh__find2 returns the index of the first byte of s[0..n) equal to a or
+ * b, or n: eight bytes at a time (SWAR), as wasm has no vector memchr. */
+WH_API size_t wh__find2(const char *s, size_t n, unsigned char a, unsigned char b) {
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t ma = ones * a, mb = ones * b;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v;
+		memcpy(&v, s + i, 8);
+		uint64_t x = v ^ ma, y = v ^ mb;
+		if ((((x - ones) & ~x) | ((y - ones) & ~y)) & highs) break;
+	}
+	for (; i < n; i++)
+		if ((unsigned char)s[i] == a || (unsigned char)s[i] == b) break;
+	return i;
 }
 
 /* wh_re_compile compiles pattern; NULL and *err set on a syntax error. */
@@ -602,18 +625,44 @@ WH_API int wh__rrun(const wh_re *re, const char *s, size_t n, size_t start, int3
 	return 0;
 }
 
+/* wh_byteset: the bytes a text holds, found in one pass; wh_re_may_match
+ * then rules a pattern out without scanning the text for its required bytes
+ * again (ten patterns over one text: one pass instead of one or two each). */
+typedef struct { uint8_t has[256]; } wh_byteset;
+WH_API void wh_byteset_of(wh_byteset *set, const char *s, size_t n) {
+	memset(set->has, 0, sizeof set->has);
+	for (size_t i = 0; i < n; i++) set->has[(unsigned char)s[i]] = 1;
+}
+/* wh_re_may_match reports whether a match can exist in a text holding the
+ * bytes of set: 0 when a byte every match contains is absent, or every byte
+ * a match can start with (for a first-byte set of one or two ASCII bytes). */
+WH_API int wh_re_may_match(const wh_re *re, const wh_byteset *set) {
+	for (int i = 0; i < re->nrequired; i++)
+		if (!set->has[re->required[i]]) return 0;
+	return !re->nfirstb || set->has[re->firstb[0]] || set->has[re->firstb[1]];
+}
+
 /* wh_re_match finds the leftmost-first match in s[from..n) and sets
  * m[0], m[1] to its span and sub[0], sub[1] to the "secret" group's
  * (-1 if the group did not take part). Returns 1 on a match, 0 if none,
  * -1 if out of memory. */
 WH_API int wh_re_match(const wh_re *re, const char *s, size_t n, size_t from, long m[2], long sub[2]) {
 	for (int i = 0; i < re->nrequired; i++)
-		if (!memchr(s + from, re->required[i], n - from)) return 0;
+		if (wh__find2(s + from, n - from, re->required[i], re->required[i]) == n - from) return 0;
 	int32_t *slots = (int32_t *)wh_alloc(sizeof(int32_t) * (size_t)re->nslots);
 	int cap = 256;
 	wh__rframe *stk = (wh__rframe *)wh_alloc(sizeof *stk * (size_t)cap);
 	if (!slots || !stk) return -1;
 	for (size_t p = from; p <= n;) {
+		/* ASCII bytes no match starts with, skipped in a tight loop: the
+		 * step below would advance over each by one anyway. */
+		if (re->nfirstb) {
+			p += wh__find2(s + p, n - p, re->firstb[0], re->firstb[1]);
+			if (p >= n) break;
+		} else if (!re->first_any) {
+			unsigned char c;
+			while (p < n && (c = (unsigned char)s[p]) < 0x80 && !re->first[c]) p++;
+		}
 		if (re->first_any || (p < n && re->first[(unsigned char)s[p]])) {
 			int r = wh__rrun(re, s, n, p, slots, &stk, &cap);
 			if (r < 0) return -1;

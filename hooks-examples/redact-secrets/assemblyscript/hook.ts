@@ -6,7 +6,7 @@ import {
   handle, Invocation, Decision, Continue, Fail, ModifyPrimary, Value, Bytes, utf8, bytesEqual,
   JSTRING, JARRAY, JOBJECT,
 } from "../../../sdk/assemblyscript/assembly/index";
-import { Regex, compileError, runeLen } from "../../../sdk/assemblyscript/assembly/regex";
+import { Regex, ByteSet, compileError, runeLen } from "../../../sdk/assemblyscript/assembly/regex";
 
 const DEFAULT_PATTERNS: string[] = [
   "-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\\s\\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
@@ -46,6 +46,8 @@ function compileAll(pats: Uint8Array[]): Regex[] | null {
 }
 
 let res: Regex[] = [];
+let defaultRes: Regex[] | null = null;
+let replacementText: string = "";
 let replacement: Uint8Array = new Uint8Array(0);
 let count = 0;
 
@@ -55,8 +57,12 @@ let count = 0;
 function redactText(s: Uint8Array): Uint8Array {
   const starts: i32[] = [];
   const ends: i32[] = [];
+  // One pass finds the bytes the text holds; a pattern whose required bytes
+  // are not all there is not run.
+  const set = ByteSet.of(s);
   for (let r = 0; r < res.length; r++) {
     const re = res[r];
+    if (!re.mayMatch(set)) continue;
     let from = 0;
     while (from <= s.length) {
       const m = re.findAt(s, from);
@@ -81,6 +87,7 @@ function redactText(s: Uint8Array): Uint8Array {
     ends[j + 1] = b;
   }
   const out = new Bytes();
+  out.grow(s.length + 16 * replacement.length);
   let last = 0;
   let i = 0;
   while (i < starts.length) {
@@ -115,14 +122,21 @@ function decide(inv: Invocation): Decision {
   const repl = inv.settingString("replacement", "[REDACTED]");
   const err = inv.settingError;
   if (err !== null) return Fail(err);
-  let all: Uint8Array[] = [];
-  if (pats === null) { for (let i = 0; i < DEFAULT_PATTERNS.length; i++) all.push(utf8(DEFAULT_PATTERNS[i])); }
-  else all = all.concat(pats);
-  if (extra !== null) all = all.concat(extra);
-  const compiled = compileAll(all);
-  if (compiled === null) return Fail(compileFailure);
-  res = compiled;
-  replacement = utf8(repl);
+  // The default list, compiled once: no UTF-8 copies to make and compare.
+  const defaults = pats === null && (extra === null || extra.length == 0);
+  if (defaults && defaultRes !== null) {
+    res = defaultRes!;
+  } else {
+    let all: Uint8Array[] = [];
+    if (pats === null) { for (let i = 0; i < DEFAULT_PATTERNS.length; i++) all.push(utf8(DEFAULT_PATTERNS[i])); }
+    else all = all.concat(pats);
+    if (extra !== null) all = all.concat(extra);
+    const compiled = compileAll(all);
+    if (compiled === null) return Fail(compileFailure);
+    res = compiled;
+    if (defaults) defaultRes = compiled;
+  }
+  if (repl != replacementText) { replacementText = repl; replacement = utf8(repl); }
   count = 0;
   const v = inv.primaryValue();
   if (v === null) return Continue();

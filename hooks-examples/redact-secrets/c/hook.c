@@ -61,6 +61,7 @@ static const char *replacement;
 static size_t replacement_len;
 static int count;
 static int oom;
+static const wh_invocation *cur;
 
 static int cmp_span(const void *a, const void *b) {
 	long d = ((const span *)a)->start - ((const span *)b)->start;
@@ -73,7 +74,12 @@ static int cmp_span(const void *a, const void *b) {
 static void redact_text(wh_buf *out, const char *s, size_t n) {
 	span *spans = NULL;
 	size_t ns = 0, cs = 0;
+	/* One pass finds the bytes the text holds; a pattern whose required
+	 * bytes are not all there is not run. */
+	wh_byteset set;
+	wh_byteset_of(&set, s, n);
 	for (int r = 0; r < nres; r++) {
+		if (!wh_re_may_match(res[r], &set)) continue;
 		size_t from = 0;
 		while (from <= n) {
 			long m[2], sub[2];
@@ -120,7 +126,8 @@ static void redact_value(wh_buf *out, const wh_json *j, int tok) {
 	size_t n;
 	switch (j->t[tok].type) {
 	case WH_JSTRING: {
-		const char *s = wh_json_string(j, tok, &n);
+		/* The SDK decoded the primary field already. */
+		const char *s = tok == cur->primary && cur->primary_text ? (n = cur->primary_len, cur->primary_text) : wh_json_string(j, tok, &n);
 		if (!s) { oom = 1; return; }
 		redact_text(out, s, n);
 		return;
@@ -159,6 +166,14 @@ static wh_decision wh_handle(wh_invocation *inv) {
 	if (inv->setting_error) return wh_fail(inv->setting_error);
 	if (np < 0) np = NDEFAULT;
 	if (ne < 0) ne = 0;
+	/* The default list, compiled once: no key to build and compare. */
+	static wh_re **default_res;
+	int defaults = wh_setting(inv, "patterns") < 0 && ne == 0;
+	if (defaults && default_res) {
+		res = default_res;
+		nres = NDEFAULT;
+		goto compiled;
+	}
 	const char **all = (const char **)wh_alloc(sizeof(char *) * (size_t)(np + ne + 1));
 	size_t *alen = (size_t *)wh_alloc(sizeof(size_t) * (size_t)(np + ne + 1));
 	if (!all || !alen) return wh_fail("out of memory");
@@ -171,11 +186,14 @@ static wh_decision wh_handle(wh_invocation *inv) {
 	const char *err = compile(all, alen, np + ne, &res);
 	if (err) return wh_fail(err);
 	nres = np + ne;
+	if (defaults) default_res = res;
+compiled:
 	replacement_len = strlen(replacement);
 	count = 0;
 	oom = 0;
 
 	if (inv->primary < 0) return wh_continue();
+	cur = inv;
 	wh_buf out = {0};
 	redact_value(&out, &inv->doc, inv->primary);
 	if (oom || out.oom) return wh_fail("out of memory");

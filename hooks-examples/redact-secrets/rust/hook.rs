@@ -3,7 +3,7 @@
 //! written with the Rust SDK (sdk/rust) and its RE2-subset regexp.
 use std::cell::RefCell;
 use wasmhooks::json::Value;
-use wasmhooks::regex::Regex;
+use wasmhooks::regex::{ByteSet, Regex};
 use wasmhooks::{hook, Decision, Invocation};
 
 const DEFAULT_PATTERNS: [&str; 10] = [
@@ -30,11 +30,22 @@ fn handle(inv: &mut Invocation) -> Result<Decision, String> {
     let extra = inv.setting_strings("extra_patterns");
     let replacement = inv.setting_string("replacement", "[REDACTED]");
     inv.settings_err()?;
-    let mut all: Vec<String> = patterns.unwrap_or_else(|| DEFAULT_PATTERNS.iter().map(|s| s.to_string()).collect());
-    all.extend(extra.unwrap_or_default());
+    // The default list is compared without building it: no allocation on
+    // the common path.
+    let defaults = patterns.is_none() && extra.as_ref().map_or(true, |e| e.is_empty());
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        if c.0 != all || c.1.len() != all.len() {
+        let same = if defaults {
+            c.0.len() == DEFAULT_PATTERNS.len() && c.0.iter().zip(DEFAULT_PATTERNS.iter()).all(|(a, b)| a == b)
+        } else {
+            false
+        };
+        let mut all: Vec<String> = Vec::new();
+        if !same {
+            all = patterns.unwrap_or_else(|| DEFAULT_PATTERNS.iter().map(|s| s.to_string()).collect());
+            all.extend(extra.unwrap_or_default());
+        }
+        if !same && (c.0 != all || c.1.len() != all.len()) {
             let mut res = Vec::with_capacity(all.len());
             for (i, p) in all.iter().enumerate() {
                 res.push(Regex::new(p).map_err(|e| format!("setting patterns: pattern {} ({:?}) is not a valid regular expression: {}", i, p, e))?);
@@ -76,7 +87,13 @@ impl<'a> Redactor<'a> {
     fn text(&mut self, s: &str) -> String {
         let b = s.as_bytes();
         let mut spans: Vec<(usize, usize)> = Vec::new();
+        // One pass finds the bytes the text holds; a pattern whose required
+        // bytes are not all there is not run.
+        let set = ByteSet::of(b);
         for re in self.res {
+            if !re.may_match(&set) {
+                continue;
+            }
             for m in re.find_all(b) {
                 let sp = match (re.has_secret, m.secret) {
                     (true, Some(sec)) => sec,

@@ -117,11 +117,29 @@ export const JOBJECT: i32 = 6;
 
 // A JSON value. Strings (and keys) are kept as UTF-8 bytes; numbers as
 // written.
+const NO_BYTES = new Uint8Array(0);
+
 export class Value {
   kind: i32 = JNULL;
-  bytes: Uint8Array = new Uint8Array(0); // string (unescaped) or number text
-  items: Value[] = [];                   // array elements, or object values
-  keys: Uint8Array[] = [];               // object keys, in document order
+  // string (unescaped) or number text. Empty values share one empty array
+  // (it holds nothing to change; a value gets its own by assignment).
+  bytes: Uint8Array = NO_BYTES;
+  // items: array elements, or object values; keys: object keys, in document
+  // order. Allocated at first use: a string or number never pays for them.
+  private _items: Value[] | null = null;
+  private _keys: Uint8Array[] | null = null;
+  get items(): Value[] {
+    let a = this._items;
+    if (a === null) { a = []; this._items = a; }
+    return a;
+  }
+  set items(a: Value[]) { this._items = a; }
+  get keys(): Uint8Array[] {
+    let a = this._keys;
+    if (a === null) { a = []; this._keys = a; }
+    return a;
+  }
+  set keys(a: Uint8Array[]) { this._keys = a; }
 
   static str(s: string): Value {
     const v = new Value();
@@ -158,8 +176,23 @@ export class Value {
   }
   get(key: string): Value | null {
     if (this.kind != JOBJECT) return null;
-    const k = utf8(key);
-    for (let i = 0; i < this.keys.length; i++) if (bytesEqual(this.keys[i], k)) return this.items[i];
+    // An ASCII key (all of the ABI's, most settings') is compared as it
+    // is: no UTF-8 copy to allocate on every look-up.
+    const n = key.length;
+    let ascii = true;
+    for (let j = 0; j < n; j++) if (<u32>key.charCodeAt(j) >= 0x80) { ascii = false; break; }
+    if (!ascii) {
+      const k = utf8(key);
+      for (let i = 0; i < this.keys.length; i++) if (bytesEqual(this.keys[i], k)) return this.items[i];
+      return null;
+    }
+    for (let i = 0; i < this.keys.length; i++) {
+      const kb = unchecked(this.keys[i]);
+      if (kb.length != n) continue;
+      let j = 0;
+      while (j < n && <u32>unchecked(kb[j]) == <u32>key.charCodeAt(j)) j++;
+      if (j == n) return unchecked(this.items[i]);
+    }
     return null;
   }
   isString(): bool { return this.kind == JSTRING; }
@@ -255,7 +288,7 @@ class Parser {
     }
     const v = new Value();
     v.kind = JNUMBER;
-    v.bytes = this.b.slice(s, this.i);
+    v.bytes = this.b.subarray(s, this.i);
     return v;
   }
   hex4(): i32 {
@@ -276,14 +309,19 @@ class Parser {
   // string parses the string at this.i (the opening quote) into UTF-8 bytes.
   string(): Uint8Array | null {
     this.i++;
+    // The common case, a string without escapes: a view of the document,
+    // no copy (one object for the collector instead of two).
+    const first = this.i;
+    this.i = plainRun(this.b, this.i, this.b.length);
+    if (this.i < this.b.length && unchecked(this.b[this.i]) == 0x22) {
+      this.i++;
+      return this.b.subarray(first, this.i - 1);
+    }
+    this.i = first;
     const out = new Bytes();
     while (true) {
       const start = this.i;
-      while (this.i < this.b.length) {
-        const c = unchecked(this.b[this.i]);
-        if (c == 0x22 || c == 0x5c || c < 0x20) break;
-        this.i++;
-      }
+      this.i = plainRun(this.b, this.i, this.b.length);
       out.slice(this.b, start, this.i);
       if (this.i >= this.b.length) { this.fail("unterminated string"); return null; }
       const c = this.b[this.i];
@@ -341,14 +379,39 @@ export function lastJSONError(): string {
 
 const HEX = "0123456789abcdef";
 
+// plainRun returns the index of the first byte of b[from:n] that a JSON
+// string cannot hold as it is ('"', '\\' or a control character), or n:
+// eight bytes at a time (SWAR), as a loop per byte costs several times the
+// instructions in wasm.
+export function plainRun(b: Uint8Array, from: i32, n: i32): i32 {
+  const ONES: u64 = 0x0101010101010101;
+  const HIGHS: u64 = 0x8080808080808080;
+  const base = b.dataStart;
+  let i = from;
+  while (i + 8 <= n) {
+    const v = load<u64>(base + <usize>i);
+    const q = v ^ (ONES * 0x22), e = v ^ (ONES * 0x5c);
+    if ((((v - ONES * 0x20) & ~v) | ((q - ONES) & ~q) | ((e - ONES) & ~e)) & HIGHS) break;
+    i += 8;
+  }
+  while (i < n) {
+    const c = load<u8>(base + <usize>i);
+    if (c == 0x22 || c == 0x5c || c < 0x20) break;
+    i++;
+  }
+  return i;
+}
+
 // writeString appends UTF-8 bytes s[start:end] as a JSON string literal.
 export function writeString(out: Bytes, s: Uint8Array, start: i32 = 0, end: i32 = -1): void {
   if (end < 0) end = s.length;
   out.byte(0x22);
   let run = start;
+  out.grow(end - start + 2);
   for (let i = start; i < end; i++) {
+    i = plainRun(s, i, end);
+    if (i >= end) break;
     const c = unchecked(s[i]);
-    if (c >= 0x20 && c != 0x22 && c != 0x5c) continue;
     out.slice(s, run, i);
     run = i + 1;
     if (c == 0x22) { out.byte(0x5c); out.byte(0x22); }
@@ -407,11 +470,25 @@ export function primaryFieldOf(point: string): string {
 
 export class Invocation {
   point: string = "";
-  context: Value = Value.object();
-  settings: Value = Value.object();
-  hook: string = "";
-  invocation: string = "";
-  tenant: string = "";
+  context: Value;
+  settings: Value;
+  constructor(context: Value | null = null, settings: Value | null = null) {
+    this.context = context !== null ? context : Value.object();
+    this.settings = settings !== null ? settings : Value.object();
+  }
+  // meta's hook, invocation and tenant, decoded when first read (most
+  // hooks never read them: no UTF-16 copies to make and collect).
+  private _meta: Value | null = null;
+  private _hook: string | null = null;
+  private _invocation: string | null = null;
+  private _tenant: string | null = null;
+  get hook(): string { let v = this._hook; if (v === null) { v = metaString(this._meta, "hook"); this._hook = v; } return v; }
+  set hook(v: string) { this._hook = v; }
+  get invocation(): string { let v = this._invocation; if (v === null) { v = metaString(this._meta, "invocation"); this._invocation = v; } return v; }
+  set invocation(v: string) { this._invocation = v; }
+  get tenant(): string { let v = this._tenant; if (v === null) { v = metaString(this._meta, "tenant"); this._tenant = v; } return v; }
+  set tenant(v: string) { this._tenant = v; }
+  setMeta(meta: Value | null): void { this._meta = meta; }
   // settingError is set by the first setting accessor that found a value of
   // the wrong type (the Go SDK's SettingsErr).
   settingError: string | null = null;
@@ -490,15 +567,11 @@ export function decodeInvocation(doc: Uint8Array): Invocation | null {
   const c = v.get("context");
   if (p === null || p.kind != JSTRING) { decodeError = "the invocation has no point"; return null; }
   if (c === null || c.kind != JOBJECT) { decodeError = "the invocation's context is not an object"; return null; }
-  const inv = new Invocation();
-  inv.point = p.asString();
-  inv.context = c;
   const s = v.get("settings");
-  if (s !== null && s.kind == JOBJECT) inv.settings = s;
+  const inv = new Invocation(c, s !== null && s.kind == JOBJECT ? s : null);
+  inv.point = p.asString();
   const meta = v.get("meta");
-  inv.hook = metaString(meta, "hook");
-  inv.invocation = metaString(meta, "invocation");
-  inv.tenant = metaString(meta, "tenant");
+  inv.setMeta(meta);
   return inv;
 }
 
@@ -672,6 +745,8 @@ export function handle(inLen: u32, decide: (inv: Invocation) => Decision): u64 {
   if (d.action == FAIL) { lastFailure = d.reason; return 0; }
   const out = new Bytes();
   if (!encode(d, inv.point, out)) { lastFailure = "the decision cannot be encoded at " + inv.point; return 0; }
-  output = out.bytes();
-  return (<u64>output.dataStart << 32) | <u64>output.length;
+  // The buffer itself is the output (no copy): it lives until the next
+  // invocation replaces it, after the host has copied it.
+  output = out.data;
+  return (<u64>output.dataStart << 32) | <u64>out.n;
 }

@@ -176,7 +176,63 @@ static void test_regex(void) {
 	CHECK(re && wh_re_match(re, "Bearer abc", 10, 0, m, sub) == 1 && sub[0] == 7 && sub[1] == 10, "secret group");
 }
 
+/* The eight-bytes-at-a-time scanners agree with a byte loop on every
+ * length and alignment, over bytes drawn to hit each special class. */
+static void test_swar(void) {
+	static const unsigned char alphabet[] = {'a', 'Z', ' ', '"', '\\', 0x1f, 0x00, 0x7f, 0x80, 0xc3, 0xff, 'e', 'b'};
+	unsigned seed = 1;
+	char buf[40];
+	for (int round = 0; round < 20000; round++) {
+		size_t n = (size_t)(round % 37);
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			/* mostly plain, now and then one special byte */
+			buf[i] = (char)((seed >> 16) % 4 ? 'a' + (seed >> 20) % 26 : alphabet[(seed >> 20) % sizeof alphabet]);
+		}
+		for (int stop = 0; stop < 2; stop++) {
+			size_t want = 0;
+			while (want < n) {
+				unsigned char c = (unsigned char)buf[want];
+				if (c < 0x20 || c == '"' || c == '\\' || (stop && c >= 0x80)) break;
+				want++;
+			}
+			size_t got = wh__plain_run(buf, n, stop);
+			CHECK(got == want, "wh__plain_run(round %d, n %zu, stop %d) = %zu, want %zu", round, n, stop, got, want);
+		}
+		unsigned char a = alphabet[round % sizeof alphabet], b = (unsigned char)('a' + round % 26);
+		size_t want = 0;
+		while (want < n && (unsigned char)buf[want] != a && (unsigned char)buf[want] != b) want++;
+		size_t got = wh__find2(buf, n, a, b);
+		CHECK(got == want, "wh__find2(round %d, n %zu, %02x, %02x) = %zu, want %zu", round, n, a, b, got, want);
+	}
+}
+
+/* wh_re_may_match rules a pattern out only when the text lacks a byte every
+ * match contains, or every byte a match can start with. */
+static void test_may_match(void) {
+	const char *err;
+	wh_byteset set;
+	const char *skp = "\\bsk-[A-Za-z0-9]{4,}", *bp = "(?i)\\bbearer\\s+\\w+";
+	wh_re *sk = wh_re_compile(skp, strlen(skp), &err);
+	wh_re *bearer = wh_re_compile(bp, strlen(bp), &err);
+	wh_re *any = wh_re_compile("x*", 2, &err);
+	CHECK(sk && bearer && any, "compile");
+	if (!sk || !bearer || !any) return;
+	wh_byteset_of(&set, "ask me", 6);
+	CHECK(!wh_re_may_match(sk, &set), "sk- without '-'");
+	wh_byteset_of(&set, "key sk-abcd", 11);
+	CHECK(wh_re_may_match(sk, &set), "sk- present");
+	wh_byteset_of(&set, "no such word here", 17);
+	CHECK(!wh_re_may_match(bearer, &set), "bearer without b or B");
+	wh_byteset_of(&set, "Bearer abc", 10);
+	CHECK(wh_re_may_match(bearer, &set), "Bearer present");
+	wh_byteset_of(&set, "", 0);
+	CHECK(wh_re_may_match(any, &set), "an empty match needs nothing");
+}
+
 int main(void) {
+	test_may_match();
+	test_swar();
 	test_json();
 	test_handle();
 	test_regex();

@@ -43,8 +43,9 @@
 //!   -C panic=abort -C lto -C strip=symbols --extern wasmhooks=libwasmhooks.rlib -o hook.wasm hook.rs
 //! ```
 //!
-//! or with cargo (Debian's cargo works offline: the crate has no
-//! dependencies): `cargo build --release --target wasm32-unknown-unknown`.
+//! or with Debian's cargo, offline (the crate has no dependencies; Cargo.toml
+//! holds the size flags as its release profile):
+//! `RUSTC=/usr/bin/rustc cargo build --offline --release --target wasm32-unknown-unknown`.
 
 pub mod json;
 pub mod regex;
@@ -124,19 +125,37 @@ impl Invocation {
     /// Decodes an invocation document.
     pub fn decode(doc: &[u8]) -> Result<Invocation, String> {
         let v = json::parse(doc).map_err(|e| format!("decoding the invocation: {}", e))?;
-        let point = match v.get("point") {
-            Some(Value::String(s)) => s.clone(),
+        // The document's members are moved out, not cloned (the context
+        // holds the traffic: a copy would cost a pass over it). The first
+        // of duplicate keys wins, as Value::get finds it.
+        let (mut point, mut context, mut settings, mut meta_v) = (None, None, None, None);
+        if let Value::Object(members) = v {
+            for (k, val) in members {
+                let slot = match k.as_str() {
+                    "point" => &mut point,
+                    "context" => &mut context,
+                    "settings" => &mut settings,
+                    "meta" => &mut meta_v,
+                    _ => continue,
+                };
+                if slot.is_none() {
+                    *slot = Some(val);
+                }
+            }
+        }
+        let point = match point {
+            Some(Value::String(s)) => s,
             _ => return Err("the invocation has no point".into()),
         };
-        let context = match v.get("context") {
-            Some(c @ Value::Object(_)) => c.clone(),
+        let context = match context {
+            Some(c @ Value::Object(_)) => c,
             _ => return Err("the invocation's context is not an object".into()),
         };
-        let settings = match v.get("settings") {
-            Some(s @ Value::Object(_)) => s.clone(),
+        let settings = match settings {
+            Some(s @ Value::Object(_)) => s,
             _ => Value::Object(Vec::new()),
         };
-        let m = |k: &str| v.get("meta").and_then(|m| m.get(k)).and_then(|s| s.as_str()).unwrap_or("").to_string();
+        let m = |k: &str| meta_v.as_ref().and_then(|m| m.get(k)).and_then(|s| s.as_str()).unwrap_or("").to_string();
         let meta = Meta { hook: m("hook"), invocation: m("invocation"), tenant: m("tenant") };
         Ok(Invocation { point, context, settings, meta, setting_errors: Vec::new() })
     }

@@ -104,7 +104,53 @@ pub struct Regex {
     pub has_secret: bool,
     first: [bool; 256],
     first_any: bool,
+    /// The first-byte set when it is one or two ASCII bytes (0: use first).
+    firstb: [u8; 2],
+    nfirstb: u8,
     required: Vec<u8>,
+}
+
+/// The bytes a text holds, found in one pass: `Regex::may_match` then rules
+/// a pattern out without scanning the text for its required bytes again
+/// (ten patterns over one text: one pass instead of one or two each).
+pub struct ByteSet([bool; 256]);
+
+impl ByteSet {
+    /// The set of the bytes of s.
+    pub fn of(s: &[u8]) -> ByteSet {
+        let mut set = [false; 256];
+        for &c in s {
+            set[c as usize] = true;
+        }
+        ByteSet(set)
+    }
+    /// Whether b occurs.
+    pub fn has(&self, b: u8) -> bool {
+        self.0[b as usize]
+    }
+}
+
+/// find2 returns the index of the first byte of s equal to a or b, or
+/// s.len(): eight bytes at a time (SWAR), as wasm has no vector memchr and
+/// a loop per byte costs several times the instructions.
+pub fn find2(s: &[u8], a: u8, b: u8) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let (ma, mb) = (ONES * a as u64, ONES * b as u64);
+    let mut i = 0;
+    // chunks_exact: each chunk is one unaligned 8-byte load, no bounds check.
+    for chunk in s.chunks_exact(8) {
+        let v = u64::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]]);
+        let (x, y) = (v ^ ma, v ^ mb);
+        if ((x.wrapping_sub(ONES) & !x) | (y.wrapping_sub(ONES) & !y)) & HIGHS != 0 {
+            break;
+        }
+        i += 8;
+    }
+    match s[i..].iter().position(|&c| c == a || c == b) {
+        Some(k) => i + k,
+        None => s.len(),
+    }
 }
 
 /// A match: the whole span, and the "secret" group's span if it took part.
@@ -596,7 +642,7 @@ impl Regex {
         g.gen(&root)?;
         g.emit(Inst::Save(1))?;
         g.emit(Inst::Match)?;
-        let mut re = Regex { prog: g.prog, classes: p.classes, nslots: g.nslots, has_secret: p.has_secret, first: [false; 256], first_any: false, required };
+        let mut re = Regex { prog: g.prog, classes: p.classes, nslots: g.nslots, has_secret: p.has_secret, first: [false; 256], first_any: false, firstb: [0; 2], nfirstb: 0, required };
         re.first_bytes();
         Ok(re)
     }
@@ -637,6 +683,20 @@ impl Regex {
                 _ => stack.push(pc + 1),
             }
         }
+        let mut nb = 0;
+        for b in 0..256 {
+            if self.first[b] {
+                if b >= 0x80 || nb == 2 {
+                    return;
+                }
+                self.firstb[nb] = b as u8;
+                nb += 1;
+            }
+        }
+        if nb == 1 {
+            self.firstb[1] = self.firstb[0];
+        }
+        self.nfirstb = nb as u8;
     }
 
     fn run(&self, s: &[u8], start: usize, slots: &mut [isize], stack: &mut Vec<(usize, usize, isize)>) -> bool {
@@ -727,18 +787,43 @@ impl Regex {
         false
     }
 
+    /// Whether a match can exist in a text holding the bytes of set: false
+    /// when a byte every match contains is absent, or every byte a match
+    /// can start with (for a first-byte set of one or two ASCII bytes).
+    pub fn may_match(&self, set: &ByteSet) -> bool {
+        if !self.required.iter().all(|&b| set.has(b)) {
+            return false;
+        }
+        self.nfirstb == 0 || set.has(self.firstb[0]) || set.has(self.firstb[1])
+    }
+
     /// The leftmost-first match in s[from..], as Go's regexp finds it.
     pub fn find_at(&self, s: &[u8], from: usize) -> Option<Match> {
         for &b in &self.required {
-            if !s[from..].contains(&b) {
+            if find2(&s[from..], b, b) == s.len() - from {
                 return None;
             }
         }
-        let mut slots = vec![-1isize; self.nslots];
+        // Allocated at the first candidate position: most calls find none.
+        let mut slots: Vec<isize> = Vec::new();
         let mut stack = Vec::new();
         let mut p = from;
         while p <= s.len() {
+            if self.nfirstb != 0 {
+                // Only the (ASCII) first bytes can start a match.
+                p += find2(&s[p..], self.firstb[0], self.firstb[1]);
+                if p >= s.len() {
+                    break;
+                }
+            } else if !self.first_any {
+                while p < s.len() && s[p] < 0x80 && !self.first[s[p] as usize] {
+                    p += 1;
+                }
+            }
             if self.first_any || (p < s.len() && self.first[s[p] as usize]) {
+                if slots.is_empty() {
+                    slots = vec![-1isize; self.nslots];
+                }
                 if self.run(s, p, &mut slots, &mut stack) {
                     let secret = if slots[2] >= 0 { Some((slots[2] as usize, slots[3] as usize)) } else { None };
                     return Some(Match { start: slots[0] as usize, end: slots[1] as usize, secret });

@@ -119,3 +119,40 @@ fn regex() {
     let r = Regex::new(r"(?i)bearer\s+(?P<secret>\w+)").unwrap();
     assert_eq!(r.find_at(b"Bearer abc", 0).unwrap().secret, Some((7, 10)));
 }
+
+/// The eight-bytes-at-a-time scanners agree with a byte loop on every
+/// length and alignment, over bytes drawn to hit each special class.
+#[test]
+fn swar_scanners() {
+    let alphabet = [b'a', b'Z', b' ', b'"', b'\\', 0x1f, 0x00, 0x7f, 0x80, 0xc3, 0xff, b'e', b'b'];
+    let mut seed: u32 = 1;
+    let mut buf = [0u8; 40];
+    for round in 0..20000usize {
+        let n = round % 37;
+        for b in buf.iter_mut().take(n) {
+            seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
+            *b = if (seed >> 16) % 4 != 0 { b'a' + ((seed >> 20) % 26) as u8 } else { alphabet[(seed >> 20) as usize % alphabet.len()] };
+        }
+        let s = &buf[..n];
+        let want = s.iter().position(|&c| c < 0x20 || c == b'"' || c == b'\\').unwrap_or(n);
+        assert_eq!(crate::json::plain_run(s), want, "plain_run {:?}", s);
+        let (a, b) = (alphabet[round % alphabet.len()], b'a' + (round % 26) as u8);
+        let want = s.iter().position(|&c| c == a || c == b).unwrap_or(n);
+        assert_eq!(crate::regex::find2(s, a, b), want, "find2 {:?} {} {}", s, a, b);
+    }
+}
+
+/// may_match rules a pattern out only when the text lacks a byte every
+/// match contains, or every byte a match can start with.
+#[test]
+fn may_match() {
+    use crate::regex::ByteSet;
+    let sk = Regex::new(r"\bsk-[A-Za-z0-9]{4,}").unwrap();
+    assert!(!sk.may_match(&ByteSet::of(b"ask me")), "no '-'");
+    assert!(sk.may_match(&ByteSet::of(b"key sk-abcd")));
+    let bearer = Regex::new(r"(?i)\bbearer\s+\w+").unwrap();
+    assert!(!bearer.may_match(&ByteSet::of(b"no such word here")), "no b or B");
+    assert!(bearer.may_match(&ByteSet::of(b"Bearer abc")));
+    let any = Regex::new(r"x*").unwrap();
+    assert!(any.may_match(&ByteSet::of(b"")), "an empty match needs nothing");
+}
