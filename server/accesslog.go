@@ -107,7 +107,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			status = http.StatusOK // nothing written: net/http answers 200
 		}
 		route := r.Pattern
+		// The path's tenant is read before any key is checked: anything
+		// but a tenant's name is cut as the path is.
 		tenant := r.PathValue("tenant")
+		if !nameRE.MatchString(tenant) {
+			tenant = loggedPath(tenant)
+		}
 		if tenant == "" {
 			tenant = info.tenant
 		}
