@@ -3,14 +3,18 @@ package server_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/api"
+	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 // TestAccessLogTenantBounded: the access line's and the span's tenant come
@@ -49,5 +53,84 @@ func TestAccessLogTenantBounded(t *testing.T) {
 				t.Errorf("span %s: attribute %s is %d bytes", sp.Name(), a.Key, len(a.Value.String()))
 			}
 		}
+	}
+}
+
+// TestRevokedKeyOpenWaits: a key revoked (or rotated) while its long poll
+// and its event stream wait for an approval does not receive the resumed
+// run's outcome: the lookup per request let a stolen key's waits, opened
+// before the revocation, run on and deliver it (up to MaxWait later, and
+// MaxPollsPerKey of them). The long poll is 401; the stream ends without
+// "resolved".
+func TestRevokedKeyOpenWaits(t *testing.T) {
+	for _, how := range []string{"revoke", "rotate"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			p := newPlatform(t)
+			a := newAsking(t, p)
+			k, err := p.admin.CreateKey(ctx, server.RoleRuntime, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stolen := client.New(p.hs.URL, k.Key)
+			id := a.pending(t, "r-revoked-"+how, map[string]any{"tool": "shell.exec"})
+
+			type got struct {
+				out *client.Outcome
+				err error
+			}
+			poll, stream := make(chan got, 1), make(chan got, 1)
+			started := make(chan struct{})
+			go func() {
+				o, err := stolen.Result(ctx, "acme", id, 30)
+				poll <- got{o, err}
+			}()
+			go func() {
+				o, err := stolen.WaitResult(ctx, "acme", id, 30, func(e client.Event) {
+					if e.Name == server.EventStatus {
+						close(started)
+					}
+				})
+				stream <- got{o, err}
+			}()
+			select {
+			case <-started:
+			case g := <-stream:
+				t.Fatalf("the stream ended before the revocation: %+v", g)
+			case <-time.After(20 * time.Second):
+				t.Fatal("no status event")
+			}
+			time.Sleep(300 * time.Millisecond) // the long poll is waiting too
+			switch how {
+			case "revoke":
+				err = p.admin.RevokeKey(ctx, k.ID)
+			case "rotate":
+				_, err = p.admin.RotateKey(ctx, k.ID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			for name, ch := range map[string]chan got{"long poll": poll, "event stream": stream} {
+				select {
+				case g := <-ch:
+					if g.out != nil {
+						t.Errorf("%s: the %sd key received the outcome (verdict %s)", name, how, g.out.Verdict)
+					}
+					var pr *api.Problem
+					if name == "long poll" && (!errors.As(g.err, &pr) || pr.Status != 401) {
+						t.Errorf("%s: %v, want 401", name, g.err)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatalf("%s: no end", name)
+				}
+			}
+			// The runtime key that was not revoked still gets it.
+			if out, err := a.rt.Result(ctx, "acme", id, 0); err != nil || out == nil {
+				t.Fatalf("the live key: %+v %v", out, err)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -100,6 +101,15 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 	if !send(EventStatus, ResultDoc{ID: id, Status: status}) {
 		return
 	}
+	// A key revoked or rotated while the stream waits gets nothing more:
+	// the stream ends without "resolved" or "timeout".
+	live := func() bool {
+		ok, err := s.keyLive(context.WithoutCancel(r.Context()), p)
+		if err != nil {
+			s.log.Warn("server: an event stream's key could not be checked; the stream ends", "err", err)
+		}
+		return ok && err == nil
+	}
 	beat := s.opts.Heartbeat
 	if beat <= 0 {
 		beat = DefaultHeartbeat
@@ -116,15 +126,22 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		case <-ch:
 		case <-reread.C:
 		case <-heartbeat.C:
+			if !live() {
+				return
+			}
 			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
 			continue
 		case <-deadline.C:
-			send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			if live() {
+				send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			}
 			return
 		case <-s.done:
-			send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			if live() {
+				send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			}
 			return
 		case <-r.Context().Done():
 			return
@@ -137,7 +154,9 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 			// A waiter made between a pending read and the resolution's
 			// wake is closed by nobody else: drop it.
 			s.wake(id)
-			send(EventResolved, ResultDoc{ID: id, Status: status, Outcome: outcome})
+			if live() {
+				send(EventResolved, ResultDoc{ID: id, Status: status, Outcome: outcome})
+			}
 			return
 		}
 	}
