@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,5 +133,64 @@ func TestRevokedKeyOpenWaits(t *testing.T) {
 				t.Fatalf("the live key: %+v %v", out, err)
 			}
 		})
+	}
+}
+
+// TestLastAdminKeyAcrossNodes: two nodes each revoking one of the last two
+// admin keys at once must leave one. The last-admin check was exact within
+// one process only (a lock in memory): on two nodes both counted two admin
+// keys, both deleted, and nobody could make keys again.
+func TestLastAdminKeyAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 2, nil)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	admin := n1.admin
+	for i := range 30 {
+		a, err := admin.CreateKey(ctx, server.RoleAdmin, "")
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		b, err := admin.CreateKey(ctx, server.RoleAdmin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Only a and b are admin keys now.
+		keys, err := admin.Keys(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		self := client.New(n1.hs.URL, a.Key)
+		for _, k := range keys {
+			if k.Role == server.RoleAdmin && k.ID != a.ID && k.ID != b.ID {
+				if err := self.RevokeKey(ctx, k.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, x := range []struct {
+			node     *platform
+			with, id string
+		}{{n1, b.Key, a.ID}, {n2, a.Key, b.ID}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_ = client.New(x.node.hs.URL, x.with).RevokeKey(ctx, x.id)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var left []string
+		for _, k := range []*server.KeyDoc{a, b} {
+			if _, err := client.New(n1.hs.URL, k.Key).Keys(ctx, ""); err == nil {
+				left = append(left, k.ID)
+			}
+		}
+		if len(left) != 1 {
+			t.Fatalf("round %d: %d admin keys left of the last two, want 1", i, len(left))
+		}
+		admin = client.New(n1.hs.URL, map[string]string{a.ID: a.Key, b.ID: b.Key}[left[0]])
 	}
 }
