@@ -194,3 +194,45 @@ func TestLastAdminKeyAcrossNodes(t *testing.T) {
 		admin = client.New(n1.hs.URL, map[string]string{a.ID: a.Key, b.ID: b.Key}[left[0]])
 	}
 }
+
+// TestApprovalEventsUnrecorded: an approval marked unrecorded (resolved by
+// the store, its outcome never recorded) ends its event stream at once,
+// already marked or marked while the stream waits, and the client says
+// ErrUnrecorded. The stream looked for "resolved" only: it waited MaxWait,
+// then said "timeout" with status pending, so an SSE client waited again,
+// for ever, for an outcome that would never come.
+func TestApprovalEventsUnrecorded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	unrecord := func(id string) {
+		t.Helper()
+		// The store resolved it long ago (Done), and the resuming node
+		// died before recording the outcome.
+		if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = 1 WHERE id = $1`), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Marked while the stream waits (the expiry pass runs every 100 ms).
+	id := a.pending(t, "r-unrec-1", map[string]any{"tool": "shell.exec"})
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.rt.WaitResult(ctx, "acme", id, 20, nil)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	unrecord(id)
+	select {
+	case err := <-done:
+		if !errors.Is(err, client.ErrUnrecorded) {
+			t.Fatalf("the waiting stream: %v, want ErrUnrecorded", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the stream still waits %s after the approval became unrecorded", time.Since(start).Round(time.Second))
+	}
+	// Marked already when the stream starts.
+	if _, err := a.rt.WaitResult(ctx, "acme", id, 2, nil); !errors.Is(err, client.ErrUnrecorded) {
+		t.Fatalf("a stream on an unrecorded approval: %v, want ErrUnrecorded", err)
+	}
+}

@@ -22,8 +22,9 @@ const sseReread = 500 * time.Millisecond
 
 // The events of an approval's stream (approvalEvents): "status" first, with
 // the approval's status; then "resolved", with the ResultDoc carrying the
-// resumed run's outcome, or "timeout" (still pending when the wait ended,
-// or the server is draining), and the stream ends.
+// resumed run's outcome (or status unrecorded and no outcome: none will
+// come), or "timeout" (still pending when the wait ended, or the server is
+// draining), and the stream ends.
 const (
 	EventStatus   = "status"
 	EventResolved = "resolved"
@@ -94,7 +95,7 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		}
 		return rc.Flush() == nil
 	}
-	if status == "resolved" {
+	if status != "pending" { // resolved, or unrecorded
 		send(EventResolved, ResultDoc{ID: id, Status: status, Outcome: outcome})
 		return
 	}
@@ -150,7 +151,7 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		if pr != nil {
 			return // the client sees the stream end without "resolved"
 		}
-		if status == "resolved" {
+		if status != "pending" { // resolved, or unrecorded
 			// A waiter made between a pending read and the resolution's
 			// wake is closed by nobody else: drop it.
 			s.wake(id)
