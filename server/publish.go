@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"sync"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
@@ -39,6 +40,13 @@ func ManifestDigest(m *abi.Manifest) string {
 // itself, then the settings schema check chain.New applies), and stores it
 // only if it passes.
 func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Principal) {
+	end, ok := s.uploads.start(p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "publisher %s has %d uploads in flight already", p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight))
+		return
+	}
+	defer end()
 	wasm, prob := readBody(w, r, runtime.DefaultMaxModuleBytes)
 	if prob != nil {
 		writeProblem(w, prob)
@@ -439,6 +447,10 @@ func init() {
 const (
 	DefaultMaxPublisherModules       = 1000
 	DefaultMaxPublisherBytes   int64 = 1 << 30 // 1 GiB
+	// DefaultMaxUploadsInFlight bounds the uploads one publisher key has
+	// in flight at once (2); one more is 429 rate_limited (Retry-After),
+	// before its body is read.
+	DefaultMaxUploadsInFlight = 2
 )
 
 // UploadQuota configures the upload quota per publisher. Zero fields mean
@@ -446,6 +458,10 @@ const (
 type UploadQuota struct {
 	MaxModules int
 	MaxBytes   int64
+	// MaxInFlight bounds the publisher's uploads in flight at once
+	// (DefaultMaxUploadsInFlight): each buffers up to
+	// runtime.DefaultMaxModuleBytes and then compiles it.
+	MaxInFlight int
 }
 
 func (q UploadQuota) withDefaults() UploadQuota {
@@ -455,7 +471,37 @@ func (q UploadQuota) withDefaults() UploadQuota {
 	if q.MaxBytes == 0 {
 		q.MaxBytes = DefaultMaxPublisherBytes
 	}
+	if q.MaxInFlight == 0 {
+		q.MaxInFlight = DefaultMaxUploadsInFlight
+	}
 	return q
+}
+
+// inFlight counts requests in flight by a key (a publisher's uploads).
+type inFlight struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// start counts one more of key's, and returns its end, or false when key
+// has max in flight already (a negative max: no bound).
+func (f *inFlight) start(key string, max int) (func(), bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if max >= 0 && f.n[key] >= max {
+		return nil, false
+	}
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	f.n[key]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.n[key]--; f.n[key] <= 0 {
+			delete(f.n, key)
+		}
+	}, true
 }
 
 // checkUploadQuota refuses an upload of size bytes that would take

@@ -1,10 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -268,4 +273,85 @@ func TestRunIDWaitLeavesNoWaiter(t *testing.T) {
 	if n := server.Waiters(p.srv); n != 0 {
 		t.Fatalf("%d waiters left behind", n)
 	}
+}
+
+// TestUploadsInFlightBounded: one publisher key has at most
+// DefaultMaxUploadsInFlight uploads in flight; one more is 429
+// rate_limited before its body is read. Uploads were bounded in rate only,
+// so one key could hold hundreds at once, each buffering up to 32 MiB and
+// then compiling it: the server's memory and CPU, for one third party.
+func TestUploadsInFlightBounded(t *testing.T) {
+	p := newPlatform(t)
+	k, err := p.admin.CreateKey(context.Background(), server.RolePublisher, "pubco")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+	upload := func(body io.Reader) (int, error) {
+		req, err := http.NewRequest("POST", p.hs.URL+"/v1/publishers/pubco/modules", body)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+k.Key)
+		req.Header.Set("Content-Type", "application/wasm")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+			return 0, errors.New("429 without Retry-After")
+		}
+		return resp.StatusCode, nil
+	}
+	// Slow uploads, over raw connections: headers saying 1 MiB and 64 KiB
+	// of it sent, the rest never; each tried again when the server
+	// answers (refused: another upload held its slot a moment), until
+	// stop.
+	slow, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	ended := make(chan struct{}, server.DefaultMaxUploadsInFlight)
+	for range server.DefaultMaxUploadsInFlight {
+		go func() {
+			defer func() { ended <- struct{}{} }()
+			for slow.Err() == nil {
+				conn, err := net.Dial("tcp", p.hs.Listener.Addr().String())
+				if err != nil {
+					return
+				}
+				go func() { <-slow.Done(); conn.Close() }()
+				fmt.Fprintf(conn, "POST /v1/publishers/pubco/modules HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n", k.Key, 1<<20)
+				_, _ = conn.Write(make([]byte, 64<<10))
+				_, _ = io.Copy(io.Discard, conn) // the answer, or nothing until stop
+				conn.Close()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	policy := policyWasm(t)
+	try := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			status, err := upload(bytes.NewReader(policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d, want %d", status, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	try(http.StatusTooManyRequests) // both slow ones are in
+	// Once they end, uploads pass again.
+	stop()
+	for range server.DefaultMaxUploadsInFlight {
+		<-ended
+	}
+	try(http.StatusCreated)
 }

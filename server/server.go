@@ -168,6 +168,7 @@ type Server struct {
 	owner    string           // this node's name in run claims
 
 	runLocks keyedLocks // by (tenant, run): one run per id at a time in this process
+	uploads  inFlight   // each publisher's uploads in flight (UploadQuota.MaxInFlight)
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves
