@@ -89,6 +89,9 @@ func noteKey(r *http.Request, p *Principal) {
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if r.ContentLength != 0 { // a body, sized or chunked: BodyTimeout (readBody lifts it once read)
+			_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.opts.BodyTimeout))
+		}
 		id := r.Header.Get(RequestIDHeader)
 		if !validRequestID(id) {
 			id = newRequestID()
