@@ -215,6 +215,14 @@ type signingKeyRequest struct {
 	PublicKey []byte `json:"public_key"` // 32 bytes, base64
 }
 
+// MaxProposedSigningKeys bounds the signing keys a publisher has proposed
+// (registered with its own API key) that no admin approved yet (32); one
+// more is 403 quota_exceeded. Every key of a publisher, and a signature per
+// key on each version, is read whenever its versions are listed or bound,
+// so without a bound one publisher key could make those reads as slow as it
+// liked. Keys an admin registers or approves are not counted.
+const MaxProposedSigningKeys = 32
+
 // addSigningKey registers an ed25519 public key of the path's publisher. A
 // key the publisher registers itself is not trusted until an admin approves
 // it (approveSigningKey); a key an admin registers is approved at once. So a
@@ -236,12 +244,31 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 		return
 	}
 	id := SigningKeyID(req.PublicKey)
+	// The count of proposed keys and the insert are one step per publisher
+	// (in this process; several nodes may each pass the last slot once).
+	defer s.runLocks.lock("\x00signing-keys\x00" + publisher)()
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	defer tx.Rollback()
+	if p.Role != RoleAdmin {
+		var have, proposed int
+		if err := tx.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_signing_keys WHERE id = ?`, id).Scan(&have); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		if err := tx.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_signing_keys k
+			LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.publisher = ? AND a.id IS NULL`, publisher).Scan(&proposed); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		if have == 0 && proposed >= MaxProposedSigningKeys {
+			writeProblem(w, problem(http.StatusForbidden, CodeQuotaExceeded, "publisher %s has %d signing keys no admin approved yet, its bound", publisher, proposed))
+			return
+		}
+	}
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_signing_keys (id, publisher, public_key, created) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		id, publisher, req.PublicKey, now()); err != nil {
 		writeProblem(w, s.internal(err))

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -394,5 +395,46 @@ func TestSlowBodyCutOff(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProposedSigningKeysBounded: a publisher proposes at most
+// MaxProposedSigningKeys signing keys an admin has not approved; one more
+// is 403 quota_exceeded, and nothing is stored. A key registered again, and
+// a key an admin registers (approved at once), pass. They were unbounded:
+// each is read (and its signatures checked) whenever anyone lists or binds
+// the publisher's versions, so one publisher key could make every tenant's
+// reads of its catalogue, and binds of it, as slow as it liked.
+func TestProposedSigningKeysBounded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	pub := p.key(t, server.RolePublisher, "pubco")
+	newPub := func() ed25519.PublicKey {
+		k, _, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	var first ed25519.PublicKey
+	for i := range server.MaxProposedSigningKeys {
+		k := newPub()
+		if i == 0 {
+			first = k
+		}
+		if _, err := pub.RegisterSigningKey(ctx, "pubco", k); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	_, err := pub.RegisterSigningKey(ctx, "pubco", newPub())
+	wantCode(t, err, 403, server.CodeQuotaExceeded)
+	if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || len(keys) != server.MaxProposedSigningKeys {
+		t.Fatalf("%d keys, %v", len(keys), err)
+	}
+	if _, err := pub.RegisterSigningKey(ctx, "pubco", first); err != nil {
+		t.Fatalf("a key registered again: %v", err)
+	}
+	if d, err := p.admin.RegisterSigningKey(ctx, "pubco", newPub()); err != nil || !d.Approved {
+		t.Fatalf("an admin's key: %+v %v", d, err)
 	}
 }
