@@ -370,6 +370,16 @@ func (s *Server) expire(ctx context.Context) {
 				if errors.As(err, &ae) && (ae.Code == chain.ApprovalClaimed || ae.Code == chain.ApprovalResolved) {
 					level = slog.LevelDebug
 				}
+				if ae != nil && ae.Code == chain.ApprovalResolved {
+					// The store resolved it, the index still says pending:
+					// being recorded now, or its Done was never noted (that
+					// update failed, then its node died). Noted from now,
+					// markUnrecorded gives it up if no outcome comes.
+					if _, err := s.db.ExecContext(ctx, `UPDATE serve_approvals SET done_at = ? WHERE id = ? AND status = 'pending' AND done_at IS NULL`,
+						time.Now().UnixNano(), d.id); err != nil {
+						s.log.Warn("server: noting a resolved approval's time", "id", d.id, "err", err)
+					}
+				}
 				s.log.Log(ctx, level, "server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
 				continue
 			}
