@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 )
@@ -50,6 +51,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Pro
 	switch {
 	case errors.As(err, &mbe):
 		return nil, problem(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, problem(http.StatusRequestTimeout, CodeBodyTimeout, "the body did not arrive in time")
 	case err != nil:
 		return nil, problem(http.StatusBadRequest, CodeMalformedJSON, "reading the body: %v", err)
 	}

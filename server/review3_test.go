@@ -374,11 +374,11 @@ func TestSlowBodyCutOff(t *testing.T) {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.BodyTimeout = 300 * time.Millisecond })
-	for _, tt := range []struct{ name, path, auth string }{
-		{"no key", "/v1/tenants/acme/runs", ""},
-		{"wrong key", "/v1/tenants/acme/runs", "Authorization: Bearer whk_wrong\r\n"},
-		{"admin key", "/v1/tenants", "Authorization: Bearer " + adminKey + "\r\n"},
-		{"no route", "/nowhere", ""},
+	for _, tt := range []struct{ name, path, auth, want string }{
+		{"no key", "/v1/tenants/acme/runs", "", ""},
+		{"wrong key", "/v1/tenants/acme/runs", "Authorization: Bearer whk_wrong\r\n", ""},
+		{"admin key", "/v1/tenants", "Authorization: Bearer " + adminKey + "\r\n", "HTTP/1.1 408 "}, // read by the handler: body_timeout
+		{"no route", "/nowhere", "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", p.hs.Listener.Addr().String())
@@ -388,11 +388,15 @@ func TestSlowBodyCutOff(t *testing.T) {
 			defer conn.Close()
 			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", tt.path, tt.auth)
 			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.Copy(io.Discard, conn); err != nil {
+			var got bytes.Buffer
+			if _, err := io.Copy(&got, conn); err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
 					t.Fatal("the connection is still open 10 s after its body stopped")
 				}
+			}
+			if !strings.HasPrefix(got.String(), tt.want) || (tt.want != "" && !strings.Contains(got.String(), server.CodeBodyTimeout)) {
+				t.Fatalf("answer %q, want %q... %s", got.String(), tt.want, server.CodeBodyTimeout)
 			}
 		})
 	}
