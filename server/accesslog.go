@@ -89,6 +89,9 @@ func noteKey(r *http.Request, p *Principal) {
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if r.ContentLength != 0 { // a body, sized or chunked: BodyTimeout (readBody lifts it once read)
+			_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.opts.BodyTimeout))
+		}
 		id := r.Header.Get(RequestIDHeader)
 		if !validRequestID(id) {
 			id = newRequestID()
@@ -107,7 +110,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			status = http.StatusOK // nothing written: net/http answers 200
 		}
 		route := r.Pattern
+		// The path's tenant is read before any key is checked: anything
+		// but a tenant's name is cut as the path is.
 		tenant := r.PathValue("tenant")
+		if !nameRE.MatchString(tenant) {
+			tenant = loggedPath(tenant)
+		}
 		if tenant == "" {
 			tenant = info.tenant
 		}

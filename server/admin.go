@@ -222,18 +222,36 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, _ *Principal)
 		writeProblem(w, pr)
 		return
 	}
+	var check func(*sqlTx) *Problem
 	if info.Role == RoleAdmin {
-		var n int
-		if err := s.db.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_keys WHERE role = ?`, string(RoleAdmin)).Scan(&n); err != nil {
-			writeProblem(w, s.internal(err))
-			return
-		}
-		if n <= 1 {
-			writeProblem(w, problem(http.StatusConflict, CodeConflict, "%s is the last admin key: create another before revoking it", id))
-			return
+		// Counted in the delete's transaction, the admin keys' rows
+		// locked on Postgres: two nodes revoking the last two admin keys
+		// at once each counted two, and both deleted. (SQLite: one
+		// writer at a time, the second's stale read fails its write.)
+		check = func(tx *sqlTx) *Problem {
+			q := `SELECT id FROM serve_keys WHERE role = ?`
+			if s.db.pg {
+				q += ` FOR UPDATE`
+			}
+			rows, err := tx.QueryContext(r.Context(), q, string(RoleAdmin))
+			if err != nil {
+				return s.internal(err)
+			}
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return s.internal(err)
+			}
+			if n <= 1 {
+				return problem(http.StatusConflict, CodeConflict, "%s is the last admin key: create another before revoking it", id)
+			}
+			return nil
 		}
 	}
-	if pr := s.retireKey(r, hash, `DELETE FROM serve_keys WHERE id = ? AND hash = ?`, id, hash); pr != nil {
+	if pr := s.retireKey(r, hash, check, `DELETE FROM serve_keys WHERE id = ? AND hash = ?`, id, hash); pr != nil {
 		writeProblem(w, pr)
 		return
 	}
@@ -256,7 +274,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request, _ *Principal)
 		writeProblem(w, s.internal(err))
 		return
 	}
-	if pr := s.retireKey(r, hash, `UPDATE serve_keys SET hash = ? WHERE id = ? AND hash = ?`, hashKey(key), id, hash); pr != nil {
+	if pr := s.retireKey(r, hash, nil, `UPDATE serve_keys SET hash = ? WHERE id = ? AND hash = ?`, hashKey(key), id, hash); pr != nil {
 		writeProblem(w, pr)
 		return
 	}
@@ -283,14 +301,19 @@ func (s *Server) keyByID(r *http.Request, id string) (*KeyInfo, string, *Problem
 
 // retireKey runs change (a delete or a rehash of the key's row, on
 // condition that its hash is still hash) and records hash as revoked, in one
-// transaction. A key changed meanwhile (by another node) is 409, and nothing
-// is done.
-func (s *Server) retireKey(r *http.Request, hash, change string, args ...any) *Problem {
+// transaction, after check (if not nil) passes in it. A key changed
+// meanwhile (by another node) is 409, and nothing is done.
+func (s *Server) retireKey(r *http.Request, hash string, check func(*sqlTx) *Problem, change string, args ...any) *Problem {
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		return s.internal(err)
 	}
 	defer tx.Rollback()
+	if check != nil {
+		if pr := check(tx); pr != nil {
+			return pr
+		}
+	}
 	res, err := tx.ExecContext(r.Context(), change, args...)
 	if err != nil {
 		return s.internal(err)

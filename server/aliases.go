@@ -51,6 +51,7 @@ const (
 	CodeMethodNotAllowed  = api.CodeMethodNotAllowed
 	CodeQuotaExceeded     = api.CodeQuotaExceeded
 	CodeRunInProgress     = api.CodeRunInProgress
+	CodeBodyTimeout       = api.CodeBodyTimeout
 )
 
 // SigningMessage is api.SigningMessage.

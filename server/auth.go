@@ -42,6 +42,7 @@ type Principal struct {
 	KeyID  string
 	Role   Role
 	Tenant string // the tenant, or the publisher for a publisher key; "" for admin
+	hash   string // the key's hash, as authenticated (keyLive)
 }
 
 // newKey makes a new API key. An API key has 256 bits from crypto/rand, so it
@@ -147,7 +148,24 @@ func (s *Server) authenticate(r *http.Request) (*Principal, *Problem) {
 		return nil, s.internal(err)
 	}
 	p.Role = Role(role)
+	p.hash = hashKey(key)
 	return &p, nil
+}
+
+// keyLive reports whether p's key is still the one the request
+// authenticated with: neither revoked nor rotated since. A request that
+// waits (a long poll, an event stream: up to MaxWait) asks again before it
+// answers, so a key revoked meanwhile receives nothing more.
+func (s *Server) keyLive(ctx context.Context, p *Principal) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_keys WHERE id = ? AND hash = ?`, p.KeyID, p.hash).Scan(&n)
+	return n > 0, err
+}
+
+// keyGone is the problem of a request whose key was revoked or rotated
+// while it waited.
+func keyGone() *Problem {
+	return problem(http.StatusUnauthorized, CodeUnauthenticated, "the API key was revoked or rotated while the request waited")
 }
 
 // authLimited is the problem of an address past its failed-authentication

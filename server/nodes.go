@@ -212,6 +212,16 @@ func (s *Server) claimRun(ctx context.Context, tenant, run string) ([]byte, *Pro
 	deadline := time.NewTimer(s.opts.RunTimeout)
 	defer deadline.Stop()
 	key := runWaitKey(tenant, run)
+	// A waiter made here is dropped on the way out, whatever the way: the
+	// node that stores the outcome does not announce it, so nobody else
+	// closes it. (Requests for one run id are one at a time per process,
+	// runLock, so it is this request's alone.)
+	waited := false
+	defer func() {
+		if waited {
+			s.wake(key)
+		}
+	}()
 	for {
 		// Claim first, then read: a fresh run id (the common case) takes
 		// two statements.
@@ -238,14 +248,13 @@ func (s *Server) claimRun(ctx context.Context, tenant, run string) ([]byte, *Pro
 			return nil, nil
 		}
 		ch := s.waiter(key)
+		waited = true
 		select {
 		case <-ch:
 		case <-time.After(pollEvery):
 		case <-deadline.C:
-			s.wake(key)
 			return nil, problem(http.StatusConflict, CodeRunInProgress, "run %s is being run by another request; ask again later", run)
 		case <-ctx.Done():
-			s.wake(key)
 			return nil, problem(http.StatusServiceUnavailable, CodeShuttingDown, "the request ended")
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 )
 
 func problem(status int, code, format string, args ...any) *Problem {
@@ -36,13 +38,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // readBody reads at most limit bytes of r's body: a longer body is
-// body_too_large, and nothing of it is used.
+// body_too_large, and nothing of it is used. The body must arrive within
+// BodyTimeout of the request's start (set by observe); once it is read, the
+// connection's read deadline is lifted, so that a long handler (a run) is
+// not cut off.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Problem) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return nil, problem(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, problem(http.StatusRequestTimeout, CodeBodyTimeout, "the body did not arrive in time")
 	case err != nil:
 		return nil, problem(http.StatusBadRequest, CodeMalformedJSON, "reading the body: %v", err)
 	}

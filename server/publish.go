@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"sync"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
@@ -39,6 +40,13 @@ func ManifestDigest(m *abi.Manifest) string {
 // itself, then the settings schema check chain.New applies), and stores it
 // only if it passes.
 func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Principal) {
+	end, ok := s.uploads.start(p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "publisher %s has %d uploads in flight already", p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight))
+		return
+	}
+	defer end()
 	wasm, prob := readBody(w, r, runtime.DefaultMaxModuleBytes)
 	if prob != nil {
 		writeProblem(w, prob)
@@ -207,6 +215,14 @@ type signingKeyRequest struct {
 	PublicKey []byte `json:"public_key"` // 32 bytes, base64
 }
 
+// MaxProposedSigningKeys bounds the signing keys a publisher has proposed
+// (registered with its own API key) that no admin approved yet (32); one
+// more is 403 quota_exceeded. Every key of a publisher, and a signature per
+// key on each version, is read whenever its versions are listed or bound,
+// so without a bound one publisher key could make those reads as slow as it
+// liked. Keys an admin registers or approves are not counted.
+const MaxProposedSigningKeys = 32
+
 // addSigningKey registers an ed25519 public key of the path's publisher. A
 // key the publisher registers itself is not trusted until an admin approves
 // it (approveSigningKey); a key an admin registers is approved at once. So a
@@ -228,12 +244,31 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 		return
 	}
 	id := SigningKeyID(req.PublicKey)
+	// The count of proposed keys and the insert are one step per publisher
+	// (in this process; several nodes may each pass the last slot once).
+	defer s.runLocks.lock("\x00signing-keys\x00" + publisher)()
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	defer tx.Rollback()
+	if p.Role != RoleAdmin {
+		var have, proposed int
+		if err := tx.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_signing_keys WHERE id = ?`, id).Scan(&have); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		if err := tx.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_signing_keys k
+			LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.publisher = ? AND a.id IS NULL`, publisher).Scan(&proposed); err != nil {
+			writeProblem(w, s.internal(err))
+			return
+		}
+		if have == 0 && proposed >= MaxProposedSigningKeys {
+			writeProblem(w, problem(http.StatusForbidden, CodeQuotaExceeded, "publisher %s has %d signing keys no admin approved yet, its bound", publisher, proposed))
+			return
+		}
+	}
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_signing_keys (id, publisher, public_key, created) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		id, publisher, req.PublicKey, now()); err != nil {
 		writeProblem(w, s.internal(err))
@@ -439,6 +474,10 @@ func init() {
 const (
 	DefaultMaxPublisherModules       = 1000
 	DefaultMaxPublisherBytes   int64 = 1 << 30 // 1 GiB
+	// DefaultMaxUploadsInFlight bounds the uploads one publisher key has
+	// in flight at once (2); one more is 429 rate_limited (Retry-After),
+	// before its body is read.
+	DefaultMaxUploadsInFlight = 2
 )
 
 // UploadQuota configures the upload quota per publisher. Zero fields mean
@@ -446,6 +485,10 @@ const (
 type UploadQuota struct {
 	MaxModules int
 	MaxBytes   int64
+	// MaxInFlight bounds the publisher's uploads in flight at once
+	// (DefaultMaxUploadsInFlight): each buffers up to
+	// runtime.DefaultMaxModuleBytes and then compiles it.
+	MaxInFlight int
 }
 
 func (q UploadQuota) withDefaults() UploadQuota {
@@ -455,7 +498,37 @@ func (q UploadQuota) withDefaults() UploadQuota {
 	if q.MaxBytes == 0 {
 		q.MaxBytes = DefaultMaxPublisherBytes
 	}
+	if q.MaxInFlight == 0 {
+		q.MaxInFlight = DefaultMaxUploadsInFlight
+	}
 	return q
+}
+
+// inFlight counts requests in flight by a key (a publisher's uploads).
+type inFlight struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// start counts one more of key's, and returns its end, or false when key
+// has max in flight already (a negative max: no bound).
+func (f *inFlight) start(key string, max int) (func(), bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if max >= 0 && f.n[key] >= max {
+		return nil, false
+	}
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	f.n[key]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.n[key]--; f.n[key] <= 0 {
+			delete(f.n, key)
+		}
+	}, true
 }
 
 // checkUploadQuota refuses an upload of size bytes that would take

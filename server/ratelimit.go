@@ -36,6 +36,8 @@ type limiter struct {
 	rate, burst float64
 	mu          sync.Mutex
 	buckets     map[string]*bucket // by key id: as many as there are keys
+	sweeps      int                // sweeps of a full table (tests)
+	lastSweep   time.Time          // the last sweep of a full table (failLimiter)
 }
 
 func newLimiter(rl RateLimit) *limiter {
@@ -84,12 +86,19 @@ func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
 // guesser which is which. Behind a proxy every client shares the proxy's
 // address (the server does not trust X-Forwarded-For). At most
 // MaxAuthFailAddresses addresses are tracked; past that, addresses whose
-// budget is whole again are forgotten, and a failure that finds no room is
-// not counted.
+// budget is whole again are forgotten (a sweep of the whole table, at most
+// once every AuthFailSweepEvery), and a failure that finds no room is not
+// counted.
 const (
 	DefaultAuthFailPerSecond = 0.2 // one more failure every 5 s
 	DefaultAuthFailBurst     = 20
 	MaxAuthFailAddresses     = 65536
+	// AuthFailSweepEvery bounds how often a full table is swept (1 s): a
+	// sweep reads every bucket under the lock every authentication
+	// takes, so one at each failure let a client holding many addresses
+	// fill the table, then make each wrong key cost a 65,536-bucket scan
+	// that every other request's authentication waited behind.
+	AuthFailSweepEvery = time.Second
 )
 
 type failLimiter struct {
@@ -140,7 +149,10 @@ func (f *failLimiter) fail(addr string, now time.Time) {
 	b, ok := l.buckets[addr]
 	if !ok {
 		if len(l.buckets) >= MaxAuthFailAddresses {
-			l.sweep(now)
+			if d := now.Sub(l.lastSweep); d >= AuthFailSweepEvery || d < 0 {
+				l.lastSweep = now
+				l.sweep(now)
+			}
 			if len(l.buckets) >= MaxAuthFailAddresses {
 				return
 			}
@@ -158,6 +170,7 @@ func (f *failLimiter) fail(addr string, now time.Time) {
 // sweep forgets the buckets that are full again: they hold nothing a new
 // bucket would not. The caller holds l.mu.
 func (l *limiter) sweep(now time.Time) {
+	l.sweeps++
 	for k, b := range l.buckets {
 		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
 			delete(l.buckets, k)

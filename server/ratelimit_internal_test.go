@@ -49,3 +49,27 @@ func TestFailLimiterBounded(t *testing.T) {
 		t.Fatalf("blocked %v after two failures (burst 2), wait %s", blocked, wait)
 	}
 }
+
+// A full table of failure buckets is swept at most once per
+// authFailSweepEvery: a sweep reads every bucket under the lock that every
+// authentication takes, so sweeping at each failure let a client with many
+// addresses (one IPv6 /48 holds 65,536 /64s) fill the table and then make
+// each wrong key cost a 65,536-entry scan, serializing every other
+// request's authentication behind it.
+func TestFailLimiterSweepsSeldom(t *testing.T) {
+	f := newFailLimiter(RateLimit{PerSecond: 1, Burst: 2})
+	t0 := time.Now()
+	for i := 0; i < MaxAuthFailAddresses; i++ {
+		f.fail("addr"+strconv.Itoa(i), t0)
+	}
+	before := f.l.sweeps
+	for i := 0; i < 1000; i++ {
+		f.fail("new"+strconv.Itoa(i), t0.Add(time.Duration(i)*time.Microsecond))
+	}
+	if n := f.l.sweeps - before; n > 1 {
+		t.Fatalf("%d sweeps of a full table for 1000 failures within a millisecond, want at most 1", n)
+	}
+	if n := len(f.l.buckets); n != MaxAuthFailAddresses {
+		t.Fatalf("%d buckets", n)
+	}
+}

@@ -72,6 +72,13 @@ const (
 	DefaultMaxWait = 60 * time.Second
 	// DefaultRunTimeout bounds a run or a resolution (30 s).
 	DefaultRunTimeout = 30 * time.Second
+	// DefaultBodyTimeout bounds the time a request's body takes to arrive
+	// (2 min, from the request's start): a body that stops coming is
+	// given up and its connection closed, whether the handler reads it or
+	// the server discards it after answering (a 401, a 404). Without it,
+	// anyone, without a key, held connections by sending a byte now and
+	// then.
+	DefaultBodyTimeout = 2 * time.Minute
 	// DefaultMaxPollsPerKey bounds the long polls one API key has open at
 	// once (32); one more is 429 rate_limited. The rate limit alone let a
 	// key hold rate x MaxWait of them (12,000 at the defaults), each a
@@ -112,6 +119,9 @@ type Options struct {
 	MaxWait time.Duration
 	// RunTimeout bounds a run; zero means DefaultRunTimeout.
 	RunTimeout time.Duration
+	// BodyTimeout bounds a request body's arrival; zero means
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// ExpiryInterval is how often expired approvals are decided; zero
 	// means DefaultExpiryInterval.
 	ExpiryInterval time.Duration
@@ -168,6 +178,7 @@ type Server struct {
 	owner    string           // this node's name in run claims
 
 	runLocks keyedLocks // by (tenant, run): one run per id at a time in this process
+	uploads  inFlight   // each publisher's uploads in flight (UploadQuota.MaxInFlight)
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves
@@ -200,6 +211,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.RunTimeout <= 0 {
 		opts.RunTimeout = DefaultRunTimeout
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.MaxPollsPerKey <= 0 {
 		opts.MaxPollsPerKey = DefaultMaxPollsPerKey
@@ -355,6 +369,16 @@ func (s *Server) expire(ctx context.Context) {
 				level := slog.LevelWarn
 				if errors.As(err, &ae) && (ae.Code == chain.ApprovalClaimed || ae.Code == chain.ApprovalResolved) {
 					level = slog.LevelDebug
+				}
+				if ae != nil && ae.Code == chain.ApprovalResolved {
+					// The store resolved it, the index still says pending:
+					// being recorded now, or its Done was never noted (that
+					// update failed, then its node died). Noted from now,
+					// markUnrecorded gives it up if no outcome comes.
+					if _, err := s.db.ExecContext(ctx, `UPDATE serve_approvals SET done_at = ? WHERE id = ? AND status = 'pending' AND done_at IS NULL`,
+						time.Now().UnixNano(), d.id); err != nil {
+						s.log.Warn("server: noting a resolved approval's time", "id", d.id, "err", err)
+					}
 				}
 				s.log.Log(ctx, level, "server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
 				continue

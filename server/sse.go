@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -21,8 +22,9 @@ const sseReread = 500 * time.Millisecond
 
 // The events of an approval's stream (approvalEvents): "status" first, with
 // the approval's status; then "resolved", with the ResultDoc carrying the
-// resumed run's outcome, or "timeout" (still pending when the wait ended,
-// or the server is draining), and the stream ends.
+// resumed run's outcome (or status unrecorded and no outcome: none will
+// come), or "timeout" (still pending when the wait ended, or the server is
+// draining), and the stream ends.
 const (
 	EventStatus   = "status"
 	EventResolved = "resolved"
@@ -93,12 +95,21 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		}
 		return rc.Flush() == nil
 	}
-	if status == "resolved" {
+	if status != "pending" { // resolved, or unrecorded
 		send(EventResolved, ResultDoc{ID: id, Status: status, Outcome: outcome})
 		return
 	}
 	if !send(EventStatus, ResultDoc{ID: id, Status: status}) {
 		return
+	}
+	// A key revoked or rotated while the stream waits gets nothing more:
+	// the stream ends without "resolved" or "timeout".
+	live := func() bool {
+		ok, err := s.keyLive(context.WithoutCancel(r.Context()), p)
+		if err != nil {
+			s.log.Warn("server: an event stream's key could not be checked; the stream ends", "err", err)
+		}
+		return ok && err == nil
 	}
 	beat := s.opts.Heartbeat
 	if beat <= 0 {
@@ -116,15 +127,22 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		case <-ch:
 		case <-reread.C:
 		case <-heartbeat.C:
+			if !live() {
+				return
+			}
 			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
 			continue
 		case <-deadline.C:
-			send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			if live() {
+				send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			}
 			return
 		case <-s.done:
-			send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			if live() {
+				send(EventTimeout, ResultDoc{ID: id, Status: "pending"})
+			}
 			return
 		case <-r.Context().Done():
 			return
@@ -133,11 +151,13 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		if pr != nil {
 			return // the client sees the stream end without "resolved"
 		}
-		if status == "resolved" {
+		if status != "pending" { // resolved, or unrecorded
 			// A waiter made between a pending read and the resolution's
 			// wake is closed by nobody else: drop it.
 			s.wake(id)
-			send(EventResolved, ResultDoc{ID: id, Status: status, Outcome: outcome})
+			if live() {
+				send(EventResolved, ResultDoc{ID: id, Status: status, Outcome: outcome})
+			}
 			return
 		}
 	}

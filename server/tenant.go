@@ -535,6 +535,22 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 	// the table is read again now and then.
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	// answer writes doc, unless the key was revoked or rotated while the
+	// request waited.
+	waited := false
+	answer := func(doc ResultDoc) {
+		if waited {
+			switch live, err := s.keyLive(context.WithoutCancel(r.Context()), p); {
+			case err != nil:
+				writeProblem(w, s.internal(err))
+				return
+			case !live:
+				writeProblem(w, keyGone())
+				return
+			}
+		}
+		writeJSON(w, 200, doc)
+	}
 	for {
 		status, _, outcome, pr := s.approvalRow(r.Context(), tenant, id)
 		if pr != nil {
@@ -549,21 +565,22 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 			if status == "resolved" {
 				doc.Outcome = outcome
 			}
-			writeJSON(w, 200, doc)
+			answer(doc)
 			return
 		}
 		// Made only for an approval of this tenant that exists, so that
 		// polling made-up ids leaves nothing behind; a resolution between
 		// the read and here is seen at the next tick.
 		ch := s.waiter(id)
+		waited = true
 		select {
 		case <-ch:
 		case <-tick.C:
 		case <-deadline.C:
-			writeJSON(w, 200, ResultDoc{ID: id, Status: status})
+			answer(ResultDoc{ID: id, Status: status})
 			return
 		case <-s.done:
-			writeJSON(w, 200, ResultDoc{ID: id, Status: status})
+			answer(ResultDoc{ID: id, Status: status})
 			return
 		case <-r.Context().Done():
 			return

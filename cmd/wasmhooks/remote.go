@@ -156,7 +156,10 @@ func apiFail(stdout, stderr io.Writer, synopsis string, err error) int {
 	}
 	code := "request_failed"
 	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, client.ErrUnrecorded):
+		code = "unrecorded" // resolved, but its outcome will never come: not worth retrying
+	case errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded):
 		code = "unreachable"
 	}
 	printJSON(stdout, apiErrorDoc{Error: apiErrorBody{Code: code, Message: err.Error()}})

@@ -55,8 +55,9 @@ const (
 	CodeRateLimited       = "rate_limited"       // 429: the key's rate limit is reached (Retry-After)
 	CodeAuthLimited       = "auth_rate_limited"  // 429: too many failed authentications from the address (Retry-After)
 	CodeMethodNotAllowed  = "method_not_allowed" // 405: the path exists, not with this method (Allow lists those it has)
-	CodeQuotaExceeded     = "quota_exceeded"     // 403: the publisher's upload quota would be passed; nothing is stored
+	CodeQuotaExceeded     = "quota_exceeded"     // 403: the publisher's upload quota (or its proposed signing keys' bound) would be passed; nothing is stored
 	CodeRunInProgress     = "run_in_progress"    // 409: another request (on any node) is running this run id (Retry-After)
+	CodeBodyTimeout       = "body_timeout"       // 408: the body did not arrive within the server's BodyTimeout; the connection is closed
 )
 
 // Role is what an API key may do. Every route names the roles it admits.

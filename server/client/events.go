@@ -23,7 +23,8 @@ type Event struct {
 // WaitResult waits up to waitSeconds for approval id's result over the
 // approval's Server-Sent Events stream (one connection, heartbeats keep it
 // open): the resumed run's outcome once resolved, nil when the wait ended
-// with the approval still pending. on, if not nil, sees every event.
+// with the approval still pending, ErrUnrecorded if none will come. on, if
+// not nil, sees every event.
 func (c *Client) WaitResult(ctx context.Context, tenant, id string, waitSeconds int, on func(Event)) (*Outcome, error) {
 	path := "/v1/tenants/" + esc(tenant) + "/approvals/" + esc(id) + "/events?wait=" + strconv.Itoa(waitSeconds)
 	req, err := http.NewRequestWithContext(ctx, "GET", c.Base+path, nil)
@@ -70,6 +71,9 @@ func (c *Client) WaitResult(ctx context.Context, tenant, id string, waitSeconds 
 	}
 	switch ev.Name {
 	case "resolved":
+		if ev.Result.Status == "unrecorded" {
+			return nil, ErrUnrecorded
+		}
 		return decodeOutcome(ev.Result.Outcome)
 	case "timeout":
 		return nil, nil
