@@ -88,18 +88,11 @@ func (s *Server) notify(ctx context.Context, tx *sqlTx, channel, payload string)
 	}
 }
 
-func (s *Server) syncLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.syncBindings(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("server: reading the bindings' versions", "err", err)
-			}
-		}
+// syncOnce is one pass of syncBindings (every SyncInterval, from New),
+// its error logged: the next pass tries again.
+func (s *Server) syncOnce(ctx context.Context) {
+	if err := s.syncBindings(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("server: reading the bindings' versions", "err", err)
 	}
 }
 
@@ -346,30 +339,21 @@ func (s *Server) retryDB(ctx context.Context, fn func() error) error {
 	return err
 }
 
-// sweepLoop releases, every store.DefaultLease/3, the credit holds of nodes
+// sweepOnce releases (every store.DefaultLease/3, from New) the credit holds of nodes
 // that stopped renewing their lease (killed mid-run): without it their
 // reservations stayed pending for ever, the credit unavailable. Every node
 // sweeps; the ledger's transactions make that safe. It also deletes the run
 // claims of dead nodes an hour after their lease ended (a claim is taken
 // over at once when its run id is posted again; this only keeps the table
 // small).
-func (s *Server) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(store.DefaultLease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := s.ledger.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
-				s.log.Warn("server: releasing the credit holds of stopped nodes", "err", err)
-			} else if n > 0 {
-				s.log.Info("server: released the credit holds of stopped nodes", "holds", n)
-			}
-			if _, err := s.db.ExecContext(ctx, `DELETE FROM serve_run_claims WHERE lease_until < ?`, time.Now().Add(-time.Hour).UnixNano()); err != nil && ctx.Err() == nil {
-				s.log.Warn("server: deleting the run claims of stopped nodes", "err", err)
-			}
-		}
+func (s *Server) sweepOnce(ctx context.Context) {
+	if n, err := s.ledger.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		s.log.Warn("server: releasing the credit holds of stopped nodes", "err", err)
+	} else if n > 0 {
+		s.log.Info("server: released the credit holds of stopped nodes", "holds", n)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM serve_run_claims WHERE lease_until < ?`, time.Now().Add(-time.Hour).UnixNano()); err != nil && ctx.Err() == nil {
+		s.log.Warn("server: deleting the run claims of stopped nodes", "err", err)
 	}
 }
 

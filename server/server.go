@@ -266,10 +266,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.initObservability()
 	s.mux = s.routes()
 	s.handler = s.observe(s.mux)
-	go s.expireLoop(kctx, opts.ExpiryInterval)
-	go s.syncLoop(kctx, opts.SyncInterval)
+	go every(kctx, opts.ExpiryInterval, s.expire)
+	go every(kctx, opts.SyncInterval, s.syncOnce)
 	go s.listenLoop(kctx)
-	go s.sweepLoop(kctx)
+	go every(kctx, store.DefaultLease/3, s.sweepOnce)
 	return s, nil
 }
 
@@ -304,15 +304,17 @@ func (s *Server) checkHostKey(ctx context.Context) error {
 // that long after its expiry.
 const DefaultExpiryInterval = 5 * time.Second
 
-func (s *Server) expireLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// every calls f every interval until ctx is done: the server's background
+// passes (expire, syncOnce, sweepOnce).
+func every(ctx context.Context, interval time.Duration, f func(context.Context)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.expire(ctx)
+			f(ctx)
 		}
 	}
 }
