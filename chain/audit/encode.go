@@ -11,14 +11,12 @@ package audit
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
-	"unsafe"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 )
@@ -313,48 +311,15 @@ var needsCare = func() (t [256]bool) {
 	return t
 }()
 
-// plainASCII reports whether s encodes as itself between quotes: no byte of
-// it needsCare. It looks at eight bytes at a time (a record's strings are
-// mostly 64-digit hashes), then at the rest one by one.
+// plainASCII reports whether s encodes as itself between quotes.
 func plainASCII(s string) bool {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if careWord(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))) {
-			return false
-		}
-	}
-	for ; i < len(s); i++ {
+	for i := 0; i < len(s); i++ {
 		if needsCare[s[i]] {
 			return false
 		}
 	}
 	return true
 }
-
-// SWAR constants: a byte of ones, of high bits.
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// careWord reports whether one of the eight bytes of x needsCare. With no
-// high bit set (else it is true at once), zero(v) is exact for "some byte
-// of v is zero", and a byte below 0x20 is one that v-0x20 borrows from
-// without having had its high bit. '"' and '&' differ in one bit (0x04), as
-// do '<' and '>' (0x02): masking that bit out of x^'"' (x^'<') makes
-// either a zero byte.
-func careWord(x uint64) bool {
-	if x&msb != 0 {
-		return true
-	}
-	return (x-0x20*lsb)&^x&msb|
-		zero((x^'"'*lsb)&^(0x04*lsb))|
-		zero((x^'<'*lsb)&^(0x02*lsb))|
-		zero(x^'\\'*lsb) != 0
-}
-
-// zero has a high bit set if some byte of v is zero, and only then.
-func zero(v uint64) uint64 { return (v - lsb) &^ v & msb }
 
 // escapeHTML rewrites every <, > and & of b[start:] as \u003c, \u003e and
 // \u0026, which is all that sets encoding/json's default (HTML-safe) output

@@ -348,31 +348,3 @@ func TestGoldenLog(t *testing.T) {
 		}
 	}
 }
-
-// TestPlainASCIIMatchesTable holds plainASCII's eight-bytes-at-a-time check
-// to the byte table: every byte value at every position of strings of 1 to
-// 24 bytes (both sides of each word boundary, and the tail), in a string of
-// plain bytes and of bytes next to the ones that need care.
-func TestPlainASCIIMatchesTable(t *testing.T) {
-	bytewise := func(s string) bool {
-		for i := 0; i < len(s); i++ {
-			if needsCare[s[i]] {
-				return false
-			}
-		}
-		return true
-	}
-	for _, fill := range []byte{'a', '0', ' ', '!', '#', '%', '\'', ';', '=', '?', '[', ']', 0x7f, '}'} {
-		for n := 1; n <= 24; n++ {
-			for at := 0; at < n; at++ {
-				for c := range 256 {
-					b := bytes.Repeat([]byte{fill}, n)
-					b[at] = byte(c)
-					if got, want := plainASCII(string(b)), bytewise(string(b)); got != want {
-						t.Fatalf("plainASCII(%q) = %v, want %v", b, got, want)
-					}
-				}
-			}
-		}
-	}
-}
