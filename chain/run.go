@@ -117,6 +117,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		records.Put(rec)
 	}()
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
+	per := perRun{run: st.Run, left: len(list) - st.Next}
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
@@ -139,7 +140,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 			if next == nil {
 				next = audit.AcquireDigests()
 			}
-			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, next); err != nil {
+			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, next, &per); err != nil {
 				return nil, err
 			}
 		}
@@ -263,7 +264,7 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 // when it ended (c.now()). cur
 // holds st.Context (the hook gets its bytes); when the step applies a
 // modify, nextD holds the context after it.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, time.Time, error) {
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests, per *perRun) (Step, *abi.Decision, map[string]any, time.Time, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	span := noSpan
 	if c.tracing {
@@ -295,10 +296,11 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		if p.trial {
 			step.Breaker = BreakerHalfOpen
 		}
-		step.Invocation = st.Run + "." + strconv.Itoa(len(st.Trace))
+		step.Invocation = per.invocationID(len(st.Trace))
 		res = results.Get().(*runtime.Result)
 		defer putResult(res)
-		refused := false // the runtime refused the request: the hook did not run
+		res.Decision = per.decision() // a continue is written into it
+		refused := false              // the runtime refused the request: the hook did not run
 		req := runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Context: st.Context, Settings: b.Settings,
 			Grants: b.Grants, HostCaller: c.caller, InvocationID: step.Invocation,
@@ -423,6 +425,67 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
 	}
 	return step, dec, next, end, nil
+}
+
+// perRun holds what a run's steps allocate together rather than one by one:
+// the Decisions the runtime writes their continues into (the runtime
+// allocates any other decision), and their invocation ids, made as one
+// string.
+type perRun struct {
+	run  string
+	left int // the bindings the run has yet to run, the current one included
+
+	decisions []abi.Decision // made on the first call, one per binding left
+
+	ids   string     // the ids of the trace indexes from, from+1, ...
+	from  int        // the trace index of the first id in ids
+	ends  [16]uint16 // ends[i] is where the id of from+i ends in ids
+	n     int        // how many ids ids holds
+	tried bool       // ids was made
+}
+
+// decision returns a zero Decision from the run's array.
+func (p *perRun) decision() *abi.Decision {
+	if len(p.decisions) == 0 {
+		p.decisions = make([]abi.Decision, max(p.left, 1))
+	}
+	d := &p.decisions[0]
+	p.decisions = p.decisions[1:]
+	p.left--
+	return d
+}
+
+// invocationID returns the invocation id of the step at index in the run's
+// trace: the run's id, a dot and the index. The ids of this and the next
+// steps (as many as the bindings left, at most len(ends)) are made as one
+// string on the first call.
+func (p *perRun) invocationID(index int) string {
+	if !p.tried && p.left > 1 {
+		p.tried = true
+		var buf [512]byte
+		b := buf[:0]
+		for p.n < min(p.left, len(p.ends)) {
+			at := len(b)
+			b = append(b, p.run...)
+			b = append(b, '.')
+			b = strconv.AppendInt(b, int64(index+p.n), 10)
+			if len(b) > 1<<16-1 {
+				b = b[:at]
+				break
+			}
+			p.ends[p.n] = uint16(len(b))
+			p.n++
+		}
+		p.ids, p.from = string(b), index
+	}
+	if i := index - p.from; p.n > 0 && i >= 0 && i < p.n {
+		start := uint16(0)
+		if i > 0 {
+			start = p.ends[i-1]
+		}
+		return p.ids[start:p.ends[i]]
+	}
+	return p.run + "." + strconv.Itoa(index)
 }
 
 // records holds the Records a run writes its steps' audit records into in
