@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 )
@@ -173,8 +175,8 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, r.Seq, 10)
 	b = append(b, `,"time":"`...)
-	b, err := r.Time.AppendText(b) // what Time.MarshalJSON writes between its quotes
-	if err != nil {
+	b, ok := appendTime(b, r.Time)
+	if !ok {
 		return nil, false
 	}
 	b = append(b, '"')
@@ -251,6 +253,61 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	b = appendField(b, "prev", r.Prev)
 	b = appendOptional(b, "mac", r.MAC)
 	return append(b, '}'), true
+}
+
+// appendTime appends t.AppendText's bytes (what Time.MarshalJSON writes
+// between its quotes), or reports false where that fails. A UTC time whose
+// second is the one last written takes that second's text from a cache and
+// writes only its fraction: the records of a run share their seconds.
+func appendTime(b []byte, t time.Time) ([]byte, bool) {
+	utc := t.Location() == time.UTC
+	if utc {
+		if c := lastSecond.Load(); c != nil && c.unix == t.Unix() {
+			b = append(b, c.text[:]...)
+			return append(appendFraction(b, t.Nanosecond()), 'Z'), true
+		}
+	}
+	start := len(b)
+	b, err := t.AppendText(b)
+	if err != nil {
+		return nil, false
+	}
+	if utc && len(b)-start > len(secondText{}.text) {
+		c := &secondText{unix: t.Unix()}
+		copy(c.text[:], b[start:])
+		lastSecond.Store(c)
+	}
+	return b, true
+}
+
+// secondText is the RFC 3339 text of a UTC second, as Time.AppendText
+// writes it before the fraction: 2006-01-02T15:04:05.
+type secondText struct {
+	unix int64
+	text [len("2006-01-02T15:04:05")]byte
+}
+
+// lastSecond is the second appendTime wrote last.
+var lastSecond atomic.Pointer[secondText]
+
+// appendFraction appends the fraction of a second RFC3339Nano writes for ns
+// nanoseconds: none for 0, else a dot and the nine digits less their
+// trailing zeros.
+func appendFraction(b []byte, ns int) []byte {
+	if ns == 0 {
+		return b
+	}
+	var d [10]byte
+	d[0] = '.'
+	for i := 9; i > 0; i-- {
+		d[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	n := len(d)
+	for d[n-1] == '0' {
+		n--
+	}
+	return append(b, d[:n]...)
 }
 
 // appendField appends `,"name":` and s. name needs no escaping.
