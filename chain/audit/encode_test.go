@@ -382,3 +382,26 @@ func TestAppendTimeMatchesAppendText(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRecordHash hashes a record as a chain step writes one (a guard's
+// continue): appendRecord's encoding alone, and with the sha256 of it.
+func BenchmarkRecordHash(b *testing.B) {
+	d := func(c byte) string { return "sha256:" + strings.Repeat(string(c), 64) }
+	r := &Record{Seq: 123456, Time: time.Date(2026, 11, 24, 5, 40, 1, 123456789, time.UTC), Run: "bench", Tenant: "acme",
+		Point: "message.outbound", Config: d('c'), Binding: "g3", Phase: "guard", Module: strings.Repeat("m", 64),
+		Decision: "continue", By: "hook", HookAction: "continue", Input: d('i'), Output: d('i'), LatencyUS: 2,
+		Prev: strings.Repeat("p", 64)}
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			bp, body, _ := storedBody(r)
+			releaseBody(bp, body)
+		}
+	})
+	b.Run("hash", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Hash(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
