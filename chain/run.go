@@ -271,11 +271,10 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		ctx, span = c.tracer.Start(ctx, "chain.hook", b.spanStart...)
 	}
 	defer span.End()
-	// The step reads the monotonic clock at its start and both clocks at
-	// its end (end): its latency, its breaker's outcome and its audit
-	// record's time share that reading, and a closed breaker reads none (a
-	// clock read is dear on some virtual machines).
-	start := monoNow()
+	// The step reads the clock once, at its end (end): its breaker's
+	// outcome and its audit record's time share that reading, its latency
+	// is the runtime's (Result.Duration), and a closed breaker reads none
+	// (a clock read is dear on some virtual machines).
 	log := stepLog{c: c, st: st, b: b}
 
 	br := c.breakers.get(b.key, st.Tenant)
@@ -392,6 +391,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		step.HostCalls = hostCalls(res.Calls)
 		step.CreditCharged = res.CreditCharged
 		step.FuelUsed = res.FuelUsed
+		step.LatencyUS = res.Duration.Microseconds()
 		step.Logs = res.Logs
 		step.LogBytesDropped = res.LogBytesDropped
 		for _, l := range res.Logs {
@@ -415,11 +415,6 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	}
 	if end.IsZero() {
 		end = c.now()
-	}
-	if c.wallClock {
-		step.LatencyUS = end.Sub(start).Microseconds()
-	} else {
-		step.LatencyUS = monoNow().Sub(start).Microseconds()
 	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
