@@ -343,7 +343,6 @@ const (
 // records nothing.
 var noSpan = trace.SpanFromContext(context.Background())
 
-
 // Outcome is the result of a chain run (or of resuming one).
 type Outcome struct {
 	// Run identifies the run.
