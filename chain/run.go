@@ -137,10 +137,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		} else if st.ShortCircuit != "" && b.Phase == Guard {
 			step = skippedStep(b, st.ShortCircuit) // shortcircuit.go
 		} else {
-			if next == nil {
-				next = audit.AcquireDigests()
-			}
-			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, next, &per); err != nil {
+			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, &next, &per); err != nil {
 				return nil, err
 			}
 		}
@@ -261,10 +258,10 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 
 // step runs one binding and decides what it applies. It returns the step,
 // the hook's decision (nil on failure), the context after the step, and
-// when it ended (c.now()). cur
-// holds st.Context (the hook gets its bytes); when the step applies a
-// modify, nextD holds the context after it.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests, per *perRun) (Step, *abi.Decision, map[string]any, time.Time, error) {
+// when it ended (c.now()). cur holds st.Context (the hook gets its bytes);
+// when the step applies a modify, *nextD holds the context after it (the
+// step acquires it if it is nil: most runs modify nothing).
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur *audit.Digests, nextD **audit.Digests, per *perRun) (Step, *abi.Decision, map[string]any, time.Time, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	span := noSpan
 	if c.tracing {
@@ -352,6 +349,10 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 				// the fields it left keep theirs.
 				size, before := -1, -1
 				var spliced bool
+				if *nextD == nil {
+					*nextD = audit.AcquireDigests()
+				}
+				nextD := *nextD
 				if next, step.Changed, spliced = nextD.ResetMerge(cur, dec.Context); spliced {
 					o, _ := nextD.Object()
 					in, _ := cur.Object()
