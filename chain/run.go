@@ -295,8 +295,9 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		step.Invocation = per.invocationID(len(st.Trace))
 		res = results.Get().(*runtime.Result)
 		defer putResult(res)
-		res.Decision = per.decision() // a continue is written into it
-		refused := false              // the runtime refused the request: the hook did not run
+		// A continue is written into the run's next Decision.
+		res.Decision = per.decision()
+		refused := false // the runtime refused the request: the hook did not run
 		req := runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Context: st.Context, Settings: b.Settings,
 			Grants: b.Grants, HostCaller: c.caller, InvocationID: step.Invocation,
