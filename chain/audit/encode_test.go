@@ -405,3 +405,46 @@ func BenchmarkRecordHash(b *testing.B) {
 		}
 	})
 }
+
+// TestPlainMemo checks the record encoder's memo of strings that need no
+// escaping (plainMemo) against the reference encoder, record after record
+// on one memo: the same strings again (found in the memo), a string of the
+// same length that needs escaping, a prefix of a remembered string (same
+// address, shorter), equal bytes at another address, and a string longer
+// than the memo keeps; and that a string that needs escaping is never
+// remembered.
+func TestPlainMemo(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	base := Record{Seq: 1, Time: time.Date(2026, 11, 24, 6, 0, 0, 5, time.UTC), Run: "run-1", Tenant: "acme",
+		Point: "message.outbound", Config: digest, Binding: "g0", Phase: "guard", Module: strings.Repeat("m", 64),
+		Decision: "continue", By: "hook", Input: digest, Output: digest, Prev: strings.Repeat("p", 64)}
+	same := func(r *Record) {}
+	variants := []func(r *Record){
+		same, same,
+		func(r *Record) { r.Tenant = "<cme" },                               // same length, escaped
+		func(r *Record) { r.Run = base.Run[:3] },                            // a prefix: same address
+		func(r *Record) { r.Input = strings.Clone(digest) },                 // equal bytes elsewhere
+		func(r *Record) { r.Binding = strings.Repeat("b", maxMemoBytes+1) }, // too long to keep
+		func(r *Record) { r.Phase = "gu&rd" }, same,
+		func(r *Record) { r.Output = "sha256:\"" + digest[8:] }, same,
+	}
+	var memo plainMemo
+	for i, v := range variants {
+		r := base
+		v(&r)
+		want, _, err := referenceEncode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendRecord(nil, &r, &memo)
+		want = append(want[:len(want)-len(`,"hash":""}`)-64], '}')
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("%d: appendRecord with the memo:\n got  %s\n want %s", i, got, want)
+		}
+		for slot, s := range memo {
+			if !plainASCII(s) || len(s) > maxMemoBytes {
+				t.Fatalf("%d: memo slot %d holds %q", i, slot, s)
+			}
+		}
+	}
+}
