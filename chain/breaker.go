@@ -2,6 +2,7 @@ package chain
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,21 @@ type breaker struct {
 	openUntil time.Time
 	backoff   time.Duration // the current open period
 	trial     bool          // a half-open trial is running
+	// clean is state == closed, failures == 0 and no trial, set by every
+	// change under mu (settle): allow and done answer the common case, a
+	// healthy breaker and a run that succeeds, from it without the lock.
+	clean atomic.Bool
+}
+
+func newBreaker() *breaker {
+	b := &breaker{state: BreakerClosed}
+	b.clean.Store(true)
+	return b
+}
+
+// settle sets clean from the fields; b.mu is held.
+func (b *breaker) settle() {
+	b.clean.Store(b.state == BreakerClosed && b.failures == 0 && !b.trial)
 }
 
 // permit is the breaker's answer to one run.
@@ -66,7 +82,7 @@ func (bs *breakers) get(binding, tenant string) *breaker {
 				}
 			}
 		}
-		b = &breaker{state: BreakerClosed}
+		b = newBreaker()
 		bs.m[k] = b
 	}
 	return b
@@ -92,11 +108,12 @@ func (b *breaker) idle() bool {
 // allow decides whether a run may go ahead; now, the clock, is read only
 // when the breaker is open.
 func (b *breaker) allow(now func() time.Time, cfg BreakerConfig) permit {
-	if cfg.Failures < 0 {
+	if cfg.Failures < 0 || b.clean.Load() {
 		return permit{run: true}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.settle()
 	switch b.state {
 	case BreakerOpen:
 		if now().Before(b.openUntil) {
@@ -117,11 +134,12 @@ func (b *breaker) allow(now func() time.Time, cfg BreakerConfig) permit {
 // done records the outcome of a run the breaker let through and returns the
 // state it moved to when it changed ("" otherwise).
 func (b *breaker) done(p permit, failed bool, now time.Time, cfg BreakerConfig) string {
-	if cfg.Failures < 0 {
-		return ""
+	if cfg.Failures < 0 || (!p.trial && !failed && b.clean.Load()) {
+		return "" // nothing to change
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.settle()
 	if p.trial {
 		b.trial = false
 		if failed {
@@ -161,5 +179,6 @@ func (b *breaker) abort(p permit) {
 	}
 	b.mu.Lock()
 	b.trial = false
+	b.settle()
 	b.mu.Unlock()
 }

@@ -50,6 +50,11 @@ func TestBreaker(t *testing.T) {
 		{"half-open trial succeeds", time.Second, "acme", calm, want{"", BreakerHalfOpen, BreakerClosed, true}},
 		{"closed again", 0, "acme", boom, want{abi.FailInvalidOutput, "", "", true}},
 		{"failures counted afresh", 0, "acme", calm, want{"", "", "", true}},
+		// The success above reset the count (a healthy breaker answers
+		// without its lock; one with a failure counted takes it).
+		{"failure 1 after the reset", 0, "acme", boom, want{abi.FailInvalidOutput, "", "", true}},
+		{"failure 2 after the reset: still closed", 0, "acme", boom, want{abi.FailInvalidOutput, "", "", true}},
+		{"failure 3 after the reset opens", 0, "acme", boom, want{abi.FailInvalidOutput, "", BreakerOpen, true}},
 	}
 	for _, s := range steps {
 		e.clock.Advance(s.advance)

@@ -131,10 +131,6 @@ type Chain struct {
 	tracer      trace.Tracer
 	log         *slog.Logger
 	now         func() time.Time
-	// wallClock is set when now is time.Now: a step's latency is then
-	// measured to the reading it takes of now at its end (a clock read is
-	// dear on some virtual machines).
-	wallClock bool
 	// tracing is false when tracer is OpenTelemetry's no-op one: spans
 	// are then not started at all (noSpan stands for them), which spares
 	// a context and the attributes per step.
@@ -195,7 +191,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		c.log = slog.Default()
 	}
 	if c.now == nil {
-		c.now, c.wallClock = time.Now, true
+		c.now = time.Now
 	}
 	if err := c.Reload(ctx, cfg); err != nil {
 		return nil, err
@@ -347,13 +343,6 @@ const (
 // records nothing.
 var noSpan = trace.SpanFromContext(context.Background())
 
-// epoch is a reading of both clocks that monoNow counts from.
-var epoch = time.Now()
-
-// monoNow is time.Now read from the monotonic clock alone (its wall reading
-// is epoch's moved as far): for durations, at half the cost of time.Now.
-func monoNow() time.Time { return epoch.Add(time.Since(epoch)) }
-
 // Outcome is the result of a chain run (or of resuming one).
 type Outcome struct {
 	// Run identifies the run.
@@ -496,7 +485,12 @@ type Step struct {
 	// FuelUsed is the fuel the hook used (runtime.Result.FuelUsed); 0
 	// when it did not run.
 	FuelUsed uint64 `json:"fuel_used,omitempty"`
-	// LatencyUS is how long the step took, in microseconds.
+	// LatencyUS is how long the hook took, in microseconds: its
+	// invocation, from when the runtime took the request to when the guest
+	// returned, host calls included (runtime.Result.Duration); 0 when no
+	// hook ran (an open breaker, a request the runtime refused, a
+	// ToolApproval, a short circuit). For an approval's resolution: how
+	// long resolving it took.
 	LatencyUS int64 `json:"latency_us"`
 	// Logs holds what the hook wrote to stdout and stderr, never
 	// interpreted.

@@ -1,8 +1,11 @@
 package chain
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -40,5 +43,35 @@ func TestStepHostCallsFromResult(t *testing.T) {
 	}
 	if out.Trace[0].CreditCharged != 14 || out.Records()[0].CreditCharged != 14 {
 		t.Errorf("credit charged %d (trace), %d (audit), want 14", out.Trace[0].CreditCharged, out.Records()[0].CreditCharged)
+	}
+}
+
+// slowCaller answers t.echo after sleeping for d.
+type slowCaller struct{ d time.Duration }
+
+func (s slowCaller) HostCall(ctx context.Context, call *abi.Call) abi.Reply {
+	time.Sleep(s.d)
+	return echoCaller{}.HostCall(ctx, call)
+}
+
+// TestStepLatencyIsTheHooks checks that a step's latency, in the trace and
+// the audit record, is the hook's invocation as the runtime timed it
+// (Result.Duration, host calls included): a hook whose host call takes
+// 3 ms took at least 3 ms, and no more than the whole run.
+func TestStepLatencyIsTheHooks(t *testing.T) {
+	const sleep = 3 * time.Millisecond
+	cfg := policyConfig(t,
+		Binding{Name: "caller", Module: "scripted", Point: outbound, Phase: Transformer, Fail: FailOpen,
+			Grants: []string{"t.echo"}, Settings: script(hostCallScript("t.echo"))},
+	)
+	e := newEnv(t, cfg, func(o *Options) { o.HostCaller = slowCaller{sleep} })
+	start := time.Now()
+	out := e.run(t, outbound, map[string]any{"outgoing": "x"})
+	whole := time.Since(start).Microseconds()
+	if got := out.Trace[0].LatencyUS; got < sleep.Microseconds() || got > whole {
+		t.Errorf("trace latency %d µs, want at least %d and at most the run's %d", got, sleep.Microseconds(), whole)
+	}
+	if got := out.Records()[0].LatencyUS; got != out.Trace[0].LatencyUS {
+		t.Errorf("audit latency %d µs, trace %d", got, out.Trace[0].LatencyUS)
 	}
 }

@@ -117,6 +117,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		records.Put(rec)
 	}()
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
+	per := perRun{run: st.Run, left: len(list) - st.Next}
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
@@ -136,10 +137,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		} else if st.ShortCircuit != "" && b.Phase == Guard {
 			step = skippedStep(b, st.ShortCircuit) // shortcircuit.go
 		} else {
-			if next == nil {
-				next = audit.AcquireDigests()
-			}
-			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, next); err != nil {
+			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, &next, &per); err != nil {
 				return nil, err
 			}
 		}
@@ -260,21 +258,20 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 
 // step runs one binding and decides what it applies. It returns the step,
 // the hook's decision (nil on failure), the context after the step, and
-// when it ended (c.now()). cur
-// holds st.Context (the hook gets its bytes); when the step applies a
-// modify, nextD holds the context after it.
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur, nextD *audit.Digests) (Step, *abi.Decision, map[string]any, time.Time, error) {
+// when it ended (c.now()). cur holds st.Context (the hook gets its bytes);
+// when the step applies a modify, *nextD holds the context after it (the
+// step acquires it if it is nil: most runs modify nothing).
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur *audit.Digests, nextD **audit.Digests, per *perRun) (Step, *abi.Decision, map[string]any, time.Time, error) {
 	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	span := noSpan
 	if c.tracing {
 		ctx, span = c.tracer.Start(ctx, "chain.hook", b.spanStart...)
 	}
 	defer span.End()
-	// The step reads the monotonic clock at its start and both clocks at
-	// its end (end): its latency, its breaker's outcome and its audit
-	// record's time share that reading, and a closed breaker reads none (a
-	// clock read is dear on some virtual machines).
-	start := monoNow()
+	// The step reads the clock once, at its end (end): its breaker's
+	// outcome and its audit record's time share that reading, its latency
+	// is the runtime's (Result.Duration), and a closed breaker reads none
+	// (a clock read is dear on some virtual machines).
 	log := stepLog{c: c, st: st, b: b}
 
 	br := c.breakers.get(b.key, st.Tenant)
@@ -295,9 +292,11 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		if p.trial {
 			step.Breaker = BreakerHalfOpen
 		}
-		step.Invocation = st.Run + "." + strconv.Itoa(len(st.Trace))
+		step.Invocation = per.invocationID(len(st.Trace))
 		res = results.Get().(*runtime.Result)
 		defer putResult(res)
+		// A continue is written into the run's next Decision.
+		res.Decision = per.decision()
 		refused := false // the runtime refused the request: the hook did not run
 		req := runtime.Request{
 			Tenant: st.Tenant, Hook: b.Name, Context: st.Context, Settings: b.Settings,
@@ -351,6 +350,10 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 				// the fields it left keep theirs.
 				size, before := -1, -1
 				var spliced bool
+				if *nextD == nil {
+					*nextD = audit.AcquireDigests()
+				}
+				nextD := *nextD
 				if next, step.Changed, spliced = nextD.ResetMerge(cur, dec.Context); spliced {
 					o, _ := nextD.Object()
 					in, _ := cur.Object()
@@ -390,6 +393,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		step.HostCalls = hostCalls(res.Calls)
 		step.CreditCharged = res.CreditCharged
 		step.FuelUsed = res.FuelUsed
+		step.LatencyUS = res.Duration.Microseconds()
 		step.Logs = res.Logs
 		step.LogBytesDropped = res.LogBytesDropped
 		for _, l := range res.Logs {
@@ -414,15 +418,71 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	if end.IsZero() {
 		end = c.now()
 	}
-	if c.wallClock {
-		step.LatencyUS = end.Sub(start).Microseconds()
-	} else {
-		step.LatencyUS = monoNow().Sub(start).Microseconds()
-	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
 	}
 	return step, dec, next, end, nil
+}
+
+// perRun holds what a run's steps allocate together rather than one by one:
+// the Decisions the runtime writes their continues into (the runtime
+// allocates any other decision), and their invocation ids, made as one
+// string.
+type perRun struct {
+	run  string
+	left int // the bindings the run has yet to run, the current one included
+
+	decisions []abi.Decision // made on the first call, one per binding left
+
+	ids   string     // the ids of the trace indexes from, from+1, ...
+	from  int        // the trace index of the first id in ids
+	ends  [16]uint16 // ends[i] is where the id of from+i ends in ids
+	n     int        // how many ids ids holds
+	tried bool       // ids was made
+}
+
+// decision returns a zero Decision from the run's array.
+func (p *perRun) decision() *abi.Decision {
+	if len(p.decisions) == 0 {
+		p.decisions = make([]abi.Decision, max(p.left, 1))
+	}
+	d := &p.decisions[0]
+	p.decisions = p.decisions[1:]
+	p.left--
+	return d
+}
+
+// invocationID returns the invocation id of the step at index in the run's
+// trace: the run's id, a dot and the index. The ids of this and the next
+// steps (as many as the bindings left, at most len(ends)) are made as one
+// string on the first call.
+func (p *perRun) invocationID(index int) string {
+	if !p.tried && p.left > 1 {
+		p.tried = true
+		var buf [512]byte
+		b := buf[:0]
+		for p.n < min(p.left, len(p.ends)) {
+			at := len(b)
+			b = append(b, p.run...)
+			b = append(b, '.')
+			b = strconv.AppendInt(b, int64(index+p.n), 10)
+			if len(b) > 1<<16-1 {
+				b = b[:at]
+				break
+			}
+			p.ends[p.n] = uint16(len(b))
+			p.n++
+		}
+		p.ids, p.from = string(b), index
+	}
+	if i := index - p.from; p.n > 0 && i >= 0 && i < p.n {
+		start := uint16(0)
+		if i > 0 {
+			start = p.ends[i-1]
+		}
+		return p.ids[start:p.ends[i]]
+	}
+	return p.run + "." + strconv.Itoa(index)
 }
 
 // records holds the Records a run writes its steps' audit records into in

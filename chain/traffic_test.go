@@ -7,6 +7,8 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
@@ -133,4 +135,40 @@ func mustObject(t *testing.T, b []byte) abi.Object {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// TestInvocationIDs checks that the ids a run makes in one string (perRun)
+// are each the run's id, a dot and the step's trace index, as one made
+// alone would be: for steps in order, with gaps (steps that invoke no hook),
+// past the sixteen made at once, from a resumed run's index, and for run ids
+// too long to make them together; and that decision gives each step a Decision of
+// its own.
+func TestInvocationIDs(t *testing.T) {
+	for _, tt := range []struct {
+		run     string
+		left    int
+		indexes []int
+	}{
+		{"r", 1, []int{0}},
+		{"r", 3, []int{0, 1, 2}},
+		{"run-7", 5, []int{0, 2, 4}},
+		{"abc", 20, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+		{"resumed", 4, []int{7, 8, 9, 10}},
+		{"late", 6, []int{3, 5}},
+		{strings.Repeat("x", 400), 4, []int{0, 1, 2, 3}},
+		{strings.Repeat("y", 70000), 3, []int{0, 1, 2}},
+	} {
+		p := perRun{run: tt.run, left: tt.left}
+		seen := map[*abi.Decision]bool{}
+		for _, i := range tt.indexes {
+			if got, want := p.invocationID(i), tt.run+"."+strconv.Itoa(i); got != want {
+				t.Errorf("run %.10q, left %d: id of %d = %.20q, want %.20q", tt.run, tt.left, i, got, want)
+			}
+			d := p.decision()
+			if seen[d] || !reflect.DeepEqual(*d, abi.Decision{}) {
+				t.Errorf("run %.10q: decision %p for %d is shared or not zero", tt.run, d, i)
+			}
+			seen[d] = true
+		}
+	}
 }

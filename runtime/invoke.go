@@ -127,10 +127,9 @@ func (r *Runtime) Invoke(ctx context.Context, m *Module, req Request) (*Result, 
 // otherwise res holds nothing of use.
 func (r *Runtime) InvokeInto(ctx context.Context, m *Module, req Request, res *Result) error {
 	start := monoNow()
-	*res = Result{Calls: res.Calls[:0], Decision: res.Decision}
 	var p Prepared
 	if err := r.prepare(m, &req, &p); err != nil {
-		res.Decision = nil
+		*res = Result{Calls: res.Calls[:0]}
 		return err
 	}
 	return r.invoke(ctx, start, &p, nil, req, res)
@@ -183,9 +182,8 @@ func (p *Prepared) Limits() Limits { return p.limits }
 // InvokeInto checks them.
 func (r *Runtime) InvokePrepared(ctx context.Context, p *Prepared, req Request, res *Result) error {
 	start := monoNow()
-	*res = Result{Calls: res.Calls[:0], Decision: res.Decision}
 	if err := r.prepareRequest(p, &req); err != nil {
-		res.Decision = nil
+		*res = Result{Calls: res.Calls[:0]}
 		return err
 	}
 	return r.invoke(ctx, start, p, &p.last, req, res)
@@ -198,7 +196,7 @@ func (r *Runtime) InvokePrepared(ctx context.Context, p *Prepared, req Request, 
 // stack).
 func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last *atomic.Pointer[pool], req Request, res *Result) error {
 	m, lim, point := p.m, p.limits, p.point
-	spare, calls := res.Decision, res.Calls
+	spare, calls := res.Decision, res.Calls[:0]
 	*res = Result{Calls: calls}
 	var err error
 	caller := req.HostCaller

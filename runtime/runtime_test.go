@@ -172,7 +172,7 @@ func TestFailures(t *testing.T) {
 	}{
 		{"trap", runtime.Limits{}, "U", abi.FailTrap},
 		{"out of bounds store", runtime.Limits{}, "S" + "00040000", abi.FailTrap},
-		{"timeout", runtime.Limits{Timeout: 100 * time.Millisecond}, "L", abi.FailTimeout},
+		{"timeout", runtime.Limits{Timeout: 100 * time.Millisecond, Fuel: runtime.MaxFuel}, "L", abi.FailTimeout}, // fuel that outlasts the deadline: a fast machine spends the default in under 100 ms
 		{"returns 0", runtime.Limits{}, "Z", abi.FailInvalidOutput},
 		{"output not JSON", runtime.Limits{}, "O" + "00037f00" + "00000010", abi.FailInvalidOutput},
 		{"output too large", runtime.Limits{MaxOutputBytes: 8}, "", abi.FailOutputTooLarge},

@@ -17,6 +17,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 )
@@ -169,22 +172,25 @@ func (d *Digests) Field(name string) (v any, digest string, ok bool) {
 // false when r holds something it does not encode (a value AppendJSON leaves
 // to Marshal, a time RFC 3339 cannot represent): the caller then uses
 // encodeReflect, which encodes it or says why it cannot.
-func appendRecord(b []byte, r *Record) ([]byte, bool) {
+//
+// memo, if not nil, holds strings of earlier records found to need no
+// escaping (see plainMemo).
+func appendRecord(b []byte, r *Record, memo *plainMemo) ([]byte, bool) {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, r.Seq, 10)
 	b = append(b, `,"time":"`...)
-	b, err := r.Time.AppendText(b) // what Time.MarshalJSON writes between its quotes
-	if err != nil {
+	b, ok := appendTime(b, r.Time)
+	if !ok {
 		return nil, false
 	}
 	b = append(b, '"')
-	b = appendField(b, "run", r.Run)
-	b = appendField(b, "tenant", r.Tenant)
-	b = appendField(b, "point", r.Point)
-	b = appendField(b, "config", r.Config)
-	b = appendField(b, "binding", r.Binding)
-	b = appendField(b, "phase", r.Phase)
-	b = appendField(b, "module", r.Module)
+	b = memo.field(b, "run", r.Run, memoRun)
+	b = memo.field(b, "tenant", r.Tenant, memoTenant)
+	b = memo.field(b, "point", r.Point, memoPoint)
+	b = memo.field(b, "config", r.Config, memoConfig)
+	b = memo.field(b, "binding", r.Binding, memoBinding)
+	b = memo.field(b, "phase", r.Phase, memoPhase)
+	b = memo.field(b, "module", r.Module, memoModule)
 	b = appendField(b, "decision", r.Decision)
 	b = appendField(b, "by", r.By)
 	b = appendOptional(b, "hook_action", r.HookAction)
@@ -200,8 +206,8 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 		b = append(b, '}')
 	}
 	b = appendOptional(b, "ignored", r.Ignored)
-	b = appendField(b, "input", r.Input)
-	b = appendField(b, "output", r.Output)
+	b = memo.field(b, "input", r.Input, memoInput)
+	b = memo.field(b, "output", r.Output, memoOutput)
 	if len(r.Diff) > 0 {
 		b = append(b, `,"diff":[`...)
 		for i := range r.Diff {
@@ -251,6 +257,133 @@ func appendRecord(b []byte, r *Record) ([]byte, bool) {
 	b = appendField(b, "prev", r.Prev)
 	b = appendOptional(b, "mac", r.MAC)
 	return append(b, '}'), true
+}
+
+// appendTime appends t.AppendText's bytes (what Time.MarshalJSON writes
+// between its quotes), or reports false where that fails. A UTC time whose
+// second is the one last written takes that second's text from a cache and
+// writes only its fraction: the records of a run share their seconds.
+func appendTime(b []byte, t time.Time) ([]byte, bool) {
+	utc := t.Location() == time.UTC
+	if utc {
+		if c := lastSecond.Load(); c != nil && c.unix == t.Unix() {
+			b = append(b, c.text[:]...)
+			return append(appendFraction(b, t.Nanosecond()), 'Z'), true
+		}
+	}
+	start := len(b)
+	b, err := t.AppendText(b)
+	if err != nil {
+		return nil, false
+	}
+	if utc && len(b)-start > len(secondText{}.text) {
+		c := &secondText{unix: t.Unix()}
+		copy(c.text[:], b[start:])
+		lastSecond.Store(c)
+	}
+	return b, true
+}
+
+// secondText is the RFC 3339 text of a UTC second, as Time.AppendText
+// writes it before the fraction: 2006-01-02T15:04:05.
+type secondText struct {
+	unix int64
+	text [len("2006-01-02T15:04:05")]byte
+}
+
+// lastSecond is the second appendTime wrote last.
+var lastSecond atomic.Pointer[secondText]
+
+// appendFraction appends the fraction of a second RFC3339Nano writes for ns
+// nanoseconds: none for 0, else a dot and the nine digits less their
+// trailing zeros.
+func appendFraction(b []byte, ns int) []byte {
+	if ns == 0 {
+		return b
+	}
+	var d [10]byte
+	d[0] = '.'
+	for i := 9; i > 0; i-- {
+		d[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	n := len(d)
+	for d[n-1] == '0' {
+		n--
+	}
+	return append(b, d[:n]...)
+}
+
+// plainMemo holds, for some of a record's fields, the string last found to
+// need no escaping: a run's records share their run, tenant, point,
+// configuration and, while the context does not change, their digests, and
+// a binding's its name, phase and module, so the check is skipped for a
+// string that is the very one checked before (the same bytes at the same
+// address: a string's bytes never change, and the memo holding it keeps
+// them from being reused for another). It lives in a pooled recordBuf, so
+// one goroutine uses it at a time.
+type plainMemo [memoFields]string
+
+// The fields plainMemo holds.
+const (
+	memoRun = iota
+	memoTenant
+	memoPoint
+	memoConfig
+	memoBinding
+	memoPhase
+	memoModule
+	memoInput
+	memoOutput
+	memoFields
+)
+
+// maxMemoBytes bounds the strings plainMemo keeps (and so keeps alive).
+const maxMemoBytes = 256
+
+// field is appendField for the field at slot of the memo (m may be nil).
+func (m *plainMemo) field(b []byte, name, s string, slot int) []byte {
+	if m == nil {
+		return appendField(b, name, s)
+	}
+	if k := m[slot]; len(k) == len(s) && unsafe.StringData(k) == unsafe.StringData(s) {
+		return appendPlain(b, name, s)
+	}
+	if !plainASCII(s) {
+		return appendField(b, name, s)
+	}
+	if len(s) <= maxMemoBytes {
+		m[slot] = s
+	}
+	return appendPlain(b, name, s)
+}
+
+// appendPlain is appendField for an s known to need no escaping.
+func appendPlain(b []byte, name, s string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':', '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// recordBuf is the pooled buffer a record is encoded into, with its memo.
+type recordBuf struct {
+	b    []byte
+	memo plainMemo
+}
+
+// recordBufs holds the recordBufs of storedBody and encodeKeyed.
+var recordBufs = sync.Pool{New: func() any { return new(recordBuf) }}
+
+// putRecordBuf returns rb to the pool with b, its possibly grown contents,
+// as its buffer, unless b grew too large to keep.
+func putRecordBuf(rb *recordBuf, b []byte) {
+	if cap(b) > maxPooledBytes {
+		return
+	}
+	rb.b = b[:0]
+	recordBufs.Put(rb)
 }
 
 // appendField appends `,"name":` and s. name needs no escaping.
@@ -360,34 +493,34 @@ func encodeReflect(r *Record) ([]byte, error) {
 }
 
 // storedBody returns r's stored form without its hash field: in the pooled
-// scratch buffer bp when appendRecord can make it (give it back with
-// releaseBody once done with body), else by encoding/json (bp is nil).
-func storedBody(r *Record) (bp *[]byte, body []byte, err error) {
-	bp = getScratch()
-	body, ok := appendRecord((*bp)[:0], r)
+// buffer rb when appendRecord can make it (give it back with releaseBody
+// once done with body), else by encoding/json (rb is nil).
+func storedBody(r *Record) (rb *recordBuf, body []byte, err error) {
+	rb = recordBufs.Get().(*recordBuf)
+	body, ok := appendRecord(rb.b[:0], r, &rb.memo)
 	if ok {
-		return bp, body, nil
+		return rb, body, nil
 	}
-	scratch.Put(bp)
+	recordBufs.Put(rb)
 	body, err = encodeReflect(r)
 	return nil, body, err
 }
 
-// releaseBody gives back the scratch buffer of a storedBody, if any.
-func releaseBody(bp *[]byte, body []byte) {
-	if bp != nil {
-		putScratch(bp, body)
+// releaseBody gives back the buffer of a storedBody, if any.
+func releaseBody(rb *recordBuf, body []byte) {
+	if rb != nil {
+		putRecordBuf(rb, body)
 	}
 }
 
 // hashBody returns the hex sha256 of r's stored form without its hash field,
 // and, when line is true, that stored line with the hash (see encode).
 func hashBody(r *Record, line bool) ([]byte, string, error) {
-	bp, body, err := storedBody(r)
+	rb, body, err := storedBody(r)
 	if err != nil {
 		return nil, "", err
 	}
-	defer releaseBody(bp, body)
+	defer releaseBody(rb, body)
 	sum := sha256.Sum256(body)
 	var hb [2 * sha256.Size]byte
 	hex.Encode(hb[:], sum[:])

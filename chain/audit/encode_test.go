@@ -235,8 +235,12 @@ func FuzzRecordEncoding(f *testing.F) {
 	f.Add(uint64(7), int64(1735787045123456789), int32(3600), "<tag>&\"", "\xff\u2028", "redact", []byte(`{"a":[1.5e300,-0,"\u2029"],"<":null}`), []byte(`"x"`), int64(-5), true)
 	f.Add(uint64(math.MaxUint64), int64(math.MaxInt64), int32(-86399), "\x00\x1f", "ünï", "", []byte(`[1e-7, 123456789012345678901234567890]`), []byte(`9007199254740993`), int64(math.MinInt64), false)
 	f.Fuzz(func(t *testing.T, seq uint64, nanos int64, zone int32, s1, s2, s3 string, v1, v2 []byte, n int64, numbers bool) {
+		tm := time.Unix(0, nanos).In(time.FixedZone(s3, int(zone)))
+		if zone%2 == 0 { // as the chain writes them (appendTime's cache)
+			tm = tm.UTC()
+		}
 		r := &Record{
-			Seq: seq, Time: time.Unix(0, nanos).In(time.FixedZone(s3, int(zone))), Run: s1, Tenant: s2, Point: s3,
+			Seq: seq, Time: tm, Run: s1, Tenant: s2, Point: s3,
 			Config: s1 + s2, Binding: s2, Phase: s3, Module: s1, Decision: s2, By: s3, HookAction: s1, Wire: s2, Reason: s2 + s3,
 			Input: s3, Output: s1, LatencyUS: n, CreditCharged: -n, Prev: s2,
 		}
@@ -345,6 +349,102 @@ func TestGoldenLog(t *testing.T) {
 		line, _, err := encode(r)
 		if err != nil || !bytes.Equal(line, lines[i]) {
 			t.Errorf("record %d encodes as\n %s, %v\nstored\n %s", i, line, err, lines[i])
+		}
+	}
+}
+
+// TestAppendTimeMatchesAppendText holds appendTime to Time.AppendText for
+// times with and without fractions (trailing zeros included), before 1970,
+// at the ends of the years RFC 3339 allows and past them (refused), and in
+// zones other than UTC (the cache serves only UTC): each twice, so that the
+// second is written from the cache where it can be, and each after a time of
+// another second, so that it is not.
+func TestAppendTimeMatchesAppendText(t *testing.T) {
+	base := time.Date(2026, 11, 24, 5, 36, 7, 0, time.UTC)
+	times := []time.Time{
+		base, base.Add(1), base.Add(120), base.Add(123456789), base.Add(100 * time.Millisecond),
+		base.Add(999999999), base.Add(time.Second), base.Add(-time.Second + 5000),
+		time.Date(1969, 12, 31, 23, 59, 59, 999000000, time.UTC), time.Unix(-1, 1).UTC(), time.Unix(0, 0).UTC(),
+		time.Date(0, 1, 1, 0, 0, 0, 10, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		base.In(time.FixedZone("UTC", 0)), base.Add(42).In(time.FixedZone("CET", 3600)), base.Add(7).Local(),
+		{}, time.Now(), time.Now().UTC(),
+	}
+	other := time.Date(2001, 2, 3, 4, 5, 6, 7, time.UTC)
+	for _, tm := range times {
+		want, wantErr := tm.AppendText([]byte("x"))
+		for i, before := range []time.Time{other, tm, tm} {
+			appendTime(nil, before)
+			got, ok := appendTime([]byte("x"), tm)
+			if ok != (wantErr == nil) || (ok && string(got) != string(want)) {
+				t.Errorf("%d: appendTime(%v) = %q, %v; AppendText gives %q, %v", i, tm, got, ok, want, wantErr)
+			}
+		}
+	}
+}
+
+// BenchmarkRecordHash hashes a record as a chain step writes one (a guard's
+// continue): appendRecord's encoding alone, and with the sha256 of it.
+func BenchmarkRecordHash(b *testing.B) {
+	d := func(c byte) string { return "sha256:" + strings.Repeat(string(c), 64) }
+	r := &Record{Seq: 123456, Time: time.Date(2026, 11, 24, 5, 40, 1, 123456789, time.UTC), Run: "bench", Tenant: "acme",
+		Point: "message.outbound", Config: d('c'), Binding: "g3", Phase: "guard", Module: strings.Repeat("m", 64),
+		Decision: "continue", By: "hook", HookAction: "continue", Input: d('i'), Output: d('i'), LatencyUS: 2,
+		Prev: strings.Repeat("p", 64)}
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			bp, body, _ := storedBody(r)
+			releaseBody(bp, body)
+		}
+	})
+	b.Run("hash", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Hash(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestPlainMemo checks the record encoder's memo of strings that need no
+// escaping (plainMemo) against the reference encoder, record after record
+// on one memo: the same strings again (found in the memo), a string of the
+// same length that needs escaping, a prefix of a remembered string (same
+// address, shorter), equal bytes at another address, and a string longer
+// than the memo keeps; and that a string that needs escaping is never
+// remembered.
+func TestPlainMemo(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	base := Record{Seq: 1, Time: time.Date(2026, 11, 24, 6, 0, 0, 5, time.UTC), Run: "run-1", Tenant: "acme",
+		Point: "message.outbound", Config: digest, Binding: "g0", Phase: "guard", Module: strings.Repeat("m", 64),
+		Decision: "continue", By: "hook", Input: digest, Output: digest, Prev: strings.Repeat("p", 64)}
+	same := func(r *Record) {}
+	variants := []func(r *Record){
+		same, same,
+		func(r *Record) { r.Tenant = "<cme" },                               // same length, escaped
+		func(r *Record) { r.Run = base.Run[:3] },                            // a prefix: same address
+		func(r *Record) { r.Input = strings.Clone(digest) },                 // equal bytes elsewhere
+		func(r *Record) { r.Binding = strings.Repeat("b", maxMemoBytes+1) }, // too long to keep
+		func(r *Record) { r.Phase = "gu&rd" }, same,
+		func(r *Record) { r.Output = "sha256:\"" + digest[8:] }, same,
+	}
+	var memo plainMemo
+	for i, v := range variants {
+		r := base
+		v(&r)
+		want, _, err := referenceEncode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendRecord(nil, &r, &memo)
+		want = append(want[:len(want)-len(`,"hash":""}`)-64], '}')
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("%d: appendRecord with the memo:\n got  %s\n want %s", i, got, want)
+		}
+		for slot, s := range memo {
+			if !plainASCII(s) || len(s) > maxMemoBytes {
+				t.Fatalf("%d: memo slot %d holds %q", i, slot, s)
+			}
 		}
 	}
 }

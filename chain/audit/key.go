@@ -41,11 +41,11 @@ func mac(key, msg []byte) []byte {
 // recordMAC returns the MAC of r (whose MAC field must be empty): of its
 // stored form without MAC and Hash.
 func recordMAC(key []byte, r *Record) (string, error) {
-	bp, body, err := storedBody(r)
+	rb, body, err := storedBody(r)
 	if err != nil {
 		return "", err
 	}
-	defer releaseBody(bp, body)
+	defer releaseBody(rb, body)
 	return hex.EncodeToString(mac(key, body)), nil
 }
 
@@ -56,10 +56,10 @@ func recordMAC(key []byte, r *Record) (string, error) {
 // hm, if not nil, is an HMAC-SHA256 under key to reuse (the caller's, not
 // shared).
 func encodeKeyed(r *Record, key []byte, hm hash.Hash) ([]byte, string, error) {
-	bp := getScratch()
-	body, ok := appendRecord((*bp)[:0], r)
+	rb := recordBufs.Get().(*recordBuf)
+	body, ok := appendRecord(rb.b[:0], r, &rb.memo)
 	if !ok {
-		scratch.Put(bp)
+		recordBufs.Put(rb)
 		mac, err := recordMAC(key, r)
 		if err != nil {
 			return nil, "", err
@@ -88,7 +88,7 @@ func encodeKeyed(r *Record, key []byte, hm hash.Hash) ([]byte, string, error) {
 	out = append(out, `,"hash":"`...)
 	out = append(out, hb[:]...)
 	out = append(out, `"}`...)
-	putScratch(bp, body)
+	putRecordBuf(rb, body)
 	return out, string(hb[:]), nil
 }
 
