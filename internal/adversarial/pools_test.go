@@ -159,10 +159,13 @@ func TestPoolsModuleCopyCloseIsolated(t *testing.T) {
 	if len(failed) > 0 {
 		t.Fatalf("%d of tenant B's 20 invocations failed after tenant A closed its copy: %v", len(failed), failed[0])
 	}
-	// B's warm instances were not closed under it.
+	// B's warm instances were not closed under it: the next invocation
+	// reuses one. (Which one is the pool's choice: the concurrent
+	// invocations above may have made up to four, and only the first
+	// holds the stash, so the stash alone is not the test.)
 	res, err := w.invoke(t, b, runtime.Request{Tenant: "tenant-b", Context: map[string]any{"outgoing": "@@" + opQuote}})
-	if err != nil || !strings.Contains(res.Decision.Reason, "bwarm") {
-		t.Fatalf("tenant B after A closed its copy: %v %+v; want B's warm instance", err, res)
+	if err != nil || !res.Reused {
+		t.Fatalf("tenant B after A closed its copy: %v %+v; want one of B's warm instances", err, res)
 	}
 }
 
