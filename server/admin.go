@@ -326,8 +326,10 @@ func (s *Server) retireKey(r *http.Request, hash string, check func(*sqlTx) *Pro
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_revoked_keys (hash, revoked) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`, hash, now()); err != nil {
 		return s.internal(err)
 	}
+	s.notify(r.Context(), tx, chanKeys, "") // the other nodes forget their cached keys
 	if err := tx.Commit(); err != nil {
 		return s.internal(err)
 	}
+	s.keys.invalidate()
 	return nil
 }

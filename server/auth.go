@@ -137,9 +137,13 @@ func (s *Server) authenticate(r *http.Request) (*Principal, *Problem) {
 		s.authFails.fail(addr, at)
 		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "an API key is required: Authorization: Bearer KEY")
 	}
-	var p Principal
+	hash := hashKey(key)
+	p, ok, gen := s.keys.get(hash, at)
+	if ok {
+		return &p, nil
+	}
 	var role string
-	err := s.db.QueryRowContext(r.Context(), `SELECT id, role, tenant FROM serve_keys WHERE hash = ?`, hashKey(key)).Scan(&p.KeyID, &role, &p.Tenant)
+	err := s.db.QueryRowContext(r.Context(), `SELECT id, role, tenant FROM serve_keys WHERE hash = ?`, hash).Scan(&p.KeyID, &role, &p.Tenant)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		s.authFails.fail(addr, at)
@@ -148,7 +152,8 @@ func (s *Server) authenticate(r *http.Request) (*Principal, *Problem) {
 		return nil, s.internal(err)
 	}
 	p.Role = Role(role)
-	p.hash = hashKey(key)
+	p.hash = hash
+	s.keys.put(hash, gen, p, at)
 	return &p, nil
 }
 

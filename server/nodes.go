@@ -28,6 +28,9 @@ const (
 	// at once; a stored outcome is not announced (finishRun): waiters read
 	// again every pollEvery.
 	chanRuns = "wasmhooks_runs"
+	// chanKeys says an API key was revoked or rotated: every node forgets
+	// the keys it cached (keycache.go); backstop: KeyCacheTTL.
+	chanKeys = "wasmhooks_keys"
 )
 
 // pollEvery is how often a long poll or a run waiting for another node's
@@ -39,9 +42,10 @@ const pollEvery = 500 * time.Millisecond
 // notifications (SQLite) it returns at once: the backstops do the work.
 func (s *Server) listenLoop(ctx context.Context) {
 	for {
-		err := s.sdb.Listen(ctx, []string{chanBindings, chanApprovals, chanRuns}, func() {
+		err := s.sdb.Listen(ctx, []string{chanBindings, chanApprovals, chanRuns, chanKeys}, func() {
 			// Notifications sent while this node was not listening are
-			// lost: read the bindings again now.
+			// lost: read the bindings again now, and the keys.
+			s.keys.invalidate()
 			go func() { _ = s.syncBindings(ctx) }()
 		}, s.notified)
 		if errors.Is(err, store.ErrNoNotifications) || ctx.Err() != nil {
@@ -73,6 +77,8 @@ func (s *Server) notified(channel, payload string) {
 	case chanRuns:
 		tenant, run, _ := strings.Cut(payload, "/")
 		s.wake(runWaitKey(tenant, run))
+	case chanKeys:
+		s.keys.invalidate()
 	}
 }
 

@@ -141,6 +141,10 @@ type Options struct {
 	// Heartbeat is how often an approval's event stream sends a comment
 	// while it waits; zero means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// KeyCacheTTL is how long a node answers for an API key from memory
+	// (keycache.go); zero means DefaultKeyCacheTTL, negative caches
+	// nothing (every request reads its key's row).
+	KeyCacheTTL time.Duration
 	// SyncInterval is how often the server reads the bindings' versions
 	// to pick up binds made by other nodes that it was not notified of;
 	// zero means DefaultSyncInterval.
@@ -169,6 +173,7 @@ type Server struct {
 	bootKey     string
 	limiter     *limiter
 	authFails   *failLimiter // failed authentications by remote address
+	keys        *keyCache    // authenticated keys, for KeyCacheTTL
 
 	mu       sync.Mutex // guards chains and versions
 	chains   map[string]*chain.Chain
@@ -235,6 +240,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.approvalKey = derive(opts.HostKey, "wasmhooks approval key v1")
 	s.limiter = newLimiter(opts.RateLimit)
 	s.authFails = newFailLimiter(opts.AuthFailLimit)
+	if opts.KeyCacheTTL == 0 {
+		opts.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	s.keys = newKeyCache(opts.KeyCacheTTL)
 	if err := migrate(ctx, opts.DB); err != nil {
 		return nil, err
 	}
