@@ -3,6 +3,7 @@ package server
 import (
 	"database/sql"
 	"errors"
+	"github.com/wasmhooks/wasmhooks/capability"
 	"net/http"
 	"regexp"
 	"strings"
@@ -154,6 +155,54 @@ func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, _ *Principa
 	}
 	if err := s.ledger.Grant(r.Context(), tenant, req.Amount, req.Key); err != nil {
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%v", err))
+		return
+	}
+	s.writeCredit(w, r, tenant)
+}
+
+// MaxAdjustmentNote bounds an adjustment's note (500 bytes).
+const MaxAdjustmentNote = 500
+
+type adjustRequest struct {
+	// Amount is added to the balance: negative to take credit back.
+	Amount int64 `json:"amount"`
+	// Note says why; it is kept with the ledger entry. Required.
+	Note string `json:"note"`
+	// Key makes the adjustment idempotent, as for a grant.
+	Key string `json:"key"`
+}
+
+// adjustCredit (admin) adds Amount, of either sign, to a tenant's credit
+// with a note saying why (a correction, a refund, credit taken back): the
+// ledger's adjustment entry. Credit that open holds keep cannot be taken
+// back (409 conflict); a key already used by another entry is 409 too.
+func (s *Server) adjustCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	tenant := r.PathValue("tenant")
+	if _, p := s.tenant(r, tenant); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	var req adjustRequest
+	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.Amount == 0 || req.Note == "" || len(req.Note) > MaxAdjustmentNote || len(req.Key) > 128 {
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "amount must not be 0, note is 1 to %d bytes, key at most 128 bytes", MaxAdjustmentNote))
+		return
+	}
+	if req.Key == "" {
+		req.Key = "adjust_" + randomID(12)
+	}
+	switch err := s.ledger.Adjust(r.Context(), tenant, req.Amount, req.Key, req.Note); {
+	case errors.Is(err, capability.ErrInsufficientCredit), errors.Is(err, capability.ErrIdempotencyConflict):
+		writeProblem(w, problem(http.StatusConflict, CodeConflict, "%v", err))
+		return
+	case errors.Is(err, capability.ErrInvalidAmount):
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%v", err))
+		return
+	case err != nil:
+		writeProblem(w, s.internal(err))
 		return
 	}
 	s.writeCredit(w, r, tenant)

@@ -75,6 +75,7 @@ var isolationBodies = map[string]string{
 	"createTenant":    `{"id":"evil"}`,
 	"createKey":       `{"role":"operator","tenant":"tb"}`,
 	"grantCredit":     `{"amount":1000}`,
+	"adjustCredit":    `{"amount":-1,"note":"isolation"}`,
 	"uploadModule":    "WASM",
 	"publishVersion":  `{"name":"policy","version":"2.0.0","digest":"DIGEST"}`,
 	"addSigningKey":   `{"public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`,

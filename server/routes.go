@@ -65,6 +65,7 @@ func (s *Server) table() []Route {
 		{Method: "DELETE", Path: "/v1/keys/{key}", ID: "revokeKey", Summary: "Revoke an API key: 401 from its next request", Roles: admin, Scope: ScopeAdmin, h: s.revokeKey},
 		{Method: "POST", Path: "/v1/keys/{key}/rotate", ID: "rotateKey", Summary: "Give an API key a new secret (shown once); the old one stops working", Roles: admin, Scope: ScopeAdmin, h: s.rotateKey},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/credit", ID: "grantCredit", Summary: "Grant credit to a tenant", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: s.grantCredit},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/credit/adjustments", ID: "adjustCredit", Summary: "Adjust a tenant's credit, either sign, with a note (admin)", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: s.adjustCredit},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/credit", ID: "getCredit", Summary: "Read a tenant's credit", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getCredit},
 
 		{Method: "POST", Path: "/v1/publishers/{publisher}/modules", ID: "uploadModule", Summary: "Upload a module (validated as Load validates)", Roles: pub, Scope: ScopePublisher, Body: wasmType, h: s.uploadModule},

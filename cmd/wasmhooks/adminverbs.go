@@ -12,7 +12,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
-const adminSynopsis = "  wasmhooks admin tenant create|list | key create|list|revoke|rotate | credit grant|show ...  (admin --help)\n"
+const adminSynopsis = "  wasmhooks admin tenant create|list | key create|list|revoke|rotate | credit grant|adjust|show ...  (admin --help)\n"
 
 type verbFunc = func(context.Context, *client.Client, []string, io.Reader, io.Writer) error
 
@@ -140,6 +140,39 @@ makes a retried grant apply once.
 					return usageErrorf("--amount is a whole number of credit units, more than 0")
 				}
 				d, err := c.GrantCredit(ctx, *tenant, n, *key)
+				if err != nil {
+					return err
+				}
+				printJSON(stdout, d)
+				return nil
+			}
+		},
+	}, {
+		name:     "admin credit adjust",
+		synopsis: "  wasmhooks admin credit adjust --tenant T --amount N --note TEXT [--idempotency-key K]\n",
+		help: `Adds N credit units, of either sign, to tenant T with a note saying why (a
+correction, a refund, credit taken back) and prints its credit. Credit that
+open holds keep cannot be taken back. --idempotency-key makes a retried
+adjustment apply once.
+`,
+		nargs: 0,
+		flags: func(fs *flag.FlagSet) verbFunc {
+			tenant := tenantFlag(fs)
+			amount := fs.String("amount", "", "credit units, not 0 (negative takes credit back); required")
+			note := fs.String("note", "", "why (kept with the ledger entry); required")
+			key := fs.String("idempotency-key", "", "an adjustment retried with the same key is applied once")
+			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
+				if err := needTenant(tenant); err != nil {
+					return err
+				}
+				n, err := strconv.ParseInt(*amount, 10, 64)
+				if err != nil || n == 0 {
+					return usageErrorf("--amount is a whole number of credit units, not 0")
+				}
+				if *note == "" {
+					return usageErrorf("--note is required")
+				}
+				d, err := c.AdjustCredit(ctx, *tenant, n, *note, *key)
 				if err != nil {
 					return err
 				}

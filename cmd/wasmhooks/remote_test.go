@@ -129,6 +129,14 @@ func TestCLIEndToEnd(t *testing.T) {
 	if credit["available"] != float64(100) {
 		t.Fatalf("credit: %v", credit)
 	}
+	credit = decode[map[string]any](t, p.do(testAdminKey, "", exitOK, "admin", "credit", "adjust", "--tenant", "acme", "--amount", "-10", "--note", "a correction"))
+	if credit["available"] != float64(90) {
+		t.Fatalf("credit after adjusting by -10: %v", credit)
+	}
+	credit = decode[map[string]any](t, p.do(testAdminKey, "", exitOK, "admin", "credit", "adjust", "--tenant", "acme", "--amount", "10", "--note", "the correction undone"))
+	if credit["available"] != float64(100) {
+		t.Fatalf("credit after adjusting by +10: %v", credit)
+	}
 
 	// keygen: a pair of 0600 files, never overwritten.
 	keyPath := filepath.Join(dir, "pubco")
@@ -391,7 +399,7 @@ func TestCLIVerbHelp(t *testing.T) {
 		{"push", "--help"}, {"publish", "-h"}, {"sign", "--help"}, {"keygen", "--help"}, {"bind", "--help"},
 		{"approvals", "--help"}, {"resolve", "--help"}, {"versions", "--help"}, {"call", "--help"},
 		{"signing-key", "register", "--help"}, {"signing-key", "approve", "--help"},
-		{"admin", "tenant", "create", "--help"}, {"admin", "key", "rotate", "--help"}, {"admin", "credit", "grant", "--help"},
+		{"admin", "tenant", "create", "--help"}, {"admin", "key", "rotate", "--help"}, {"admin", "credit", "grant", "--help"}, {"admin", "credit", "adjust", "--help"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)

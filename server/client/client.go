@@ -117,6 +117,14 @@ func (c *Client) GrantCredit(ctx context.Context, tenant string, amount int64, k
 	return &d, err
 }
 
+// AdjustCredit adds amount (either sign, not 0) to tenant's credit with a
+// note saying why (admin); key, if not empty, makes it idempotent.
+func (c *Client) AdjustCredit(ctx context.Context, tenant string, amount int64, note, key string) (*api.CreditDoc, error) {
+	var d api.CreditDoc
+	err := c.doJSON(ctx, "POST", "/v1/tenants/"+esc(tenant)+"/credit/adjustments", map[string]any{"amount": amount, "note": note, "key": key}, &d)
+	return &d, err
+}
+
 // Credit reads tenant's credit.
 func (c *Client) Credit(ctx context.Context, tenant string) (*api.CreditDoc, error) {
 	var d api.CreditDoc
