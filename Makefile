@@ -104,6 +104,8 @@ test-sdks: $(addprefix $(BUILD)/hooks/,$(addsuffix -as.wasm,$(AS_HOOKS)))
 	  $(CLANG) -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Isdk/c \
 	    -include hooks-examples/$$h/c/hook.c -o $(BUILD)/sdk-test/corpus-$$h sdk/c/test/corpus_native.c && \
 	  ASAN_OPTIONS=detect_leaks=0 $(BUILD)/sdk-test/corpus-$$h testdata/corpus/$$h/*.json || exit 1; done
+	$(ASC) sdk/assemblyscript/test/prefilter.ts -O2 --runtime incremental -o $(BUILD)/sdk-test/prefilter.wasm && \
+	  node sdk/assemblyscript/test/prefilter.mjs $(BUILD)/sdk-test/prefilter.wasm
 	@for h in $(AS_HOOKS); do \
 	  node sdk/assemblyscript/test/corpus.mjs $(BUILD)/hooks/$$h-as.wasm testdata/corpus/$$h || exit 1; done
 	@if [ -f sdk/rust/src/lib.rs ]; then \

@@ -230,7 +230,57 @@ static void test_may_match(void) {
 	CHECK(wh_re_may_match(any, &set), "an empty match needs nothing");
 }
 
+/* The prefilters (required bytes, the first-byte set and its two-byte
+ * search, wh_re_may_match) never lose a match: random patterns over random
+ * texts (case-insensitive letters, classes, alternations, assertions,
+ * non-ASCII bytes and the Kelvin sign) match exactly as the same program
+ * run at every position with no filter, and may_match is 1 whenever it
+ * matches. */
+static void test_prefilter_differential(void) {
+	static const char *atoms[] = {"a", "b", "k", "K", "-", "[a-c]", "[^a]", "\\w", "\\s", "\\d", ".", "(?i)k",
+		"(?i:ab)", "(a|b)", "(?:ab|c)", "\\b", "^", "$", "\xc3\xa9", "[\xc3\xa9-\xc3\xaa]", "x?", "(?i)\xc3\xa9", "\\S",
+		"(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "\xc5\xbf", "[^\\x00-\\x7f]", "sk-", "(?i)bearer"};
+	static const char *chars[] = {"a", "b", "k", "K", "-", " ", "x", "\xc3\xa9", "\n", "_", "\xe2\x84\xaa", "\xc5\xbf", "s", "S"};
+	unsigned seed = 11;
+#define RND(n) ((seed = seed * 1103515245u + 12345u), (seed >> 16) % (unsigned)(n))
+	char pat[256], txt[128];
+	int compiled = 0;
+	for (int round = 0; round < 30000; round++) {
+		pat[0] = 0;
+		for (unsigned i = 0, na = 1 + RND(4); i < na; i++) {
+			strcat(pat, atoms[RND(sizeof atoms / sizeof *atoms)]);
+			if (RND(5) == 0) strcat(pat, RND(2) ? "*" : "+");
+			if (RND(9) == 0 && i + 1 < na) strcat(pat, "|");
+		}
+		const char *err;
+		wh_re *re = wh_re_compile(pat, strlen(pat), &err);
+		if (!re) continue;
+		compiled++;
+		wh_re ref = *re;
+		ref.nfirstb = 0, ref.first_any = 1, ref.nrequired = 0;
+		size_t n = 0;
+		for (unsigned i = 0, nc = RND(24); i < nc; i++) {
+			const char *c = chars[RND(sizeof chars / sizeof *chars)];
+			memcpy(txt + n, c, strlen(c));
+			n += strlen(c);
+		}
+		for (size_t from = 0; from <= n && from < 3; from++) {
+			long m1[2], s1[2], m2[2], s2[2];
+			int got = wh_re_match(re, txt, n, from, m1, s1), want = wh_re_match(&ref, txt, n, from, m2, s2);
+			CHECK(got == want && (got != 1 || (m1[0] == m2[0] && m1[1] == m2[1])),
+			      "pattern %s on %.*s from %zu: %d [%ld,%ld], unfiltered %d [%ld,%ld]", pat, (int)n, txt, from, got, m1[0], m1[1], want, m2[0], m2[1]);
+		}
+		long m[2], sub[2];
+		wh_byteset set;
+		wh_byteset_of(&set, txt, n);
+		CHECK(wh_re_match(&ref, txt, n, 0, m, sub) != 1 || wh_re_may_match(re, &set), "may_match(%s) ruled out a match in %.*s", pat, (int)n, txt);
+	}
+	CHECK(compiled > 10000, "only %d patterns compiled", compiled);
+#undef RND
+}
+
 int main(void) {
+	test_prefilter_differential();
 	test_may_match();
 	test_swar();
 	test_json();

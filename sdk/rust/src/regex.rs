@@ -787,6 +787,13 @@ impl Regex {
         false
     }
 
+    /// The same program with no prefilter (required bytes, first-byte set):
+    /// the reference the prefilters are tested against.
+    #[cfg(test)]
+    pub(crate) fn unfiltered(&self) -> Regex {
+        Regex { prog: self.prog.clone(), classes: self.classes.clone(), nslots: self.nslots, has_secret: self.has_secret, first: [true; 256], first_any: true, firstb: [0; 2], nfirstb: 0, required: Vec::new() }
+    }
+
     /// Whether a match can exist in a text holding the bytes of set: false
     /// when a byte every match contains is absent, or every byte a match
     /// can start with (for a first-byte set of one or two ASCII bytes).

@@ -156,3 +156,53 @@ fn may_match() {
     let any = Regex::new(r"x*").unwrap();
     assert!(any.may_match(&ByteSet::of(b"")), "an empty match needs nothing");
 }
+
+/// The prefilters (required bytes, the first-byte set and its two-byte
+/// search, may_match) never lose a match: random patterns over random texts
+/// (case-insensitive letters, classes, alternations, assertions, non-ASCII
+/// bytes and the Kelvin sign) match exactly as the same program with no
+/// filter, and may_match is true whenever it matches.
+#[test]
+fn prefilter_differential() {
+    use crate::regex::ByteSet;
+    let atoms = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", r"\w", r"\s", r"\d", ".", "(?i)k", "(?i:ab)", "(a|b)", "(?:ab|c)", r"\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", r"\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "ſ", r"[^\x00-\x7f]", "sk-", "(?i)bearer"];
+    let chars = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u{212a}", "ſ", "s", "S"];
+    let mut seed: u32 = 11;
+    let mut rnd = |n: usize| {
+        seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
+        (seed >> 16) as usize % n
+    };
+    let mut compiled = 0;
+    for _ in 0..20000 {
+        let mut pat = String::new();
+        let na = 1 + rnd(4);
+        for i in 0..na {
+            pat.push_str(atoms[rnd(atoms.len())]);
+            if rnd(5) == 0 {
+                pat.push_str(if rnd(2) == 0 { "*" } else { "+" });
+            }
+            if rnd(9) == 0 && i + 1 < na {
+                pat.push('|');
+            }
+        }
+        let re = match Regex::new(&pat) {
+            Ok(re) => re,
+            Err(_) => continue,
+        };
+        compiled += 1;
+        let reference = re.unfiltered();
+        let mut text = String::new();
+        for _ in 0..rnd(24) {
+            text.push_str(chars[rnd(chars.len())]);
+        }
+        let t = text.as_bytes();
+        for from in 0..t.len().min(3) + 1 {
+            let (got, want) = (re.find_at(t, from), reference.find_at(t, from));
+            assert_eq!(got.map(|m| (m.start, m.end)), want.map(|m| (m.start, m.end)), "pattern {pat:?} on {text:?} from {from}");
+        }
+        if reference.find_at(t, 0).is_some() {
+            assert!(re.may_match(&ByteSet::of(t)), "may_match({pat:?}) ruled out a match in {text:?}");
+        }
+    }
+    assert!(compiled > 7000, "only {compiled} patterns compiled");
+}

@@ -1,0 +1,73 @@
+// The regex prefilters (required bytes, the first-byte set and its two-byte
+// search, Regex.mayMatch) never lose a match: random patterns over random
+// texts (case-insensitive letters, classes, alternations, assertions,
+// non-ASCII bytes and the Kelvin sign) match exactly as the same program
+// with no filter, and mayMatch is true whenever it matches. The C and Rust
+// SDKs' tests hold their engines to the same (test_prefilter_differential,
+// prefilter_differential). Built by make test-sdks; prefilter.mjs runs it.
+import { Regex, ByteSet } from "../assembly/regex";
+import { utf8 } from "../assembly/index";
+
+const atoms: string[] = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", "\\w", "\\s", "\\d", ".", "(?i)k", "(?i:ab)", "(a|b)",
+  "(?:ab|c)", "\\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", "\\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+",
+  "(?i)s", "ſ", "[^\\x00-\\x7f]", "sk-", "(?i)bearer"];
+const chars: string[] = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u212a", "ſ", "s", "S"];
+
+let seed: u32 = 11;
+function rnd(n: i32): i32 {
+  seed = seed * 1103515245 + 12345;
+  return <i32>((seed >> 16) % <u32>n);
+}
+
+function unfiltered(re: Regex): Regex {
+  const r = new Regex();
+  r.prog = re.prog;
+  r.classes = re.classes;
+  r.nslots = re.nslots;
+  r.hasSecret = re.hasSecret;
+  r.slots = new Array<i32>(re.nslots);
+  r.firstAny = true;
+  r.nfirst = 0;
+  return r;
+}
+
+// failure is the first disagreement found, for the driver to print.
+export let failure: string = "";
+
+export function failureText(): string { return failure; }
+
+// run returns how many disagreements it found and how many patterns
+// compiled (failures << 16 | compiled / 16).
+export function run(rounds: i32): i32 {
+  let bad = 0, compiled = 0;
+  for (let round = 0; round < rounds; round++) {
+    let pat = "";
+    const na = 1 + rnd(4);
+    for (let i = 0; i < na; i++) {
+      pat += atoms[rnd(atoms.length)];
+      if (rnd(5) == 0) pat += rnd(2) != 0 ? "*" : "+";
+      if (rnd(9) == 0 && i + 1 < na) pat += "|";
+    }
+    const re = Regex.compile(utf8(pat));
+    if (re === null) continue;
+    compiled++;
+    const ref = unfiltered(re);
+    let text = "";
+    const nc = rnd(24);
+    for (let i = 0; i < nc; i++) text += chars[rnd(chars.length)];
+    const t = utf8(text);
+    for (let from = 0; from <= min(t.length, 3); from++) {
+      const got = re.findAt(t, from), want = ref.findAt(t, from);
+      const same = got === null ? want === null : want !== null && got.start == want.start && got.end == want.end;
+      if (!same) {
+        if (bad == 0) failure = "pattern " + pat + " on " + text + " from " + from.toString() + ": " + (got === null ? "no match" : got.start.toString() + "," + got.end.toString()) + ", unfiltered " + (want === null ? "no match" : want.start.toString() + "," + want.end.toString());
+        bad++;
+      }
+    }
+    if (ref.findAt(t, 0) !== null && !re.mayMatch(ByteSet.of(t))) {
+      if (bad == 0) failure = "mayMatch(" + pat + ") ruled out a match in " + text;
+      bad++;
+    }
+  }
+  return (bad << 16) | (compiled >> 4);
+}
