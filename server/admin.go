@@ -136,14 +136,9 @@ type creditRequest struct {
 }
 
 func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	tenant := r.PathValue("tenant")
-	if _, p := s.tenant(r, tenant); p != nil {
-		writeProblem(w, p)
-		return
-	}
 	var req creditRequest
-	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
-		writeProblem(w, p)
+	tenant, ok := s.creditBody(w, r, &req)
+	if !ok {
 		return
 	}
 	if req.Amount <= 0 || len(req.Key) > 128 {
@@ -153,11 +148,38 @@ func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, _ *Principa
 	if req.Key == "" {
 		req.Key = "grant_" + randomID(12)
 	}
-	if err := s.ledger.Grant(r.Context(), tenant, req.Amount, req.Key); err != nil {
-		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%v", err))
-		return
+	s.writeLedgerEntry(w, r, tenant, s.ledger.Grant(r.Context(), tenant, req.Amount, req.Key))
+}
+
+// creditBody reads a credit route's tenant (which must exist) and its JSON
+// body into v; when ok is false it has answered.
+func (s *Server) creditBody(w http.ResponseWriter, r *http.Request, v any) (tenant string, ok bool) {
+	tenant = r.PathValue("tenant")
+	if _, p := s.tenant(r, tenant); p != nil {
+		writeProblem(w, p)
+		return "", false
 	}
-	s.writeCredit(w, r, tenant)
+	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, v); p != nil {
+		writeProblem(w, p)
+		return "", false
+	}
+	return tenant, true
+}
+
+// writeLedgerEntry answers a grant or an adjustment: the ledger's refusal
+// (409 for credit that holds keep or a key used by another entry, 422 for
+// an amount it refuses, 500 for anything else), or the tenant's credit.
+func (s *Server) writeLedgerEntry(w http.ResponseWriter, r *http.Request, tenant string, err error) {
+	switch {
+	case errors.Is(err, capability.ErrInsufficientCredit), errors.Is(err, capability.ErrIdempotencyConflict):
+		writeProblem(w, problem(http.StatusConflict, CodeConflict, "%v", err))
+	case errors.Is(err, capability.ErrInvalidAmount):
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%v", err))
+	case err != nil:
+		writeProblem(w, s.internal(err))
+	default:
+		s.writeCredit(w, r, tenant)
+	}
 }
 
 // MaxAdjustmentNote bounds an adjustment's note (500 bytes).
@@ -177,14 +199,9 @@ type adjustRequest struct {
 // ledger's adjustment entry. Credit that open holds keep cannot be taken
 // back (409 conflict); a key already used by another entry is 409 too.
 func (s *Server) adjustCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	tenant := r.PathValue("tenant")
-	if _, p := s.tenant(r, tenant); p != nil {
-		writeProblem(w, p)
-		return
-	}
 	var req adjustRequest
-	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
-		writeProblem(w, p)
+	tenant, ok := s.creditBody(w, r, &req)
+	if !ok {
 		return
 	}
 	if req.Amount == 0 || req.Note == "" || len(req.Note) > MaxAdjustmentNote || len(req.Key) > 128 {
@@ -194,18 +211,7 @@ func (s *Server) adjustCredit(w http.ResponseWriter, r *http.Request, _ *Princip
 	if req.Key == "" {
 		req.Key = "adjust_" + randomID(12)
 	}
-	switch err := s.ledger.Adjust(r.Context(), tenant, req.Amount, req.Key, req.Note); {
-	case errors.Is(err, capability.ErrInsufficientCredit), errors.Is(err, capability.ErrIdempotencyConflict):
-		writeProblem(w, problem(http.StatusConflict, CodeConflict, "%v", err))
-		return
-	case errors.Is(err, capability.ErrInvalidAmount):
-		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%v", err))
-		return
-	case err != nil:
-		writeProblem(w, s.internal(err))
-		return
-	}
-	s.writeCredit(w, r, tenant)
+	s.writeLedgerEntry(w, r, tenant, s.ledger.Adjust(r.Context(), tenant, req.Amount, req.Key, req.Note))
 }
 
 func (s *Server) getCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {

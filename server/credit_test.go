@@ -11,8 +11,8 @@ import (
 // TestCreditAdjust: an admin adjusts a tenant's credit either way with a
 // note; a zero amount, a missing or long note, taking back more than the
 // balance and reusing a key for another adjustment are refused and change
-// nothing; a retried adjustment with its key applies once; other roles get
-// 403.
+// nothing; a retried adjustment with its key applies once; a grant's key
+// reused for another amount is a 409 as well; other roles get 403.
 func TestCreditAdjust(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
@@ -52,6 +52,9 @@ func TestCreditAdjust(t *testing.T) {
 			t.Fatalf("%s changed the credit: %+v %v", c.name, cr, err)
 		}
 	}
+	// A grant's key reused for another amount is the same conflict.
+	_, err = p.admin.GrantCredit(ctx, "acme", 7, "g1")
+	wantCode(t, err, 409, server.CodeConflict)
 	op := p.key(t, server.RoleOperator, "acme")
 	_, err = op.AdjustCredit(ctx, "acme", 1000, "mine now", "")
 	wantCode(t, err, 403, server.CodeForbidden)
