@@ -345,33 +345,26 @@ func (s *Server) listSigningKeys(w http.ResponseWriter, r *http.Request, _ *Prin
 // API key is not (the key id, read out to them), that the key is the
 // publisher's.
 func (s *Server) approveSigningKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	publisher, id := r.PathValue("publisher"), r.PathValue("keyid")
-	if _, pr := s.signingKeyDoc(r.Context(), publisher, id); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
-	if _, err := s.db.ExecContext(r.Context(), `INSERT INTO serve_signing_key_approvals (id, approved) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, id, now()); err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	d, pr := s.signingKeyDoc(r.Context(), publisher, id)
-	if pr != nil {
-		writeProblem(w, pr)
-		return
-	}
-	writeJSON(w, 200, d)
+	s.changeSigningKeyApproval(w, r, `INSERT INTO serve_signing_key_approvals (id, approved) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`, now())
 }
 
 // distrustSigningKey (admin) withdraws a signing key's approval: its
 // signatures stop counting at the next bind and the next start (a chain in
 // force keeps running until then).
 func (s *Server) distrustSigningKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
+	s.changeSigningKeyApproval(w, r, `DELETE FROM serve_signing_key_approvals WHERE id = ?`)
+}
+
+// changeSigningKeyApproval runs change on the approval of the path's
+// signing key (its id the first argument, then extra), after checking the
+// key is the publisher's, and answers with the key as it is now.
+func (s *Server) changeSigningKeyApproval(w http.ResponseWriter, r *http.Request, change string, extra ...any) {
 	publisher, id := r.PathValue("publisher"), r.PathValue("keyid")
 	if _, pr := s.signingKeyDoc(r.Context(), publisher, id); pr != nil {
 		writeProblem(w, pr)
 		return
 	}
-	if _, err := s.db.ExecContext(r.Context(), `DELETE FROM serve_signing_key_approvals WHERE id = ?`, id); err != nil {
+	if _, err := s.db.ExecContext(r.Context(), change, append([]any{id}, extra...)...); err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
