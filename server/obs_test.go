@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -23,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
@@ -386,24 +386,8 @@ func keyOf(t *testing.T, p *platform, role server.Role, tenant string) string {
 	return k.Key
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from several
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is testutil's, a bytes.Buffer safe for concurrent writes.
+type syncBuffer = testutil.SyncBuffer
 
 const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -1,33 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is testutil's, a bytes.Buffer safe for concurrent writes.
+type syncBuffer = testutil.SyncBuffer
 
 var listenRE = regexp.MustCompile(`addr=(127\.0\.0\.1:[0-9]+)`)
 
