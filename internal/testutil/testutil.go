@@ -60,21 +60,42 @@ func WAT(tb testing.TB, src string) []byte {
 	return b
 }
 
-var (
-	buildMu    sync.Mutex
-	buildCache = map[string][]byte{}
-)
+// ByteCache holds bytes made at most once per process for each key (a
+// build, an assembled module), safe for concurrent use. The zero value is
+// empty and ready.
+type ByteCache struct {
+	mu sync.Mutex // guards m, and makes a key's bytes once
+	m  map[string][]byte
+}
+
+// Get returns the bytes held for key, calling make (under the cache's lock)
+// the first time. A make that fails the test (tb.Fatal) caches nothing.
+func (c *ByteCache) Get(key string, make func() []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.m[key]; ok {
+		return b
+	}
+	b := make()
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	c.m[key] = b
+	return b
+}
+
+var builds ByteCache
 
 // BuildHook builds the Go hook in the package directory rel (relative to the
 // repository root) with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared and
 // returns the module. Builds are cached per process.
 func BuildHook(tb testing.TB, rel string) []byte {
 	tb.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if b, ok := buildCache[rel]; ok {
-		return b
-	}
+	return builds.Get(rel, func() []byte { return buildHook(tb, rel) })
+}
+
+func buildHook(tb testing.TB, rel string) []byte {
+	tb.Helper()
 	root := Root(tb)
 	sum := sha256.Sum256([]byte(rel))
 	out := filepath.Join(os.TempDir(), "wasmhooks-test-"+hex.EncodeToString(sum[:8])+".wasm")
@@ -93,7 +114,6 @@ func BuildHook(tb testing.TB, rel string) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	buildCache[rel] = b
 	return b
 }
 
