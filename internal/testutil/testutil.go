@@ -49,9 +49,15 @@ func WAT(tb testing.TB, src string) []byte {
 	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(path, "--enable-all", in, "-o", out)
+	return output(tb, exec.Command(path, "--enable-all", in, "-o", out), out, "wat2wasm", "\n--- source ---\n"+src)
+}
+
+// output runs cmd and returns the file out it writes. A failure fails the
+// test with what, cmd's output and then more.
+func output(tb testing.TB, cmd *exec.Cmd, out, what, more string) []byte {
+	tb.Helper()
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("wat2wasm: %v\n%s\n--- source ---\n%s", err, msg, src)
+		tb.Fatalf("%s: %v\n%s%s", what, err, msg, more)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -107,14 +113,7 @@ func buildHook(tb testing.TB, rel string) []byte {
 	cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+filepath.ToSlash(rel))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("building %s for wasip1: %v\n%s", rel, err, msg)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
+	return output(tb, cmd, out, "building "+rel+" for wasip1", "")
 }
 
 // CacheDir returns a directory for wazero's compilation cache shared by the
