@@ -88,12 +88,7 @@ type DecisionError struct {
 	Err    error
 }
 
-func (e *DecisionError) Error() string {
-	if e.Err != nil {
-		return "invalid decision: " + e.Reason + ": " + e.Err.Error()
-	}
-	return "invalid decision: " + e.Reason
-}
+func (e *DecisionError) Error() string { return errorText("invalid decision", e.Reason, e.Err) }
 
 func (e *DecisionError) Unwrap() error { return e.Err }
 
@@ -124,13 +119,9 @@ func DecodeDecision(data []byte, point Point, lim JSONLimits) (*Decision, error)
 // decodeDecisionTree is DecodeDecision by way of the document tree: it
 // decodes every shape and words every error.
 func decodeDecisionTree(data []byte, point Point, lim JSONLimits) (*Decision, error) {
-	v, err := ParseJSON(data, lim)
-	if err != nil {
-		return nil, &DecisionError{Reason: "not strict JSON", Err: err}
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, decisionErrorf("not a JSON object")
+	m, reason, err := parseObject(data, lim)
+	if reason != "" {
+		return nil, &DecisionError{Reason: reason, Err: err}
 	}
 	_, hasAction := m["action"]
 	_, hasDecision := m["decision"]
