@@ -12,27 +12,38 @@ import (
 	"testing"
 )
 
+// abiDoc returns the repository's ABI.md.
+func abiDoc(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "ABI.md"))
+	if err != nil {
+		t.Skipf("no ABI.md: %v", err)
+	}
+	return string(raw)
+}
+
+// docSection returns what follows the line heading in doc, up to the next
+// "## " heading.
+func docSection(t *testing.T, doc, heading string) string {
+	t.Helper()
+	i := strings.Index(doc, "\n"+heading+"\n")
+	if i < 0 {
+		t.Fatalf("ABI.md has no heading %q", heading)
+	}
+	rest := doc[i+len(heading)+2:]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
 // TestABIDoc checks that the repository's ABI.md says what this package
 // does: the status table, the WASI set, the hook points and their example
 // contexts, the limits, the seed-003 normalisation examples, and that the
 // WAT hook of the walkthrough is a valid hook_v1 module.
 func TestABIDoc(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "ABI.md"))
-	if err != nil {
-		t.Skipf("no ABI.md: %v", err)
-	}
-	doc := string(raw)
-	section := func(heading string) string {
-		i := strings.Index(doc, "\n"+heading+"\n")
-		if i < 0 {
-			t.Fatalf("ABI.md has no heading %q", heading)
-		}
-		rest := doc[i+len(heading)+2:]
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			rest = rest[:j]
-		}
-		return rest
-	}
+	doc := abiDoc(t)
+	section := func(heading string) string { return docSection(t, doc, heading) }
 	versions := section("## Versions")
 
 	t.Run("statuses", func(t *testing.T) {
