@@ -112,6 +112,18 @@ func checkFixedPoint(t *testing.T, d *Decision, enc []byte, point Point, lim JSO
 	}
 }
 
+// checkEncode checks that encode succeeds and returns want.
+func checkEncode(t *testing.T, encode func() ([]byte, error), want string) {
+	t.Helper()
+	got, err := encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("Encode = %s\nwant     %s", got, want)
+	}
+}
+
 // sameDecision compares two decisions, ignoring the shape they arrived in.
 func sameDecision(a, b *Decision) bool {
 	return a.Action == b.Action && a.Reason == b.Reason && a.UserMessage == b.UserMessage &&
@@ -327,15 +339,7 @@ func TestDecisionEncode(t *testing.T) {
 			`{"action":"modify","context":{"messages":[],"prompt":"p"}}`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.d.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tt.want {
-				t.Errorf("Encode = %s, want %s", got, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkEncode(t, tt.d.Encode, tt.want) })
 	}
 }
 
