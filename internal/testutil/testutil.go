@@ -3,6 +3,7 @@
 package testutil
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -114,6 +115,29 @@ func buildHook(tb testing.TB, rel string) []byte {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	return output(tb, cmd, out, "building "+rel+" for wasip1", "")
+}
+
+// Golden compares got with the golden file at path, or writes got there
+// (and the directories above it) when update is set: the test package's
+// -update flag.
+func Golden(tb testing.TB, path string, got []byte, update bool) {
+	tb.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatalf("%v (run the test with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		tb.Errorf("%s differs from the golden file (run the test with -update if the change is intended)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
 }
 
 // CacheDir returns a directory for wazero's compilation cache shared by the
