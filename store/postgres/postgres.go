@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"embed"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -16,9 +15,6 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/store"
 )
-
-//go:embed migrations/*.sql
-var migrationsFS embed.FS
 
 // MaxConns bounds the connections one process opens.
 const MaxConns = 16
@@ -29,32 +25,19 @@ const migrationLock = 0x7761736d686f6f6b
 
 // Migrations returns the schema migrations this binary carries.
 func Migrations() ([]store.Migration, error) {
-	return store.ParseMigrations(migrationsFS, "migrations")
+	return store.Migrations(dialect{}.Types())
 }
 
 // Open connects to the database at url (postgres://user@host:port/db?...)
 // and migrates its schema.
 func Open(ctx context.Context, url string) (*store.DB, error) {
-	ms, err := Migrations()
-	if err != nil {
-		return nil, err
-	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		return nil, store.Unavailable("open", err)
 	}
 	db.SetMaxOpenConns(MaxConns)
 	db.SetMaxIdleConns(MaxConns)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, store.Unavailable("open", err)
-	}
-	s, err := store.New(ctx, db, dialect{}, ms)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return s, nil
+	return store.New(ctx, db, dialect{}, db.PingContext)
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" driver
@@ -66,6 +49,10 @@ func (dialect) Name() string { return "postgres" }
 func (dialect) Rebind(q string) string { return q }
 
 func (dialect) ForUpdate() string { return " FOR UPDATE" }
+
+func (dialect) Types() store.ColumnTypes {
+	return store.ColumnTypes{Bytes: "BYTEA", Int: "BIGINT", ID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
+}
 
 func pgCode(err error) string {
 	var e *pgconn.PgError
