@@ -161,14 +161,6 @@ func pendingApproval(t *testing.T, tg target, lease time.Duration) (*chain.Chain
 	return c, sink, out.Approval.ID
 }
 
-func TestTwoProcessesResolveOneApprovalSQLite(t *testing.T) {
-	twoProcessesResolveOneApproval(t, sqliteTarget(t))
-}
-
-func TestTwoProcessesResolveOneApprovalPostgres(t *testing.T) {
-	twoProcessesResolveOneApproval(t, postgresTarget(t))
-}
-
 // twoProcessesResolveOneApproval: two OS processes of 4 goroutines each
 // resolve the same approval at the same moment: exactly one resumes it; the
 // others are refused (claimed by the winner, or resolved already).
@@ -183,14 +175,6 @@ func twoProcessesResolveOneApproval(t *testing.T, tg target) {
 			t.Errorf("refused with %q; want %s or %s", code, chain.ApprovalClaimed, chain.ApprovalResolved)
 		}
 	}
-}
-
-func TestKilledResumeIsResumedOnceSQLite(t *testing.T) {
-	killedResumeIsResumedOnce(t, sqliteTarget(t))
-}
-
-func TestKilledResumeIsResumedOncePostgres(t *testing.T) {
-	killedResumeIsResumedOnce(t, postgresTarget(t))
 }
 
 // killedResumeIsResumedOnce: a process is killed with SIGKILL in the middle

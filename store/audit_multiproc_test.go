@@ -53,14 +53,6 @@ func auditChild(ctx context.Context, db *store.DB) error {
 	return nil
 }
 
-func TestTwoProcessesAppendOneAuditChainSQLite(t *testing.T) {
-	twoProcessesAppendOneAuditChain(t, sqliteTarget(t))
-}
-
-func TestTwoProcessesAppendOneAuditChainPostgres(t *testing.T) {
-	twoProcessesAppendOneAuditChain(t, postgresTarget(t))
-}
-
 // twoProcessesAppendOneAuditChain: two OS processes of 8 goroutines each
 // append to the chains of two tenants at once; each chain verifies (keyed)
 // from the store with every record once: no fork, no gap.

@@ -180,6 +180,28 @@ func poll(done func() bool) {
 	}
 }
 
+// The multi-process scenarios, each run on SQLite and on Postgres.
+var scenarios = []struct {
+	name string
+	run  func(*testing.T, target)
+}{
+	{"TwoProcessesChargeOneBalance", twoProcessesChargeOneBalance},
+	{"CrashedProcessHoldsSwept", crashedProcessHoldsSwept},
+	{"TwoProcessesResolveOneApproval", twoProcessesResolveOneApproval},
+	{"KilledResumeIsResumedOnce", killedResumeIsResumedOnce},
+	{"TwoProcessesAppendOneAuditChain", twoProcessesAppendOneAuditChain},
+}
+
+func TestMultiProcessSQLite(t *testing.T) { runScenarios(t, sqliteTarget) }
+
+func TestMultiProcessPostgres(t *testing.T) { runScenarios(t, postgresTarget) }
+
+func runScenarios(t *testing.T, on func(*testing.T) target) {
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) { s.run(t, on(t)) })
+	}
+}
+
 type target struct{ driver, dsn string }
 
 func sqliteTarget(t *testing.T) target {
@@ -198,14 +220,6 @@ func (tg target) open(t *testing.T) *store.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-func TestTwoProcessesChargeOneBalanceSQLite(t *testing.T) {
-	twoProcessesChargeOneBalance(t, sqliteTarget(t))
-}
-
-func TestTwoProcessesChargeOneBalancePostgres(t *testing.T) {
-	twoProcessesChargeOneBalance(t, postgresTarget(t))
 }
 
 // twoProcessesChargeOneBalance: two OS processes of 50 goroutines each charge
@@ -241,14 +255,6 @@ func twoProcessesChargeOneBalance(t *testing.T, tg target) {
 	if err := l.Check(ctx); err != nil {
 		t.Error(err)
 	}
-}
-
-func TestCrashedProcessHoldsSweptSQLite(t *testing.T) {
-	crashedProcessHoldsSwept(t, sqliteTarget(t))
-}
-
-func TestCrashedProcessHoldsSweptPostgres(t *testing.T) {
-	crashedProcessHoldsSwept(t, postgresTarget(t))
 }
 
 // crashedProcessHoldsSwept: a process holding open holds is killed with
