@@ -10,7 +10,6 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
-	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // observerWAT is the smallest observer: it takes its input and continues
@@ -50,12 +49,7 @@ func BenchmarkExampleChain(b *testing.B) {
 				cfg.Bindings = append(cfg.Bindings, chain.Binding{Name: h.hook, Module: h.hook, Point: "message.inbound", Phase: h.phase})
 			}
 			cfg.Bindings = append(cfg.Bindings, chain.Binding{Name: "observer", Module: "observer", Point: "message.inbound", Phase: chain.Observer})
-			rt, err := runtime.New(ctx, runtime.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rt.Close(ctx)
-			c, err := chain.New(ctx, cfg, chain.Options{Runtime: rt, Logger: slog.New(slog.DiscardHandler)})
+			c, err := chain.New(ctx, cfg, chain.Options{Runtime: newRuntime(b), Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -28,13 +28,8 @@ func buildFor(b *testing.B, hook string, lang language, dir string) []byte {
 // loaded loads wasm in a new Runtime, closed when b ends.
 func loaded(b *testing.B, wasm []byte) (*runtime.Runtime, *runtime.Module) {
 	b.Helper()
-	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { rt.Close(ctx) })
-	m, err := rt.Load(ctx, wasm)
+	rt := newRuntime(b)
+	m, err := rt.Load(context.Background(), wasm)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -96,6 +96,18 @@ func lookMissing(bin string) string {
 	return ""
 }
 
+// newRuntime returns a Runtime with the default configuration, closed when
+// tb ends.
+func newRuntime(tb testing.TB) *runtime.Runtime {
+	tb.Helper()
+	rt, err := runtime.New(context.Background(), runtime.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rt.Close(context.Background()) })
+	return rt
+}
+
 // repoRoot is the repository's root: tests run in hooks-examples.
 func repoRoot() string {
 	root, err := filepath.Abs("..")
@@ -252,13 +264,7 @@ func TestCorpus(t *testing.T) {
 	if err != nil || len(hooks) == 0 {
 		t.Fatalf("no corpus: %v", err)
 	}
-	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-
+	rt := newRuntime(t)
 	tmp := t.TempDir()
 	results := map[string][2]int{} // language -> passed, cases
 	for _, hookPath := range hooks {
@@ -276,7 +282,7 @@ func TestCorpus(t *testing.T) {
 				}
 				lang.require(t)
 				wasm := lang.compile(t, hookDir, filepath.Join(tmp, hook+"-"+lang.name+".wasm"))
-				mod, err := rt.Load(ctx, wasm)
+				mod, err := rt.Load(context.Background(), wasm)
 				if err != nil {
 					t.Fatalf("the host refused the %s build: %v", lang.name, err)
 				}
@@ -369,11 +375,7 @@ func TestLargeMessageWithinDefaultFuel(t *testing.T) {
 		t.Skip("builds wasm modules")
 	}
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	rt := newRuntime(t)
 	dir := t.TempDir()
 	const kib = 1023
 	for _, lang := range languages() {
