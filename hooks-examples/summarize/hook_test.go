@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/hooks-examples/internal/hooktest"
 	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
 
@@ -58,16 +59,7 @@ func TestSummarize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.want == "" {
-				if dec.Action != abi.ActionContinue {
-					t.Fatalf("decision = %+v, want continue", dec)
-				}
-			} else if dec.Action != abi.ActionModify || dec.Context["outgoing"] != tt.want {
-				t.Fatalf("decision = %+v, want modify to %q", dec, tt.want)
-			}
-			if tt.reason != "" && dec.Reason != tt.reason {
-				t.Errorf("reason = %q\nwant       %q", dec.Reason, tt.reason)
-			}
+			hooktest.WantModify(t, dec, "outgoing", tt.want, tt.reason)
 			if got := len(h.Calls()); got != tt.calls {
 				t.Errorf("%d llm.run calls, want %d", got, tt.calls)
 			}
