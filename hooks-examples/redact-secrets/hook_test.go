@@ -71,14 +71,7 @@ func TestRedact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dec, err := newHost(t).Run(sdktest.Invocation{
-				Point:    "message.outbound",
-				Context:  map[string]any{"incoming": "hi", "outgoing": tt.text},
-				Settings: tt.settings,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			dec := hooktest.Reply(t, newHost(t), "hi", tt.text, tt.settings)
 			hooktest.WantModify(t, dec, "outgoing", tt.want, tt.reason)
 		})
 	}

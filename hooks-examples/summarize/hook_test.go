@@ -51,14 +51,7 @@ func TestSummarize(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := sdktest.HostFor(t, "manifest.json")
 			h.Register("llm.run", tt.llm)
-			dec, err := h.Run(sdktest.Invocation{
-				Point:    "message.outbound",
-				Context:  map[string]any{"incoming": "How did we do?", "outgoing": tt.text},
-				Settings: tt.settings,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			dec := hooktest.Reply(t, h, "How did we do?", tt.text, tt.settings)
 			hooktest.WantModify(t, dec, "outgoing", tt.want, tt.reason)
 			if got := len(h.Calls()); got != tt.calls {
 				t.Errorf("%d llm.run calls, want %d", got, tt.calls)

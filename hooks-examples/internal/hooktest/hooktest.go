@@ -7,7 +7,23 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
+
+// Reply runs h's hook at message.outbound on text, the reply to incoming,
+// with settings; it fails t when the run fails.
+func Reply(t testing.TB, h *sdktest.Host, incoming, text string, settings map[string]any) *abi.Decision {
+	t.Helper()
+	dec, err := h.Run(sdktest.Invocation{
+		Point:    "message.outbound",
+		Context:  map[string]any{"incoming": incoming, "outgoing": text},
+		Settings: settings,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dec
+}
 
 // WantModify fails t unless dec continues, when want is "", or modifies the
 // context field key to want; and, when reason is not "", unless dec's reason
