@@ -43,8 +43,6 @@ type Dialect interface {
 	// IsCheckViolation reports whether err is a CHECK constraint failure,
 	// which the schema's invariants raise on a corrupt row.
 	IsCheckViolation(err error) bool
-	// Types are the column types the schema's DDL is written with.
-	Types() ColumnTypes
 }
 
 // DB is an open database with its dialect and its schema migrated. Make one
@@ -57,11 +55,11 @@ type DB struct {
 }
 
 // New pings db with ping, migrates its schema to the last of the
-// migrations for d's column types (see Migrations and Migrate) and wraps it;
-// on failure it closes db. It is for the dialect packages; platforms call
-// sqlite.Open or postgres.Open.
-func New(ctx context.Context, db *sql.DB, d Dialect, ping func(context.Context) error) (*DB, error) {
-	v, err := open(ctx, db, d, ping)
+// migrations written with the dialect's column types (see Migrations and
+// Migrate) and wraps it; on failure it closes db. It is for the dialect
+// packages; platforms call sqlite.Open or postgres.Open.
+func New(ctx context.Context, db *sql.DB, d Dialect, types ColumnTypes, ping func(context.Context) error) (*DB, error) {
+	v, err := open(ctx, db, d, types, ping)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -69,8 +67,8 @@ func New(ctx context.Context, db *sql.DB, d Dialect, ping func(context.Context) 
 	return &DB{sql: db, d: d, version: v}, nil
 }
 
-func open(ctx context.Context, db *sql.DB, d Dialect, ping func(context.Context) error) (int, error) {
-	ms, err := Migrations(d.Types())
+func open(ctx context.Context, db *sql.DB, d Dialect, types ColumnTypes, ping func(context.Context) error) (int, error) {
+	ms, err := Migrations(types)
 	if err != nil {
 		return 0, err
 	}
@@ -195,10 +193,10 @@ var migrationsFS embed.FS
 
 // Migrations returns the schema migrations for a dialect's column types,
 // from the files of migrations/, whose names start with their version, a
-// positive number (0001_ledger.sql). A migration is recorded in the database
-// by version and name only, so that a database migrated before the DDL had
-// one source for every dialect is up to date as it is.
-// Versions must be unique, and no placeholder may stay.
+// positive number (0001_ledger.sql); versions must be unique, and no
+// placeholder may stay. A database records a migration by version and name
+// only, so one migrated when each dialect had its own copy of the DDL is up
+// to date as it is.
 func Migrations(types ColumnTypes) ([]Migration, error) {
 	r := strings.NewReplacer("{{bytes}}", types.Bytes, "{{int}}", types.Int, "{{id}}", types.ID)
 	entries, err := fs.ReadDir(migrationsFS, "migrations")

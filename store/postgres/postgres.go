@@ -23,9 +23,12 @@ const MaxConns = 16
 // (the bytes "wasmhook" as a big-endian int64).
 const migrationLock = 0x7761736d686f6f6b
 
+// columnTypes fill the placeholders of the schema's DDL.
+var columnTypes = store.ColumnTypes{Bytes: "BYTEA", Int: "BIGINT", ID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
+
 // Migrations returns the schema migrations this binary carries.
 func Migrations() ([]store.Migration, error) {
-	return store.Migrations(dialect{}.Types())
+	return store.Migrations(columnTypes)
 }
 
 // Open connects to the database at url (postgres://user@host:port/db?...)
@@ -37,7 +40,7 @@ func Open(ctx context.Context, url string) (*store.DB, error) {
 	}
 	db.SetMaxOpenConns(MaxConns)
 	db.SetMaxIdleConns(MaxConns)
-	return store.New(ctx, db, dialect{}, db.PingContext)
+	return store.New(ctx, db, dialect{}, columnTypes, db.PingContext)
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" driver
@@ -49,10 +52,6 @@ func (dialect) Name() string { return "postgres" }
 func (dialect) Rebind(q string) string { return q }
 
 func (dialect) ForUpdate() string { return " FOR UPDATE" }
-
-func (dialect) Types() store.ColumnTypes {
-	return store.ColumnTypes{Bytes: "BYTEA", Int: "BIGINT", ID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
-}
 
 func pgCode(err error) string {
 	var e *pgconn.PgError

@@ -23,9 +23,14 @@ import (
 // transaction before failing with ErrUnavailable.
 const BusyTimeout = 10 * time.Second
 
+// columnTypes fill the placeholders of the schema's DDL. An INTEGER PRIMARY
+// KEY is the rowid, assigned without AUTOINCREMENT's sequence table; with
+// rows never deleted, never reused.
+var columnTypes = store.ColumnTypes{Bytes: "BLOB", Int: "INTEGER", ID: "INTEGER PRIMARY KEY"}
+
 // Migrations returns the schema migrations this binary carries.
 func Migrations() ([]store.Migration, error) {
-	return store.Migrations(dialect{}.Types())
+	return store.Migrations(columnTypes)
 }
 
 // Open opens (creating it if absent) the SQLite database at path, in WAL
@@ -50,7 +55,7 @@ func Open(ctx context.Context, path string) (*store.DB, error) {
 	// file's locks.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	return store.New(ctx, db, dialect{}, func(ctx context.Context) error { return ping(ctx, db) })
+	return store.New(ctx, db, dialect{}, columnTypes, func(ctx context.Context) error { return ping(ctx, db) })
 }
 
 // ping opens the first connection, which applies the pragmas. Switching a
@@ -82,12 +87,6 @@ var placeholder = regexp.MustCompile(`\$([0-9]+)`)
 func (dialect) Rebind(q string) string { return placeholder.ReplaceAllString(q, "?$1") }
 
 func (dialect) ForUpdate() string { return "" }
-
-// Types: an INTEGER PRIMARY KEY is the rowid, assigned without
-// AUTOINCREMENT's sequence table; with rows never deleted, never reused.
-func (dialect) Types() store.ColumnTypes {
-	return store.ColumnTypes{Bytes: "BLOB", Int: "INTEGER", ID: "INTEGER PRIMARY KEY"}
-}
 
 func code(err error) int {
 	var e *sqlite.Error
