@@ -68,8 +68,7 @@ func BenchmarkMeteringCompute(b *testing.B) {
 	wasm := testutil.WAT(b, computeGuest)
 	for _, c := range meteringConfigs() {
 		b.Run(c.name, func(b *testing.B) {
-			r := newRuntime(b, c.cfg)
-			m := load(b, r, wasm)
+			r, m := loaded(b, c.cfg, wasm)
 			req := runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": strings.Repeat("x", 60)}}
 			fuel := loopFuel(b, r, m, req)
 			b.ReportMetric(float64(fuel), "fuel/op")
@@ -94,8 +93,7 @@ func BenchmarkMeteringExamples(b *testing.B) {
 			b.Run(hook.name+"/"+c.name, func(b *testing.B) {
 				cfg := c.cfg
 				cfg.CacheDir = testutil.CacheDir(b)
-				r := newRuntime(b, cfg)
-				m := load(b, r, wasm)
+				r, m := loaded(b, cfg, wasm)
 				ctx := context.Background()
 				var fuel uint64
 				for b.Loop() {
@@ -153,8 +151,7 @@ func BenchmarkFuelRate(b *testing.B) {
 		{"tight-loop/interpreter", tight, runtime.Config{Interpreter: true}},
 	} {
 		b.Run(g.name, func(b *testing.B) {
-			r := newRuntime(b, g.cfg)
-			m := load(b, r, testutil.WAT(b, g.wat))
+			r, m := loaded(b, g.cfg, testutil.WAT(b, g.wat))
 			req := runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: time.Minute}}
 			fuel := loopFuel(b, r, m, req)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(fuel), "ns/fuel")
@@ -171,8 +168,7 @@ func BenchmarkRunawayRecursion(b *testing.B) {
 		cfg  runtime.Config
 	}{{"metered", runtime.Config{}}, {"unmetered", benchmode.With(runtime.Config{}, benchmode.Unmetered)}} {
 		b.Run(c.name, func(b *testing.B) {
-			r := newRuntime(b, c.cfg)
-			m := load(b, r, wasm)
+			r, m := loaded(b, c.cfg, wasm)
 			var before, after goruntime.MemStats
 			goruntime.ReadMemStats(&before)
 			for b.Loop() {
@@ -214,8 +210,7 @@ func BenchmarkLoadGoHook(b *testing.B) {
 // compiler. (The interpreter takes about 100 times as long per unit of a
 // call.)
 func BenchmarkRunawayTree(b *testing.B) {
-	r := newRuntime(b, runtime.Config{})
-	m := load(b, r, testutil.WAT(b, treeWAT()))
+	r, m := loaded(b, runtime.Config{}, testutil.WAT(b, treeWAT()))
 	req := runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: time.Minute}}
 	for b.Loop() {
 		if _, err := r.Invoke(context.Background(), m, req); !errors.Is(err, &abi.Failure{Code: abi.FailFuelExhausted}) {

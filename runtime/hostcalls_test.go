@@ -15,8 +15,7 @@ import (
 // included), the charge and the duration; none past MaxHostCalls; its array
 // reused by InvokeInto.
 func TestResultReportsHostCalls(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	host := echoHost()
 	host.caps["slow"] = func(*abi.Call) abi.Reply {
 		time.Sleep(20 * time.Millisecond)

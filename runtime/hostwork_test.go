@@ -226,8 +226,7 @@ func BenchmarkWASICall(b *testing.B) {
 		{"fd_write_nothing", `(drop (call $fd_write (i32.const 1) (i32.const 0x1000) (i32.const 0) (i32.const 0x100)))`},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			r := newRuntime(b, runtime.Config{})
-			m := load(b, r, testutil.WAT(b, workHook(fmt.Sprintf(`(local.set $n (i32.const %d))
+			r, m := loaded(b, runtime.Config{}, testutil.WAT(b, workHook(fmt.Sprintf(`(local.set $n (i32.const %d))
     (loop $l %s (local.set $n (i32.sub (local.get $n) (i32.const 1))) (br_if $l (local.get $n)))`, calls, tt.call))))
 			req := runtime.Request{Tenant: "t", InvocationID: "i"}
 			var res runtime.Result

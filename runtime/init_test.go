@@ -33,8 +33,7 @@ const initCaller = `(module
     (i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const 46))))`
 
 func TestHostCallFromInitialize(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, initCaller))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, initCaller))
 	host := echoHost()
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", HostCaller: host})
 	if err != nil {

@@ -34,8 +34,7 @@ func (h *docHost) HostCall(_ context.Context, c *abi.Call) abi.Reply {
 // abi.Objects gives the hook the document, byte for byte, that their maps
 // give, and a map set beside an object wins over it.
 func TestRequestObjects(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, mirrorWAT))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, mirrorWAT))
 	type opaque struct {
 		A []int `json:"a"`
 	}

@@ -52,8 +52,7 @@ func count(t *testing.T, r *runtime.Runtime, m *runtime.Module, tenant, text str
 }
 
 func TestPoolsPerTenantAndDiscard(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, counter))
 	steps := []struct {
 		tenant, text string
 		want         int
@@ -82,8 +81,7 @@ func TestPoolsPerTenantAndDiscard(t *testing.T) {
 }
 
 func TestHighWaterMarkDiscards(t *testing.T) {
-	r := newRuntime(t, runtime.Config{Limits: runtime.Limits{MemoryPages: 16, MemoryHighWaterPages: 8}})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{Limits: runtime.Limits{MemoryPages: 16, MemoryHighWaterPages: 8}}, testutil.WAT(t, counter))
 	if n, err := count(t, r, m, "a", "x"); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
@@ -100,8 +98,7 @@ func TestHighWaterMarkDiscards(t *testing.T) {
 }
 
 func TestTimedOutInstanceNeverReused(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	res, err := runScript(t, r, m, echoHost(), runtime.Limits{Timeout: 50 * time.Millisecond}, "L")
 	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout || res.Reused {
 		t.Fatalf("err %v reused %v", err, res != nil && res.Reused)
@@ -113,8 +110,7 @@ func TestTimedOutInstanceNeverReused(t *testing.T) {
 }
 
 func TestAcquireHonoursContext(t *testing.T) {
-	r := newRuntime(t, runtime.Config{MaxInstancesPerPool: 1})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{MaxInstancesPerPool: 1}, scripted(t))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -145,8 +141,7 @@ func TestAcquireHonoursContext(t *testing.T) {
 }
 
 func TestCallerCancelIsNotAHookFailure(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: 5 * time.Second, Fuel: runtime.MaxFuel}})
@@ -156,8 +151,7 @@ func TestCallerCancelIsNotAHookFailure(t *testing.T) {
 }
 
 func TestConcurrentInvocations(t *testing.T) {
-	r := newRuntime(t, runtime.Config{MaxInstancesPerPool: 4})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{MaxInstancesPerPool: 4}, testutil.WAT(t, counter))
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := 0; g < 8; g++ {
@@ -204,8 +198,7 @@ func TestClosed(t *testing.T) {
 }
 
 func TestInvalidRequests(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	tests := []struct {
 		name string
 		req  runtime.Request

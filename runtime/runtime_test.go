@@ -17,8 +17,7 @@ import (
 )
 
 func TestHostCallStatuses(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	longName := strings.Repeat("n", abi.MaxNameBytes+1)
 	tests := []struct {
 		name   string
@@ -127,8 +126,7 @@ func TestHostCallStatuses(t *testing.T) {
 }
 
 func TestABIViolations(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	const memSize = 4 * 65536
 	tests := []struct {
 		name   string
@@ -162,8 +160,7 @@ func TestABIViolations(t *testing.T) {
 }
 
 func TestFailures(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	tests := []struct {
 		name   string
 		lim    runtime.Limits
@@ -197,8 +194,7 @@ func TestFailures(t *testing.T) {
 }
 
 func TestGrowPastLimitReturnsMinusOne(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	res, err := runScript(t, r, m, echoHost(), runtime.Limits{MemoryPages: 8}, "G00000004"+"G00000001"+"G00010000")
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +211,7 @@ func TestGrowPastLimitReturnsMinusOne(t *testing.T) {
 }
 
 func TestCreditReported(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	res, err := runScript(t, r, m, echoHost(), runtime.Limits{}, opHostCall("paid", `{}`, 64)+opHostCall("paid", `{}`, 64))
 	if err != nil {
 		t.Fatal(err)
@@ -227,8 +222,7 @@ func TestCreditReported(t *testing.T) {
 }
 
 func TestCallerIdentity(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	host := echoHost()
 	_, err := r.Invoke(context.Background(), m, runtime.Request{
 		Tenant: "acme", Hook: "h1", Point: "tool.before", Grants: []string{"echo"},
@@ -250,8 +244,7 @@ func TestCallerIdentity(t *testing.T) {
 }
 
 func TestDecisionShapes(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.ReadFile(t, "testdata/guests/shapes.wasm"))
+	r, m := loaded(t, runtime.Config{}, testutil.ReadFile(t, "testdata/guests/shapes.wasm"))
 	tests := []struct {
 		shape string
 		want  abi.Decision
@@ -293,8 +286,7 @@ func TestUnwritableCacheDir(t *testing.T) {
 		}
 	}
 	var logs bytes.Buffer
-	r := newRuntime(t, runtime.Config{CacheDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{CacheDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, scripted(t))
 	if _, err := runScript(t, r, m, echoHost(), runtime.Limits{}, ""); err != nil {
 		t.Fatal(err)
 	}

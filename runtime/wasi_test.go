@@ -41,8 +41,7 @@ const printer = `(module
     (i64.or (i64.shl (i64.const 0) (i64.const 32)) (i64.const 21))))`
 
 func TestStdoutIsACappedPerInvocationLog(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, printer))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, printer))
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +97,7 @@ const sleeper = `(module
     (i64.const 21)))`
 
 func TestPollOneoffSleepsAndHonoursDeadline(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, sleeper))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, sleeper))
 	start := time.Now()
 	if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil {
 		t.Fatal(err)
@@ -130,8 +128,7 @@ func TestEveryWASIFunctionIsServed(t *testing.T) {
 	  (memory (export "memory") 1)
 	  (data (i32.const 0) "{\"action\":\"continue\"}")
 	  (func (export "hook_v1_handle") (param i32) (result i64) (i64.const 21)))`
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, src))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, src))
 	if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil {
 		t.Fatal(err)
 	}
