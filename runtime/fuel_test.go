@@ -20,17 +20,14 @@ import (
 // hookWAT returns a hook whose hook_v1_handle takes its input, calls $run
 // and returns {"action":"continue"}; extra holds more module fields.
 func hookWAT(run, extra string) string {
-	return `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 1)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (func $run ` + run + `)
-  ` + extra + `
+	return guest("", 1, `(data (i32.const 0) "{\"action\":\"continue\"}")
+  (func $run `+run+`)
+  `+extra+`
   (func (export "hook_v1_handle") (param $n i32) (result i64)
     (if (i32.gt_u (local.get $n) (i32.const 60000)) (then (return (i64.const 0))))
     (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
     (call $run)
-    (i64.const 21)))`
+    (i64.const 21))`)
 }
 
 // treeWAT is the loop-free call tree: $run calls f0, f0 calls f1 twice,

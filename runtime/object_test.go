@@ -11,18 +11,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// mirrorWAT takes its input and sends it, whole, as the payload of a host
-// call named "doc": the host sees the invocation document the hook got.
-const mirrorWAT = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 4)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (data (i32.const 100) "doc")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
-    (drop (call $hc (i32.const 100) (i32.const 3) (i32.const 1024) (local.get $n) (i32.const 512) (i32.const 64)))
-    (i64.const 21)))`
-
 type docHost struct{ docs [][]byte }
 
 func (h *docHost) HostCall(_ context.Context, c *abi.Call) abi.Reply {

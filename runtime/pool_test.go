@@ -14,34 +14,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// counter keeps a global that counts the invocations of its instance and
-// reports it as {"action":"block","reason":"N"} (N one decimal digit, mod 10).
-// Settings {"trap": ...} anywhere in the input make it trap after counting;
-// "grow" makes it grow its memory by 8 pages first.
-const counter = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 2)
-  (data (i32.const 0) "{\"action\":\"block\",\"reason\":\"0\"}")
-  (global $n (mut i32) (i32.const 0))
-  (func $has (param $len i32) (param $c i32) (result i32)
-    (local $i i32)
-    (block $no
-      (loop $l
-        (br_if $no (i32.ge_u (local.get $i) (local.get $len)))
-        (if (i32.eq (i32.load8_u (i32.add (i32.const 4096) (local.get $i))) (local.get $c)) (then (return (i32.const 1))))
-        (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br $l)))
-    (i32.const 0))
-  (func (export "hook_v1_handle") (param $len i32) (result i64)
-    (if (i32.gt_u (local.get $len) (i32.const 60000)) (then (return (i64.const 0))))
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 4096) (local.get $len)))
-    (global.set $n (i32.add (global.get $n) (i32.const 1)))
-    ;; '!' in the input: trap; '^' in the input: grow by 8 pages
-    (if (call $has (local.get $len) (i32.const 33)) (then unreachable))
-    (if (call $has (local.get $len) (i32.const 94)) (then (drop (memory.grow (i32.const 8)))))
-    (i32.store8 (i32.const 28) (i32.add (i32.const 48) (i32.rem_u (global.get $n) (i32.const 10))))
-    (i64.or (i64.shl (i64.const 0) (i64.const 32)) (i64.const 31))))`
-
 func count(t *testing.T, r *runtime.Runtime, m *runtime.Module, tenant, text string) (int, error) {
 	t.Helper()
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: tenant, Context: map[string]any{"outgoing": text}})

@@ -13,15 +13,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// continueWAT is a hook that takes its input and continues.
-const continueWAT = `(module
-  (import "hook_v1" "host_call" (func $host_call (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (drop (call $host_call (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 4096)))
-    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`
-
 func TestInvokeIntoAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
