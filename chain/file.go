@@ -98,14 +98,8 @@ const MaxConfigBytes = 16 << 20
 // resolved by readModule (LoadConfigFile reads them relative to a
 // directory).
 func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Config, error) {
-	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: MaxConfigBytes}); err != nil {
-		return Config{}, fmt.Errorf("chain config: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
 	var fc fileConfig
-	if err := dec.Decode(&fc); err != nil {
+	if err := DecodeConfigJSON(data, &fc); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
 	// The schema (config.schema.json) after the decoder, whose messages
@@ -114,14 +108,11 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	if err := ValidateConfigJSON(data); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
-	cfg := Config{Modules: map[string][]byte{}}
-	for name, path := range fc.Modules {
-		b, err := readModule(path)
-		if err != nil {
-			return Config{}, fmt.Errorf("chain config: module %q: %w", name, err)
-		}
-		cfg.Modules[name] = b
+	modules, err := ReadModules(fc.Modules, readModule)
+	if err != nil {
+		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
+	cfg := Config{Modules: modules}
 	if fc.Breaker != nil {
 		cfg.Breaker = BreakerConfig{Failures: fc.Breaker.Failures, Backoff: time.Duration(fc.Breaker.Backoff), MaxBackoff: time.Duration(fc.Breaker.MaxBackoff)}
 	}
@@ -150,18 +141,58 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	return cfg, nil
 }
 
+// DecodeConfigJSON decodes data, the JSON form of a configuration, into v as
+// ParseConfig does before its own checks: data must be strict JSON of at
+// most MaxConfigBytes; numbers stay json.Number; unknown fields are refused.
+// Configuration files built on this form (the interceptor's) decode with it.
+func DecodeConfigJSON(data []byte, v any) error {
+	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: MaxConfigBytes}); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// ReadModules reads the module files of a configuration, a path by module
+// name, with readModule. Its error names the module.
+func ReadModules(paths map[string]string, readModule func(path string) ([]byte, error)) (map[string][]byte, error) {
+	modules := make(map[string][]byte, len(paths))
+	for name, path := range paths {
+		b, err := readModule(path)
+		if err != nil {
+			return nil, fmt.Errorf("module %q: %w", name, err)
+		}
+		modules[name] = b
+	}
+	return modules, nil
+}
+
 // LoadConfigFile reads the JSON configuration at path. Relative module paths
 // are resolved against moduleDir, or against the file's directory when
 // moduleDir is empty.
 func LoadConfigFile(path, moduleDir string) (Config, error) {
-	data, err := runtime.ReadFileLimit(path, MaxConfigBytes, "config_bytes")
+	data, readModule, err := ReadConfigFile(path, moduleDir)
 	if err != nil {
 		return Config{}, err
+	}
+	return ParseConfig(data, readModule)
+}
+
+// ReadConfigFile reads the configuration file at path, a regular file of at
+// most MaxConfigBytes, and returns it with the module reader LoadConfigFile
+// gives ParseConfig: relative module paths are resolved against moduleDir,
+// or against the file's directory when moduleDir is empty.
+func ReadConfigFile(path, moduleDir string) (data []byte, readModule func(path string) ([]byte, error), err error) {
+	data, err = runtime.ReadFileLimit(path, MaxConfigBytes, "config_bytes")
+	if err != nil {
+		return nil, nil, err
 	}
 	if moduleDir == "" {
 		moduleDir = filepath.Dir(path)
 	}
-	return ParseConfig(data, func(p string) ([]byte, error) {
+	return data, func(p string) ([]byte, error) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(moduleDir, p)
 		}
@@ -170,5 +201,5 @@ func LoadConfigFile(path, moduleDir string) (Config, error) {
 		// runtime's default MaxModuleBytes; a Runtime with a larger one
 		// takes its modules through ParseConfig.
 		return runtime.ReadModuleFile(p, 0)
-	})
+	}, nil
 }
