@@ -1105,31 +1105,32 @@ func touch(p string, excl bool) error {
 	return t.Close()
 }
 
-// mine returns this store's claim on p (ID.json), or the refusal.
-func (d *DirApprovals) mine(id, p string) (*dirClaim, error) {
+// mine returns the path of approval id's file (ID.json) and this store's
+// claim on it, or the refusal.
+func (d *DirApprovals) mine(id string) (string, *dirClaim, error) {
+	p, err := d.path(id)
+	if err != nil {
+		return "", nil, err
+	}
 	c, err := d.claim(p)
 	switch {
 	case err != nil:
-		return nil, err
+		return "", nil, err
 	case c == nil:
 		if err := d.resolved(id, p); err != nil {
-			return nil, err
+			return "", nil, err
 		}
-		return nil, fmt.Errorf("%w: %q is not claimed", ErrUnknownApproval, id)
+		return "", nil, fmt.Errorf("%w: %q is not claimed", ErrUnknownApproval, id)
 	case c.owner != d.owner:
-		return nil, claimRefusal(id, approvalClaimed)
+		return "", nil, claimRefusal(id, approvalClaimed)
 	}
-	return c, nil
+	return p, c, nil
 }
 
 // Release makes a, claimed as id, pending again: it writes its file, then
 // removes its tombstone and its claim.
 func (d *DirApprovals) Release(_ context.Context, id string, a *Approval) error {
-	p, err := d.path(id)
-	if err != nil {
-		return err
-	}
-	c, err := d.mine(id, p)
+	p, c, err := d.mine(id)
 	if err != nil {
 		return err
 	}
@@ -1145,11 +1146,7 @@ func (d *DirApprovals) Release(_ context.Context, id string, a *Approval) error 
 // Done marks the approval id, claimed by this store, resolved: its
 // tombstone stays and its claim goes.
 func (d *DirApprovals) Done(_ context.Context, id string) error {
-	p, err := d.path(id)
-	if err != nil {
-		return err
-	}
-	c, err := d.mine(id, p)
+	p, c, err := d.mine(id)
 	if err != nil {
 		return err
 	}
