@@ -1,14 +1,11 @@
 package chain
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/abi"
-	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/internal/configfile"
 )
 
 // The JSON form of a configuration, as `wasmhooks chain --config` reads it
@@ -99,7 +96,7 @@ const MaxConfigBytes = 16 << 20
 // directory).
 func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Config, error) {
 	var fc fileConfig
-	if err := DecodeConfigJSON(data, &fc); err != nil {
+	if err := configfile.Decode(data, MaxConfigBytes, &fc); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
 	// The schema (config.schema.json) after the decoder, whose messages
@@ -108,7 +105,7 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	if err := ValidateConfigJSON(data); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
-	modules, err := ReadModules(fc.Modules, readModule)
+	modules, err := configfile.ReadModules(fc.Modules, readModule)
 	if err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
@@ -141,65 +138,13 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	return cfg, nil
 }
 
-// DecodeConfigJSON decodes data, the JSON form of a configuration, into v as
-// ParseConfig does before its own checks: data must be strict JSON of at
-// most MaxConfigBytes; numbers stay json.Number; unknown fields are refused.
-// Configuration files built on this form (the interceptor's) decode with it.
-func DecodeConfigJSON(data []byte, v any) error {
-	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: MaxConfigBytes}); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
-// ReadModules reads the module files of a configuration, a path by module
-// name, with readModule. Its error names the module.
-func ReadModules(paths map[string]string, readModule func(path string) ([]byte, error)) (map[string][]byte, error) {
-	modules := make(map[string][]byte, len(paths))
-	for name, path := range paths {
-		b, err := readModule(path)
-		if err != nil {
-			return nil, fmt.Errorf("module %q: %w", name, err)
-		}
-		modules[name] = b
-	}
-	return modules, nil
-}
-
 // LoadConfigFile reads the JSON configuration at path. Relative module paths
 // are resolved against moduleDir, or against the file's directory when
 // moduleDir is empty.
 func LoadConfigFile(path, moduleDir string) (Config, error) {
-	data, readModule, err := ReadConfigFile(path, moduleDir)
+	data, readModule, err := configfile.Read(path, MaxConfigBytes, moduleDir)
 	if err != nil {
 		return Config{}, err
 	}
 	return ParseConfig(data, readModule)
-}
-
-// ReadConfigFile reads the configuration file at path, a regular file of at
-// most MaxConfigBytes, and returns it with the module reader LoadConfigFile
-// gives ParseConfig: relative module paths are resolved against moduleDir,
-// or against the file's directory when moduleDir is empty.
-func ReadConfigFile(path, moduleDir string) (data []byte, readModule func(path string) ([]byte, error), err error) {
-	data, err = runtime.ReadFileLimit(path, MaxConfigBytes, "config_bytes")
-	if err != nil {
-		return nil, nil, err
-	}
-	if moduleDir == "" {
-		moduleDir = filepath.Dir(path)
-	}
-	return data, func(p string) ([]byte, error) {
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(moduleDir, p)
-		}
-		// Bounded and regular files only: a path naming /dev/zero would
-		// otherwise be read until memory runs out. The bound is the
-		// runtime's default MaxModuleBytes; a Runtime with a larger one
-		// takes its modules through ParseConfig.
-		return runtime.ReadModuleFile(p, 0)
-	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/internal/configfile"
 )
 
 // fileInterceptor is a Descriptor in the configuration file, with limits in
@@ -31,10 +32,10 @@ type fileConfig struct {
 // Module paths are resolved by readModule. Unknown fields are refused.
 func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Config, error) {
 	var fc fileConfig
-	if err := chain.DecodeConfigJSON(data, &fc); err != nil {
+	if err := configfile.Decode(data, chain.MaxConfigBytes, &fc); err != nil {
 		return Config{}, fmt.Errorf("interceptor config: %w", err)
 	}
-	modules, err := chain.ReadModules(fc.Modules, readModule)
+	modules, err := configfile.ReadModules(fc.Modules, readModule)
 	if err != nil {
 		return Config{}, fmt.Errorf("interceptor config: %w", err)
 	}
@@ -54,7 +55,7 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 // LoadConfigFile reads the configuration at path; relative module paths are
 // resolved against moduleDir, or the file's directory when it is empty.
 func LoadConfigFile(path, moduleDir string) (Config, error) {
-	data, readModule, err := chain.ReadConfigFile(path, moduleDir)
+	data, readModule, err := configfile.Read(path, chain.MaxConfigBytes, moduleDir)
 	if err != nil {
 		return Config{}, err
 	}
