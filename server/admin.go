@@ -271,7 +271,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ *Principal) 
 // nobody could make keys again.
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	id := r.PathValue("key")
-	defer s.runLocks.lock(keysLock)() // the last-admin check and the delete are one step (in this process)
+	defer s.runLocks.Lock(keysLock)() // the last-admin check and the delete are one step (in this process)
 	info, hash, pr := s.keyByID(r, id)
 	if pr != nil {
 		writeProblem(w, pr)
@@ -318,7 +318,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, _ *Principal)
 // one is in the answer only.
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	id := r.PathValue("key")
-	defer s.runLocks.lock(keysLock)()
+	defer s.runLocks.Lock(keysLock)()
 	info, hash, pr := s.keyByID(r, id)
 	if pr != nil {
 		writeProblem(w, pr)

@@ -79,7 +79,7 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 	report, _ := json.Marshal(info)
 	// The quota check and the insert are one step per publisher (in this
 	// process): two concurrent uploads cannot both pass the last slot.
-	defer s.runLocks.lock("\x00upload\x00" + p.Tenant)()
+	defer s.runLocks.Lock("\x00upload\x00" + p.Tenant)()
 	if pr := s.checkUploadQuota(r.Context(), p.Tenant, info.Digest, int64(len(wasm))); pr != nil {
 		writeProblem(w, pr)
 		return
@@ -246,7 +246,7 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 	id := SigningKeyID(req.PublicKey)
 	// The count of proposed keys and the insert are one step per publisher
 	// (in this process; several nodes may each pass the last slot once).
-	defer s.runLocks.lock("\x00signing-keys\x00" + publisher)()
+	defer s.runLocks.Lock("\x00signing-keys\x00" + publisher)()
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))

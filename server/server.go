@@ -53,6 +53,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/internal/keyedlock"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/store"
 
@@ -182,8 +183,8 @@ type Server struct {
 	bindMu   sync.Mutex       // one bind (or reload of another node's) at a time
 	owner    string           // this node's name in run claims
 
-	runLocks keyedLocks // by (tenant, run): one run per id at a time in this process
-	uploads  inFlight   // each publisher's uploads in flight (UploadQuota.MaxInFlight)
+	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
+	uploads  inFlight        // each publisher's uploads in flight (UploadQuota.MaxInFlight)
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves
@@ -443,46 +444,9 @@ func (s *Server) internal(err error) *Problem {
 	return problem(http.StatusInternalServerError, CodeInternal, "internal error; see the server's log")
 }
 
-// keyedLocks is one mutex per key, there while someone holds or waits for
-// it. (Striped locks let one tenant's slow runs, one per stripe, hold up
-// every other tenant's runs whose ids hashed to the same stripes.)
-type keyedLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	users int // holders and waiters; the entry goes when it drops to 0
-}
-
-// lock locks key and returns the unlock.
-func (k *keyedLocks) lock(key string) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-}
-
 // runLock locks the run id of tenant and returns the unlock.
 func (s *Server) runLock(tenant, run string) func() {
-	return s.runLocks.lock(tenant + "\x00" + run)
+	return s.runLocks.Lock(tenant + "\x00" + run)
 }
 
 // waiter returns the channel closed when approval id resolves.
