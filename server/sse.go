@@ -69,10 +69,9 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		writeProblem(w, pr)
 		return
 	}
-	end, ok := s.startPoll(p.KeyID)
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d waits open already", s.opts.MaxPollsPerKey))
+	end, pr := s.startWait(p, "waits")
+	if pr != nil {
+		writeProblem(w, pr)
 		return
 	}
 	defer end()
