@@ -498,16 +498,14 @@ func (s *Server) waiter(id string) chan struct{} {
 }
 
 // startWait counts one more open wait (a long poll, an event stream; what
-// names them) of p's key, and returns its end, or the 429 that refuses it
-// when the key has MaxPollsPerKey open already.
-func (s *Server) startWait(p *Principal, what string) (func(), *Problem) {
-	end, ok := s.polls.start(p.KeyID, s.opts.MaxPollsPerKey)
-	if !ok {
-		pr := problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d %s open already", s.opts.MaxPollsPerKey, what)
-		pr.RetryAfter = 1
-		return nil, pr
+// names them) of p's key, and returns its end. When the key has
+// MaxPollsPerKey open already, ok is false and it has answered 429.
+func (s *Server) startWait(w http.ResponseWriter, p *Principal, what string) (end func(), ok bool) {
+	if end, ok = s.polls.start(p.KeyID, s.opts.MaxPollsPerKey); !ok {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d %s open already", s.opts.MaxPollsPerKey, what))
 	}
-	return end, nil
+	return end, ok
 }
 
 func (s *Server) wake(id string) {

@@ -69,9 +69,8 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		writeProblem(w, pr)
 		return
 	}
-	end, pr := s.startWait(p, "waits")
-	if pr != nil {
-		writeProblem(w, pr)
+	end, ok := s.startWait(w, p, "waits")
+	if !ok {
 		return
 	}
 	defer end()

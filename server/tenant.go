@@ -482,9 +482,8 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 		return
 	}
 	if wait > 0 {
-		end, pr := s.startWait(p, "long polls")
-		if pr != nil {
-			writeProblem(w, pr)
+		end, ok := s.startWait(w, p, "long polls")
+		if !ok {
 			return
 		}
 		defer end()
