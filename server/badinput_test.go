@@ -19,12 +19,8 @@ import (
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	rtk := p.key(t, server.RoleRuntime, "acme")
+	a := newTenant(t, p, "acme", false)
+	pub, op, rtk := a.pub, a.op, a.rt
 	tables := []string{"serve_tenants", "serve_modules", "serve_uploads", "serve_versions", "serve_signing_keys", "serve_signatures", "serve_bindings", "serve_runs", "serve_approvals", "serve_keys", "serve_signing_key_approvals", "serve_revoked_keys"}
 	before := map[string]int{}
 	for _, tb := range tables {
@@ -121,11 +117,7 @@ func TestBadInput(t *testing.T) {
 			return client.New(p.hs.URL, "").CreateTenant(ctx, "z", false)
 		}, 401, server.CodeUnauthenticated},
 	}
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	rt := newRuntime(t)
 	entries, err := os.ReadDir("../testdata/adversarial")
 	if err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func (b *browser) signIn(t *testing.T, base, key string) {
 // No page error, CSP violations included, happens along the way.
 func TestConsoleApprove(t *testing.T) {
 	ctx := context.Background()
-	p := newKeyedPlatform(t)
+	p := newPlatform(t)
 	a := newAsking(t, p)
 	if _, err := p.admin.GrantCredit(ctx, "acme", 42, "g"); err != nil {
 		t.Fatal(err)
@@ -254,21 +254,16 @@ func TestConsoleApprove(t *testing.T) {
 func TestConsoleShowsMarkupAsText(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
-	op := p.key(t, server.RoleOperator, "acme")
-	rt := p.key(t, server.RoleRuntime, "acme")
+	a := newTenant(t, p, "acme", false)
+	op, rt := a.op, a.rt
+	pin := publishPolicy(t, a.pub)
 	hostile := strings.Replace(string(chainConfig(pin)),
 		`"decide": {"action": "ask", "reason": "shell needs a human"}`,
 		`"decide": {"action": "ask", "reason": "<img src=x onerror=window.pwned=1>", "user_message": "<script>window.pwned=2</script>", "pending": {"note": "<b onmouseover=window.pwned=3>bold</b>"}}`, 1)
 	if hostile == string(chainConfig(pin)) {
 		t.Fatal("the configuration did not change")
 	}
-	if _, err := op.BindChain(ctx, "acme", []byte(hostile)); err != nil {
-		t.Fatal(err)
-	}
+	a.bind(t, []byte(hostile))
 	command := `<img src=x onerror="window.pwned=4"><svg onload="window.pwned=5"></svg>`
 	out, err := rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": command}}, "r-xss")
 	if err != nil || out.Approval == nil || out.Approval.Reason != "<img src=x onerror=window.pwned=1>" {

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -33,15 +32,9 @@ func wantCode(t *testing.T, err error, status int, code string) {
 func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", true); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	rtk := p.key(t, server.RoleRuntime, "acme")
-	if _, err := p.admin.GrantCredit(ctx, "acme", 100, "g1"); err != nil {
-		t.Fatal(err)
-	}
+	a := newTenant(t, p, "acme", true)
+	pub, op, rtk := a.pub, a.op, a.rt
+	a.grant(t, 100, "g1")
 	if c, err := op.Credit(ctx, "acme"); err != nil || c.Available != 100 {
 		t.Fatalf("credit %+v %v", c, err)
 	}
@@ -60,11 +53,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// Immutable: the same version for other bytes is refused; the same
 	// publication again is not an error.
-	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod2, err := pub.UploadModule(ctx, "pubco", scripted)
+	mod2, err := pub.UploadModule(ctx, "pubco", guestWasm(t, "scripted"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,24 +3,14 @@ package server_test
 import (
 	"context"
 	"testing"
-
-	"github.com/wasmhooks/wasmhooks/server"
 )
 
 // TestApprovalExpiry: an approval nobody resolves is decided by its
 // binding's expiry policy, and the client waiting for it gets that outcome.
 func TestApprovalExpiry(t *testing.T) {
 	ctx := context.Background()
-	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	rtk := p.key(t, server.RoleRuntime, "acme")
-	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, pub))); err != nil {
-		t.Fatal(err)
-	}
+	a := newBound(t, newPlatform(t), expiringChainConfig)
+	op, rtk := a.op, a.rt
 	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-exp")
 	if err != nil || out.Approval == nil {
 		t.Fatalf("%+v %v", out, err)

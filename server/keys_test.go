@@ -15,10 +15,8 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
-	"github.com/wasmhooks/wasmhooks/store/sqlite"
 )
 
 // TestKeyLifecycle: keys are listed without secrets; a rotated key's old
@@ -108,23 +106,13 @@ func TestKeyLifecycle(t *testing.T) {
 func TestRevokedAdminKeyNotRestored(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	hostKey := make([]byte, 32)
-	_, _ = rand.Read(hostKey)
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	key := hostKey()
+	db, rt := openSQLite(t, dir), newRuntime(t)
 	approvals, err := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := server.Options{DB: db, Runtime: rt, HostKey: hostKey, Approvals: approvals, AdminKey: adminKey}
+	opts := server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey}
 	srv, err := server.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -177,9 +165,7 @@ func TestRevokedAdminKeyNotRestored(t *testing.T) {
 // not affected.
 func TestAuthFailLimit(t *testing.T) {
 	ctx := context.Background()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.AuthFailLimit = server.RateLimit{PerSecond: 0.001, Burst: 3} })
+	p := newPlatformTweaked(t, func(o *server.Options) { o.AuthFailLimit = server.RateLimit{PerSecond: 0.001, Burst: 3} })
 	bad := client.New(p.hs.URL, "whk_guess")
 	none := client.New(p.hs.URL, "")
 	for i := 0; i < 5; i++ { // not counted
@@ -262,9 +248,7 @@ func TestUploadQuota(t *testing.T) {
 		{"bytes", server.UploadQuota{MaxBytes: int64(len(policy)) + int64(len(scripted)) - 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			key := make([]byte, 32)
-			_, _ = rand.Read(key)
-			p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.UploadQuota = tt.quota })
+			p := newPlatformTweaked(t, func(o *server.Options) { o.UploadQuota = tt.quota })
 			pub := p.key(t, server.RolePublisher, "pubco")
 			if _, err := pub.UploadModule(ctx, "pubco", policy); err != nil {
 				t.Fatal(err)
@@ -292,11 +276,8 @@ func TestUploadQuota(t *testing.T) {
 func TestSigningKeyTrust(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", true); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
+	a := newTenant(t, p, "acme", true)
+	pub, op := a.pub, a.op
 	pin := publishPolicy(t, pub)
 
 	pk, sk, _ := ed25519.GenerateKey(rand.Reader)

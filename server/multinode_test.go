@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -27,12 +26,9 @@ import (
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
-	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 	"github.com/wasmhooks/wasmhooks/store"
-	"github.com/wasmhooks/wasmhooks/store/postgres"
-	"github.com/wasmhooks/wasmhooks/store/sqlite"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
@@ -66,12 +62,7 @@ func newCluster(t *testing.T, n int, tweak func(i int, o *server.Options)) *clus
 // start starts one more node of c.
 func (c *cluster) start(t *testing.T, tweak func(*server.Options)) *platform {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), c.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return startPlatform(t, db, c.key, tweak)
+	return startPlatform(t, openPostgres(t, c.url), c.key, tweak)
 }
 
 // on returns cl pointed at node p.
@@ -119,35 +110,12 @@ func callStatus(t *testing.T, out *client.Outcome) abi.Status {
 // returns the runtime and operator keys.
 func setupPaid(t *testing.T, c *cluster, credit int64) (rtk, op *client.Client) {
 	t.Helper()
-	ctx := context.Background()
-	p := c.nodes[0]
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op = p.key(t, server.RoleOperator, "acme")
-	rtk = p.key(t, server.RoleRuntime, "acme")
+	a := newTenant(t, c.nodes[0], "acme", false)
 	if credit > 0 {
-		if _, err := p.admin.GrantCredit(ctx, "acme", credit, "g1"); err != nil {
-			t.Fatal(err)
-		}
+		a.grant(t, credit, "g1")
 	}
-	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := pub.UploadModule(ctx, "pubco", scripted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "paid", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.BindChain(ctx, "acme", paidConfig(client.Pin(v))); err != nil {
-		t.Fatal(err)
-	}
-	return rtk, op
+	a.bind(t, paidConfig(client.Pin(publishGuest(t, a.pub, "scripted", "paid"))))
+	return a.rt, a.op
 }
 
 // waitBound waits until tenant's chain answers on node p.
@@ -173,16 +141,10 @@ func TestNodesBindingReachesOtherNode(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2, func(_ int, o *server.Options) { o.SyncInterval = time.Hour })
 	n1, n2 := c.nodes[0], c.nodes[1]
-	if err := n1.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := n1.key(t, server.RolePublisher, "pubco")
-	op := n1.key(t, server.RoleOperator, "acme")
-	rtk := n1.key(t, server.RoleRuntime, "acme")
-	pin := publishPolicy(t, pub)
-	if _, err := op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
-		t.Fatal(err)
-	}
+	a := newTenant(t, n1, "acme", false)
+	op, rtk := a.op, a.rt
+	pin := publishPolicy(t, a.pub)
+	a.bind(t, chainConfig(pin))
 	secret := map[string]any{"outgoing": "the SECRET is 42"}
 	classified := map[string]any{"outgoing": "CLASSIFIED plans"}
 	waitBound(t, rtk, n2, "message.outbound", secret)
@@ -270,11 +232,7 @@ func TestNodesCreditExact(t *testing.T) {
 func checkLedger(t *testing.T, c *cluster, charges int) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, c.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openPostgres(t, c.url)
 	if err := store.NewLedger(db, store.LedgerOptions{}).Check(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -292,11 +250,7 @@ func checkLedger(t *testing.T, c *cluster, charges int) {
 func verifyAudit(t *testing.T, c *cluster, tenant string) []audit.Record {
 	t.Helper()
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, c.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openPostgres(t, c.url)
 	st := store.NewAuditStore(db, tenant)
 	if _, err := audit.VerifyStore(ctx, st, audit.VerifyOptions{Key: c.key}); err != nil {
 		t.Fatalf("the audit chain of %s: %v", tenant, err)
@@ -324,15 +278,8 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2, nil)
 	n1, n2 := c.nodes[0], c.nodes[1]
-	if err := n1.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := n1.key(t, server.RolePublisher, "pubco")
-	op := n1.key(t, server.RoleOperator, "acme")
-	rtk := n1.key(t, server.RoleRuntime, "acme")
-	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
-		t.Fatal(err)
-	}
+	a := newAsking(t, n1)
+	op, rtk := a.op, a.rt
 	shell := map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls"}}
 	waitBound(t, rtk, n2, "message.outbound", map[string]any{"outgoing": "hi"})
 	for i := range 3 {
@@ -452,20 +399,14 @@ func TestNodesRunIDOnce(t *testing.T) {
 func TestNodesSQLiteSharedFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+	key := hostKey()
 	fast := func(o *server.Options) {
 		o.SyncInterval = 50 * time.Millisecond
 		o.LLMProvider = exactProvider{}
 	}
 	var nodes []*platform
 	for range 2 {
-		db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		nodes = append(nodes, startPlatform(t, db, key, fast))
+		nodes = append(nodes, startPlatform(t, openSQLite(t, dir), key, fast))
 	}
 	c := &cluster{key: key, nodes: nodes}
 	rtk, op := setupPaid(t, c, 100*paidCallCost)
@@ -521,16 +462,7 @@ func TestNodeProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	db, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
+	srv, err := server.New(context.Background(), server.Options{DB: openPostgres(t, url), Runtime: newRuntime(t), HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
 		RunTimeout: 5 * time.Second, RateLimit: server.RateLimit{PerSecond: 10000, Burst: 10000},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -729,44 +661,17 @@ func BenchmarkRunID(b *testing.B) {
 	ctx := context.Background()
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		b.Run(dialect, func(b *testing.B) {
-			var (
-				db  *store.DB
-				err error
-			)
+			var db *store.DB
 			if dialect == "postgres" {
 				if os.Getenv(storetest.PostgresEnv) == "" {
 					b.Skip("no Postgres: " + storetest.PostgresEnv + " is unset")
 				}
-				db, err = postgres.Open(ctx, storetest.PostgresURL(b))
+				db = openPostgres(b, storetest.PostgresURL(b))
 			} else {
-				db, err = sqlite.Open(ctx, filepath.Join(b.TempDir(), "state.db"))
+				db = openSQLite(b, b.TempDir())
 			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { db.Close() })
-			key := make([]byte, 32)
-			_, _ = rand.Read(key)
-			p := startPlatform(b, db, key, func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6} })
-			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-				b.Fatal(err)
-			}
-			pub, op, rtk := p.key(b, server.RolePublisher, "pubco"), p.key(b, server.RoleOperator, "acme"), p.key(b, server.RoleRuntime, "acme")
-			wasm, err := os.ReadFile("../testdata/guests/policy.wasm")
-			if err != nil {
-				b.Fatal(err)
-			}
-			mod, err := pub.UploadModule(ctx, "pubco", wasm)
-			if err != nil {
-				b.Fatal(err)
-			}
-			v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := op.BindChain(ctx, "acme", chainConfig(client.Pin(v))); err != nil {
-				b.Fatal(err)
-			}
+			p := startPlatform(b, db, hostKey(), func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6} })
+			rtk := newBound(b, p, chainConfig).rt
 			msg := map[string]any{"outgoing": "hello"}
 			for _, withID := range []bool{false, true} {
 				b.Run(fmt.Sprintf("id=%v", withID), func(b *testing.B) {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"strings"
@@ -23,9 +22,6 @@ import (
 func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
 	past := time.Now().Add(-time.Hour).UnixNano()
 	for i := range 150 {
 		// No placeholders: the same text on SQLite and Postgres.
@@ -34,12 +30,7 @@ func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	rtk := p.key(t, server.RoleRuntime, "acme")
-	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, pub))); err != nil {
-		t.Fatal(err)
-	}
+	rtk := newBound(t, p, expiringChainConfig).rt
 	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-exp")
 	if err != nil || out.Approval == nil {
 		t.Fatalf("%+v %v", out, err)
@@ -54,28 +45,10 @@ func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
 // maxPolls per key, with acme's chain bound and one approval pending.
 func pollPlatform(t *testing.T, maxWait time.Duration, maxPolls int) (hsURL, approval string, rtk, op *client.Client, rtkKey string) {
 	t.Helper()
-	ctx := context.Background()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.MaxWait, o.MaxPollsPerKey = maxWait, maxPolls })
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op = p.key(t, server.RoleOperator, "acme")
-	k, err := p.admin.CreateKey(ctx, server.RoleRuntime, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtk, rtkKey = client.New(p.hs.URL, k.Key), k.Key
-	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
-		t.Fatal(err)
-	}
-	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-poll")
-	if err != nil || out.Approval == nil {
-		t.Fatalf("%+v %v", out, err)
-	}
-	return p.hs.URL, out.Approval.ID, rtk, op, rtkKey
+	p := newPlatformTweaked(t, func(o *server.Options) { o.MaxWait, o.MaxPollsPerKey = maxWait, maxPolls })
+	a := newAsking(t, p)
+	id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
+	return p.hs.URL, id, a.rt, a.op, a.rt.Key
 }
 
 // TestLongPollsPerKeyBounded: a key's open long polls are bounded
@@ -143,13 +116,9 @@ func TestLongPollHugeWait(t *testing.T) {
 // tens of thousands of copies of a large module.
 func TestBindModulesBounded(t *testing.T) {
 	ctx := context.Background()
-	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	pin := publishPolicy(t, pub)
+	a := newTenant(t, newPlatform(t), "acme", false)
+	op := a.op
+	pin := publishPolicy(t, a.pub)
 	cfg := func(n int) []byte {
 		var b strings.Builder
 		b.WriteString(`{"modules": {"policy": "` + pin + `"`)

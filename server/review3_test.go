@@ -34,9 +34,7 @@ func TestAccessLogTenantBounded(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) {
+	p := newPlatformTweaked(t, func(o *server.Options) {
 		o.AccessLog = slog.New(slog.NewJSONHandler(logs, nil))
 		o.TracerProvider = tp
 	})
@@ -371,9 +369,7 @@ func TestUploadsInFlightBounded(t *testing.T) {
 // it liked by sending a byte now and then (the headers have 10 s, an idle
 // connection 2 min, a body had none).
 func TestSlowBodyCutOff(t *testing.T) {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.BodyTimeout = 300 * time.Millisecond })
+	p := newPlatformTweaked(t, func(o *server.Options) { o.BodyTimeout = 300 * time.Millisecond })
 	for _, tt := range []struct{ name, path, auth, want string }{
 		{"no key", "/v1/tenants/acme/runs", "", ""},
 		{"wrong key", "/v1/tenants/acme/runs", "Authorization: Bearer whk_wrong\r\n", ""},
@@ -450,9 +446,7 @@ func TestProposedSigningKeysBounded(t *testing.T) {
 // marked unrecorded like the others: its waiters were told pending for ever.
 func TestResolvedButIndexedPendingBecomesUnrecorded(t *testing.T) {
 	ctx := context.Background()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.RunTimeout = time.Second })
+	p := newPlatformTweaked(t, func(o *server.Options) { o.RunTimeout = time.Second })
 	a := newAsking(t, p)
 	id := a.pending(t, "r-lost-index", map[string]any{"tool": "shell.exec"})
 	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {

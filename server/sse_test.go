@@ -3,7 +3,6 @@ package server_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,36 +11,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
-
-// asking is a tenant "acme" bound to the policy guest, with its operator
-// and runtime keys.
-type asking struct {
-	op, rt *client.Client
-}
-
-func newAsking(t *testing.T, p *platform) asking {
-	t.Helper()
-	ctx := context.Background()
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
-	a := asking{op: p.key(t, server.RoleOperator, "acme"), rt: p.key(t, server.RoleRuntime, "acme")}
-	if _, err := a.op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-// pending runs ctxDoc's tool at tool.before and returns the approval id.
-func (a asking) pending(t *testing.T, run string, ctxDoc map[string]any) string {
-	t.Helper()
-	out, err := a.rt.Run(context.Background(), "acme", "tool.before", ctxDoc, run)
-	if err != nil || out.Verdict != "pending" || out.Approval == nil {
-		t.Fatalf("pending: %+v %v", out, err)
-	}
-	return out.Approval.ID
-}
 
 // TestApprovalEvents: the Server-Sent Events stream of an approval gives
 // "status" then, once an operator resolves it, "resolved" with the resumed
@@ -107,9 +76,7 @@ func TestApprovalEvents(t *testing.T) {
 // ?wait=, after which the server closes the stream; a key's open waits
 // (streams and long polls together) are bounded.
 func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) {
+	p := newPlatformTweaked(t, func(o *server.Options) {
 		o.Heartbeat = 50 * time.Millisecond
 		o.MaxPollsPerKey = 1
 	})
@@ -160,15 +127,7 @@ func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
 // binding's expiry policy, and its event stream delivers that outcome.
 func TestApprovalEventsExpiry(t *testing.T) {
 	ctx := context.Background()
-	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	op := p.key(t, server.RoleOperator, "acme")
-	rt := p.key(t, server.RoleRuntime, "acme")
-	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, p.key(t, server.RolePublisher, "pubco")))); err != nil {
-		t.Fatal(err)
-	}
+	rt := newBound(t, newPlatform(t), expiringChainConfig).rt
 	out, err := rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-sse-exp")
 	if err != nil || out.Approval == nil {
 		t.Fatalf("%+v %v", out, err)
