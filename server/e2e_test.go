@@ -123,15 +123,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("result before resolution: %+v %v", res, err)
 	}
 	// The runtime key waits; the operator approves meanwhile.
-	type got struct {
-		out *client.Outcome
-		err error
-	}
-	done := make(chan got, 1)
-	go func() {
-		o, err := rtk.Result(ctx, "acme", id, 30)
-		done <- got{o, err}
-	}()
+	w := waitPoll(ctx, rtk, id, 30)
 	list, err := op.Approvals(ctx, "acme", "pending")
 	if err != nil || len(list) != 1 || list[0].ID != id || list[0].Binding != "approve-shell" {
 		t.Fatalf("inbox: %+v %v", list, err)
@@ -141,13 +133,8 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil || resumed.Verdict != "allow" {
 		t.Fatalf("resolve: %+v %v", resumed, err)
 	}
-	select {
-	case g := <-done:
-		if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-ask" {
-			t.Fatalf("waiting client: %+v %v", g.out, g.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiting client got nothing")
+	if g := w.result(t, "the waiting client", 20*time.Second); g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-ask" {
+		t.Fatalf("waiting client: %+v %v", g.out, g.err)
 	}
 	// Resolved once: a second resolution is refused.
 	_, err = op.Resolve(ctx, "acme", id, "deny", nil, "")

@@ -329,3 +329,70 @@ func addSigned(t testing.TB, pub *client.Client, publisher, name string) (string
 	}
 	return kid, pk
 }
+
+// waited is what a client waiting for an approval's outcome received: the
+// outcome or the error, and, from a stream, its events ("name:status").
+type waited struct {
+	out    *client.Outcome
+	err    error
+	events []string
+}
+
+// waiting is a client's wait for an approval of acme's outcome, running in
+// a goroutine.
+type waiting struct {
+	done    chan waited
+	started chan struct{} // closed at the stream's status event
+}
+
+// waitStream waits up to secs for approval id's outcome over its event
+// stream with cl.
+func waitStream(ctx context.Context, cl *client.Client, id string, secs int) *waiting {
+	w := &waiting{done: make(chan waited, 1), started: make(chan struct{})}
+	go func() {
+		var events []string
+		o, err := cl.WaitResult(ctx, "acme", id, secs, func(e client.Event) {
+			events = append(events, e.Name+":"+e.Result.Status)
+			if e.Name == server.EventStatus {
+				close(w.started)
+			}
+		})
+		w.done <- waited{o, err, events}
+	}()
+	return w
+}
+
+// waitPoll waits up to secs for approval id's outcome by long poll with cl.
+func waitPoll(ctx context.Context, cl *client.Client, id string, secs int) *waiting {
+	w := &waiting{done: make(chan waited, 1), started: make(chan struct{})}
+	go func() {
+		o, err := cl.Result(ctx, "acme", id, secs)
+		w.done <- waited{out: o, err: err}
+	}()
+	return w
+}
+
+// begun waits up to d for the stream's status event; the wait ending
+// first fails t.
+func (w *waiting) begun(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case <-w.started:
+	case g := <-w.done:
+		t.Fatalf("the wait ended before its status event: %+v %v %v", g.out, g.err, g.events)
+	case <-time.After(d):
+		t.Fatal("no status event")
+	}
+}
+
+// result returns what the wait received, waiting up to d for it.
+func (w *waiting) result(t testing.TB, what string, d time.Duration) waited {
+	t.Helper()
+	select {
+	case g := <-w.done:
+		return g
+	case <-time.After(d):
+		t.Fatalf("%s: got nothing in %v", what, d)
+		return waited{}
+	}
+}

@@ -291,15 +291,7 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 			t.Fatalf("pending: %+v %v", out, err)
 		}
 		id := out.Approval.ID
-		type got struct {
-			out *client.Outcome
-			err error
-		}
-		done := make(chan got, 1)
-		go func() {
-			o, err := on(rtk, n2).Result(ctx, "acme", id, 30)
-			done <- got{o, err}
-		}()
+		w := waitPoll(ctx, on(rtk, n2), id, 30)
 		time.Sleep(200 * time.Millisecond) // let the waiter wait (correct without it too)
 		resolver := on(op, c.nodes[i%2])
 		began := time.Now()
@@ -307,15 +299,10 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 		if err != nil || resumed.Verdict != "allow" {
 			t.Fatalf("resolve: %+v %v", resumed, err)
 		}
-		select {
-		case g := <-done:
-			if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != run {
-				t.Fatalf("waiting client on node 2: %+v %v", g.out, g.err)
-			}
-			t.Logf("resolved on node %d: the waiter on node 2 had the outcome %s after the resolve began", i%2+1, time.Since(began))
-		case <-time.After(20 * time.Second):
-			t.Fatal("the waiting client on node 2 got nothing")
+		if g := w.result(t, "the waiting client on node 2", 20*time.Second); g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != run {
+			t.Fatalf("waiting client on node 2: %+v %v", g.out, g.err)
 		}
+		t.Logf("resolved on node %d: the waiter on node 2 had the outcome %s after the resolve began", i%2+1, time.Since(began))
 		// Resolved once, on every node.
 		for _, n := range c.nodes {
 			_, err := on(op, n).Resolve(ctx, "acme", id, "deny", nil, "")

@@ -80,31 +80,8 @@ func TestRevokedKeyOpenWaits(t *testing.T) {
 			stolen := client.New(p.hs.URL, k.Key)
 			id := a.pending(t, "r-revoked-"+how, map[string]any{"tool": "shell.exec"})
 
-			type got struct {
-				out *client.Outcome
-				err error
-			}
-			poll, stream := make(chan got, 1), make(chan got, 1)
-			started := make(chan struct{})
-			go func() {
-				o, err := stolen.Result(ctx, "acme", id, 30)
-				poll <- got{o, err}
-			}()
-			go func() {
-				o, err := stolen.WaitResult(ctx, "acme", id, 30, func(e client.Event) {
-					if e.Name == server.EventStatus {
-						close(started)
-					}
-				})
-				stream <- got{o, err}
-			}()
-			select {
-			case <-started:
-			case g := <-stream:
-				t.Fatalf("the stream ended before the revocation: %+v", g)
-			case <-time.After(20 * time.Second):
-				t.Fatal("no status event")
-			}
+			poll, stream := waitPoll(ctx, stolen, id, 30), waitStream(ctx, stolen, id, 30)
+			stream.begun(t, 20*time.Second)
 			time.Sleep(300 * time.Millisecond) // the long poll is waiting too
 			switch how {
 			case "revoke":
@@ -118,18 +95,14 @@ func TestRevokedKeyOpenWaits(t *testing.T) {
 			if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
 				t.Fatal(err)
 			}
-			for name, ch := range map[string]chan got{"long poll": poll, "event stream": stream} {
-				select {
-				case g := <-ch:
-					if g.out != nil {
-						t.Errorf("%s: the %sd key received the outcome (verdict %s)", name, how, g.out.Verdict)
-					}
-					var pr *api.Problem
-					if name == "long poll" && (!errors.As(g.err, &pr) || pr.Status != 401) {
-						t.Errorf("%s: %v, want 401", name, g.err)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatalf("%s: no end", name)
+			for name, w := range map[string]*waiting{"long poll": poll, "event stream": stream} {
+				g := w.result(t, name, 20*time.Second)
+				if g.out != nil {
+					t.Errorf("%s: the %sd key received the outcome (verdict %s)", name, how, g.out.Verdict)
+				}
+				var pr *api.Problem
+				if name == "long poll" && (!errors.As(g.err, &pr) || pr.Status != 401) {
+					t.Errorf("%s: %v, want 401", name, g.err)
 				}
 			}
 			// The runtime key that was not revoked still gets it.
@@ -225,21 +198,11 @@ func TestApprovalEventsUnrecorded(t *testing.T) {
 	}
 	// Marked while the stream waits (the expiry pass runs every 100 ms).
 	id := a.pending(t, "r-unrec-1", map[string]any{"tool": "shell.exec"})
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.rt.WaitResult(ctx, "acme", id, 20, nil)
-		done <- err
-	}()
+	w := waitStream(ctx, a.rt, id, 20)
 	time.Sleep(200 * time.Millisecond)
 	unrecord(id)
-	select {
-	case err := <-done:
-		if !errors.Is(err, client.ErrUnrecorded) {
-			t.Fatalf("the waiting stream: %v, want ErrUnrecorded", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the stream still waits %s after the approval became unrecorded", time.Since(start).Round(time.Second))
+	if g := w.result(t, "the stream, after the approval became unrecorded", 15*time.Second); !errors.Is(g.err, client.ErrUnrecorded) {
+		t.Fatalf("the waiting stream: %v, want ErrUnrecorded", g.err)
 	}
 	// Marked already when the stream starts.
 	if _, err := a.rt.WaitResult(ctx, "acme", id, 2, nil); !errors.Is(err, client.ErrUnrecorded) {

@@ -37,25 +37,14 @@ func TestGracefulShutdown(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 	rtk := a.rt
 	rtk.Base = base
-	pend, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "")
-	if err != nil || pend.Approval == nil {
-		t.Fatalf("%+v %v", pend, err)
-	}
+	id := a.pending(t, "", map[string]any{"tool": "shell.exec"})
 
-	type result struct {
-		out *client.Outcome
-		err error
-	}
-	slow := make(chan result, 1)
+	slow := make(chan waited, 1)
 	go func() {
 		o, err := rtk.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, "")
-		slow <- result{o, err}
+		slow <- waited{out: o, err: err}
 	}()
-	poll := make(chan error, 1)
-	go func() {
-		_, err := rtk.Result(ctx, "acme", pend.Approval.ID, 60)
-		poll <- err
-	}()
+	poll := waitPoll(ctx, rtk, id, 60)
 	time.Sleep(300 * time.Millisecond) // both requests in flight (correct without it too)
 
 	p.srv.Drain()
@@ -67,13 +56,8 @@ func TestGracefulShutdown(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while draining: %d", resp.StatusCode)
 	}
-	select {
-	case err := <-poll:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long poll did not end on Drain")
+	if g := poll.result(t, "the long poll on Drain", 10*time.Second); g.err != nil {
+		t.Fatal(g.err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

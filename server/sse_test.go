@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
-	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 // TestApprovalEvents: the Server-Sent Events stream of an approval gives
@@ -21,43 +20,17 @@ func TestApprovalEvents(t *testing.T) {
 	a := newAsking(t, p)
 	id := a.pending(t, "r-sse", map[string]any{"tool": "shell.exec"})
 
-	type got struct {
-		out    *client.Outcome
-		err    error
-		events []string
-	}
-	done := make(chan got, 1)
-	started := make(chan struct{})
-	go func() {
-		var names []string
-		o, err := a.rt.WaitResult(ctx, "acme", id, 30, func(e client.Event) {
-			names = append(names, e.Name+":"+e.Result.Status)
-			if e.Name == server.EventStatus {
-				close(started)
-			}
-		})
-		done <- got{o, err, names}
-	}()
-	select {
-	case <-started:
-	case g := <-done:
-		t.Fatalf("the stream ended before the resolution: %+v", g)
-	case <-time.After(20 * time.Second):
-		t.Fatal("no status event")
-	}
+	w := waitStream(ctx, a.rt, id, 30)
+	w.begun(t, 20*time.Second)
 	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case g := <-done:
-		if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-sse" {
-			t.Fatalf("waiting client: %+v %v", g.out, g.err)
-		}
-		if strings.Join(g.events, ",") != "status:pending,resolved:resolved" {
-			t.Fatalf("events %v", g.events)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiting client got nothing")
+	g := w.result(t, "the waiting client", 20*time.Second)
+	if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-sse" {
+		t.Fatalf("waiting client: %+v %v", g.out, g.err)
+	}
+	if strings.Join(g.events, ",") != "status:pending,resolved:resolved" {
+		t.Fatalf("events %v", g.events)
 	}
 	// Resolved already: the result at once.
 	o, err := a.op.WaitResult(ctx, "acme", id, 30, nil)
@@ -146,35 +119,11 @@ func TestApprovalEventsDrain(t *testing.T) {
 	p := newPlatform(t)
 	a := newAsking(t, p)
 	id := a.pending(t, "r-drain", map[string]any{"tool": "shell.exec"})
-	started := make(chan struct{})
-	type got struct {
-		out    *client.Outcome
-		err    error
-		events []string
-	}
-	done := make(chan got, 1)
-	go func() {
-		var names []string
-		o, err := a.rt.WaitResult(ctx, "acme", id, 60, func(e client.Event) {
-			names = append(names, e.Name)
-			if e.Name == server.EventStatus {
-				close(started)
-			}
-		})
-		done <- got{o, err, names}
-	}()
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no status event")
-	}
+	w := waitStream(ctx, a.rt, id, 60)
+	w.begun(t, 20*time.Second)
 	p.srv.Drain()
-	select {
-	case g := <-done:
-		if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status,timeout" {
-			t.Fatalf("after drain: %+v %v %v", g.out, g.err, g.events)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the stream outlived the drain")
+	g := w.result(t, "the stream after the drain", 20*time.Second)
+	if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status:pending,timeout:pending" {
+		t.Fatalf("after drain: %+v %v %v", g.out, g.err, g.events)
 	}
 }
