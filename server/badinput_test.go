@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -168,4 +169,29 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %d rows, %d before: a refused request stored something", tb, n, before[tb])
 		}
 	}
+}
+
+// TestBindModulesBounded: a configuration naming one published module under
+// many names is refused past MaxBindModules: each name's module was read
+// (a copy each) before anything was checked, so one 4 MiB bind could hold
+// tens of thousands of copies of a large module.
+func TestBindModulesBounded(t *testing.T) {
+	ctx := context.Background()
+	a := newTenant(t, newPlatform(t), "acme", false)
+	op := a.op
+	pin := publishPolicy(t, a.pub)
+	cfg := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"modules": {"policy": "` + pin + `"`)
+		for i := range n - 1 {
+			fmt.Fprintf(&b, `, "m%d": "%s"`, i, pin)
+		}
+		b.WriteString(`}, "bindings": [{"name": "b", "module": "policy", "point": "message.outbound", "phase": "guard", "settings": {"when": "x", "decide": {"action": "block", "reason": "x"}}}]}`)
+		return []byte(b.String())
+	}
+	if _, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules)); err != nil {
+		t.Fatalf("%d modules: %v", server.MaxBindModules, err)
+	}
+	_, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules+1))
+	wantCode(t, err, 422, server.CodeInvalidConfig)
 }

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // TestApprovalExpiry: an approval nobody resolves is decided by its
@@ -21,5 +23,33 @@ func TestApprovalExpiry(t *testing.T) {
 	}
 	if list, err := op.Approvals(ctx, "acme", "pending"); err != nil || len(list) != 0 {
 		t.Fatalf("still pending: %+v %v", list, err)
+	}
+}
+
+// TestExpiryNotBlockedByStuckApprovals: approvals the expiry loop cannot
+// resolve (here rows whose approval the store does not know, as after a
+// crash between the store's Done and the index's update; a tenant makes
+// such ones itself with an approve-on-expiry binding it then unbinds: the
+// stale approval refuses the approve) must not keep every later approval of
+// every tenant from expiring. The loop read the 100 oldest due rows only.
+func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	past := time.Now().Add(-time.Hour).UnixNano()
+	for i := range 150 {
+		// No placeholders: the same text on SQLite and Postgres.
+		if _, err := p.db.Exec(fmt.Sprintf(`INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES ('stuck%03d', 'evil', 'r', 'pending', '{}', %d, 'x')`,
+			i, past+int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rtk := newBound(t, p, expiringChainConfig).rt
+	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-exp")
+	if err != nil || out.Approval == nil {
+		t.Fatalf("%+v %v", out, err)
+	}
+	res, err := rtk.Result(ctx, "acme", out.Approval.ID, 10)
+	if err != nil || res == nil || res.Verdict != "block" {
+		t.Fatalf("acme's approval did not expire behind the stuck ones: %+v %v", res, err)
 	}
 }

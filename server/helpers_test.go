@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -394,5 +395,41 @@ func (w *waiting) result(t testing.TB, what string, d time.Duration) waited {
 	case <-time.After(d):
 		t.Fatalf("%s: got nothing in %v", what, d)
 		return waited{}
+	}
+}
+
+// retireKey revokes (how = "revoke") or rotates (how = "rotate") the key
+// id with admin.
+func retireKey(t testing.TB, admin *client.Client, how, id string) {
+	t.Helper()
+	var err error
+	switch how {
+	case "revoke":
+		err = admin.RevokeKey(context.Background(), id)
+	case "rotate":
+		_, err = admin.RotateKey(context.Background(), id)
+	default:
+		t.Fatalf("retire a key how? %q", how)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// revokeAdminsBut revokes, with the admin key self, every admin key but
+// those keep names.
+func revokeAdminsBut(t testing.TB, self *client.Client, keep ...string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := self.Keys(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Role == server.RoleAdmin && !slices.Contains(keep, k.ID) {
+			if err := self.RevokeKey(ctx, k.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -245,6 +245,17 @@ func checkLedger(t *testing.T, c *cluster, charges int) {
 	}
 }
 
+// auditPerRun verifies acme's audit chain and returns how many records
+// each run has.
+func auditPerRun(t *testing.T, c *cluster) map[string]int {
+	t.Helper()
+	perRun := map[string]int{}
+	for _, r := range verifyAudit(t, c, "acme") {
+		perRun[r.Run]++
+	}
+	return perRun
+}
+
 // verifyAudit verifies tenant's audit chain, with the host key, and
 // returns its records.
 func verifyAudit(t *testing.T, c *cluster, tenant string) []audit.Record {
@@ -368,10 +379,7 @@ func TestNodesRunIDOnce(t *testing.T) {
 			t.Errorf("run %s: %d different outcomes", run, len(d))
 		}
 	}
-	perRun := map[string]int{}
-	for _, r := range verifyAudit(t, c, "acme") {
-		perRun[r.Run]++
-	}
+	perRun := auditPerRun(t, c)
 	for run := range docs {
 		if perRun[run] != 1 {
 			t.Errorf("run %s: %d audit records, want 1 (it ran more than once)", run, perRun[run])
@@ -610,10 +618,7 @@ func TestNodesKilledMidRun(t *testing.T) {
 			}
 		}
 	}
-	perRun := map[string]int{}
-	for _, r := range verifyAudit(t, c, "acme") {
-		perRun[r.Run]++
-	}
+	perRun := auditPerRun(t, c)
 	for run := range acked {
 		if perRun[run] != 1 {
 			t.Errorf("acknowledged run %s: %d audit records, want 1", run, perRun[run])

@@ -83,15 +83,7 @@ func TestRevokedKeyOpenWaits(t *testing.T) {
 			poll, stream := waitPoll(ctx, stolen, id, 30), waitStream(ctx, stolen, id, 30)
 			stream.begun(t, 20*time.Second)
 			time.Sleep(300 * time.Millisecond) // the long poll is waiting too
-			switch how {
-			case "revoke":
-				err = p.admin.RevokeKey(ctx, k.ID)
-			case "rotate":
-				_, err = p.admin.RotateKey(ctx, k.ID)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			retireKey(t, p.admin, how, k.ID)
 			if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
 				t.Fatal(err)
 			}
@@ -133,18 +125,7 @@ func TestLastAdminKeyAcrossNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Only a and b are admin keys now.
-		keys, err := admin.Keys(ctx, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		self := client.New(n1.hs.URL, a.Key)
-		for _, k := range keys {
-			if k.Role == server.RoleAdmin && k.ID != a.ID && k.ID != b.ID {
-				if err := self.RevokeKey(ctx, k.ID); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		revokeAdminsBut(t, client.New(n1.hs.URL, a.Key), a.ID, b.ID)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for _, x := range []struct {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 // TestApprovalEvents: the Server-Sent Events stream of an approval gives
@@ -125,5 +127,74 @@ func TestApprovalEventsDrain(t *testing.T) {
 	g := w.result(t, "the stream after the drain", 20*time.Second)
 	if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status:pending,timeout:pending" {
 		t.Fatalf("after drain: %+v %v %v", g.out, g.err, g.events)
+	}
+}
+
+// pollPlatform is a platform whose long polls are bounded by maxWait and
+// maxPolls per key, with acme's chain bound and one approval pending.
+func pollPlatform(t *testing.T, maxWait time.Duration, maxPolls int) (hsURL, approval string, rtk, op *client.Client, rtkKey string) {
+	t.Helper()
+	p := newPlatformTweaked(t, func(o *server.Options) { o.MaxWait, o.MaxPollsPerKey = maxWait, maxPolls })
+	a := newAsking(t, p)
+	id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
+	return p.hs.URL, id, a.rt, a.op, a.rt.Key
+}
+
+// TestLongPollsPerKeyBounded: a key's open long polls are bounded
+// (MaxPollsPerKey); one more is 429 rate_limited, and another key is still
+// served. Without the bound a key held rate x MaxWait polls.
+func TestLongPollsPerKeyBounded(t *testing.T) {
+	ctx := context.Background()
+	_, id, rtk, op, _ := pollPlatform(t, 30*time.Second, 2)
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	// Polls are opened one by one and kept open, until one is refused.
+	errs := make(chan error, 16)
+	var err error
+	started := 0
+	for err == nil && started < 10 {
+		started++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, perr := rtk.Result(pctx, "acme", id, 30)
+			errs <- perr
+		}()
+		select {
+		case err = <-errs:
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	wantCode(t, err, 429, server.CodeRateLimited)
+	if started != 3 {
+		t.Errorf("refused at poll %d, want 3 (2 allowed)", started)
+	}
+	// A poll that does not wait is not counted; another key is served.
+	if _, err := rtk.Result(ctx, "acme", id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Result(ctx, "acme", id, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLongPollHugeWait: a wait past int64 nanoseconds (1e12 s) waits
+// MaxWait; it converted to a negative duration and did not wait at all.
+func TestLongPollHugeWait(t *testing.T) {
+	url, id, _, _, key := pollPlatform(t, time.Second, 0)
+	req, _ := http.NewRequest("GET", url+"/v1/tenants/acme/approvals/"+id+"/result?wait=1e12", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Fatalf("wait=1e12 returned after %v; want about MaxWait (1 s)", d)
 	}
 }
