@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -21,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmhooks/wasmhooks/chain"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
@@ -357,25 +357,6 @@ func (w *bufferWriter) Header() http.Header         { return w.h }
 func (w *bufferWriter) Write(b []byte) (int, error) { return w.b.Write(b) }
 func (w *bufferWriter) WriteHeader(s int)           { w.status = s }
 
-// syncBuffer is a bytes.Buffer for a logger written from several
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 // postRun posts a run with its own request id and traceparent, and returns
@@ -391,7 +372,7 @@ func postRun(t *testing.T, base, key, requestID string) (int, []byte, http.Heade
 // and trace id; a request without a key has none; a hostile request id is
 // replaced.
 func TestAccessLog(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	p, _, _, rtKey := obsPlatform(t, func(o *server.Options) {
 		o.AccessLog = slog.New(slog.NewJSONHandler(logs, nil))
 	})

@@ -27,27 +27,8 @@ type platformCLI struct {
 func startServeCLI(t *testing.T) *platformCLI {
 	t.Helper()
 	t.Setenv("WASMHOOKS_ADMIN_KEY", testAdminKey)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir()}, nil, &stdout, &stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := listenRE.FindStringSubmatch(stderr.String()); m != nil {
-			return &platformCLI{t: t, url: "http://" + m[1], keys: []string{testAdminKey}}
-		}
-	}
-	t.Fatalf("serve did not listen: %s %s", stdout.String(), stderr.String())
-	return nil
+	s := startServe(t, "--data", t.TempDir())
+	return &platformCLI{t: t, url: "http://" + s.addr, keys: []string{testAdminKey}}
 }
 
 // do runs a verb with key in $WASMHOOKS_KEY ("" for none) and the server in
