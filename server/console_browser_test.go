@@ -144,14 +144,8 @@ func (b *browser) signIn(t *testing.T, base, key string) {
 func TestConsoleApprove(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	a := newAsking(t, p)
-	if _, err := p.admin.GrantCredit(ctx, "acme", 42, "g"); err != nil {
-		t.Fatal(err)
-	}
-	id := a.pending(t, "r-console", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls -l /srv"}})
-
-	w := waitStream(ctx, a.rt, id, 120)
-	w.begun(t, 30*time.Second)
+	a, id, w := streamWaiting(t, p, "r-console", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls -l /srv"}}, 120)
+	a.grant(t, 42, "g")
 
 	b := newBrowser(t)
 	b.signIn(t, p.hs.URL, a.op.Key)

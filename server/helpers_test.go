@@ -373,6 +373,18 @@ func waitPoll(ctx context.Context, cl *client.Client, id string, secs int) *wait
 	return w
 }
 
+// streamWaiting makes acme bound (newAsking) with an approval pending for
+// run (ctxDoc at tool.before), and its runtime key waiting up to secs for
+// the outcome on the approval's event stream, begun.
+func streamWaiting(t *testing.T, p *platform, run string, ctxDoc map[string]any, secs int) (tenantKeys, string, *waiting) {
+	t.Helper()
+	a := newAsking(t, p)
+	id := a.pending(t, run, ctxDoc)
+	w := waitStream(context.Background(), a.rt, id, secs)
+	w.begun(t, 30*time.Second)
+	return a, id, w
+}
+
 // begun waits up to d for the stream's status event; the wait ending
 // first fails t.
 func (w *waiting) begun(t testing.TB, d time.Duration) {

@@ -18,12 +18,7 @@ import (
 // outcome, and ends; an approval resolved already gives "resolved" at once.
 func TestApprovalEvents(t *testing.T) {
 	ctx := context.Background()
-	p := newPlatform(t)
-	a := newAsking(t, p)
-	id := a.pending(t, "r-sse", map[string]any{"tool": "shell.exec"})
-
-	w := waitStream(ctx, a.rt, id, 30)
-	w.begun(t, 20*time.Second)
+	a, id, w := streamWaiting(t, newPlatform(t), "r-sse", map[string]any{"tool": "shell.exec"}, 30)
 	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +112,8 @@ func TestApprovalEventsExpiry(t *testing.T) {
 // once with "timeout" (the approval is still pending; the client waits
 // again elsewhere), so that shutdown does not wait for them.
 func TestApprovalEventsDrain(t *testing.T) {
-	ctx := context.Background()
 	p := newPlatform(t)
-	a := newAsking(t, p)
-	id := a.pending(t, "r-drain", map[string]any{"tool": "shell.exec"})
-	w := waitStream(ctx, a.rt, id, 60)
-	w.begun(t, 20*time.Second)
+	_, _, w := streamWaiting(t, p, "r-drain", map[string]any{"tool": "shell.exec"}, 60)
 	p.srv.Drain()
 	g := w.result(t, "the stream after the drain", 20*time.Second)
 	if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status:pending,timeout:pending" {
