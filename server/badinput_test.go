@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -194,4 +197,41 @@ func TestBindModulesBounded(t *testing.T) {
 	}
 	_, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules+1))
 	wantCode(t, err, 422, server.CodeInvalidConfig)
+}
+
+// TestSlowBodyCutOff: a request body that stops coming is given up after
+// Options.BodyTimeout, the connection closed. A request the server answers
+// without reading its body (a 401 to a client without a key, a 404) had the
+// rest of it (up to 256 KiB) read after the answer with no deadline, so
+// anyone, without a key, held a connection and its goroutine for as long as
+// it liked by sending a byte now and then (the headers have 10 s, an idle
+// connection 2 min, a body had none).
+func TestSlowBodyCutOff(t *testing.T) {
+	p := newPlatformTweaked(t, func(o *server.Options) { o.BodyTimeout = 300 * time.Millisecond })
+	for _, tt := range []struct{ name, path, auth, want string }{
+		{"no key", "/v1/tenants/acme/runs", "", ""},
+		{"wrong key", "/v1/tenants/acme/runs", "Authorization: Bearer whk_wrong\r\n", ""},
+		{"admin key", "/v1/tenants", "Authorization: Bearer " + adminKey + "\r\n", "HTTP/1.1 408 "}, // read by the handler: body_timeout
+		{"no route", "/nowhere", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", p.hs.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", tt.path, tt.auth)
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var got bytes.Buffer
+			if _, err := io.Copy(&got, conn); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatal("the connection is still open 10 s after its body stopped")
+				}
+			}
+			if !strings.HasPrefix(got.String(), tt.want) || (tt.want != "" && !strings.Contains(got.String(), server.CodeBodyTimeout)) {
+				t.Fatalf("answer %q, want %q... %s", got.String(), tt.want, server.CodeBodyTimeout)
+			}
+		})
+	}
 }

@@ -2,9 +2,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 // TestApprovalExpiry: an approval nobody resolves is decided by its
@@ -51,5 +55,37 @@ func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
 	res, err := rtk.Result(ctx, "acme", out.Approval.ID, 10)
 	if err != nil || res == nil || res.Verdict != "block" {
 		t.Fatalf("acme's approval did not expire behind the stuck ones: %+v %v", res, err)
+	}
+}
+
+// TestResolvedButIndexedPendingBecomesUnrecorded: an approval the store
+// resolved whose index row still says pending with no time of resolution
+// (the index's update failed, then its node died) is found by the expiry
+// pass once it is due (the store answers "resolved"), given that time, and
+// marked unrecorded like the others: its waiters were told pending for ever.
+func TestResolvedButIndexedPendingBecomesUnrecorded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatformTweaked(t, func(o *server.Options) { o.RunTimeout = time.Second })
+	a := newAsking(t, p)
+	id := a.pending(t, "r-lost-index", map[string]any{"tool": "shell.exec"})
+	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = NULL, expires = $1 WHERE id = $2`),
+		time.Now().Add(-time.Minute).UnixNano(), id); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		out, err := a.rt.Result(ctx, "acme", id, 5)
+		if errors.Is(err, client.ErrUnrecorded) {
+			return
+		}
+		if err != nil || out != nil {
+			t.Fatalf("%+v %v", out, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still pending 40 s on (the unrecorded mark comes twice RunTimeout + 10 s after it is found)")
+		}
 	}
 }

@@ -681,3 +681,36 @@ func BenchmarkRunID(b *testing.B) {
 		})
 	}
 }
+
+// TestRunIDWaitLeavesNoWaiter: a request that waited for another node's
+// claim on its run id, then found that node's stored outcome with the claim
+// still there (the release failed or has not run yet), leaves no waiter
+// behind. The node that ran it does not announce a stored outcome, so
+// nobody closed the waiter: one map entry kept for ever per such run id.
+func TestRunIDWaitLeavesNoWaiter(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	// Another node holds the claim, and stores its outcome a little later.
+	if _, err := p.db.Exec(q(`INSERT INTO serve_run_claims (tenant, run, owner, lease_until) VALUES ('acme', 'r-other', 'node-other', $1)`),
+		time.Now().Add(time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	stored := make(chan error, 1)
+	go func() {
+		time.Sleep(800 * time.Millisecond)
+		_, err := p.db.Exec(q(`INSERT INTO serve_runs (tenant, run, outcome) VALUES ('acme', 'r-other', $1)`),
+			`{"run":"r-other","tenant":"acme","point":"tool.before","verdict":"allow","modified":false,"context":{},"trace":[],"audit":[]}`)
+		stored <- err // its claim stays: giving it up failed (finishRun logs that, and goes on)
+	}()
+	out, err := a.rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "ls"}, "r-other")
+	if err != nil || out.Verdict != "allow" || out.Run != "r-other" {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if err := <-stored; err != nil {
+		t.Fatal(err)
+	}
+	if n := server.Waiters(p.srv); n != 0 {
+		t.Fatalf("%d waiters left behind", n)
+	}
+}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -187,5 +188,37 @@ func TestLongPollHugeWait(t *testing.T) {
 	}
 	if d := time.Since(start); d < 500*time.Millisecond {
 		t.Fatalf("wait=1e12 returned after %v; want about MaxWait (1 s)", d)
+	}
+}
+
+// TestApprovalEventsUnrecorded: an approval marked unrecorded (resolved by
+// the store, its outcome never recorded) ends its event stream at once,
+// already marked or marked while the stream waits, and the client says
+// ErrUnrecorded. The stream looked for "resolved" only: it waited MaxWait,
+// then said "timeout" with status pending, so an SSE client waited again,
+// for ever, for an outcome that would never come.
+func TestApprovalEventsUnrecorded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	unrecord := func(id string) {
+		t.Helper()
+		// The store resolved it long ago (Done), and the resuming node
+		// died before recording the outcome.
+		if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = 1 WHERE id = $1`), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Marked while the stream waits (the expiry pass runs every 100 ms).
+	id := a.pending(t, "r-unrec-1", map[string]any{"tool": "shell.exec"})
+	w := waitStream(ctx, a.rt, id, 20)
+	time.Sleep(200 * time.Millisecond)
+	unrecord(id)
+	if g := w.result(t, "the stream, after the approval became unrecorded", 15*time.Second); !errors.Is(g.err, client.ErrUnrecorded) {
+		t.Fatalf("the waiting stream: %v, want ErrUnrecorded", g.err)
+	}
+	// Marked already when the stream starts.
+	if _, err := a.rt.WaitResult(ctx, "acme", id, 2, nil); !errors.Is(err, client.ErrUnrecorded) {
+		t.Fatalf("a stream on an unrecorded approval: %v, want ErrUnrecorded", err)
 	}
 }
