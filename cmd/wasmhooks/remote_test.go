@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 const testAdminKey = "cli-test-admin-key-0123456789abcdef01234567"
@@ -397,5 +399,23 @@ func TestCLIVerbHelp(t *testing.T) {
 		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "usage:") {
 			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout.String(), stderr.String())
 		}
+	}
+}
+
+// TestAPIFailUnrecorded: a verb whose approval will never have an outcome
+// (call --wait on an approval marked unrecorded) prints the code
+// "unrecorded", not "request_failed" (which reads as a network failure
+// worth retrying), and exits 1.
+func TestAPIFailUnrecorded(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := apiFail(&out, &errOut, "usage", fmt.Errorf("waiting: %w", client.ErrUnrecorded)); code != exitRefused {
+		t.Fatalf("exit %d", code)
+	}
+	var doc apiErrorDoc
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if doc.Error.Code != "unrecorded" {
+		t.Fatalf("code %q, want unrecorded: %s", doc.Error.Code, out.String())
 	}
 }
