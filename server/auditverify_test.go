@@ -21,18 +21,11 @@ import (
 func TestAuditPerTenantVerify(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	pub := p.key(t, server.RolePublisher, "pubco")
-	pin := publishPolicy(t, pub)
-	ops := map[string]*clientPair{}
+	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
+	ops := map[string]tenantKeys{}
 	for _, tenant := range []string{"ta", "tb"} {
-		if err := p.admin.CreateTenant(ctx, tenant, false); err != nil {
-			t.Fatal(err)
-		}
-		cp := &clientPair{op: p.key(t, server.RoleOperator, tenant), rt: p.key(t, server.RoleRuntime, tenant)}
-		if _, err := cp.op.BindChain(ctx, tenant, chainConfig(pin)); err != nil {
-			t.Fatal(err)
-		}
-		ops[tenant] = cp
+		ops[tenant] = newTenant(t, p, tenant, false)
+		ops[tenant].bind(t, chainConfig(pin))
 	}
 	// Interleaved traffic: ta 3 runs, tb 2.
 	for i, tenant := range []string{"ta", "tb", "ta", "tb", "ta"} {
@@ -87,8 +80,6 @@ func TestAuditPerTenantVerify(t *testing.T) {
 	}
 }
 
-type clientPair struct{ op, rt *client.Client }
-
 // TestApprovalOutcomeUnrecorded: an approval the store resolved whose
 // outcome was never recorded (its node died between the store's Done and
 // the index's update: simulated by putting the index row back to pending)
@@ -98,20 +89,9 @@ type clientPair struct{ op, rt *client.Client }
 func TestApprovalOutcomeUnrecorded(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	rtk := p.key(t, server.RoleRuntime, "acme")
-	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
-		t.Fatal(err)
-	}
-	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r1")
-	if err != nil || out.Approval == nil {
-		t.Fatalf("pending: %+v %v", out, err)
-	}
-	id := out.Approval.ID
+	a := newAsking(t, p)
+	op, rtk := a.op, a.rt
+	id := a.pending(t, "r1", map[string]any{"tool": "shell.exec"})
 	if _, err := op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -130,17 +110,14 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 	if list, err := op.Approvals(ctx, "acme", "unrecorded"); err != nil || len(list) != 1 || list[0].ID != id {
 		t.Fatalf("unrecorded: %+v %v", list, err)
 	}
-	_, err = op.Resolve(ctx, "acme", id, "deny", nil, "")
+	_, err := op.Resolve(ctx, "acme", id, "deny", nil, "")
 	wantCode(t, err, 409, "approval_resolved")
 	// One being resumed now (done_at recent) is left alone.
-	out, err = rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r2")
-	if err != nil || out.Approval == nil {
-		t.Fatalf("pending: %+v %v", out, err)
-	}
-	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = $1 WHERE id = $2`), time.Now().UnixNano(), out.Approval.ID); err != nil {
+	id2 := a.pending(t, "r2", map[string]any{"tool": "shell.exec"})
+	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = $1 WHERE id = $2`), time.Now().UnixNano(), id2); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := rtk.Result(ctx, "acme", out.Approval.ID, 1); err != nil || res != nil {
+	if res, err := rtk.Result(ctx, "acme", id2, 1); err != nil || res != nil {
 		t.Fatalf("an approval being resumed: %+v %v", res, err)
 	}
 }

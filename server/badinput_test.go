@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -19,12 +23,8 @@ import (
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	rtk := p.key(t, server.RoleRuntime, "acme")
+	a := newTenant(t, p, "acme", false)
+	pub, op, rtk := a.pub, a.op, a.rt
 	tables := []string{"serve_tenants", "serve_modules", "serve_uploads", "serve_versions", "serve_signing_keys", "serve_signatures", "serve_bindings", "serve_runs", "serve_approvals", "serve_keys", "serve_signing_key_approvals", "serve_revoked_keys"}
 	before := map[string]int{}
 	for _, tb := range tables {
@@ -121,11 +121,7 @@ func TestBadInput(t *testing.T) {
 			return client.New(p.hs.URL, "").CreateTenant(ctx, "z", false)
 		}, 401, server.CodeUnauthenticated},
 	}
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	rt := newRuntime(t)
 	entries, err := os.ReadDir("../testdata/adversarial")
 	if err != nil {
 		t.Fatal(err)
@@ -175,5 +171,67 @@ func TestBadInput(t *testing.T) {
 		if n := p.count(t, tb); n != before[tb] {
 			t.Errorf("%s: %d rows, %d before: a refused request stored something", tb, n, before[tb])
 		}
+	}
+}
+
+// TestBindModulesBounded: a configuration naming one published module under
+// many names is refused past MaxBindModules: each name's module was read
+// (a copy each) before anything was checked, so one 4 MiB bind could hold
+// tens of thousands of copies of a large module.
+func TestBindModulesBounded(t *testing.T) {
+	ctx := context.Background()
+	a := newTenant(t, newPlatform(t), "acme", false)
+	op := a.op
+	pin := publishPolicy(t, a.pub)
+	cfg := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"modules": {"policy": "` + pin + `"`)
+		for i := range n - 1 {
+			fmt.Fprintf(&b, `, "m%d": "%s"`, i, pin)
+		}
+		b.WriteString(`}, "bindings": [{"name": "b", "module": "policy", "point": "message.outbound", "phase": "guard", "settings": {"when": "x", "decide": {"action": "block", "reason": "x"}}}]}`)
+		return []byte(b.String())
+	}
+	if _, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules)); err != nil {
+		t.Fatalf("%d modules: %v", server.MaxBindModules, err)
+	}
+	_, err := op.BindChain(ctx, "acme", cfg(server.MaxBindModules+1))
+	wantCode(t, err, 422, server.CodeInvalidConfig)
+}
+
+// TestSlowBodyCutOff: a request body that stops coming is given up after
+// Options.BodyTimeout, the connection closed. A request the server answers
+// without reading its body (a 401 to a client without a key, a 404) had the
+// rest of it (up to 256 KiB) read after the answer with no deadline, so
+// anyone, without a key, held a connection and its goroutine for as long as
+// it liked by sending a byte now and then (the headers have 10 s, an idle
+// connection 2 min, a body had none).
+func TestSlowBodyCutOff(t *testing.T) {
+	p := newPlatformTweaked(t, func(o *server.Options) { o.BodyTimeout = 300 * time.Millisecond })
+	for _, tt := range []struct{ name, path, auth, want string }{
+		{"no key", "/v1/tenants/acme/runs", "", ""},
+		{"wrong key", "/v1/tenants/acme/runs", "Authorization: Bearer whk_wrong\r\n", ""},
+		{"admin key", "/v1/tenants", "Authorization: Bearer " + adminKey + "\r\n", "HTTP/1.1 408 "}, // read by the handler: body_timeout
+		{"no route", "/nowhere", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", p.hs.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", tt.path, tt.auth)
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var got bytes.Buffer
+			if _, err := io.Copy(&got, conn); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatal("the connection is still open 10 s after its body stopped")
+				}
+			}
+			if !strings.HasPrefix(got.String(), tt.want) || (tt.want != "" && !strings.Contains(got.String(), server.CodeBodyTimeout)) {
+				t.Fatalf("answer %q, want %q... %s", got.String(), tt.want, server.CodeBodyTimeout)
+			}
+		})
 	}
 }

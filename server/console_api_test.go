@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,15 +15,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
-// newKeyedPlatform is a platform whose audit chain is keyed with the host
-// key, as `wasmhooks serve` keys it.
-func newKeyedPlatform(t *testing.T) *platform {
-	t.Helper()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	return newPlatformWith(t, t.TempDir(), key, nil)
-}
-
 // TestMe: every key reads its own id, role and tenant, and only that.
 func TestMe(t *testing.T) {
 	ctx := context.Background()
@@ -37,11 +26,8 @@ func TestMe(t *testing.T) {
 		role   server.Role
 		tenant string
 	}{{server.RoleOperator, "acme"}, {server.RoleRuntime, "acme"}, {server.RolePublisher, "pubco"}} {
-		k, err := p.admin.CreateKey(ctx, c.role, c.tenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		me, err := client.New(p.hs.URL, k.Key).Me(ctx)
+		cl, k := p.keyDoc(t, c.role, c.tenant)
+		me, err := cl.Me(ctx)
 		if err != nil || *me != (server.MeDoc{KeyID: k.ID, Role: c.role, Tenant: c.tenant}) {
 			t.Fatalf("%s: %+v %v", c.role, me, err)
 		}
@@ -60,7 +46,7 @@ func TestMe(t *testing.T) {
 // exactly, LIKE's wildcards included.
 func TestRunRead(t *testing.T) {
 	ctx := context.Background()
-	p := newKeyedPlatform(t)
+	p := newPlatform(t)
 	a := newAsking(t, p)
 	id := a.pending(t, "r_1", map[string]any{"tool": "shell.exec"})
 	// "rx1" matches r_1 as a LIKE pattern: its records must not show.
@@ -148,12 +134,9 @@ func TestRunRead(t *testing.T) {
 func TestHooksAndUsage(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
+	a := newTenant(t, p, "acme", false)
+	pub, op := a.pub, a.op
 	pin := publishPolicy(t, pub)
-	op := p.key(t, server.RoleOperator, "acme")
 	if hooks, err := op.Hooks(ctx, "acme"); err != nil || len(hooks) != 0 {
 		t.Fatalf("before binding: %+v %v", hooks, err)
 	}
@@ -164,14 +147,7 @@ func TestHooksAndUsage(t *testing.T) {
 	if err != nil || len(hooks) != 1 || hooks[0].Name != "policy" || hooks[0].Ref != pin || hooks[0].Signed || hooks[0].Version == nil || len(hooks[0].Report) == 0 {
 		t.Fatalf("unsigned: %+v %v", hooks, err)
 	}
-	pk, sk, _ := ed25519.GenerateKey(rand.Reader)
-	kid, err := pub.AddSigningKey(ctx, "pubco", pk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", kid, sk); err != nil {
-		t.Fatal(err)
-	}
+	kid, pk := addSigned(t, pub, "pubco", "policy")
 	// A publisher's own key counts once an admin approves it.
 	hooks, err = op.Hooks(ctx, "acme")
 	if err != nil || len(hooks) != 1 || hooks[0].Signed || len(hooks[0].Signatures) != 1 || !hooks[0].Signatures[0].Valid {
@@ -182,14 +158,7 @@ func TestHooksAndUsage(t *testing.T) {
 	}
 	// A signature stored by a key that no longer verifies it: shown as
 	// not verifying.
-	pk2, sk2, _ := ed25519.GenerateKey(rand.Reader)
-	kid2, err := pub.AddSigningKey(ctx, "pubco", pk2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pub.Sign(ctx, "pubco", "policy", "1.0.0", kid2, sk2); err != nil {
-		t.Fatal(err)
-	}
+	kid2, _ := addSigned(t, pub, "pubco", "policy")
 	if _, err := p.db.Exec(q(`UPDATE serve_signing_keys SET public_key = $1 WHERE id = $2`), []byte(pk), kid2); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/wasmhooks/wasmhooks/server"
-	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 // chromiumPath is Debian's chromium (make deps installs it); the
@@ -113,6 +112,14 @@ func (b *browser) pageErrors() []string {
 	return append([]string(nil), b.errors...)
 }
 
+// noPageErrors fails t if the page has had an error.
+func (b *browser) noPageErrors(t *testing.T) {
+	t.Helper()
+	if errs := b.pageErrors(); len(errs) != 0 {
+		t.Fatalf("page errors: %v", errs)
+	}
+}
+
 // signIn opens the console and signs in with key.
 func (b *browser) signIn(t *testing.T, base, key string) {
 	t.Helper()
@@ -136,34 +143,9 @@ func (b *browser) signIn(t *testing.T, base, key string) {
 // No page error, CSP violations included, happens along the way.
 func TestConsoleApprove(t *testing.T) {
 	ctx := context.Background()
-	p := newKeyedPlatform(t)
-	a := newAsking(t, p)
-	if _, err := p.admin.GrantCredit(ctx, "acme", 42, "g"); err != nil {
-		t.Fatal(err)
-	}
-	id := a.pending(t, "r-console", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls -l /srv"}})
-
-	type got struct {
-		out *client.Outcome
-		err error
-	}
-	waiting := make(chan struct{})
-	done := make(chan got, 1)
-	go func() {
-		o, err := a.rt.WaitResult(ctx, "acme", id, 120, func(e client.Event) {
-			if e.Name == server.EventStatus {
-				close(waiting)
-			}
-		})
-		done <- got{o, err}
-	}()
-	select {
-	case <-waiting:
-	case g := <-done:
-		t.Fatalf("the wait ended early: %+v %v", g.out, g.err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the agent platform's wait did not start")
-	}
+	p := newPlatform(t)
+	a, id, w := streamWaiting(t, p, "r-console", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls -l /srv"}}, 120)
+	a.grant(t, 42, "g")
 
 	b := newBrowser(t)
 	b.signIn(t, p.hs.URL, a.op.Key)
@@ -186,13 +168,8 @@ func TestConsoleApprove(t *testing.T) {
 	if status, verdict := b.text(t, "#status"), b.text(t, card+" .verdict"); status != "Approved "+id+": the resumed run's verdict is allow" || verdict != "allow" {
 		t.Fatalf("after approve: status %q, verdict %q", status, verdict)
 	}
-	select {
-	case g := <-done:
-		if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-console" {
-			t.Fatalf("the waiting client: %+v %v", g.out, g.err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiting client got nothing")
+	if g := w.result(t, "the waiting client", 30*time.Second); g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-console" {
+		t.Fatalf("the waiting client: %+v %v", g.out, g.err)
 	}
 	if list, err := a.op.Approvals(ctx, "acme", "pending"); err != nil || len(list) != 0 {
 		t.Fatalf("still pending: %+v %v", list, err)
@@ -240,9 +217,7 @@ func TestConsoleApprove(t *testing.T) {
 	if usage := b.text(t, "#page-usage table"); !strings.Contains(usage, "42") {
 		t.Fatalf("usage:\n%s", usage)
 	}
-	if errs := b.pageErrors(); len(errs) != 0 {
-		t.Fatalf("page errors: %v", errs)
-	}
+	b.noPageErrors(t)
 }
 
 // TestConsoleShowsMarkupAsText: an approval whose hook-written reason,
@@ -254,21 +229,16 @@ func TestConsoleApprove(t *testing.T) {
 func TestConsoleShowsMarkupAsText(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
-	op := p.key(t, server.RoleOperator, "acme")
-	rt := p.key(t, server.RoleRuntime, "acme")
+	a := newTenant(t, p, "acme", false)
+	op, rt := a.op, a.rt
+	pin := publishPolicy(t, a.pub)
 	hostile := strings.Replace(string(chainConfig(pin)),
 		`"decide": {"action": "ask", "reason": "shell needs a human"}`,
 		`"decide": {"action": "ask", "reason": "<img src=x onerror=window.pwned=1>", "user_message": "<script>window.pwned=2</script>", "pending": {"note": "<b onmouseover=window.pwned=3>bold</b>"}}`, 1)
 	if hostile == string(chainConfig(pin)) {
 		t.Fatal("the configuration did not change")
 	}
-	if _, err := op.BindChain(ctx, "acme", []byte(hostile)); err != nil {
-		t.Fatal(err)
-	}
+	a.bind(t, []byte(hostile))
 	command := `<img src=x onerror="window.pwned=4"><svg onload="window.pwned=5"></svg>`
 	out, err := rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": command}}, "r-xss")
 	if err != nil || out.Approval == nil || out.Approval.Reason != "<img src=x onerror=window.pwned=1>" {
@@ -295,9 +265,7 @@ func TestConsoleShowsMarkupAsText(t *testing.T) {
 	if counts["img"] != 0 || counts["svg"] != 0 || counts["b"] != 0 || counts["script"] != 1 || pwned {
 		t.Fatalf("markup became elements or ran: %v, pwned %v", counts, pwned)
 	}
-	if errs := b.pageErrors(); len(errs) != 0 {
-		t.Fatalf("page errors: %v", errs)
-	}
+	b.noPageErrors(t)
 
 	// The CSP itself: markup injected by hand (as a mistaken innerHTML
 	// would) makes an element, but its inline handler is refused.
@@ -325,19 +293,7 @@ func TestConsoleDenyAndEdit(t *testing.T) {
 	deny := a.pending(t, "r-deny", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "rm -rf /"}})
 	edit := a.pending(t, "r-edit", map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "cat /etc/shadow"}})
 
-	type got struct {
-		out *client.Outcome
-		err error
-	}
-	denied, edited := make(chan got, 1), make(chan got, 1)
-	go func() {
-		o, err := a.rt.WaitResult(ctx, "acme", deny, 120, nil)
-		denied <- got{o, err}
-	}()
-	go func() {
-		o, err := a.rt.Result(ctx, "acme", edit, 60)
-		edited <- got{o, err}
-	}()
+	denied, edited := waitStream(ctx, a.rt, deny, 120), waitPoll(ctx, a.rt, edit, 60)
 
 	b := newBrowser(t)
 	b.signIn(t, p.hs.URL, a.op.Key)
@@ -368,30 +324,24 @@ func TestConsoleDenyAndEdit(t *testing.T) {
 		t.Fatalf("after edit: status %q, shown %q", status, shown)
 	}
 
-	for name, c := range map[string]chan got{"denied": denied, "edited": edited} {
-		select {
-		case g := <-c:
-			if g.err != nil || g.out == nil {
-				t.Fatalf("%s: %+v %v", name, g.out, g.err)
+	for name, w := range map[string]*waiting{"denied": denied, "edited": edited} {
+		g := w.result(t, name+": the waiting client", 30*time.Second)
+		if g.err != nil || g.out == nil {
+			t.Fatalf("%s: %+v %v", name, g.out, g.err)
+		}
+		args, _ := g.out.Context["arguments"].(map[string]any)
+		switch name {
+		case "denied":
+			if g.out.Verdict != "block" || g.out.Run != "r-deny" || g.out.Reason != "not on production" {
+				t.Fatalf("denied: %s", g.out.Raw)
 			}
-			args, _ := g.out.Context["arguments"].(map[string]any)
-			switch name {
-			case "denied":
-				if g.out.Verdict != "block" || g.out.Run != "r-deny" || g.out.Reason != "not on production" {
-					t.Fatalf("denied: %s", g.out.Raw)
-				}
-			case "edited":
-				if g.out.Verdict != "allow" || g.out.Run != "r-edit" || args["command"] != "cat /etc/hostname" {
-					t.Fatalf("edited: %s", g.out.Raw)
-				}
+		case "edited":
+			if g.out.Verdict != "allow" || g.out.Run != "r-edit" || args["command"] != "cat /etc/hostname" {
+				t.Fatalf("edited: %s", g.out.Raw)
 			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: the waiting client got nothing", name)
 		}
 	}
-	if errs := b.pageErrors(); len(errs) != 0 {
-		t.Fatalf("page errors: %v", errs)
-	}
+	b.noPageErrors(t)
 }
 
 // TestConsoleRoles: what each key sees. An admin key sees every tenant's

@@ -16,12 +16,8 @@ import (
 func TestCreditAdjust(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.admin.GrantCredit(ctx, "acme", 100, "g1"); err != nil {
-		t.Fatal(err)
-	}
+	a := newTenant(t, p, "acme", false)
+	a.grant(t, 100, "g1")
 	d, err := p.admin.AdjustCredit(ctx, "acme", -30, "refund of a failed batch", "a1")
 	if err != nil || d.Available != 70 {
 		t.Fatalf("adjust -30: %+v %v", d, err)
@@ -55,8 +51,7 @@ func TestCreditAdjust(t *testing.T) {
 	// A grant's key reused for another amount is the same conflict.
 	_, err = p.admin.GrantCredit(ctx, "acme", 7, "g1")
 	wantCode(t, err, 409, server.CodeConflict)
-	op := p.key(t, server.RoleOperator, "acme")
-	_, err = op.AdjustCredit(ctx, "acme", 1000, "mine now", "")
+	_, err = a.op.AdjustCredit(ctx, "acme", 1000, "mine now", "")
 	wantCode(t, err, 403, server.CodeForbidden)
 	_, err = p.admin.AdjustCredit(ctx, "nobody", 1, "no such tenant", "")
 	wantCode(t, err, 404, server.CodeNotFound)

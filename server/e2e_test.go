@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -33,15 +32,9 @@ func wantCode(t *testing.T, err error, status int, code string) {
 func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", true); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	rtk := p.key(t, server.RoleRuntime, "acme")
-	if _, err := p.admin.GrantCredit(ctx, "acme", 100, "g1"); err != nil {
-		t.Fatal(err)
-	}
+	a := newTenant(t, p, "acme", true)
+	pub, op, rtk := a.pub, a.op, a.rt
+	a.grant(t, 100, "g1")
 	if c, err := op.Credit(ctx, "acme"); err != nil || c.Available != 100 {
 		t.Fatalf("credit %+v %v", c, err)
 	}
@@ -60,11 +53,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// Immutable: the same version for other bytes is refused; the same
 	// publication again is not an error.
-	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod2, err := pub.UploadModule(ctx, "pubco", scripted)
+	mod2, err := pub.UploadModule(ctx, "pubco", guestWasm(t, "scripted"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,15 +123,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("result before resolution: %+v %v", res, err)
 	}
 	// The runtime key waits; the operator approves meanwhile.
-	type got struct {
-		out *client.Outcome
-		err error
-	}
-	done := make(chan got, 1)
-	go func() {
-		o, err := rtk.Result(ctx, "acme", id, 30)
-		done <- got{o, err}
-	}()
+	w := waitPoll(ctx, rtk, id, 30)
 	list, err := op.Approvals(ctx, "acme", "pending")
 	if err != nil || len(list) != 1 || list[0].ID != id || list[0].Binding != "approve-shell" {
 		t.Fatalf("inbox: %+v %v", list, err)
@@ -152,13 +133,8 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil || resumed.Verdict != "allow" {
 		t.Fatalf("resolve: %+v %v", resumed, err)
 	}
-	select {
-	case g := <-done:
-		if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-ask" {
-			t.Fatalf("waiting client: %+v %v", g.out, g.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiting client got nothing")
+	if g := w.result(t, "the waiting client", 20*time.Second); g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-ask" {
+		t.Fatalf("waiting client: %+v %v", g.out, g.err)
 	}
 	// Resolved once: a second resolution is refused.
 	_, err = op.Resolve(ctx, "acme", id, "deny", nil, "")

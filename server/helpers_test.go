@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,9 +75,21 @@ type platform struct {
 
 func newPlatform(t *testing.T) *platform {
 	t.Helper()
+	return newPlatformWith(t, t.TempDir(), hostKey(), nil)
+}
+
+// newPlatformTweaked is newPlatform with the server's options changed by
+// tweak before the server starts.
+func newPlatformTweaked(t *testing.T, tweak func(*server.Options)) *platform {
+	t.Helper()
+	return newPlatformWith(t, t.TempDir(), hostKey(), tweak)
+}
+
+// hostKey returns a fresh random host key.
+func hostKey() []byte {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return newPlatformAt(t, t.TempDir(), key)
+	return key
 }
 
 // newPlatformAt starts a platform on the data in dir, under the host key.
@@ -88,21 +102,45 @@ func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
 // tweak (if not nil) before the server starts.
 func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Options)) *platform {
 	t.Helper()
-	ctx := context.Background()
-	var (
-		db  *store.DB
-		err error
-	)
 	if os.Getenv(serverDBEnv) == "postgres" {
-		db, err = postgres.Open(ctx, postgresAt(t, dir))
-	} else {
-		db, err = sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+		return startPlatform(t, openPostgres(t, postgresAt(t, dir)), key, tweak)
 	}
+	return startPlatform(t, openSQLite(t, dir), key, tweak)
+}
+
+// openSQLite opens the SQLite file state.db in dir (made if missing),
+// closed when t ends.
+func openSQLite(t testing.TB, dir string) *store.DB {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return startPlatform(t, db, key, tweak)
+	return db
+}
+
+// openPostgres opens the Postgres database at url, closed when t ends.
+func openPostgres(t testing.TB, url string) *store.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newRuntime returns a runtime with the default configuration, closed when
+// t ends.
+func newRuntime(t testing.TB) *runtime.Runtime {
+	t.Helper()
+	rt, err := runtime.New(context.Background(), runtime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	return rt
 }
 
 // startPlatform starts a server on db, under the host key, on a loopback
@@ -110,12 +148,7 @@ func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Op
 func startPlatform(t testing.TB, db *store.DB, key []byte, tweak func(*server.Options)) *platform {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	opts := server.Options{DB: db, Runtime: rt, HostKey: key, AdminKey: adminKey,
+	opts := server.Options{DB: db, Runtime: newRuntime(t), HostKey: key, AdminKey: adminKey,
 		MaxBodyBytes: 64 << 10, ExpiryInterval: 100 * time.Millisecond}
 	if tweak != nil {
 		tweak(&opts)
@@ -133,13 +166,84 @@ func startPlatform(t testing.TB, db *store.DB, key []byte, tweak func(*server.Op
 	return &platform{srv: srv, hs: hs, db: db.SQL(), admin: client.New(hs.URL, adminKey)}
 }
 
+// key makes an API key of role for tenant and returns a client with it.
 func (p *platform) key(t testing.TB, role server.Role, tenant string) *client.Client {
+	t.Helper()
+	c, _ := p.keyDoc(t, role, tenant)
+	return c
+}
+
+// keyDoc is key that returns the key's document (its id) as well.
+func (p *platform) keyDoc(t testing.TB, role server.Role, tenant string) (*client.Client, *server.KeyDoc) {
 	t.Helper()
 	k, err := p.admin.CreateKey(context.Background(), role, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client.New(p.hs.URL, k.Key)
+	return client.New(p.hs.URL, k.Key), k
+}
+
+// tenantKeys is a tenant of a platform with the keys the tests use: the
+// publisher pubco's, and the tenant's operator and runtime keys.
+type tenantKeys struct {
+	id          string
+	pub, op, rt *client.Client
+	rtDoc       *server.KeyDoc // the runtime key's document
+	admin       *client.Client // the platform's
+}
+
+// newTenant creates the tenant id on p (requiring signatures if signed)
+// and the keys of tenantKeys.
+func newTenant(t testing.TB, p *platform, id string, signed bool) tenantKeys {
+	t.Helper()
+	if err := p.admin.CreateTenant(context.Background(), id, signed); err != nil {
+		t.Fatal(err)
+	}
+	a := tenantKeys{id: id, pub: p.key(t, server.RolePublisher, "pubco"), op: p.key(t, server.RoleOperator, id), admin: p.admin}
+	a.rt, a.rtDoc = p.keyDoc(t, server.RoleRuntime, id)
+	return a
+}
+
+// bind binds the chain configuration cfg for the tenant with its operator
+// key.
+func (a tenantKeys) bind(t testing.TB, cfg []byte) {
+	t.Helper()
+	if _, err := a.op.BindChain(context.Background(), a.id, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// grant grants the tenant amount credit with the idempotency key key.
+func (a tenantKeys) grant(t testing.TB, amount int64, key string) {
+	t.Helper()
+	if _, err := a.admin.GrantCredit(context.Background(), a.id, amount, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newAsking is the tenant acme bound to chainConfig of the policy guest.
+func newAsking(t testing.TB, p *platform) tenantKeys {
+	t.Helper()
+	return newBound(t, p, chainConfig)
+}
+
+// newBound is the tenant acme bound to config(pin) of the policy guest
+// published.
+func newBound(t testing.TB, p *platform, config func(pin string) []byte) tenantKeys {
+	t.Helper()
+	a := newTenant(t, p, "acme", false)
+	a.bind(t, config(publishPolicy(t, a.pub)))
+	return a
+}
+
+// pending runs ctxDoc's tool at tool.before and returns the approval id.
+func (a tenantKeys) pending(t testing.TB, run string, ctxDoc map[string]any) string {
+	t.Helper()
+	out, err := a.rt.Run(context.Background(), a.id, "tool.before", ctxDoc, run)
+	if err != nil || out.Verdict != "pending" || out.Approval == nil {
+		t.Fatalf("pending: %+v %v", out, err)
+	}
+	return out.Approval.ID
 }
 
 // count returns the rows of a server table.
@@ -152,13 +256,20 @@ func (p *platform) count(t *testing.T, table string) int {
 	return n
 }
 
-func policyWasm(t *testing.T) []byte {
+// guestWasm reads the test guest name (policy, scripted) of
+// ../testdata/guests.
+func guestWasm(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/guests/policy.wasm")
+	b, err := os.ReadFile("../testdata/guests/" + name + ".wasm")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func policyWasm(t testing.TB) []byte {
+	t.Helper()
+	return guestWasm(t, "policy")
 }
 
 func chainConfig(pin string) []byte {
@@ -175,18 +286,25 @@ func chainConfig(pin string) []byte {
 
 // publishPolicy uploads the policy guest as pubco's policy 1.0.0 with the
 // publisher pub and returns its pin.
-func publishPolicy(t *testing.T, pub *client.Client) string {
+func publishPolicy(t testing.TB, pub *client.Client) string {
+	t.Helper()
+	return client.Pin(publishGuest(t, pub, "policy", "policy"))
+}
+
+// publishGuest uploads the test guest (guestWasm) as pubco's module name
+// 1.0.0 with the publisher pub and returns the version.
+func publishGuest(t testing.TB, pub *client.Client, guest, name string) *server.VersionDoc {
 	t.Helper()
 	ctx := context.Background()
-	mod, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
+	mod, err := pub.UploadModule(ctx, "pubco", guestWasm(t, guest))
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
+	v, err := pub.Publish(ctx, "pubco", name, "1.0.0", mod.Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client.Pin(v)
+	return v
 }
 
 // expiringChainConfig is chainConfig with the shell approval expiring
@@ -194,4 +312,136 @@ func publishPolicy(t *testing.T, pub *client.Client) string {
 func expiringChainConfig(pin string) []byte {
 	return []byte(strings.Replace(string(chainConfig(pin)), `"reason": "shell needs a human"}}`,
 		`"reason": "shell needs a human"}}, "approval": {"timeout": "200ms", "on_expiry": "deny"}`, 1))
+}
+
+// addSigned adds a fresh signing key to publisher with its key pub and
+// signs publisher's name 1.0.0 with it; it returns the key's id and public
+// half.
+func addSigned(t testing.TB, pub *client.Client, publisher, name string) (string, ed25519.PublicKey) {
+	t.Helper()
+	ctx := context.Background()
+	pk, sk, _ := ed25519.GenerateKey(rand.Reader)
+	kid, err := pub.AddSigningKey(ctx, publisher, pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Sign(ctx, publisher, name, "1.0.0", kid, sk); err != nil {
+		t.Fatal(err)
+	}
+	return kid, pk
+}
+
+// waited is what a client waiting for an approval's outcome received: the
+// outcome or the error, and, from a stream, its events ("name:status").
+type waited struct {
+	out    *client.Outcome
+	err    error
+	events []string
+}
+
+// waiting is a client's wait for an approval of acme's outcome, running in
+// a goroutine.
+type waiting struct {
+	done    chan waited
+	started chan struct{} // closed at the stream's status event
+}
+
+// waitStream waits up to secs for approval id's outcome over its event
+// stream with cl.
+func waitStream(ctx context.Context, cl *client.Client, id string, secs int) *waiting {
+	w := &waiting{done: make(chan waited, 1), started: make(chan struct{})}
+	go func() {
+		var events []string
+		o, err := cl.WaitResult(ctx, "acme", id, secs, func(e client.Event) {
+			events = append(events, e.Name+":"+e.Result.Status)
+			if e.Name == server.EventStatus {
+				close(w.started)
+			}
+		})
+		w.done <- waited{o, err, events}
+	}()
+	return w
+}
+
+// waitPoll waits up to secs for approval id's outcome by long poll with cl.
+func waitPoll(ctx context.Context, cl *client.Client, id string, secs int) *waiting {
+	w := &waiting{done: make(chan waited, 1), started: make(chan struct{})}
+	go func() {
+		o, err := cl.Result(ctx, "acme", id, secs)
+		w.done <- waited{out: o, err: err}
+	}()
+	return w
+}
+
+// streamWaiting makes acme bound (newAsking) with an approval pending for
+// run (ctxDoc at tool.before), and its runtime key waiting up to secs for
+// the outcome on the approval's event stream, begun.
+func streamWaiting(t *testing.T, p *platform, run string, ctxDoc map[string]any, secs int) (tenantKeys, string, *waiting) {
+	t.Helper()
+	a := newAsking(t, p)
+	id := a.pending(t, run, ctxDoc)
+	w := waitStream(context.Background(), a.rt, id, secs)
+	w.begun(t, 30*time.Second)
+	return a, id, w
+}
+
+// begun waits up to d for the stream's status event; the wait ending
+// first fails t.
+func (w *waiting) begun(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case <-w.started:
+	case g := <-w.done:
+		t.Fatalf("the wait ended before its status event: %+v %v %v", g.out, g.err, g.events)
+	case <-time.After(d):
+		t.Fatal("no status event")
+	}
+}
+
+// result returns what the wait received, waiting up to d for it.
+func (w *waiting) result(t testing.TB, what string, d time.Duration) waited {
+	t.Helper()
+	select {
+	case g := <-w.done:
+		return g
+	case <-time.After(d):
+		t.Fatalf("%s: got nothing in %v", what, d)
+		return waited{}
+	}
+}
+
+// retireKey revokes (how = "revoke") or rotates (how = "rotate") the key
+// id with admin.
+func retireKey(t testing.TB, admin *client.Client, how, id string) {
+	t.Helper()
+	var err error
+	switch how {
+	case "revoke":
+		err = admin.RevokeKey(context.Background(), id)
+	case "rotate":
+		_, err = admin.RotateKey(context.Background(), id)
+	default:
+		t.Fatalf("retire a key how? %q", how)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// revokeAdminsBut revokes, with the admin key self, every admin key but
+// those keep names.
+func revokeAdminsBut(t testing.TB, self *client.Client, keep ...string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := self.Keys(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Role == server.RoleAdmin && !slices.Contains(keep, k.ID) {
+			if err := self.RevokeKey(ctx, k.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

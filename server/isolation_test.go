@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -113,14 +111,7 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, sk, _ := ed25519.GenerateKey(rand.Reader)
-	kid, err := pubB.AddSigningKey(ctx, "pb", pk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pubB.Sign(ctx, "pb", "policy", "1.0.0", kid, sk); err != nil {
-		t.Fatal(err)
-	}
+	kid, _ := addSigned(t, pubB, "pb", "policy")
 	cfgB := chainConfig(client.Pin(v))
 	if _, err := opB.BindChain(ctx, "tb", cfgB); err != nil {
 		t.Fatal(err)

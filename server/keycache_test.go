@@ -31,15 +31,7 @@ func TestNodesRevokedKeyCachedElsewhere(t *testing.T) {
 		if _, err := client.New(n1.hs.URL, k.Key).Me(ctx); err != nil {
 			t.Fatal(err)
 		}
-		switch retire {
-		case "revoke":
-			err = n1.admin.RevokeKey(ctx, k.ID)
-		case "rotate":
-			_, err = n1.admin.RotateKey(ctx, k.ID)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		retireKey(t, n1.admin, retire, k.ID)
 		// At once on the node that retired it.
 		_, err = client.New(n1.hs.URL, k.Key).Me(ctx)
 		wantCode(t, err, 401, server.CodeUnauthenticated)

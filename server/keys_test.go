@@ -1,24 +1,28 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/api"
 	"github.com/wasmhooks/wasmhooks/server/client"
-	"github.com/wasmhooks/wasmhooks/store/sqlite"
 )
 
 // TestKeyLifecycle: keys are listed without secrets; a rotated key's old
@@ -108,23 +112,13 @@ func TestKeyLifecycle(t *testing.T) {
 func TestRevokedAdminKeyNotRestored(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	hostKey := make([]byte, 32)
-	_, _ = rand.Read(hostKey)
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	key := hostKey()
+	db, rt := openSQLite(t, dir), newRuntime(t)
 	approvals, err := chain.NewDirApprovals(filepath.Join(dir, "approvals"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := server.Options{DB: db, Runtime: rt, HostKey: hostKey, Approvals: approvals, AdminKey: adminKey}
+	opts := server.Options{DB: db, Runtime: rt, HostKey: key, Approvals: approvals, AdminKey: adminKey}
 	srv, err := server.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -135,17 +129,7 @@ func TestRevokedAdminKeyNotRestored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := admin.Keys(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		if k.ID != a2.ID {
-			if err := client.New(hs.URL, a2.Key).RevokeKey(ctx, k.ID); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	revokeAdminsBut(t, client.New(hs.URL, a2.Key), a2.ID)
 	srv.Drain()
 	hs.Close()
 	srv.Close(ctx)
@@ -177,9 +161,7 @@ func TestRevokedAdminKeyNotRestored(t *testing.T) {
 // not affected.
 func TestAuthFailLimit(t *testing.T) {
 	ctx := context.Background()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.AuthFailLimit = server.RateLimit{PerSecond: 0.001, Burst: 3} })
+	p := newPlatformTweaked(t, func(o *server.Options) { o.AuthFailLimit = server.RateLimit{PerSecond: 0.001, Burst: 3} })
 	bad := client.New(p.hs.URL, "whk_guess")
 	none := client.New(p.hs.URL, "")
 	for i := 0; i < 5; i++ { // not counted
@@ -262,9 +244,7 @@ func TestUploadQuota(t *testing.T) {
 		{"bytes", server.UploadQuota{MaxBytes: int64(len(policy)) + int64(len(scripted)) - 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			key := make([]byte, 32)
-			_, _ = rand.Read(key)
-			p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) { o.UploadQuota = tt.quota })
+			p := newPlatformTweaked(t, func(o *server.Options) { o.UploadQuota = tt.quota })
 			pub := p.key(t, server.RolePublisher, "pubco")
 			if _, err := pub.UploadModule(ctx, "pubco", policy); err != nil {
 				t.Fatal(err)
@@ -292,11 +272,8 @@ func TestUploadQuota(t *testing.T) {
 func TestSigningKeyTrust(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", true); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
+	a := newTenant(t, p, "acme", true)
+	pub, op := a.pub, a.op
 	pin := publishPolicy(t, pub)
 
 	pk, sk, _ := ed25519.GenerateKey(rand.Reader)
@@ -350,5 +327,225 @@ func TestSigningKeyTrust(t *testing.T) {
 	}
 	if vs, err := op.Versions(ctx, "pubco", "nothing"); err != nil || len(vs) != 0 {
 		t.Fatalf("versions of another name: %+v %v", vs, err)
+	}
+}
+
+// TestRevokedKeyOpenWaits: a key revoked (or rotated) while its long poll
+// and its event stream wait for an approval does not receive the resumed
+// run's outcome: the lookup per request let a stolen key's waits, opened
+// before the revocation, run on and deliver it (up to MaxWait later, and
+// MaxPollsPerKey of them). The long poll is 401; the stream ends without
+// "resolved".
+func TestRevokedKeyOpenWaits(t *testing.T) {
+	for _, how := range []string{"revoke", "rotate"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			p := newPlatform(t)
+			a := newAsking(t, p)
+			k, err := p.admin.CreateKey(ctx, server.RoleRuntime, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stolen := client.New(p.hs.URL, k.Key)
+			id := a.pending(t, "r-revoked-"+how, map[string]any{"tool": "shell.exec"})
+
+			poll, stream := waitPoll(ctx, stolen, id, 30), waitStream(ctx, stolen, id, 30)
+			stream.begun(t, 20*time.Second)
+			time.Sleep(300 * time.Millisecond) // the long poll is waiting too
+			retireKey(t, p.admin, how, k.ID)
+			if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			for name, w := range map[string]*waiting{"long poll": poll, "event stream": stream} {
+				g := w.result(t, name, 20*time.Second)
+				if g.out != nil {
+					t.Errorf("%s: the %sd key received the outcome (verdict %s)", name, how, g.out.Verdict)
+				}
+				var pr *api.Problem
+				if name == "long poll" && (!errors.As(g.err, &pr) || pr.Status != 401) {
+					t.Errorf("%s: %v, want 401", name, g.err)
+				}
+			}
+			// The runtime key that was not revoked still gets it.
+			if out, err := a.rt.Result(ctx, "acme", id, 0); err != nil || out == nil {
+				t.Fatalf("the live key: %+v %v", out, err)
+			}
+		})
+	}
+}
+
+// TestLastAdminKeyAcrossNodes: two nodes each revoking one of the last two
+// admin keys at once must leave one. The last-admin check was exact within
+// one process only (a lock in memory): on two nodes both counted two admin
+// keys, both deleted, and nobody could make keys again.
+func TestLastAdminKeyAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	// Revoked keys are refused on the way: no failed-authentication limit.
+	c := newCluster(t, 2, func(_ int, o *server.Options) { o.AuthFailLimit = server.RateLimit{PerSecond: -1} })
+	n1, n2 := c.nodes[0], c.nodes[1]
+	admin := n1.admin
+	for i := range 30 {
+		a, err := admin.CreateKey(ctx, server.RoleAdmin, "")
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		b, err := admin.CreateKey(ctx, server.RoleAdmin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Only a and b are admin keys now.
+		revokeAdminsBut(t, client.New(n1.hs.URL, a.Key), a.ID, b.ID)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, x := range []struct {
+			node     *platform
+			with, id string
+		}{{n1, b.Key, a.ID}, {n2, a.Key, b.ID}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_ = client.New(x.node.hs.URL, x.with).RevokeKey(ctx, x.id)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var left []string
+		for _, k := range []*server.KeyDoc{a, b} {
+			var n int
+			// A cluster is on Postgres: $1 as it is.
+			if err := n1.db.QueryRow(`SELECT COUNT(*) FROM serve_keys WHERE id = $1`, k.ID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 1 {
+				left = append(left, k.ID)
+			}
+		}
+		if len(left) != 1 {
+			t.Fatalf("round %d: %d admin keys left of the last two, want 1", i, len(left))
+		}
+		admin = client.New(n1.hs.URL, map[string]string{a.ID: a.Key, b.ID: b.Key}[left[0]])
+	}
+}
+
+// TestUploadsInFlightBounded: one publisher key has at most
+// DefaultMaxUploadsInFlight uploads in flight; one more is 429
+// rate_limited before its body is read. Uploads were bounded in rate only,
+// so one key could hold hundreds at once, each buffering up to 32 MiB and
+// then compiling it: the server's memory and CPU, for one third party.
+func TestUploadsInFlightBounded(t *testing.T) {
+	p := newPlatform(t)
+	k, err := p.admin.CreateKey(context.Background(), server.RolePublisher, "pubco")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+	upload := func(body io.Reader) (int, error) {
+		req, err := http.NewRequest("POST", p.hs.URL+"/v1/publishers/pubco/modules", body)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+k.Key)
+		req.Header.Set("Content-Type", "application/wasm")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+			return 0, errors.New("429 without Retry-After")
+		}
+		return resp.StatusCode, nil
+	}
+	// Slow uploads, over raw connections: headers saying 1 MiB and 64 KiB
+	// of it sent, the rest never; each tried again when the server
+	// answers (refused: another upload held its slot a moment), until
+	// stop.
+	slow, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	ended := make(chan struct{}, server.DefaultMaxUploadsInFlight)
+	for range server.DefaultMaxUploadsInFlight {
+		go func() {
+			defer func() { ended <- struct{}{} }()
+			for slow.Err() == nil {
+				conn, err := net.Dial("tcp", p.hs.Listener.Addr().String())
+				if err != nil {
+					return
+				}
+				go func() { <-slow.Done(); conn.Close() }()
+				fmt.Fprintf(conn, "POST /v1/publishers/pubco/modules HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n", k.Key, 1<<20)
+				_, _ = conn.Write(make([]byte, 64<<10))
+				_, _ = io.Copy(io.Discard, conn) // the answer, or nothing until stop
+				conn.Close()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	policy := policyWasm(t)
+	try := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			status, err := upload(bytes.NewReader(policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d, want %d", status, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	try(http.StatusTooManyRequests) // both slow ones are in
+	// Once they end, uploads pass again.
+	stop()
+	for range server.DefaultMaxUploadsInFlight {
+		<-ended
+	}
+	try(http.StatusCreated)
+}
+
+// TestProposedSigningKeysBounded: a publisher proposes at most
+// MaxProposedSigningKeys signing keys an admin has not approved; one more
+// is 403 quota_exceeded, and nothing is stored. A key registered again, and
+// a key an admin registers (approved at once), pass. They were unbounded:
+// each is read (and its signatures checked) whenever anyone lists or binds
+// the publisher's versions, so one publisher key could make every tenant's
+// reads of its catalogue, and binds of it, as slow as it liked.
+func TestProposedSigningKeysBounded(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	pub := p.key(t, server.RolePublisher, "pubco")
+	newPub := func() ed25519.PublicKey {
+		k, _, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	var first ed25519.PublicKey
+	for i := range server.MaxProposedSigningKeys {
+		k := newPub()
+		if i == 0 {
+			first = k
+		}
+		if _, err := pub.RegisterSigningKey(ctx, "pubco", k); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	_, err := pub.RegisterSigningKey(ctx, "pubco", newPub())
+	wantCode(t, err, 403, server.CodeQuotaExceeded)
+	if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || len(keys) != server.MaxProposedSigningKeys {
+		t.Fatalf("%d keys, %v", len(keys), err)
+	}
+	if _, err := pub.RegisterSigningKey(ctx, "pubco", first); err != nil {
+		t.Fatalf("a key registered again: %v", err)
+	}
+	if d, err := p.admin.RegisterSigningKey(ctx, "pubco", newPub()); err != nil || !d.Approved {
+		t.Fatalf("an admin's key: %+v %v", d, err)
 	}
 }

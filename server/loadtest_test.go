@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,12 +21,9 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 	"github.com/wasmhooks/wasmhooks/store"
-	"github.com/wasmhooks/wasmhooks/store/postgres"
-	"github.com/wasmhooks/wasmhooks/store/sqlite"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
@@ -75,11 +71,7 @@ type loadNode struct {
 func startLoadNode(t *testing.T, db *store.DB, hostKey []byte) *loadNode {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
+	rt := newRuntime(t)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: hostKey, Approvals: chain.NewMemoryApprovals(),
 		AdminKey: adminKey, Logger: logger, AccessLog: slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -114,27 +106,16 @@ func TestLoad(t *testing.T) {
 		t.Skip("the load test runs with -loadtest=DURATION (make loadtest)")
 	}
 	ctx := context.Background()
-	hostKey := make([]byte, 32)
-	_, _ = rand.Read(hostKey)
+	key := hostKey()
 	var nodes []*loadNode
 	switch *loadNodes {
 	case 1:
-		db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		nodes = append(nodes, startLoadNode(t, db, hostKey))
+		nodes = append(nodes, startLoadNode(t, openSQLite(t, t.TempDir()), key))
 	case 2:
 		storetest.RequirePostgres(t)
 		url := storetest.PostgresURL(t)
 		for range 2 {
-			db, err := postgres.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			nodes = append(nodes, startLoadNode(t, db, hostKey))
+			nodes = append(nodes, startLoadNode(t, openPostgres(t, url), key))
 		}
 	default:
 		t.Fatalf("-loadtest.nodes is 1 or 2, not %d", *loadNodes)

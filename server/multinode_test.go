@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -26,12 +25,9 @@ import (
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
-	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 	"github.com/wasmhooks/wasmhooks/store"
-	"github.com/wasmhooks/wasmhooks/store/postgres"
-	"github.com/wasmhooks/wasmhooks/store/sqlite"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
@@ -65,12 +61,7 @@ func newCluster(t *testing.T, n int, tweak func(i int, o *server.Options)) *clus
 // start starts one more node of c.
 func (c *cluster) start(t *testing.T, tweak func(*server.Options)) *platform {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), c.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return startPlatform(t, db, c.key, tweak)
+	return startPlatform(t, openPostgres(t, c.url), c.key, tweak)
 }
 
 // on returns cl pointed at node p.
@@ -118,35 +109,12 @@ func callStatus(t *testing.T, out *client.Outcome) abi.Status {
 // returns the runtime and operator keys.
 func setupPaid(t *testing.T, c *cluster, credit int64) (rtk, op *client.Client) {
 	t.Helper()
-	ctx := context.Background()
-	p := c.nodes[0]
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op = p.key(t, server.RoleOperator, "acme")
-	rtk = p.key(t, server.RoleRuntime, "acme")
+	a := newTenant(t, c.nodes[0], "acme", false)
 	if credit > 0 {
-		if _, err := p.admin.GrantCredit(ctx, "acme", credit, "g1"); err != nil {
-			t.Fatal(err)
-		}
+		a.grant(t, credit, "g1")
 	}
-	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := pub.UploadModule(ctx, "pubco", scripted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "paid", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.BindChain(ctx, "acme", paidConfig(client.Pin(v))); err != nil {
-		t.Fatal(err)
-	}
-	return rtk, op
+	a.bind(t, paidConfig(client.Pin(publishGuest(t, a.pub, "scripted", "paid"))))
+	return a.rt, a.op
 }
 
 // waitBound waits until tenant's chain answers on node p.
@@ -172,16 +140,10 @@ func TestNodesBindingReachesOtherNode(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2, func(_ int, o *server.Options) { o.SyncInterval = time.Hour })
 	n1, n2 := c.nodes[0], c.nodes[1]
-	if err := n1.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := n1.key(t, server.RolePublisher, "pubco")
-	op := n1.key(t, server.RoleOperator, "acme")
-	rtk := n1.key(t, server.RoleRuntime, "acme")
-	pin := publishPolicy(t, pub)
-	if _, err := op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
-		t.Fatal(err)
-	}
+	a := newTenant(t, n1, "acme", false)
+	op, rtk := a.op, a.rt
+	pin := publishPolicy(t, a.pub)
+	a.bind(t, chainConfig(pin))
 	secret := map[string]any{"outgoing": "the SECRET is 42"}
 	classified := map[string]any{"outgoing": "CLASSIFIED plans"}
 	waitBound(t, rtk, n2, "message.outbound", secret)
@@ -269,11 +231,7 @@ func TestNodesCreditExact(t *testing.T) {
 func checkLedger(t *testing.T, c *cluster, charges int) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, c.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openPostgres(t, c.url)
 	if err := store.NewLedger(db, store.LedgerOptions{}).Check(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -286,16 +244,23 @@ func checkLedger(t *testing.T, c *cluster, charges int) {
 	}
 }
 
+// auditPerRun verifies acme's audit chain and returns how many records
+// each run has.
+func auditPerRun(t *testing.T, c *cluster) map[string]int {
+	t.Helper()
+	perRun := map[string]int{}
+	for _, r := range verifyAudit(t, c, "acme") {
+		perRun[r.Run]++
+	}
+	return perRun
+}
+
 // verifyAudit verifies tenant's audit chain, with the host key, and
 // returns its records.
 func verifyAudit(t *testing.T, c *cluster, tenant string) []audit.Record {
 	t.Helper()
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, c.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openPostgres(t, c.url)
 	st := store.NewAuditStore(db, tenant)
 	if _, err := audit.VerifyStore(ctx, st, audit.VerifyOptions{Key: c.key}); err != nil {
 		t.Fatalf("the audit chain of %s: %v", tenant, err)
@@ -323,15 +288,8 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2, nil)
 	n1, n2 := c.nodes[0], c.nodes[1]
-	if err := n1.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := n1.key(t, server.RolePublisher, "pubco")
-	op := n1.key(t, server.RoleOperator, "acme")
-	rtk := n1.key(t, server.RoleRuntime, "acme")
-	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
-		t.Fatal(err)
-	}
+	a := newAsking(t, n1)
+	op, rtk := a.op, a.rt
 	shell := map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls"}}
 	waitBound(t, rtk, n2, "message.outbound", map[string]any{"outgoing": "hi"})
 	for i := range 3 {
@@ -343,15 +301,7 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 			t.Fatalf("pending: %+v %v", out, err)
 		}
 		id := out.Approval.ID
-		type got struct {
-			out *client.Outcome
-			err error
-		}
-		done := make(chan got, 1)
-		go func() {
-			o, err := on(rtk, n2).Result(ctx, "acme", id, 30)
-			done <- got{o, err}
-		}()
+		w := waitPoll(ctx, on(rtk, n2), id, 30)
 		time.Sleep(200 * time.Millisecond) // let the waiter wait (correct without it too)
 		resolver := on(op, c.nodes[i%2])
 		began := time.Now()
@@ -359,15 +309,10 @@ func TestNodesApprovalAcrossNodes(t *testing.T) {
 		if err != nil || resumed.Verdict != "allow" {
 			t.Fatalf("resolve: %+v %v", resumed, err)
 		}
-		select {
-		case g := <-done:
-			if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != run {
-				t.Fatalf("waiting client on node 2: %+v %v", g.out, g.err)
-			}
-			t.Logf("resolved on node %d: the waiter on node 2 had the outcome %s after the resolve began", i%2+1, time.Since(began))
-		case <-time.After(20 * time.Second):
-			t.Fatal("the waiting client on node 2 got nothing")
+		if g := w.result(t, "the waiting client on node 2", 20*time.Second); g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != run {
+			t.Fatalf("waiting client on node 2: %+v %v", g.out, g.err)
 		}
+		t.Logf("resolved on node %d: the waiter on node 2 had the outcome %s after the resolve began", i%2+1, time.Since(began))
 		// Resolved once, on every node.
 		for _, n := range c.nodes {
 			_, err := on(op, n).Resolve(ctx, "acme", id, "deny", nil, "")
@@ -433,10 +378,7 @@ func TestNodesRunIDOnce(t *testing.T) {
 			t.Errorf("run %s: %d different outcomes", run, len(d))
 		}
 	}
-	perRun := map[string]int{}
-	for _, r := range verifyAudit(t, c, "acme") {
-		perRun[r.Run]++
-	}
+	perRun := auditPerRun(t, c)
 	for run := range docs {
 		if perRun[run] != 1 {
 			t.Errorf("run %s: %d audit records, want 1 (it ran more than once)", run, perRun[run])
@@ -451,20 +393,14 @@ func TestNodesRunIDOnce(t *testing.T) {
 func TestNodesSQLiteSharedFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+	key := hostKey()
 	fast := func(o *server.Options) {
 		o.SyncInterval = 50 * time.Millisecond
 		o.LLMProvider = exactProvider{}
 	}
 	var nodes []*platform
 	for range 2 {
-		db, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		nodes = append(nodes, startPlatform(t, db, key, fast))
+		nodes = append(nodes, startPlatform(t, openSQLite(t, dir), key, fast))
 	}
 	c := &cluster{key: key, nodes: nodes}
 	rtk, op := setupPaid(t, c, 100*paidCallCost)
@@ -520,16 +456,7 @@ func TestNodeProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	db, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
+	srv, err := server.New(context.Background(), server.Options{DB: openPostgres(t, url), Runtime: newRuntime(t), HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
 		RunTimeout: 5 * time.Second, RateLimit: server.RateLimit{PerSecond: 10000, Burst: 10000},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -680,10 +607,7 @@ func TestNodesKilledMidRun(t *testing.T) {
 			}
 		}
 	}
-	perRun := map[string]int{}
-	for _, r := range verifyAudit(t, c, "acme") {
-		perRun[r.Run]++
-	}
+	perRun := auditPerRun(t, c)
 	for run := range acked {
 		if perRun[run] != 1 {
 			t.Errorf("acknowledged run %s: %d audit records, want 1", run, perRun[run])
@@ -718,44 +642,17 @@ func BenchmarkRunID(b *testing.B) {
 	ctx := context.Background()
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		b.Run(dialect, func(b *testing.B) {
-			var (
-				db  *store.DB
-				err error
-			)
+			var db *store.DB
 			if dialect == "postgres" {
 				if os.Getenv(storetest.PostgresEnv) == "" {
 					b.Skip("no Postgres: " + storetest.PostgresEnv + " is unset")
 				}
-				db, err = postgres.Open(ctx, storetest.PostgresURL(b))
+				db = openPostgres(b, storetest.PostgresURL(b))
 			} else {
-				db, err = sqlite.Open(ctx, filepath.Join(b.TempDir(), "state.db"))
+				db = openSQLite(b, b.TempDir())
 			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { db.Close() })
-			key := make([]byte, 32)
-			_, _ = rand.Read(key)
-			p := startPlatform(b, db, key, func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6} })
-			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-				b.Fatal(err)
-			}
-			pub, op, rtk := p.key(b, server.RolePublisher, "pubco"), p.key(b, server.RoleOperator, "acme"), p.key(b, server.RoleRuntime, "acme")
-			wasm, err := os.ReadFile("../testdata/guests/policy.wasm")
-			if err != nil {
-				b.Fatal(err)
-			}
-			mod, err := pub.UploadModule(ctx, "pubco", wasm)
-			if err != nil {
-				b.Fatal(err)
-			}
-			v, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", mod.Digest)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := op.BindChain(ctx, "acme", chainConfig(client.Pin(v))); err != nil {
-				b.Fatal(err)
-			}
+			p := startPlatform(b, db, hostKey(), func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6} })
+			rtk := newBound(b, p, chainConfig).rt
 			msg := map[string]any{"outgoing": "hello"}
 			for _, withID := range []bool{false, true} {
 				b.Run(fmt.Sprintf("id=%v", withID), func(b *testing.B) {
@@ -771,5 +668,38 @@ func BenchmarkRunID(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// TestRunIDWaitLeavesNoWaiter: a request that waited for another node's
+// claim on its run id, then found that node's stored outcome with the claim
+// still there (the release failed or has not run yet), leaves no waiter
+// behind. The node that ran it does not announce a stored outcome, so
+// nobody closed the waiter: one map entry kept for ever per such run id.
+func TestRunIDWaitLeavesNoWaiter(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newAsking(t, p)
+	// Another node holds the claim, and stores its outcome a little later.
+	if _, err := p.db.Exec(q(`INSERT INTO serve_run_claims (tenant, run, owner, lease_until) VALUES ('acme', 'r-other', 'node-other', $1)`),
+		time.Now().Add(time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	stored := make(chan error, 1)
+	go func() {
+		time.Sleep(800 * time.Millisecond)
+		_, err := p.db.Exec(q(`INSERT INTO serve_runs (tenant, run, outcome) VALUES ('acme', 'r-other', $1)`),
+			`{"run":"r-other","tenant":"acme","point":"tool.before","verdict":"allow","modified":false,"context":{},"trace":[],"audit":[]}`)
+		stored <- err // its claim stays: giving it up failed (finishRun logs that, and goes on)
+	}()
+	out, err := a.rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "ls"}, "r-other")
+	if err != nil || out.Verdict != "allow" || out.Run != "r-other" {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if err := <-stored; err != nil {
+		t.Fatal(err)
+	}
+	if n := server.Waiters(p.srv); n != 0 {
+		t.Fatalf("%d waiters left behind", n)
 	}
 }

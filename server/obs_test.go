@@ -3,14 +3,12 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -48,12 +46,22 @@ func scrape(t *testing.T, base, key string) map[string]*dto.MetricFamily {
 
 func httpGet(t *testing.T, url, key string, header http.Header) (int, []byte, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
+	return httpDo(t, "GET", url, key, header, "")
+}
+
+// httpDo sends a request with header, key (if not empty) and a JSON body
+// (if not empty), and returns the response's status, body and headers.
+func httpDo(t *testing.T, method, url, key string, header http.Header, body string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range header {
 		req.Header[k] = v
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -132,39 +140,11 @@ func obsChain(policyPin, scriptedPin string) []byte {
 // granted, and its runtime and operator keys.
 func obsPlatform(t *testing.T, tweak func(*server.Options)) (p *platform, rtk, op *client.Client, rtKey *server.KeyDoc) {
 	t.Helper()
-	ctx := context.Background()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p = newPlatformWith(t, t.TempDir(), key, tweak)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op = p.key(t, server.RoleOperator, "acme")
-	k, err := p.admin.CreateKey(ctx, server.RoleRuntime, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtk = client.New(p.hs.URL, k.Key)
-	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := pub.UploadModule(ctx, "pubco", scripted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := pub.Publish(ctx, "pubco", "scripted", "1.0.0", mod.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.BindChain(ctx, "acme", obsChain(publishPolicy(t, pub), client.Pin(v))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.admin.GrantCredit(ctx, "acme", 10000, "g1"); err != nil {
-		t.Fatal(err)
-	}
-	return p, rtk, op, k
+	p = newPlatformTweaked(t, tweak)
+	a := newTenant(t, p, "acme", false)
+	a.bind(t, obsChain(publishPolicy(t, a.pub), client.Pin(publishGuest(t, a.pub, "scripted", "scripted"))))
+	a.grant(t, 10000, "g1")
+	return p, a.rt, a.op, a.rtDoc
 }
 
 func traceOf(t *testing.T, out *client.Outcome) []chain.Step {
@@ -340,9 +320,9 @@ func TestMetricsAuthorization(t *testing.T) {
 	}{
 		{"no key", "", 401},
 		{"unknown key", "whk_not-a-key", 401},
-		{"operator", keyOf(t, p, server.RoleOperator, "acme"), 403},
-		{"runtime", keyOf(t, p, server.RoleRuntime, "acme"), 403},
-		{"publisher", keyOf(t, p, server.RolePublisher, "pubco"), 403},
+		{"operator", p.key(t, server.RoleOperator, "acme").Key, 403},
+		{"runtime", p.key(t, server.RoleRuntime, "acme").Key, 403},
+		{"publisher", p.key(t, server.RolePublisher, "pubco").Key, 403},
 		{"admin", adminKey, 200},
 	}
 	for _, c := range cases {
@@ -377,39 +357,14 @@ func (w *bufferWriter) Header() http.Header         { return w.h }
 func (w *bufferWriter) Write(b []byte) (int, error) { return w.b.Write(b) }
 func (w *bufferWriter) WriteHeader(s int)           { w.status = s }
 
-func keyOf(t *testing.T, p *platform, role server.Role, tenant string) string {
-	t.Helper()
-	k, err := p.admin.CreateKey(context.Background(), role, tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k.Key
-}
-
-// syncBuffer is testutil's, a bytes.Buffer safe for concurrent writes.
-type syncBuffer = testutil.SyncBuffer
-
 const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 // postRun posts a run with its own request id and traceparent, and returns
 // the response's status, body and headers.
 func postRun(t *testing.T, base, key, requestID string) (int, []byte, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest("POST", base+"/v1/tenants/acme/runs", strings.NewReader(`{"point":"message.outbound","context":{"outgoing":"hello"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("X-Request-Id", requestID)
-	req.Header.Set("traceparent", testTraceparent)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header
+	return httpDo(t, "POST", base+"/v1/tenants/acme/runs", key, http.Header{"X-Request-Id": {requestID}, "Traceparent": {testTraceparent}},
+		`{"point":"message.outbound","context":{"outgoing":"hello"}}`)
 }
 
 // TestAccessLog: one JSON line per request with method, route pattern,
@@ -417,7 +372,7 @@ func postRun(t *testing.T, base, key, requestID string) (int, []byte, http.Heade
 // and trace id; a request without a key has none; a hostile request id is
 // replaced.
 func TestAccessLog(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	p, _, _, rtKey := obsPlatform(t, func(o *server.Options) {
 		o.AccessLog = slog.New(slog.NewJSONHandler(logs, nil))
 	})
@@ -530,6 +485,43 @@ func TestSpans(t *testing.T) {
 		"wasmhooks.key_id": rtKey.ID, "wasmhooks.tenant": "acme", "wasmhooks.request_id": "spans-1"} {
 		if attrs[k] != v {
 			t.Errorf("server span %s = %q, want %q", k, attrs[k], v)
+		}
+	}
+}
+
+// TestAccessLogTenantBounded: the access line's and the span's tenant come
+// from the path before any key is checked, and were not cut as the path
+// is: a client without a key wrote a 60 KiB tenant (the header limit) into
+// every line and span, past MaxLoggedPathBytes. A tenant that is not a
+// tenant's name (1 to 64 of [a-z0-9._-]) is cut like the path.
+func TestAccessLogTenantBounded(t *testing.T) {
+	logs := &testutil.SyncBuffer{}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p := newPlatformTweaked(t, func(o *server.Options) {
+		o.AccessLog = slog.New(slog.NewJSONHandler(logs, nil))
+		o.TracerProvider = tp
+	})
+	long := strings.Repeat("t", 16<<10)
+	if status, _, _ := httpGet(t, p.hs.URL+"/v1/tenants/"+long+"/credit", "whk_wrong", nil); status != 401 {
+		t.Fatalf("a wrong key: %d", status)
+	}
+	if status, _, _ := httpGet(t, p.hs.URL+"/v1/tenants/acme/credit", "whk_wrong", nil); status != 401 {
+		t.Fatalf("a wrong key: %d", status)
+	}
+	all := logs.String()
+	if strings.Contains(all, long[:2*server.MaxLoggedPathBytes]) {
+		t.Errorf("the access log carries the path's tenant uncut (%d bytes of log)", len(all))
+	}
+	if !strings.Contains(all, `"tenant":"acme"`) {
+		t.Errorf("a tenant's name is not logged whole:\n%s", all)
+	}
+	for _, sp := range rec.Ended() {
+		for _, a := range sp.Attributes() {
+			if len(a.Value.String()) > server.MaxLoggedPathBytes+3 {
+				t.Errorf("span %s: attribute %s is %d bytes", sp.Name(), a.Key, len(a.Value.String()))
+			}
 		}
 	}
 }

@@ -2,10 +2,7 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
 	"testing"
-
-	"github.com/wasmhooks/wasmhooks/server"
 )
 
 // TestRestart: a server started again on the same data has its tenants'
@@ -13,25 +10,13 @@ import (
 func TestRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+	key := hostKey()
 	p1 := newPlatformAt(t, dir, key)
-	if err := p1.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p1.key(t, server.RolePublisher, "pubco")
-	op := p1.key(t, server.RoleOperator, "acme")
-	rtk := p1.key(t, server.RoleRuntime, "acme")
-	if _, err := p1.admin.GrantCredit(ctx, "acme", 7, "g"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.BindChain(ctx, "acme", chainConfig(publishPolicy(t, pub))); err != nil {
-		t.Fatal(err)
-	}
-	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r1")
-	if err != nil || out.Approval == nil {
-		t.Fatalf("%+v %v", out, err)
-	}
+	a := newTenant(t, p1, "acme", false)
+	op, rtk := a.op, a.rt
+	a.grant(t, 7, "g")
+	a.bind(t, chainConfig(publishPolicy(t, a.pub)))
+	id := a.pending(t, "r1", map[string]any{"tool": "shell.exec"})
 	p1.srv.Drain()
 	p1.hs.Close()
 	if err := p1.srv.Close(ctx); err != nil {
@@ -49,11 +34,11 @@ func TestRestart(t *testing.T) {
 	if o, err := rtk.Run(ctx, "acme", "message.outbound", map[string]any{"outgoing": "hi"}, "r1"); err != nil || o.Verdict != "pending" {
 		t.Fatalf("run id after restart: %+v %v", o, err)
 	}
-	res, err := op.Resolve(ctx, "acme", out.Approval.ID, "deny", nil, "no")
+	res, err := op.Resolve(ctx, "acme", id, "deny", nil, "no")
 	if err != nil || res.Verdict != "block" || res.Run != "r1" {
 		t.Fatalf("resolve after restart: %+v %v", res, err)
 	}
-	if r, err := rtk.Result(ctx, "acme", out.Approval.ID, 0); err != nil || r == nil || r.Verdict != "block" {
+	if r, err := rtk.Result(ctx, "acme", id, 0); err != nil || r == nil || r.Verdict != "block" {
 		t.Fatalf("result after restart: %+v %v", r, err)
 	}
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
@@ -18,42 +16,16 @@ import (
 func TestGracefulShutdown(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pub := p.key(t, server.RolePublisher, "pubco")
-	op := p.key(t, server.RoleOperator, "acme")
-	scripted, err := os.ReadFile("../testdata/guests/scripted.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m1, err := pub.UploadModule(ctx, "pubco", policyWasm(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, err := pub.UploadModule(ctx, "pubco", scripted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := pub.Publish(ctx, "pubco", "policy", "1.0.0", m1.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2, err := pub.Publish(ctx, "pubco", "scripted", "1.0.0", m2.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newTenant(t, p, "acme", false)
 	// A guard that loops until its timeout (the default, 2 s): a slow run.
-	cfg := `{"modules": {"policy": "` + client.Pin(v1) + `", "slow": "` + client.Pin(v2) + `"},
+	cfg := `{"modules": {"policy": "` + publishPolicy(t, a.pub) + `", "slow": "` + client.Pin(publishGuest(t, a.pub, "scripted", "scripted")) + `"},
   "bindings": [
     {"name": "slow", "module": "slow", "point": "message.inbound", "phase": "guard", "settings": {"script": "@@L"},
      "limits": {"fuel": 1000000000000}},
     {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
      "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
   ]}`
-	if _, err := op.BindChain(ctx, "acme", []byte(cfg)); err != nil {
-		t.Fatal(err)
-	}
+	a.bind(t, []byte(cfg))
 
 	// The platform on its own http.Server, to shut it down.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -63,27 +35,16 @@ func TestGracefulShutdown(t *testing.T) {
 	hs := &http.Server{Handler: p.srv.Handler()}
 	go hs.Serve(ln)
 	base := "http://" + ln.Addr().String()
-	rtk := p.key(t, server.RoleRuntime, "acme")
+	rtk := a.rt
 	rtk.Base = base
-	pend, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "")
-	if err != nil || pend.Approval == nil {
-		t.Fatalf("%+v %v", pend, err)
-	}
+	id := a.pending(t, "", map[string]any{"tool": "shell.exec"})
 
-	type result struct {
-		out *client.Outcome
-		err error
-	}
-	slow := make(chan result, 1)
+	slow := make(chan waited, 1)
 	go func() {
 		o, err := rtk.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, "")
-		slow <- result{o, err}
+		slow <- waited{out: o, err: err}
 	}()
-	poll := make(chan error, 1)
-	go func() {
-		_, err := rtk.Result(ctx, "acme", pend.Approval.ID, 60)
-		poll <- err
-	}()
+	poll := waitPoll(ctx, rtk, id, 60)
 	time.Sleep(300 * time.Millisecond) // both requests in flight (correct without it too)
 
 	p.srv.Drain()
@@ -95,13 +56,8 @@ func TestGracefulShutdown(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while draining: %d", resp.StatusCode)
 	}
-	select {
-	case err := <-poll:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long poll did not end on Drain")
+	if g := poll.result(t, "the long poll on Drain", 10*time.Second); g.err != nil {
+		t.Fatal(g.err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

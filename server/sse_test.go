@@ -3,9 +3,10 @@ package server_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
+	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,82 +14,21 @@ import (
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
-// asking is a tenant "acme" bound to the policy guest, with its operator
-// and runtime keys.
-type asking struct {
-	op, rt *client.Client
-}
-
-func newAsking(t *testing.T, p *platform) asking {
-	t.Helper()
-	ctx := context.Background()
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
-	a := asking{op: p.key(t, server.RoleOperator, "acme"), rt: p.key(t, server.RoleRuntime, "acme")}
-	if _, err := a.op.BindChain(ctx, "acme", chainConfig(pin)); err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-// pending runs ctxDoc's tool at tool.before and returns the approval id.
-func (a asking) pending(t *testing.T, run string, ctxDoc map[string]any) string {
-	t.Helper()
-	out, err := a.rt.Run(context.Background(), "acme", "tool.before", ctxDoc, run)
-	if err != nil || out.Verdict != "pending" || out.Approval == nil {
-		t.Fatalf("pending: %+v %v", out, err)
-	}
-	return out.Approval.ID
-}
-
 // TestApprovalEvents: the Server-Sent Events stream of an approval gives
 // "status" then, once an operator resolves it, "resolved" with the resumed
 // outcome, and ends; an approval resolved already gives "resolved" at once.
 func TestApprovalEvents(t *testing.T) {
 	ctx := context.Background()
-	p := newPlatform(t)
-	a := newAsking(t, p)
-	id := a.pending(t, "r-sse", map[string]any{"tool": "shell.exec"})
-
-	type got struct {
-		out    *client.Outcome
-		err    error
-		events []string
-	}
-	done := make(chan got, 1)
-	started := make(chan struct{})
-	go func() {
-		var names []string
-		o, err := a.rt.WaitResult(ctx, "acme", id, 30, func(e client.Event) {
-			names = append(names, e.Name+":"+e.Result.Status)
-			if e.Name == server.EventStatus {
-				close(started)
-			}
-		})
-		done <- got{o, err, names}
-	}()
-	select {
-	case <-started:
-	case g := <-done:
-		t.Fatalf("the stream ended before the resolution: %+v", g)
-	case <-time.After(20 * time.Second):
-		t.Fatal("no status event")
-	}
+	a, id, w := streamWaiting(t, newPlatform(t), "r-sse", map[string]any{"tool": "shell.exec"}, 30)
 	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case g := <-done:
-		if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-sse" {
-			t.Fatalf("waiting client: %+v %v", g.out, g.err)
-		}
-		if strings.Join(g.events, ",") != "status:pending,resolved:resolved" {
-			t.Fatalf("events %v", g.events)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiting client got nothing")
+	g := w.result(t, "the waiting client", 20*time.Second)
+	if g.err != nil || g.out == nil || g.out.Verdict != "allow" || g.out.Run != "r-sse" {
+		t.Fatalf("waiting client: %+v %v", g.out, g.err)
+	}
+	if strings.Join(g.events, ",") != "status:pending,resolved:resolved" {
+		t.Fatalf("events %v", g.events)
 	}
 	// Resolved already: the result at once.
 	o, err := a.op.WaitResult(ctx, "acme", id, 30, nil)
@@ -107,9 +47,7 @@ func TestApprovalEvents(t *testing.T) {
 // ?wait=, after which the server closes the stream; a key's open waits
 // (streams and long polls together) are bounded.
 func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	p := newPlatformWith(t, t.TempDir(), key, func(o *server.Options) {
+	p := newPlatformTweaked(t, func(o *server.Options) {
 		o.Heartbeat = 50 * time.Millisecond
 		o.MaxPollsPerKey = 1
 	})
@@ -160,15 +98,7 @@ func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
 // binding's expiry policy, and its event stream delivers that outcome.
 func TestApprovalEventsExpiry(t *testing.T) {
 	ctx := context.Background()
-	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	op := p.key(t, server.RoleOperator, "acme")
-	rt := p.key(t, server.RoleRuntime, "acme")
-	if _, err := op.BindChain(ctx, "acme", expiringChainConfig(publishPolicy(t, p.key(t, server.RolePublisher, "pubco")))); err != nil {
-		t.Fatal(err)
-	}
+	rt := newBound(t, newPlatform(t), expiringChainConfig).rt
 	out, err := rt.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-sse-exp")
 	if err != nil || out.Approval == nil {
 		t.Fatalf("%+v %v", out, err)
@@ -183,39 +113,112 @@ func TestApprovalEventsExpiry(t *testing.T) {
 // once with "timeout" (the approval is still pending; the client waits
 // again elsewhere), so that shutdown does not wait for them.
 func TestApprovalEventsDrain(t *testing.T) {
+	p := newPlatform(t)
+	_, _, w := streamWaiting(t, p, "r-drain", map[string]any{"tool": "shell.exec"}, 60)
+	p.srv.Drain()
+	g := w.result(t, "the stream after the drain", 20*time.Second)
+	if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status:pending,timeout:pending" {
+		t.Fatalf("after drain: %+v %v %v", g.out, g.err, g.events)
+	}
+}
+
+// pollPlatform is a platform whose long polls are bounded by maxWait and
+// maxPolls per key, with acme's chain bound and one approval pending.
+func pollPlatform(t *testing.T, maxWait time.Duration, maxPolls int) (hsURL, approval string, rtk, op *client.Client, rtkKey string) {
+	t.Helper()
+	p := newPlatformTweaked(t, func(o *server.Options) { o.MaxWait, o.MaxPollsPerKey = maxWait, maxPolls })
+	a := newAsking(t, p)
+	id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
+	return p.hs.URL, id, a.rt, a.op, a.rt.Key
+}
+
+// TestLongPollsPerKeyBounded: a key's open long polls are bounded
+// (MaxPollsPerKey); one more is 429 rate_limited, and another key is still
+// served. Without the bound a key held rate x MaxWait polls.
+func TestLongPollsPerKeyBounded(t *testing.T) {
+	ctx := context.Background()
+	_, id, rtk, op, _ := pollPlatform(t, 30*time.Second, 2)
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	// Polls are opened one by one and kept open, until one is refused.
+	errs := make(chan error, 16)
+	var err error
+	started := 0
+	for err == nil && started < 10 {
+		started++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, perr := rtk.Result(pctx, "acme", id, 30)
+			errs <- perr
+		}()
+		select {
+		case err = <-errs:
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	wantCode(t, err, 429, server.CodeRateLimited)
+	if started != 3 {
+		t.Errorf("refused at poll %d, want 3 (2 allowed)", started)
+	}
+	// A poll that does not wait is not counted; another key is served.
+	if _, err := rtk.Result(ctx, "acme", id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Result(ctx, "acme", id, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLongPollHugeWait: a wait past int64 nanoseconds (1e12 s) waits
+// MaxWait; it converted to a negative duration and did not wait at all.
+func TestLongPollHugeWait(t *testing.T) {
+	url, id, _, _, key := pollPlatform(t, time.Second, 0)
+	req, _ := http.NewRequest("GET", url+"/v1/tenants/acme/approvals/"+id+"/result?wait=1e12", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Fatalf("wait=1e12 returned after %v; want about MaxWait (1 s)", d)
+	}
+}
+
+// TestApprovalEventsUnrecorded: an approval marked unrecorded (resolved by
+// the store, its outcome never recorded) ends its event stream at once,
+// already marked or marked while the stream waits, and the client says
+// ErrUnrecorded. The stream looked for "resolved" only: it waited MaxWait,
+// then said "timeout" with status pending, so an SSE client waited again,
+// for ever, for an outcome that would never come.
+func TestApprovalEventsUnrecorded(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
 	a := newAsking(t, p)
-	id := a.pending(t, "r-drain", map[string]any{"tool": "shell.exec"})
-	started := make(chan struct{})
-	type got struct {
-		out    *client.Outcome
-		err    error
-		events []string
-	}
-	done := make(chan got, 1)
-	go func() {
-		var names []string
-		o, err := a.rt.WaitResult(ctx, "acme", id, 60, func(e client.Event) {
-			names = append(names, e.Name)
-			if e.Name == server.EventStatus {
-				close(started)
-			}
-		})
-		done <- got{o, err, names}
-	}()
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no status event")
-	}
-	p.srv.Drain()
-	select {
-	case g := <-done:
-		if g.err != nil || g.out != nil || strings.Join(g.events, ",") != "status,timeout" {
-			t.Fatalf("after drain: %+v %v %v", g.out, g.err, g.events)
+	unrecord := func(id string) {
+		t.Helper()
+		// The store resolved it long ago (Done), and the resuming node
+		// died before recording the outcome.
+		if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = 1 WHERE id = $1`), id); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the stream outlived the drain")
+	}
+	// Marked while the stream waits (the expiry pass runs every 100 ms).
+	id := a.pending(t, "r-unrec-1", map[string]any{"tool": "shell.exec"})
+	w := waitStream(ctx, a.rt, id, 20)
+	time.Sleep(200 * time.Millisecond)
+	unrecord(id)
+	if g := w.result(t, "the stream, after the approval became unrecorded", 15*time.Second); !errors.Is(g.err, client.ErrUnrecorded) {
+		t.Fatalf("the waiting stream: %v, want ErrUnrecorded", g.err)
+	}
+	// Marked already when the stream starts.
+	if _, err := a.rt.WaitResult(ctx, "acme", id, 2, nil); !errors.Is(err, client.ErrUnrecorded) {
+		t.Fatalf("a stream on an unrecorded approval: %v, want ErrUnrecorded", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
 const testAdminKey = "cli-test-admin-key-0123456789abcdef01234567"
@@ -27,27 +29,8 @@ type platformCLI struct {
 func startServeCLI(t *testing.T) *platformCLI {
 	t.Helper()
 	t.Setenv("WASMHOOKS_ADMIN_KEY", testAdminKey)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir()}, nil, &stdout, &stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := listenRE.FindStringSubmatch(stderr.String()); m != nil {
-			return &platformCLI{t: t, url: "http://" + m[1], keys: []string{testAdminKey}}
-		}
-	}
-	t.Fatalf("serve did not listen: %s %s", stdout.String(), stderr.String())
-	return nil
+	s := startServe(t, "--data", t.TempDir())
+	return &platformCLI{t: t, url: "http://" + s.addr, keys: []string{testAdminKey}}
 }
 
 // do runs a verb with key in $WASMHOOKS_KEY ("" for none) and the server in
@@ -416,5 +399,23 @@ func TestCLIVerbHelp(t *testing.T) {
 		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "usage:") {
 			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout.String(), stderr.String())
 		}
+	}
+}
+
+// TestAPIFailUnrecorded: a verb whose approval will never have an outcome
+// (call --wait on an approval marked unrecorded) prints the code
+// "unrecorded", not "request_failed" (which reads as a network failure
+// worth retrying), and exits 1.
+func TestAPIFailUnrecorded(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := apiFail(&out, &errOut, "usage", fmt.Errorf("waiting: %w", client.ErrUnrecorded)); code != exitRefused {
+		t.Fatalf("exit %d", code)
+	}
+	var doc apiErrorDoc
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if doc.Error.Code != "unrecorded" {
+		t.Fatalf("code %q, want unrecorded: %s", doc.Error.Code, out.String())
 	}
 }
