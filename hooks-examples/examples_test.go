@@ -22,9 +22,7 @@ func TestExamplesBuildAsReactors(t *testing.T) {
 		t.Skip("builds wasm modules")
 	}
 	goLang := languages()[0]
-	if m := goLang.missing(); m != "" {
-		t.Skip(m)
-	}
+	goLang.require(t)
 	dirs, err := filepath.Glob("*/main.go")
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no examples found: %v", err)

@@ -23,6 +23,21 @@ func plain(f func(*sdk.Invocation) sdk.Decision) func(*sdk.Invocation) (sdk.Deci
 	return func(inv *sdk.Invocation) (sdk.Decision, error) { return f(inv), nil }
 }
 
+// runCalls runs f as h's handler at message.outbound and returns the errors
+// of the capability calls f made; a failed run fails t.
+func runCalls(t *testing.T, h *sdktest.Host, f func() []error) []error {
+	t.Helper()
+	var errs []error
+	_, err := h.RunHandler(plain(func(*sdk.Invocation) sdk.Decision {
+		errs = f()
+		return sdk.Continue()
+	}), outbound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return errs
+}
+
 func TestDecisions(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -162,10 +177,9 @@ func TestCallResults(t *testing.T) {
 		strV    string
 		rawV    json.RawMessage
 		structV answer
-		errs    []error
 	)
-	_, err := h.RunHandler(plain(func(*sdk.Invocation) sdk.Decision {
-		errs = append(errs,
+	errs := runCalls(t, h, func() []error {
+		return []error{
 			sdk.Call("echo", map[string]any{"text": "t", "count": 2}, &anyV),
 			sdk.Call("echo", map[string]any{"text": "t"}, &mapV),
 			sdk.Call("str", nil, &strV),
@@ -173,12 +187,8 @@ func TestCallResults(t *testing.T) {
 			sdk.Call("echo", answer{Text: "u", Count: 3}, &structV),
 			sdk.Call("echo", nil, nil),
 			sdk.Call("echo", json.RawMessage(`{"text":"raw"}`), &mapV),
-		)
-		return sdk.Continue()
-	}), outbound)
-	if err != nil {
-		t.Fatal(err)
-	}
+		}
+	})
 	if e := errors.Join(errs...); e != nil {
 		t.Fatal(e)
 	}
@@ -200,21 +210,16 @@ func TestCallMalformedResults(t *testing.T) {
 	h.Register("bad", func(map[string]any) (any, error) { return json.RawMessage(`{"a":1,"a":2}`), nil })
 	h.Register("llm.run", func(map[string]any) (any, error) { return map[string]any{"txt": "x"}, nil })
 	h.Register("kv.get", func(map[string]any) (any, error) { return map[string]any{"found": "yes"}, nil })
-	var errs []error
-	_, err := h.RunHandler(plain(func(*sdk.Invocation) sdk.Decision {
+	errs := runCalls(t, h, func() []error {
 		var s string
 		var m map[string]any
 		var st struct{ A string }
-		errs = append(errs, sdk.Call("num", nil, &s), sdk.Call("num", nil, &m), sdk.Call("bad", nil, &m), sdk.Call("num", nil, &st))
+		errs := []error{sdk.Call("num", nil, &s), sdk.Call("num", nil, &m), sdk.Call("bad", nil, &m), sdk.Call("num", nil, &st)}
 		_, err := sdk.LLMRun("p", 0)
 		errs = append(errs, err)
 		_, _, err = sdk.KVGet("k")
-		errs = append(errs, err)
-		return sdk.Continue()
-	}), outbound)
-	if err != nil {
-		t.Fatal(err)
-	}
+		return append(errs, err)
+	})
 	for i, err := range errs {
 		if !errors.Is(err, sdk.ErrMalformedResult) {
 			t.Errorf("call %d: err = %v, want ErrMalformedResult", i, err)
@@ -495,9 +500,9 @@ func TestConcurrentCalls(t *testing.T) {
 		}
 		return p, nil
 	})
-	var mu sync.Mutex
-	var errs []error
-	_, err := h.RunHandler(plain(func(*sdk.Invocation) sdk.Decision {
+	errs := runCalls(t, h, func() []error {
+		var mu sync.Mutex
+		var errs []error
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
@@ -512,11 +517,8 @@ func TestConcurrentCalls(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		return sdk.Continue()
-	}), outbound)
-	if err != nil {
-		t.Fatal(err)
-	}
+		return errs
+	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
