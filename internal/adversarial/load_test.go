@@ -21,22 +21,11 @@ import (
 
 var (
 	// continueBody returns the decision continueData puts at 0x100:
-	// i64.const 0x100<<32 | 21; end.
-	continueBody = cat([]byte{0x00, 0x42}, sleb(0x100<<32|21), []byte{0x0B})
+	// i64.const 0x100<<32 | 21; end. (The constant is positive and bit 6 of
+	// its last 7-bit group is clear: its signed LEB128 is its unsigned one.)
+	continueBody = cat([]byte{0x00, 0x42}, uleb(0x100<<32|21), []byte{0x0B})
 	continueData = cat([]byte{0x00, 0x41, 0x80, 0x02, 0x0B}, name(`{"action":"continue"}`))
 )
-
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7F)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
 
 // hookParts assembles a hook: extra types after the handle's (type 0),
 // the bodies of functions 1.. (all of type 0) after the handle's, and
