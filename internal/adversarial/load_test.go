@@ -74,9 +74,8 @@ func brTableBody(n int) []byte {
 		[]byte{0x00, 0x0B, 0x42, 0x00, 0x0B})
 }
 
-// shapeBrTable: fns functions of one br_table of n targets.
-func shapeBrTable(fns, n int) []byte {
-	b := brTableBody(n)
+// fnsOf is a hook of fns more functions, each of body b.
+func fnsOf(fns int, b []byte) []byte {
 	h := hookParts{bodies: make([][]byte, fns)}
 	for i := range h.bodies {
 		h.bodies[i] = b
@@ -84,14 +83,14 @@ func shapeBrTable(fns, n int) []byte {
 	return h.bytes()
 }
 
+// shapeBrTable: fns functions of one br_table of n targets.
+func shapeBrTable(fns, n int) []byte {
+	return fnsOf(fns, brTableBody(n))
+}
+
 // shapeControl: fns functions of n repetitions of code (instructions).
 func shapeControl(fns, n int, code []byte) []byte {
-	b := cat([]byte{0x00}, bytes.Repeat(code, n), []byte{0x42, 0x00, 0x0B})
-	h := hookParts{bodies: make([][]byte, fns)}
-	for i := range h.bodies {
-		h.bodies[i] = b
-	}
-	return h.bytes()
+	return fnsOf(fns, cat([]byte{0x00}, bytes.Repeat(code, n), []byte{0x42, 0x00, 0x0B}))
 }
 
 // The units of shapeControl.
@@ -104,12 +103,7 @@ var (
 // label.
 func shapeBrIf(fns, n int) []byte {
 	// i64.const 0; i32.const 0; br_if 0 leaves the i64 for the next one.
-	b := brIfBody(n)
-	h := hookParts{bodies: make([][]byte, fns)}
-	for i := range h.bodies {
-		h.bodies[i] = b
-	}
-	return h.bytes()
+	return fnsOf(fns, brIfBody(n))
 }
 
 // shapeLocals: functions declaring total locals in all (the handle's
