@@ -79,8 +79,7 @@ func TestCreditDuplicateOfAPendingCallIsNotRunTwice(t *testing.T) {
 // The same, hammered: twenty invocations retrying one run id at once, each
 // making the same billable call. Exactly one executes and is charged.
 func TestCreditManyRetriesOfOneRunID(t *testing.T) {
-	w := newWorld(t)
-	w.fund(t, "acme", 1000)
+	w := acmeWorld(t, 1000)
 	statuses := concurrently(t, 20, func(int) (*runtime.Result, error) {
 		return w.invokeAs(context.Background(), "run-7", "acme", runtime.Limits{Timeout: 20 * time.Second}, opHostCall("cheap", `{}`, 64))
 	})

@@ -126,8 +126,7 @@ func TestCreditFloodOfCheapCalls(t *testing.T) {
 		return m
 	}
 	t.Run("host-call quota", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1000)
+		w := acmeWorld(t, 1000)
 		res, err := w.run(t, "acme", runtime.Limits{MaxHostCalls: 10}, flood)
 		if err != nil {
 			t.Fatal(err)
@@ -200,8 +199,7 @@ func TestCreditCapabilityOutlivesTheDeadline(t *testing.T) {
 // resolution, never goes negative and resolves every reservation once (the
 // invariants of capability.Ledger, checked through the counting wrapper).
 func TestCreditLedgerUnderConcurrency(t *testing.T) {
-	w := newWorld(t)
-	w.fund(t, "acme", 500)
+	w := acmeWorld(t, 500)
 	prompts := []string{"hi", "OVERAGE", "FAIL", "PANIC", "hi"}
 	statuses := concurrently(t, 50, func(i int) (*runtime.Result, error) {
 		p := prompts[i%len(prompts)]
