@@ -203,6 +203,17 @@ func setup(b *testing.B) (*Env, context.Context) {
 	return e, context.Background()
 }
 
+// setupOn is setup and the runtime measured: RTUnmetered when unmetered is
+// set, else RT.
+func setupOn(b *testing.B, unmetered bool) (*Env, context.Context, *runtime.Runtime) {
+	b.Helper()
+	e, ctx := setup(b)
+	if unmetered {
+		return e, ctx, e.RTUnmetered
+	}
+	return e, ctx, e.RT
+}
+
 func benchNativeJSON(b *testing.B) {
 	e, _ := setup(b)
 	b.ReportAllocs()
@@ -273,11 +284,7 @@ func invokeBench(name string, small, redaction bool) func(b *testing.B) {
 // allocations would.
 func invokeBenchIn(name string, small, redaction, unmetered bool) func(b *testing.B) {
 	return func(b *testing.B) {
-		e, ctx := setup(b)
-		rt := e.RT
-		if unmetered {
-			rt = e.RTUnmetered
-		}
+		e, ctx, rt := setupOn(b, unmetered)
 		m, err := e.ModuleIn(ctx, rt, name)
 		if err != nil {
 			fatal(b, err)
@@ -572,11 +579,7 @@ var chainHooks = []struct {
 func benchChain(b *testing.B) { chainIn(b, false) }
 
 func chainIn(b *testing.B, unmetered bool) {
-	e, ctx := setup(b)
-	rt := e.RT
-	if unmetered {
-		rt = e.RTUnmetered
-	}
+	e, ctx, rt := setupOn(b, unmetered)
 	cfg := chain.Config{Modules: map[string][]byte{}}
 	for _, h := range chainHooks {
 		wasm, err := e.Wasm(h.module)
@@ -662,11 +665,7 @@ func benchSequence(b *testing.B) {
 func benchParallel(b *testing.B) { parallelIn(b, false) }
 
 func parallelIn(b *testing.B, unmetered bool) {
-	e, ctx := setup(b)
-	rt := e.RT
-	if unmetered {
-		rt = e.RTUnmetered
-	}
+	e, ctx, rt := setupOn(b, unmetered)
 	m, err := e.ModuleIn(ctx, rt, GoRedact)
 	if err != nil {
 		fatal(b, err)

@@ -146,19 +146,12 @@ func FuzzValidate(f *testing.F) {
 // feeds them to the upload path: the mutants keep enough structure to reach
 // the ABI checks, the compiler and the guest code.
 func FuzzValidateMutated(f *testing.F) {
-	seeds := validSeeds(f)
-	for i := range seeds {
-		f.Add(uint8(i), []byte{})
-		f.Add(uint8(i), []byte{0, 10, 0, 0xFF})
-		f.Add(uint8(i), []byte{5, 12, 0, 31, 4, 40, 0, 0})
-		f.Add(uint8(i), []byte{1, 20, 0, 9, 2, 9, 0, 0x0B, 3, 30, 0, 0})
-	}
-	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
-		if len(ops) > 64 {
-			ops = ops[:64]
-		}
-		checkUpload(t, mutate(seeds[int(which)%len(seeds)], ops))
-	})
+	testutil.FuzzMutants(f, validSeeds(f), [][]byte{
+		{},
+		{0, 10, 0, 0xFF},
+		{5, 12, 0, 31, 4, 40, 0, 0},
+		{1, 20, 0, 9, 2, 9, 0, 0x0B, 3, 30, 0, 0},
+	}, mutate, func(t *testing.T, b, _ []byte) { checkUpload(t, b) })
 }
 
 // replyHost answers every call OK with an empty body, so a call writes

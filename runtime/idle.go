@@ -221,14 +221,21 @@ func tableBytes(mod api.Module) uint64 {
 	if !ok {
 		return 0
 	}
-	var refs uint64
-	tables := m.Field(instanceFields.tables)
-	for i := range tables.Len() {
-		if t := tables.Index(i); !t.IsNil() {
-			refs += uint64(t.Elem().Field(instanceFields.refs).Len())
+	return refBytes * sumLens(m.Field(instanceFields.tables), func(t reflect.Value) int {
+		if t.IsNil() {
+			return 0
 		}
+		return t.Elem().Field(instanceFields.refs).Len()
+	})
+}
+
+// sumLens sums lenOf over the elements of list, a slice.
+func sumLens(list reflect.Value, lenOf func(reflect.Value) int) uint64 {
+	var n uint64
+	for i := range list.Len() {
+		n += uint64(lenOf(list.Index(i)))
 	}
-	return refs * refBytes
+	return n
 }
 
 // segmentBytes returns what wazero keeps for mod's passive element
@@ -240,13 +247,9 @@ func segmentBytes(mod api.Module) uint64 {
 	if !ok {
 		return 0
 	}
-	var refs uint64
 	elems := m.Field(instanceFields.elems)
-	for i := range elems.Len() {
-		refs += uint64(elems.Index(i).Len())
-	}
 	headers := uint64(elems.Len() + m.Field(instanceFields.data).Len())
-	return refs*refBytes + headers*sliceHeaderBytes
+	return refBytes*sumLens(elems, reflect.Value.Len) + headers*sliceHeaderBytes
 }
 
 func locateInstanceFields(t reflect.Type) bool {

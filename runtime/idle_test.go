@@ -253,14 +253,7 @@ func TestWarmGoInstanceSteadyState(t *testing.T) {
 }
 
 // tableGrower grows its table to 65,536 elements, and continues.
-const tableGrower = `(module
-  (memory (export "memory") 1)
-  (table $t 1 funcref)
-  (data (i32.const 16) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (if (i32.lt_u (table.size $t) (i32.const 65536))
-      (then (drop (table.grow $t (ref.null func) (i32.sub (i32.const 65536) (table.size $t))))))
-    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`
+var tableGrower = testutil.TableGrowerWAT(65536)
 
 // TestTableBytes: a warm instance is counted for its tables as well as its
 // memory (the review pinned 56 MiB per tenant with tables of 262,144

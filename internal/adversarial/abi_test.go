@@ -42,8 +42,7 @@ func TestABIHostCallArgumentsOutOfBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t)
-			w.fund(t, "acme", 1000)
+			w := acmeWorld(t, 1000)
 			a := tt.args
 			script := opWrite(namePtr, []byte("llm.run")) + opWrite(inPtr, []byte(payload)) + opCall(a[0], a[1], a[2], a[3], a[4], a[5])
 			_, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{}, script, abi.FailABIViolation)
@@ -60,8 +59,7 @@ func TestABIHostCallArgumentsOutOfBounds(t *testing.T) {
 	}
 	// The same six arguments, in range, make a billable call that works.
 	t.Run("in range", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1000)
+		w := acmeWorld(t, 1000)
 		res, err := w.run(t, "acme", runtime.Limits{}, opHostCall("llm.run", payload, 4096))
 		if err != nil || calls(t, res)[0].status != abi.StatusOK || res.CreditCharged != 3 {
 			t.Fatalf("a valid call: %v %+v", err, res)
@@ -104,8 +102,7 @@ func TestABIOutputOutOfBounds(t *testing.T) {
 // any tenant, grant or budget) exists. Defence: NOT_IN_INVOCATION; the runner
 // is never asked, nothing is reserved.
 func TestABIHostCallFromInitialize(t *testing.T) {
-	w := newWorld(t)
-	w.fund(t, "acme", 1000)
+	w := acmeWorld(t, 1000)
 	m := w.load(t, corpus(t, "init-hostcall.wat"))
 	res, err := w.invoke(t, m, runtime.Request{Tenant: "acme"})
 	if err != nil {
@@ -128,8 +125,7 @@ func TestABIHostCallFromInitialize(t *testing.T) {
 // invocation; a take never runs anything; NO_PENDING and BUFFER_TOO_SMALL.
 func TestABIParkAndTake(t *testing.T) {
 	t.Run("take with nothing parked", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1000)
+		w := acmeWorld(t, 1000)
 		res, err := w.run(t, "acme", runtime.Limits{},
 			opTake(4096)+opHostCall("llm.run", llmPayload("hi", 1), 4096)+opTake(4096))
 		if err != nil {
@@ -144,8 +140,7 @@ func TestABIParkAndTake(t *testing.T) {
 		}
 	})
 	t.Run("take with a too-small buffer twice in a row", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1000)
+		w := acmeWorld(t, 1000)
 		res, err := w.run(t, "acme", runtime.Limits{},
 			opHostCall("llm.run", llmPayload("hi", 1), 8)+opTake(8)+opTake(16)+opTake(4096)+opTake(4096))
 		if err != nil {
@@ -171,8 +166,7 @@ func TestABIParkAndTake(t *testing.T) {
 		}
 	})
 	t.Run("a parked result does not outlive its invocation", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1000)
+		w := acmeWorld(t, 1000)
 		if _, err := w.run(t, "acme", runtime.Limits{}, opHostCall("llm.run", llmPayload("hi", 1), 8)); err != nil {
 			t.Fatal(err)
 		}

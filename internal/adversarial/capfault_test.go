@@ -23,8 +23,7 @@ func TestCapabilityFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.prompt, func(t *testing.T) {
-			w := newWorld(t)
-			w.fund(t, "acme", 1000)
+			w := acmeWorld(t, 1000)
 			// The hook also prints what it got, to see that nothing leaks
 			// through its logs either.
 			script := opHostCall("llm.run", llmPayload(tt.prompt, 1), 4096) + opPrint(1, outPtr, 512, 1)

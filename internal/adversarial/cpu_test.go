@@ -86,8 +86,7 @@ func TestCPUBurnThenBillableCall(t *testing.T) {
 	payload := llmPayload("hi", 1)
 
 	t.Run("deadline after the call", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1000)
+		w := acmeWorld(t, 1000)
 		res, err := w.run(t, "acme", runtime.Limits{Timeout: 300 * time.Millisecond, Fuel: runtime.MaxFuel},
 			opHostCall("llm.run", payload, 4096)+opLoop)
 		wantFailure(t, res, err, abi.FailTimeout)
@@ -103,8 +102,7 @@ func TestCPUBurnThenBillableCall(t *testing.T) {
 	})
 
 	t.Run("fuel", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1_000_000)
+		w := acmeWorld(t, 1_000_000)
 		const fuel = 500_000
 		lim := runtime.Limits{Timeout: 10 * time.Second, Fuel: fuel}
 		call := opHostCall("llm.run", payload, 0) // the body is parked, so the guest's work is the same for any status

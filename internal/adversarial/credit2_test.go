@@ -79,26 +79,10 @@ func TestCreditDuplicateOfAPendingCallIsNotRunTwice(t *testing.T) {
 // The same, hammered: twenty invocations retrying one run id at once, each
 // making the same billable call. Exactly one executes and is charged.
 func TestCreditManyRetriesOfOneRunID(t *testing.T) {
-	w := newWorld(t)
-	w.fund(t, "acme", 1000)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	statuses := map[abi.Status]int{}
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := w.invokeAs(context.Background(), "run-7", "acme", runtime.Limits{Timeout: 20 * time.Second}, opHostCall("cheap", `{}`, 64))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			statuses[calls(t, res)[0].status]++
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	w := acmeWorld(t, 1000)
+	statuses := concurrently(t, 20, func(int) (*runtime.Result, error) {
+		return w.invokeAs(context.Background(), "run-7", "acme", runtime.Limits{Timeout: 20 * time.Second}, opHostCall("cheap", `{}`, 64))
+	})
 	if statuses[abi.StatusOK] != 1 || statuses[abi.StatusDenied] != 19 {
 		t.Errorf("statuses %v, want 1 OK and 19 DENIED", statuses)
 	}

@@ -28,6 +28,35 @@ func TestCreditZeroBalance(t *testing.T) {
 	}
 }
 
+// concurrently makes n invocations at once (invoke(i) makes the i-th) and
+// counts the statuses of their host calls; an invocation that fails is an
+// error of t.
+func concurrently(t *testing.T, n int, invoke func(i int) (*runtime.Result, error)) map[abi.Status]int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[abi.Status]int{}
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := invoke(i)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			cs := calls(t, res)
+			mu.Lock()
+			for _, c := range cs {
+				counts[c.status]++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return counts
+}
+
 // Threat: racing the gate: a balance that covers exactly one call and 100
 // concurrent invocations that each make it (check-then-charge would let all
 // of them through). Defence: an atomic reservation; exactly one call runs.
@@ -35,24 +64,9 @@ func TestCreditOneCallHundredInvocations(t *testing.T) {
 	w := newWorld(t)
 	payload := llmPayload("hi", 1)
 	w.fund(t, "acme", llmCost("hi", 1))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	counts := map[abi.Status]int{}
-	for i := 0; i < 100; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := w.run(t, "acme", runtime.Limits{Timeout: 10 * time.Second}, opHostCall("llm.run", payload, 4096))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			counts[calls(t, res)[0].status]++
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	counts := concurrently(t, 100, func(int) (*runtime.Result, error) {
+		return w.run(t, "acme", runtime.Limits{Timeout: 10 * time.Second}, opHostCall("llm.run", payload, 4096))
+	})
 	if counts[abi.StatusOK] != 1 || counts[abi.StatusInsufficientCredit] != 99 {
 		t.Fatalf("statuses %v, want 1 OK and 99 INSUFFICIENT_CREDIT", counts)
 	}
@@ -112,8 +126,7 @@ func TestCreditFloodOfCheapCalls(t *testing.T) {
 		return m
 	}
 	t.Run("host-call quota", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1000)
+		w := acmeWorld(t, 1000)
 		res, err := w.run(t, "acme", runtime.Limits{MaxHostCalls: 10}, flood)
 		if err != nil {
 			t.Fatal(err)
@@ -186,29 +199,18 @@ func TestCreditCapabilityOutlivesTheDeadline(t *testing.T) {
 // resolution, never goes negative and resolves every reservation once (the
 // invariants of capability.Ledger, checked through the counting wrapper).
 func TestCreditLedgerUnderConcurrency(t *testing.T) {
-	w := newWorld(t)
-	w.fund(t, "acme", 500)
-	var wg sync.WaitGroup
+	w := acmeWorld(t, 500)
 	prompts := []string{"hi", "OVERAGE", "FAIL", "PANIC", "hi"}
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			p := prompts[i%len(prompts)]
-			res, err := w.run(t, "acme", runtime.Limits{Timeout: 10 * time.Second}, opHostCall("llm.run", llmPayload(p, 1), 4096)+opHostCall("cheap", `{}`, 64))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			for _, c := range calls(t, res) {
-				switch c.status {
-				case abi.StatusOK, abi.StatusInsufficientCredit, abi.StatusCapabilityFailed:
-				default:
-					t.Errorf("status %v", c.status)
-				}
-			}
-		}(i)
+	statuses := concurrently(t, 50, func(i int) (*runtime.Result, error) {
+		p := prompts[i%len(prompts)]
+		return w.run(t, "acme", runtime.Limits{Timeout: 10 * time.Second}, opHostCall("llm.run", llmPayload(p, 1), 4096)+opHostCall("cheap", `{}`, 64))
+	})
+	for s := range statuses {
+		switch s {
+		case abi.StatusOK, abi.StatusInsufficientCredit, abi.StatusCapabilityFailed:
+		default:
+			t.Errorf("status %v", s)
+		}
 	}
-	wg.Wait()
 	// The invariants are checked when the test ends.
 }

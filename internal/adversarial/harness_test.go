@@ -338,6 +338,14 @@ func (w *world) fund(t *testing.T, tenant string, amount int64) {
 	}
 }
 
+// acmeWorld is a new world whose tenant "acme" holds credit.
+func acmeWorld(t *testing.T, credit int64) *world {
+	t.Helper()
+	w := newWorld(t)
+	w.fund(t, "acme", credit)
+	return w
+}
+
 // run invokes hostile.wat for tenant with script.
 func (w *world) run(t *testing.T, tenant string, lim runtime.Limits, script string) (*runtime.Result, error) {
 	t.Helper()

@@ -21,22 +21,11 @@ import (
 
 var (
 	// continueBody returns the decision continueData puts at 0x100:
-	// i64.const 0x100<<32 | 21; end.
-	continueBody = cat([]byte{0x00, 0x42}, sleb(0x100<<32|21), []byte{0x0B})
+	// i64.const 0x100<<32 | 21; end. (The constant is positive and bit 6 of
+	// its last 7-bit group is clear: its signed LEB128 is its unsigned one.)
+	continueBody = cat([]byte{0x00, 0x42}, uleb(0x100<<32|21), []byte{0x0B})
 	continueData = cat([]byte{0x00, 0x41, 0x80, 0x02, 0x0B}, name(`{"action":"continue"}`))
 )
-
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7F)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
 
 // hookParts assembles a hook: extra types after the handle's (type 0),
 // the bodies of functions 1.. (all of type 0) after the handle's, and
@@ -85,9 +74,8 @@ func brTableBody(n int) []byte {
 		[]byte{0x00, 0x0B, 0x42, 0x00, 0x0B})
 }
 
-// shapeBrTable: fns functions of one br_table of n targets.
-func shapeBrTable(fns, n int) []byte {
-	b := brTableBody(n)
+// fnsOf is a hook of fns more functions, each of body b.
+func fnsOf(fns int, b []byte) []byte {
 	h := hookParts{bodies: make([][]byte, fns)}
 	for i := range h.bodies {
 		h.bodies[i] = b
@@ -95,14 +83,14 @@ func shapeBrTable(fns, n int) []byte {
 	return h.bytes()
 }
 
+// shapeBrTable: fns functions of one br_table of n targets.
+func shapeBrTable(fns, n int) []byte {
+	return fnsOf(fns, brTableBody(n))
+}
+
 // shapeControl: fns functions of n repetitions of code (instructions).
 func shapeControl(fns, n int, code []byte) []byte {
-	b := cat([]byte{0x00}, bytes.Repeat(code, n), []byte{0x42, 0x00, 0x0B})
-	h := hookParts{bodies: make([][]byte, fns)}
-	for i := range h.bodies {
-		h.bodies[i] = b
-	}
-	return h.bytes()
+	return fnsOf(fns, cat([]byte{0x00}, bytes.Repeat(code, n), []byte{0x42, 0x00, 0x0B}))
 }
 
 // The units of shapeControl.
@@ -115,12 +103,7 @@ var (
 // label.
 func shapeBrIf(fns, n int) []byte {
 	// i64.const 0; i32.const 0; br_if 0 leaves the i64 for the next one.
-	b := brIfBody(n)
-	h := hookParts{bodies: make([][]byte, fns)}
-	for i := range h.bodies {
-		h.bodies[i] = b
-	}
-	return h.bytes()
+	return fnsOf(fns, brIfBody(n))
 }
 
 // shapeLocals: functions declaring total locals in all (the handle's

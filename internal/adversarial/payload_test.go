@@ -64,8 +64,7 @@ func TestPayloadsRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t)
-			w.fund(t, "acme", 1_000_000)
+			w := acmeWorld(t, 1_000_000)
 			var res *runtime.Result
 			var err error
 			within(t, 3*time.Second, "refusing the payload", func() {
@@ -105,8 +104,7 @@ func TestPayloadTenMegabyteString(t *testing.T) {
 	}
 
 	t.Run("default limits", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1_000_000)
+		w := acmeWorld(t, 1_000_000)
 		var res *runtime.Result
 		var err error
 		prep(t, w, runtime.Limits{})
@@ -179,8 +177,7 @@ func TestPayloadMillionKeys(t *testing.T) {
 		}
 	})
 	t.Run("at the runner", func(t *testing.T) {
-		w := newWorld(t)
-		w.fund(t, "acme", 1_000_000)
+		w := acmeWorld(t, 1_000_000)
 		huge := manyKeys(1_000_000, 0)
 		var reply abi.Reply
 		within(t, 2*time.Second, "refusing a million keys", func() { reply = w.hostCall("acme", "llm.run", huge) })
@@ -206,8 +203,7 @@ func TestPayloadMillionKeys(t *testing.T) {
 // Defence: one parse; the value the schema validated is, by identity, what
 // Cost and Execute see; refused payloads reach neither.
 func TestPayloadValidatorAndExecutorAgree(t *testing.T) {
-	w := newWorld(t)
-	w.fund(t, "acme", 1_000_000)
+	w := acmeWorld(t, 1_000_000)
 	accepted := []string{
 		`{"max_tokens":5}`,
 		`{"max_tokens":5,"model":"small"}`,

@@ -65,14 +65,7 @@ func TestPoolsIdleBudgetRuntimeWide(t *testing.T) {
 
 // tableGrower grows its table to 262,144 elements (2 MiB in wazero) and
 // continues.
-const tableGrower = `(module
-  (memory (export "memory") 1)
-  (table $t 1 funcref)
-  (data (i32.const 16) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (if (i32.lt_u (table.size $t) (i32.const 262144))
-      (then (drop (table.grow $t (ref.null func) (i32.sub (i32.const 262144) (table.size $t))))))
-    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`
+var tableGrower = testutil.TableGrowerWAT(262144)
 
 // Threat: a hook grows its tables, which MemoryPages does not bound, and
 // its warm instances pin them (56 MiB per tenant). Defence: tables count

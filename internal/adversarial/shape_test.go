@@ -3,6 +3,7 @@ package adversarial
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,20 +12,8 @@ import (
 // A small encoder for modules WAT cannot express (or that would take wat2wasm
 // longer to assemble than the runtime takes to refuse them).
 
-func uleb(v uint64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7F)
-		v >>= 7
-		if v != 0 {
-			c |= 0x80
-		}
-		b = append(b, c)
-		if v == 0 {
-			return b
-		}
-	}
-}
+// uleb is v in unsigned LEB128 (the varint of encoding/binary).
+func uleb(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 

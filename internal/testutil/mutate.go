@@ -3,6 +3,7 @@ package testutil
 import (
 	"bytes"
 	"encoding/binary"
+	"testing"
 )
 
 // Edit is one way Mutate changes a module: it edits b at pos (an index into
@@ -48,4 +49,22 @@ func Mutate(base, ops []byte, edits ...Edit) []byte {
 		b = edits[kind](b, pos, val)
 	}
 	return b
+}
+
+// FuzzMutants fuzzes with mutants of seeds: the fuzzer chooses a seed and up
+// to 64 bytes of edit operations, mutate (Mutate with a fuzzer's edits)
+// applies them, and check gets the mutant and the operations. Every seed is
+// added with each of seedOps.
+func FuzzMutants(f *testing.F, seeds, seedOps [][]byte, mutate func(base, ops []byte) []byte, check func(t *testing.T, b, ops []byte)) {
+	for i := range seeds {
+		for _, ops := range seedOps {
+			f.Add(uint8(i), ops)
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		check(t, mutate(seeds[int(which)%len(seeds)], ops), ops)
+	})
 }

@@ -172,14 +172,13 @@ func (g *gen) i32() {
 			g.i32const(int32(g.r.Intn(200) - 50))
 		case 1:
 			g.emit(0x20)
-			g.uleb(uint64(g.nI32 + uint32(g.r.Intn(nScratchI32))))
+			g.uleb(g.scratchI32())
 		default:
 			g.emit(0x23, 0x00) // global.get g
 		}
 		return
 	}
-	g.depth++
-	defer func() { g.depth-- }()
+	defer g.nest()()
 	switch g.r.Intn(20) {
 	case 0:
 		g.i32const(int32(g.r.Uint32()))
@@ -261,7 +260,7 @@ func (g *gen) i32() {
 		g.i32()
 	default:
 		g.emit(0x20)
-		g.uleb(uint64(g.nI32 + uint32(g.r.Intn(nScratchI32))))
+		g.uleb(g.scratchI32())
 	}
 }
 
@@ -272,12 +271,11 @@ func (g *gen) i64() {
 			g.out = append(g.out, wasmbin.I64Const(g.r.Int63()-1<<62)...)
 		} else {
 			g.emit(0x20)
-			g.uleb(uint64(g.nI64 + uint32(g.r.Intn(nScratchI64))))
+			g.uleb(g.scratchI64())
 		}
 		return
 	}
-	g.depth++
-	defer func() { g.depth-- }()
+	defer g.nest()()
 	switch g.r.Intn(6) {
 	case 0:
 		g.i64()
@@ -299,7 +297,7 @@ func (g *gen) i64() {
 		}
 	default:
 		g.emit(0x20)
-		g.uleb(uint64(g.nI64 + uint32(g.r.Intn(nScratchI64))))
+		g.uleb(g.scratchI64())
 	}
 }
 
@@ -316,6 +314,30 @@ func (g *gen) block(kind byte, body func()) {
 	body()
 	g.labels = g.labels[:len(g.labels)-1]
 	g.emit(0x0B)
+}
+
+// scratchI32 picks one of the i32 scratch locals.
+func (g *gen) scratchI32() uint64 { return uint64(g.nI32 + uint32(g.r.Intn(nScratchI32))) }
+
+// scratchI64 picks one of the i64 scratch locals.
+func (g *gen) scratchI64() uint64 { return uint64(g.nI64 + uint32(g.r.Intn(nScratchI64))) }
+
+// nest enters one more level of nesting; the func it returns leaves it.
+func (g *gen) nest() func() {
+	g.depth++
+	return func() { g.depth-- }
+}
+
+// instead emits constants where a call of the given kind cannot be made:
+// i32 a for 'i'; i64 b and i32 c for 'b'; nothing for 'v'.
+func (g *gen) instead(kind byte, a int32, b int64, c int32) {
+	switch kind {
+	case 'i':
+		g.i32const(a)
+	case 'b':
+		g.out = append(g.out, wasmbin.I64Const(b)...)
+		g.i32const(c)
+	}
 }
 
 // call emits a call leaving a value of the given kind ('i' i32, 'b' i64
@@ -346,13 +368,7 @@ func (g *gen) call(kind byte) {
 		return
 	}
 	if g.calls <= 0 {
-		switch kind {
-		case 'i':
-			g.i32const(5)
-		case 'b':
-			g.out = append(g.out, wasmbin.I64Const(6)...)
-			g.i32const(7)
-		}
+		g.instead(kind, 5, 6, 7)
 		return
 	}
 	g.calls--
@@ -376,13 +392,7 @@ func (g *gen) call(kind byte) {
 		return
 	}
 	if len(cands) == 0 {
-		switch kind {
-		case 'i':
-			g.i32const(3)
-		case 'b':
-			g.out = append(g.out, wasmbin.I64Const(9)...)
-			g.i32const(4)
-		}
+		g.instead(kind, 3, 9, 4)
 		return
 	}
 	callee := cands[g.r.Intn(len(cands))]
@@ -403,20 +413,19 @@ func (g *gen) stmt() {
 	if g.small() {
 		g.i32()
 		g.emit(0x21)
-		g.uleb(uint64(g.nI32 + uint32(g.r.Intn(nScratchI32))))
+		g.uleb(g.scratchI32())
 		return
 	}
-	g.depth++
-	defer func() { g.depth-- }()
+	defer g.nest()()
 	switch g.r.Intn(17) {
 	case 0, 1:
 		g.i32()
 		g.emit(0x21)
-		g.uleb(uint64(g.nI32 + uint32(g.r.Intn(nScratchI32))))
+		g.uleb(g.scratchI32())
 	case 2:
 		g.i64()
 		g.emit(0x21)
-		g.uleb(uint64(g.nI64 + uint32(g.r.Intn(nScratchI64))))
+		g.uleb(g.scratchI64())
 	case 3:
 		g.addr()
 		g.i32()

@@ -106,43 +106,43 @@ func TestShapeLimits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds modules of 100,000 items")
 	}
-	t.Run("functions", func(t *testing.T) {
-		build := func(n int) []byte {
-			var b Builder
+	// Each builds a module of n of something: at the default limit it parses;
+	// one more is refused by the limit named.
+	atLimit := []struct {
+		name  string
+		n     int
+		limit string
+		build func(b *Builder, n int)
+	}{
+		{"functions", DefaultMaxFunctions, "MaxFunctions", func(b *Builder, n int) {
 			ti := b.Type(voidType)
 			for i := 0; i < n; i++ {
 				b.FuncRaw(ti, []byte{0x00, OpEnd})
 			}
-			return b.Bytes()
-		}
-		mustParse(t, build(DefaultMaxFunctions), Limits{})
-		_, err := Parse(build(DefaultMaxFunctions+1), Limits{})
-		checkErr(t, err, wantErr{limit: "MaxFunctions"})
-	})
-	t.Run("data segments", func(t *testing.T) {
-		build := func(n int) []byte {
-			var b Builder
+		}},
+		{"data segments", DefaultMaxDataSegments, "MaxDataSegments", func(b *Builder, n int) {
 			b.Memory(MemoryType{Min: 1})
 			for i := 0; i < n; i++ {
 				b.PassiveData(nil)
 			}
-			return b.Bytes()
-		}
-		mustParse(t, build(DefaultMaxDataSegments), Limits{})
-		_, err := Parse(build(DefaultMaxDataSegments+1), Limits{})
-		checkErr(t, err, wantErr{limit: "MaxDataSegments"})
-	})
-	t.Run("function body", func(t *testing.T) {
-		build := func(size int) []byte {
-			var b Builder
+		}},
+		{"function body", DefaultMaxFunctionBodyBytes, "MaxFunctionBodyBytes", func(b *Builder, size int) {
 			body := append([]byte{0x00}, bytes.Repeat([]byte{0x01}, size-2)...) // nop...
 			b.FuncRaw(b.Type(voidType), append(body, OpEnd))
-			return b.Bytes()
-		}
-		mustParse(t, build(DefaultMaxFunctionBodyBytes), Limits{})
-		_, err := Parse(build(DefaultMaxFunctionBodyBytes+1), Limits{})
-		checkErr(t, err, wantErr{limit: "MaxFunctionBodyBytes"})
-	})
+		}},
+	}
+	for _, tt := range atLimit {
+		t.Run(tt.name, func(t *testing.T) {
+			build := func(n int) []byte {
+				var b Builder
+				tt.build(&b, n)
+				return b.Bytes()
+			}
+			mustParse(t, build(tt.n), Limits{})
+			_, err := Parse(build(tt.n+1), Limits{})
+			checkErr(t, err, wantErr{limit: tt.limit})
+		})
+	}
 	t.Run("module size", func(t *testing.T) {
 		b := AppendCustomSection([]byte(Magic+Version), "pad", make([]byte, DefaultMaxModuleBytes-20))
 		b = append(b, make([]byte, DefaultMaxModuleBytes-len(b))...) // pad the section's tail into the module

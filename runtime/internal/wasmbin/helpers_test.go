@@ -56,6 +56,24 @@ func hookBuilder() *Builder {
 
 func hookModule() []byte { return hookBuilder().Bytes() }
 
+// withManifest embeds data in b as its manifest (SetCustomSection), parses
+// the result with parse, and fails t unless it parses and reads data back.
+func withManifest(t *testing.T, parse func([]byte, Limits) (*Module, error), b, data []byte) *Module {
+	t.Helper()
+	with, err := SetCustomSection(b, ManifestSection, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := parse(with, Limits{})
+	if err != nil {
+		t.Fatalf("SetCustomSection broke the module: %v", err)
+	}
+	if got, ok := m.CustomSection(ManifestSection); !ok || !bytes.Equal(got, data) {
+		t.Fatal("manifest not read back")
+	}
+	return m
+}
+
 // mod returns a module: the header followed by the given sections.
 func mod(sections ...[]byte) []byte {
 	out := []byte(Magic + Version)

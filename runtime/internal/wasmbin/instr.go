@@ -388,50 +388,28 @@ func StackEffect(in *Instr) (pops, pushes int, ok bool) {
 	switch {
 	case op == OpNop:
 		return 0, 0, true
-	case op == OpBrIf:
+	case op == OpBrIf, op == OpDrop, op == OpLocalSet, op == OpGlobalSet:
 		return 1, 0, true
-	case op == OpDrop:
-		return 1, 0, true
+	case op == OpTableSet,
+		op >= 0x36 && op <= 0x3E: // stores
+		return 2, 0, true
 	case op == OpSelect, op == OpSelectT:
 		return 3, 1, true
-	case op == OpLocalGet, op == OpGlobalGet:
+	case op == OpLocalGet, op == OpGlobalGet, op == OpMemorySize, op == OpRefNull, op == OpRefFunc,
+		op >= OpI32Const && op <= OpF64Const:
 		return 0, 1, true
-	case op == OpLocalSet, op == OpGlobalSet:
-		return 1, 0, true
-	case op == OpLocalTee:
+	// Unary before binary: i64.eqz (0x50) lies among the comparisons.
+	case op == OpLocalTee, op == OpTableGet, op == OpMemoryGrow, op == OpRefIsNull,
+		op >= 0x28 && op <= 0x35,                           // loads
+		op == 0x45 || op == 0x50,                           // i32.eqz, i64.eqz
+		op >= 0x67 && op <= 0x69, op >= 0x79 && op <= 0x7B, // clz, ctz, popcnt
+		op >= 0x8B && op <= 0x91, op >= 0x99 && op <= 0x9F, // float unary
+		op >= 0xA7 && op <= 0xC4: // conversions, reinterpretations, sign extension
 		return 1, 1, true
-	case op == OpTableGet:
-		return 1, 1, true
-	case op == OpTableSet:
-		return 2, 0, true
-	case op >= 0x28 && op <= 0x35: // loads
-		return 1, 1, true
-	case op >= 0x36 && op <= 0x3E: // stores
-		return 2, 0, true
-	case op == OpMemorySize:
-		return 0, 1, true
-	case op == OpMemoryGrow:
-		return 1, 1, true
-	case op >= OpI32Const && op <= OpF64Const:
-		return 0, 1, true
-	case op == 0x45 || op == 0x50: // i32.eqz, i64.eqz
-		return 1, 1, true
-	case op >= 0x46 && op <= 0x66: // comparisons
+	case op >= 0x46 && op <= 0x66, // comparisons
+		op >= 0x6A && op <= 0x78, op >= 0x7C && op <= 0x8A, // integer binary
+		op >= 0x92 && op <= 0x98, op >= 0xA0 && op <= 0xA6: // float binary
 		return 2, 1, true
-	case op >= 0x67 && op <= 0x69, op >= 0x79 && op <= 0x7B: // clz, ctz, popcnt
-		return 1, 1, true
-	case op >= 0x6A && op <= 0x78, op >= 0x7C && op <= 0x8A: // integer binary
-		return 2, 1, true
-	case op >= 0x8B && op <= 0x91, op >= 0x99 && op <= 0x9F: // float unary
-		return 1, 1, true
-	case op >= 0x92 && op <= 0x98, op >= 0xA0 && op <= 0xA6: // float binary
-		return 2, 1, true
-	case op >= 0xA7 && op <= 0xC4: // conversions, reinterpretations, sign extension
-		return 1, 1, true
-	case op == OpRefNull, op == OpRefFunc:
-		return 0, 1, true
-	case op == OpRefIsNull:
-		return 1, 1, true
 	case op == OpPrefixFC:
 		switch in.Sub {
 		case 0, 1, 2, 3, 4, 5, 6, 7:

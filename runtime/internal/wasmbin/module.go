@@ -67,26 +67,30 @@ func (m *Module) NumGlobals() int { return m.NumImportedGlobals() + len(m.Global
 // function index space (imports first). ok is false if the index is out of
 // range.
 func (m *Module) FuncType(funcIndex uint32) (ft FuncType, ok bool) {
-	idx := uint64(funcIndex)
+	imp, d := m.locate(KindFunc, funcIndex)
+	if imp != nil {
+		return imp.Func, true
+	}
+	if d < uint64(len(m.Functions)) && uint64(m.Functions[d]) < uint64(len(m.Types)) {
+		return m.Types[m.Functions[d]], true
+	}
+	return FuncType{}, false
+}
+
+// locate finds index idx of kind's index space (imports first): the import
+// it names, or else (nil and) its position among the defined ones.
+func (m *Module) locate(kind ExternKind, idx uint32) (imp *Import, defined uint64) {
 	var n uint64
 	for i := range m.Imports {
-		if m.Imports[i].Kind != KindFunc {
+		if m.Imports[i].Kind != kind {
 			continue
 		}
-		if n == idx {
-			return m.Imports[i].Func, true
+		if n == uint64(idx) {
+			return &m.Imports[i], 0
 		}
 		n++
 	}
-	d := idx - n
-	if d >= uint64(len(m.Functions)) {
-		return FuncType{}, false
-	}
-	t := uint64(m.Functions[d])
-	if t >= uint64(len(m.Types)) {
-		return FuncType{}, false
-	}
-	return m.Types[t], true
+	return nil, uint64(idx) - n
 }
 
 // IsImportedFunc reports whether funcIndex refers to an imported function.
@@ -97,22 +101,14 @@ func (m *Module) IsImportedFunc(funcIndex uint32) bool {
 // GlobalType returns the type of the global at globalIndex in the global
 // index space (imports first).
 func (m *Module) GlobalType(globalIndex uint32) (gt GlobalType, ok bool) {
-	idx := uint64(globalIndex)
-	var n uint64
-	for i := range m.Imports {
-		if m.Imports[i].Kind != KindGlobal {
-			continue
-		}
-		if n == idx {
-			return m.Imports[i].Global, true
-		}
-		n++
+	imp, d := m.locate(KindGlobal, globalIndex)
+	if imp != nil {
+		return imp.Global, true
 	}
-	d := idx - n
-	if d >= uint64(len(m.Globals)) {
-		return GlobalType{}, false
+	if d < uint64(len(m.Globals)) {
+		return m.Globals[d].Type, true
 	}
-	return m.Globals[d].Type, true
+	return GlobalType{}, false
 }
 
 // Export returns the export with the given name.

@@ -343,12 +343,34 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// lebCase is a LEB128 encoding and the value it decodes to, or the error it
+// gets.
+type lebCase[T int32 | int64 | uint32] struct {
+	in   []byte
+	want T
+	err  string
+}
+
+// checkLEB decodes each case with read (name in messages).
+func checkLEB[T int32 | int64 | uint32](t *testing.T, name string, cases []lebCase[T], read func(*reader) (T, error)) {
+	t.Helper()
+	for _, tt := range cases {
+		r := &reader{b: tt.in, end: len(tt.in), section: "test"}
+		got, err := read(r)
+		if tt.err != "" {
+			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tt.err)) {
+				t.Errorf("%s % x: got %d, %v; want error %q", name, tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want || !r.eof() {
+			t.Errorf("%s % x: got %d, %v; want %d", name, tt.in, got, err, tt.want)
+		}
+	}
+}
+
 func TestLEB128(t *testing.T) {
-	u32Tests := []struct {
-		in   []byte
-		want uint32
-		err  string
-	}{
+	u32Tests := []lebCase[uint32]{
 		{[]byte{0x00}, 0, ""},
 		{[]byte{0x7F}, 127, ""},
 		{[]byte{0x80, 0x01}, 128, ""},
@@ -363,25 +385,9 @@ func TestLEB128(t *testing.T) {
 		{[]byte{0x80}, 0, "unexpected end"},
 		{[]byte{}, 0, "unexpected end"},
 	}
-	for _, tt := range u32Tests {
-		r := &reader{b: tt.in, end: len(tt.in), section: "test"}
-		got, err := r.u32("v")
-		if tt.err != "" {
-			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tt.err)) {
-				t.Errorf("u32 % x: got %d, %v; want error %q", tt.in, got, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want || !r.eof() {
-			t.Errorf("u32 % x: got %d, %v; want %d", tt.in, got, err, tt.want)
-		}
-	}
+	checkLEB(t, "u32", u32Tests, func(r *reader) (uint32, error) { return r.u32("v") })
 
-	s32Tests := []struct {
-		in   []byte
-		want int32
-		err  string
-	}{
+	s32Tests := []lebCase[int32]{
 		{[]byte{0x00}, 0, ""},
 		{[]byte{0x7F}, -1, ""},
 		{[]byte{0x3F}, 63, ""},
@@ -398,27 +404,11 @@ func TestLEB128(t *testing.T) {
 		{[]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, 0, "longer than 5 bytes"},
 		{[]byte{0xFF}, 0, "unexpected end"},
 	}
-	for _, tt := range s32Tests {
-		r := &reader{b: tt.in, end: len(tt.in), section: "test"}
-		got, err := r.s32("v")
-		if tt.err != "" {
-			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tt.err)) {
-				t.Errorf("s32 % x: got %d, %v; want error %q", tt.in, got, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want || !r.eof() {
-			t.Errorf("s32 % x: got %d, %v; want %d", tt.in, got, err, tt.want)
-		}
-	}
+	checkLEB(t, "s32", s32Tests, func(r *reader) (int32, error) { return r.s32("v") })
 
 	ff9 := bytes.Repeat([]byte{0xFF}, 9)
 	x809 := bytes.Repeat([]byte{0x80}, 9)
-	s64Tests := []struct {
-		in   []byte
-		want int64
-		err  string
-	}{
+	s64Tests := []lebCase[int64]{
 		{[]byte{0x00}, 0, ""},
 		{[]byte{0x7F}, -1, ""},
 		{append(bytes.Clone(ff9), 0x00), math.MaxInt64, ""},
@@ -429,19 +419,7 @@ func TestLEB128(t *testing.T) {
 		{append(append(bytes.Clone(x809), 0x80), 0x00), 0, "longer than 10 bytes"},
 		{x809, 0, "unexpected end"},
 	}
-	for _, tt := range s64Tests {
-		r := &reader{b: tt.in, end: len(tt.in), section: "test"}
-		got, err := r.s64("v")
-		if tt.err != "" {
-			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tt.err)) {
-				t.Errorf("s64 % x: got %d, %v; want error %q", tt.in, got, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want || !r.eof() {
-			t.Errorf("s64 % x: got %d, %v; want %d", tt.in, got, err, tt.want)
-		}
-	}
+	checkLEB(t, "s64", s64Tests, func(r *reader) (int64, error) { return r.s64("v") })
 
 	// The encoders round-trip through the decoders.
 	for _, v := range []int64{0, 1, -1, 63, 64, -64, -65, 127, 128, math.MaxInt32, math.MinInt32, math.MaxInt64, math.MinInt64} {

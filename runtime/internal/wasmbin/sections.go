@@ -31,16 +31,28 @@ func (p *parser) customSection(r *reader, sec *Section) error {
 // valueType reads a value type, refusing the types of unsupported proposals
 // with a *FeatureError.
 func (p *parser) valueType(r *reader, what string) (ValueType, error) {
+	return p.typeByte(r, what, false)
+}
+
+// refType reads a reference type: a value type of the others is an error.
+func (p *parser) refType(r *reader, what string) (ValueType, error) {
+	return p.typeByte(r, what, true)
+}
+
+func (p *parser) typeByte(r *reader, what string, ref bool) (ValueType, error) {
 	off := r.pos
 	c, err := r.readByte(what)
 	if err != nil {
 		return 0, err
 	}
 	switch v := ValueType(c); v {
-	case I32, I64, F32, F64, FuncRef, ExternRef:
+	case FuncRef, ExternRef:
 		return v, nil
-	case V128:
-		if p.lim.AllowSIMD {
+	case I32, I64, F32, F64, V128:
+		switch {
+		case ref:
+			return 0, r.errorf(off, "%s: %s is not a reference type", what, v)
+		case v != V128 || p.lim.AllowSIMD:
 			return v, nil
 		}
 		return 0, &FeatureError{Feature: FeatureSIMD, Reason: fmt.Sprintf("%s has type v128 (%s section, offset %d)", what, r.section, off)}
@@ -60,37 +72,46 @@ func unknownType(r *reader, off int, c byte, what string) error {
 	return r.errorf(off, "%s: invalid value type 0x%02x", what, c)
 }
 
-func (p *parser) refType(r *reader, what string) (ValueType, error) {
-	off := r.pos
-	c, err := r.readByte(what)
+func (p *parser) typeSection(r *reader) (err error) {
+	p.m.Types, err = vector(r, "type", 3, "MaxTypes", p.lim.MaxTypes, p.funcType)
+	return err
+}
+
+// vector reads a section that is a vector of items: the count (see
+// limitedCount), then each item, whose error is placed "<what> <i>".
+func vector[T any](r *reader, what string, minSize int, limit string, max uint64, item func(*reader, *T) error) ([]T, error) {
+	n, err := limitedCount(r, what, minSize, limit, max, 0)
+	if err != nil {
+		return nil, err
+	}
+	return vectorItems(r, n, what, 0, item)
+}
+
+// limitedCount reads the count of a vector whose items take at least
+// minSize bytes each, and refuses one that makes more than max (the limit
+// named limit) with the before already in the index space.
+func limitedCount(r *reader, what string, minSize int, limit string, max, before uint64) (uint32, error) {
+	n, err := r.count(what, minSize)
 	if err != nil {
 		return 0, err
 	}
-	switch v := ValueType(c); v {
-	case FuncRef, ExternRef:
-		return v, nil
-	case I32, I64, F32, F64, V128:
-		return 0, r.errorf(off, "%s: %s is not a reference type", what, v)
+	if before+uint64(n) > max {
+		return 0, &LimitError{Limit: limit, Max: max, Got: before + uint64(n)}
 	}
-	return 0, unknownType(r, off, c, what)
+	return n, nil
 }
 
-func (p *parser) typeSection(r *reader) error {
-	n, err := r.count("type", 3)
-	if err != nil {
-		return err
-	}
-	if uint64(n) > p.lim.MaxTypes {
-		return &LimitError{Limit: "MaxTypes", Max: p.lim.MaxTypes, Got: uint64(n)}
-	}
-	types := make([]FuncType, n)
-	for i := range types {
-		if err := p.funcType(r, &types[i]); err != nil {
-			return within(err, "type %d", i)
+// vectorItems reads the n items of a vector whose count was read; an
+// item's error is placed "<what> <index>", its index in the index space
+// after the before that precede these.
+func vectorItems[T any](r *reader, n uint32, what string, before uint64, item func(*reader, *T) error) ([]T, error) {
+	items := make([]T, n)
+	for i := range items {
+		if err := item(r, &items[i]); err != nil {
+			return nil, within(err, "%s %d", what, before+uint64(i))
 		}
 	}
-	p.m.Types = types
-	return nil
+	return items, nil
 }
 
 func (p *parser) funcType(r *reader, ft *FuncType) error {
@@ -256,23 +277,9 @@ func (p *parser) addFuncs(n uint64) error {
 	return nil
 }
 
-func (p *parser) importSection(r *reader) error {
-	n, err := r.count("import", 4)
-	if err != nil {
-		return err
-	}
-	if uint64(n) > p.lim.MaxImports {
-		return &LimitError{Limit: "MaxImports", Max: p.lim.MaxImports, Got: uint64(n)}
-	}
-	imports := make([]Import, n)
-	for i := range imports {
-		imp := &imports[i]
-		if err := p.importEntry(r, imp); err != nil {
-			return within(err, "import %d", i)
-		}
-	}
-	p.m.Imports = imports
-	return nil
+func (p *parser) importSection(r *reader) (err error) {
+	p.m.Imports, err = vector(r, "import", 4, "MaxImports", p.lim.MaxImports, p.importEntry)
+	return err
 }
 
 func (p *parser) importEntry(r *reader, imp *Import) error {
@@ -357,22 +364,15 @@ func (p *parser) functionSection(r *reader) error {
 }
 
 func (p *parser) tableSection(r *reader) error {
-	n, err := r.count("table", 3)
+	n, err := limitedCount(r, "table", 3, "MaxTables", p.lim.MaxTables, p.numTables)
 	if err != nil {
 		return err
 	}
-	if p.numTables+uint64(n) > p.lim.MaxTables {
-		return &LimitError{Limit: "MaxTables", Max: p.lim.MaxTables, Got: p.numTables + uint64(n)}
-	}
-	tables := make([]TableType, n)
-	for i := range tables {
-		idx := p.numTables
-		if tables[i], err = p.tableType(r); err != nil {
-			return within(err, "table %d", idx)
-		}
-	}
-	p.m.Tables = tables
-	return nil
+	p.m.Tables, err = vectorItems(r, n, "table", p.numTables, func(r *reader, t *TableType) (err error) {
+		*t, err = p.tableType(r)
+		return err
+	})
+	return err
 }
 
 func (p *parser) memorySection(r *reader) error {
@@ -386,24 +386,17 @@ func (p *parser) memorySection(r *reader) error {
 			Reason: fmt.Sprintf("%d imported and %d defined memories (memory section at offset %d); at most %d supported",
 				p.numMemories, n, off, p.lim.MaxMemories)}
 	}
-	mems := make([]MemoryType, n)
-	for i := range mems {
-		idx := p.numMemories
-		if mems[i], err = p.memoryType(r); err != nil {
-			return within(err, "memory %d", idx)
-		}
-	}
-	p.m.Memories = mems
-	return nil
+	p.m.Memories, err = vectorItems(r, n, "memory", p.numMemories, func(r *reader, m *MemoryType) (err error) {
+		*m, err = p.memoryType(r)
+		return err
+	})
+	return err
 }
 
 func (p *parser) globalSection(r *reader) error {
-	n, err := r.count("global", 4)
+	n, err := limitedCount(r, "global", 4, "MaxGlobals", p.lim.MaxGlobals, p.numGlobals)
 	if err != nil {
 		return err
-	}
-	if p.numGlobals+uint64(n) > p.lim.MaxGlobals {
-		return &LimitError{Limit: "MaxGlobals", Max: p.lim.MaxGlobals, Got: p.numGlobals + uint64(n)}
 	}
 	globals := make([]Global, n)
 	for i := range globals {
@@ -533,12 +526,9 @@ func (p *parser) constExpr(r *reader, want ValueType, maxGlobal uint64) (ConstEx
 }
 
 func (p *parser) exportSection(r *reader) error {
-	n, err := r.count("export", 3)
+	n, err := limitedCount(r, "export", 3, "MaxExports", p.lim.MaxExports, 0)
 	if err != nil {
 		return err
-	}
-	if uint64(n) > p.lim.MaxExports {
-		return &LimitError{Limit: "MaxExports", Max: p.lim.MaxExports, Got: uint64(n)}
 	}
 	exports := make([]Export, n)
 	names := make(map[string]struct{}, n)
@@ -608,22 +598,9 @@ func (p *parser) startSection(r *reader) error {
 	return nil
 }
 
-func (p *parser) elementSection(r *reader) error {
-	n, err := r.count("element segment", 3)
-	if err != nil {
-		return err
-	}
-	if uint64(n) > p.lim.MaxElementSegments {
-		return &LimitError{Limit: "MaxElementSegments", Max: p.lim.MaxElementSegments, Got: uint64(n)}
-	}
-	segs := make([]ElementSegment, n)
-	for i := range segs {
-		if err := p.elementSegment(r, &segs[i]); err != nil {
-			return within(err, "element segment %d", i)
-		}
-	}
-	p.m.Elements = segs
-	return nil
+func (p *parser) elementSection(r *reader) (err error) {
+	p.m.Elements, err = vector(r, "element segment", 3, "MaxElementSegments", p.lim.MaxElementSegments, p.elementSegment)
+	return err
 }
 
 func (p *parser) elementSegment(r *reader, s *ElementSegment) error {
@@ -645,19 +622,8 @@ func (p *parser) elementSegment(r *reader, s *ElementSegment) error {
 		s.Mode = SegmentDeclarative
 	}
 	if s.Mode == SegmentActive {
-		if flags&0x02 != 0 {
-			tOff := r.pos
-			if s.Table, err = r.u32("table index"); err != nil {
-				return err
-			}
-			if uint64(s.Table) >= p.numTables {
-				return r.errorf(tOff, "table %d out of range (%d tables)", s.Table, p.numTables)
-			}
-		} else if p.numTables == 0 {
-			return r.errorf(off, "active segment but the module has no table")
-		}
-		if s.Offset, err = p.constExpr(r, I32, p.numGlobals); err != nil {
-			return within(err, "offset")
+		if s.Table, s.Offset, err = p.activeSegment(r, off, flags&0x02 != 0, "table", "tables", p.numTables); err != nil {
+			return err
 		}
 	}
 	// Flags 1, 2 and 3 carry an element kind (0x00, funcref); 5, 6 and 7 a
@@ -801,24 +767,15 @@ func (p *parser) body(r *reader, c *Code, ft FuncType) error {
 func (p *parser) dataSection(r *reader) error {
 	p.haveDataSection = true
 	off := r.pos
-	n, err := r.count("data segment", 2)
+	n, err := limitedCount(r, "data segment", 2, "MaxDataSegments", p.lim.MaxDataSegments, 0)
 	if err != nil {
 		return err
-	}
-	if uint64(n) > p.lim.MaxDataSegments {
-		return &LimitError{Limit: "MaxDataSegments", Max: p.lim.MaxDataSegments, Got: uint64(n)}
 	}
 	if p.m.DataCount != nil && *p.m.DataCount != n {
 		return r.errorf(off, "%d data segments but the datacount section declares %d", n, *p.m.DataCount)
 	}
-	segs := make([]DataSegment, n)
-	for i := range segs {
-		if err := p.dataSegment(r, &segs[i]); err != nil {
-			return within(err, "data segment %d", i)
-		}
-	}
-	p.m.Data = segs
-	return nil
+	p.m.Data, err = vectorItems(r, n, "data segment", 0, p.dataSegment)
+	return err
 }
 
 func (p *parser) dataSegment(r *reader, s *DataSegment) error {
@@ -830,19 +787,8 @@ func (p *parser) dataSegment(r *reader, s *DataSegment) error {
 	switch flags {
 	case 0, 2:
 		s.Mode = SegmentActive
-		if flags == 2 {
-			mOff := r.pos
-			if s.Memory, err = r.u32("memory index"); err != nil {
-				return err
-			}
-			if uint64(s.Memory) >= p.numMemories {
-				return r.errorf(mOff, "memory %d out of range (%d memories)", s.Memory, p.numMemories)
-			}
-		} else if p.numMemories == 0 {
-			return r.errorf(off, "active segment but the module has no memory")
-		}
-		if s.Offset, err = p.constExpr(r, I32, p.numGlobals); err != nil {
-			return within(err, "offset")
+		if s.Memory, s.Offset, err = p.activeSegment(r, off, flags == 2, "memory", "memories", p.numMemories); err != nil {
+			return err
 		}
 	case 1:
 		s.Mode = SegmentPassive
@@ -862,4 +808,25 @@ func (p *parser) dataSegment(r *reader, s *DataSegment) error {
 		return &LimitError{Limit: "MaxDataBytes", Max: p.lim.MaxDataBytes, Got: p.dataBytes}
 	}
 	return nil
+}
+
+// activeSegment reads what an active element or data segment (at off) has
+// besides its items: the index of its table or memory (kind), explicit or
+// else 0, checked against the have there are, and its offset expression.
+func (p *parser) activeSegment(r *reader, off int, explicit bool, kind, kinds string, have uint64) (idx uint32, offset ConstExpr, err error) {
+	if explicit {
+		iOff := r.pos
+		if idx, err = r.u32(kind + " index"); err != nil {
+			return 0, ConstExpr{}, err
+		}
+		if uint64(idx) >= have {
+			return 0, ConstExpr{}, r.errorf(iOff, "%s %d out of range (%d %s)", kind, idx, have, kinds)
+		}
+	} else if have == 0 {
+		return 0, ConstExpr{}, r.errorf(off, "active segment but the module has no %s", kind)
+	}
+	if offset, err = p.constExpr(r, I32, p.numGlobals); err != nil {
+		return 0, ConstExpr{}, within(err, "offset")
+	}
+	return idx, offset, nil
 }

@@ -24,24 +24,20 @@ const (
 
 // String returns the WebAssembly text name of the type ("i32", "funcref", ...)
 // or "0xNN" for a byte that is not a known value type.
-func (v ValueType) String() string {
-	switch v {
-	case I32:
-		return "i32"
-	case I64:
-		return "i64"
-	case F32:
-		return "f32"
-	case F64:
-		return "f64"
-	case V128:
-		return "v128"
-	case FuncRef:
-		return "funcref"
-	case ExternRef:
-		return "externref"
+func (v ValueType) String() string { return enumName(valueTypeNames[:], v, "0x%02x") }
+
+var valueTypeNames = [...]string{
+	I32: "i32", I64: "i64", F32: "f32", F64: "f64", V128: "v128",
+	FuncRef: "funcref", ExternRef: "externref",
+}
+
+// enumName returns names[v], or fallback formatted with v's byte when v has
+// no name: the String method of the package's byte enumerations.
+func enumName[T ~byte](names []string, v T, fallback string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("0x%02x", byte(v))
+	return fmt.Sprintf(fallback, byte(v))
 }
 
 // FuncType is a function signature. The slices are shared with the Module
@@ -99,19 +95,9 @@ const (
 )
 
 // String returns "func", "table", "memory" or "global" (or "kind(N)").
-func (k ExternKind) String() string {
-	switch k {
-	case KindFunc:
-		return "func"
-	case KindTable:
-		return "table"
-	case KindMemory:
-		return "memory"
-	case KindGlobal:
-		return "global"
-	}
-	return fmt.Sprintf("kind(%d)", byte(k))
-}
+func (k ExternKind) String() string { return enumName(externKindNames[:], k, "kind(%d)") }
+
+var externKindNames = [...]string{KindFunc: "func", KindTable: "table", KindMemory: "memory", KindGlobal: "global"}
 
 // SectionID is the id byte of a section.
 type SectionID byte
@@ -153,12 +139,7 @@ var sectionNames = [...]string{
 
 // String returns the section's name as used in error messages ("type",
 // "code", "datacount", ...), or "unknown(N)" for an unknown id.
-func (id SectionID) String() string {
-	if int(id) < len(sectionNames) {
-		return sectionNames[id]
-	}
-	return fmt.Sprintf("unknown(%d)", byte(id))
-}
+func (id SectionID) String() string { return enumName(sectionNames[:], id, "unknown(%d)") }
 
 // MemoryType is the type of a linear memory, in 64 KiB pages.
 type MemoryType struct {
@@ -270,17 +251,9 @@ const (
 )
 
 // String returns "active", "passive" or "declarative".
-func (s SegmentMode) String() string {
-	switch s {
-	case SegmentActive:
-		return "active"
-	case SegmentPassive:
-		return "passive"
-	case SegmentDeclarative:
-		return "declarative"
-	}
-	return fmt.Sprintf("mode(%d)", byte(s))
-}
+func (s SegmentMode) String() string { return enumName(segmentModeNames[:], s, "mode(%d)") }
+
+var segmentModeNames = [...]string{SegmentActive: "active", SegmentPassive: "passive", SegmentDeclarative: "declarative"}
 
 // ElementSegment is an element segment. Its items are not kept decoded (a
 // segment may list millions); they were checked (function indices in range,
