@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -16,11 +16,8 @@ import (
 func buildGoHook(t *testing.T, name, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, name+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./hooks-examples/"+name)
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", name, err, b)
+	if err := os.WriteFile(out, testutil.BuildHook(t, "hooks-examples/"+name), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
