@@ -12,6 +12,7 @@ package abi
 import (
 	"fmt"
 	"maps"
+	"strings"
 )
 
 // Version numbers of the ABI implemented by this package. A host that speaks
@@ -136,21 +137,13 @@ var statusNames = [...]string{
 	StatusRateLimited:        "RATE_LIMITED",
 }
 
-var statusCodes = [...]string{
-	StatusOK:                 "ok",
-	StatusUnknownCapability:  "unknown_capability",
-	StatusInvalidRequest:     "invalid_request",
-	StatusDenied:             "denied",
-	StatusInsufficientCredit: "insufficient_credit",
-	StatusCapabilityFailed:   "capability_failed",
-	StatusResultTooLarge:     "result_too_large",
-	StatusRequestTooLarge:    "request_too_large",
-	StatusBufferTooSmall:     "buffer_too_small",
-	StatusNoPending:          "no_pending",
-	StatusQuotaExceeded:      "quota_exceeded",
-	StatusNotInInvocation:    "not_in_invocation",
-	StatusRateLimited:        "rate_limited",
-}
+// statusCodes holds each status's Code: its name in lower case.
+var statusCodes = func() (codes [len(statusNames)]string) {
+	for i, name := range statusNames {
+		codes[i] = strings.ToLower(name)
+	}
+	return codes
+}()
 
 // Statuses returns every status defined by this version, in order.
 func Statuses() []Status {

@@ -1,6 +1,7 @@
 package abi
 
-// A reflection-free encoder for the documents the host and the SDK write on
+// An encoder without encoding/json's reflective walk (reflect only reads an
+// integer of any width) for the documents the host and the SDK write on
 // every invocation (the invocation document, the canonical decision). It
 // writes exactly what Marshal (encoding/json, without HTML escaping) writes,
 // for the types strict JSON decodes to and the common Go types; for any
@@ -10,6 +11,7 @@ package abi
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -107,103 +109,85 @@ func appendValue(b []byte, v any, depth int) ([]byte, bool) {
 		return append(b, s...), true
 	case float64:
 		return appendFloat(b, v)
-	case int:
-		return strconv.AppendInt(b, int64(v), 10), true
-	case int8:
-		return strconv.AppendInt(b, int64(v), 10), true
-	case int16:
-		return strconv.AppendInt(b, int64(v), 10), true
-	case int32:
-		return strconv.AppendInt(b, int64(v), 10), true
-	case int64:
-		return strconv.AppendInt(b, v, 10), true
-	case uint:
-		return strconv.AppendUint(b, uint64(v), 10), true
-	case uint16:
-		return strconv.AppendUint(b, uint64(v), 10), true
-	case uint32:
-		return strconv.AppendUint(b, uint64(v), 10), true
-	case uint64:
-		return strconv.AppendUint(b, v, 10), true
+	case int, int8, int16, int32, int64:
+		return strconv.AppendInt(b, reflect.ValueOf(v).Int(), 10), true
+	case uint, uint16, uint32, uint64:
+		return strconv.AppendUint(b, reflect.ValueOf(v).Uint(), 10), true
 	case map[string]any:
-		if v == nil {
-			return append(b, "null"...), true
-		}
 		return appendObject(b, v, depth+1)
 	case []any:
-		if v == nil {
-			return append(b, "null"...), true
-		}
-		b = append(b, '[')
-		for i, e := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendValue(b, e, depth+1); !ok {
-				return nil, false
-			}
-		}
-		return append(b, ']'), true
+		return appendList(b, v, func(b []byte, e any) ([]byte, bool) { return appendValue(b, e, depth+1) })
 	case []string:
-		if v == nil {
-			return append(b, "null"...), true
-		}
-		b = append(b, '[')
-		for i, e := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, e)
-		}
-		return append(b, ']'), true
+		return appendList(b, v, appendStringValue)
 	case map[string]string:
-		if v == nil {
-			return append(b, "null"...), true
-		}
-		b = append(b, '{')
-		for i, k := range sortedMapKeys(v) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, v[k])
-		}
-		return append(b, '}'), true
+		return appendMap(b, v, appendStringValue)
 	}
 	// uint8 is left out on purpose: []uint8 is base64 in encoding/json,
 	// and keeping the two apart is not worth a special case.
 	return nil, false
 }
 
-// appendObject appends a non-nil map with its keys sorted.
+// appendObject appends m with its keys sorted, its values at depth.
 func appendObject(b []byte, m map[string]any, depth int) ([]byte, bool) {
+	return appendMap(b, m, func(b []byte, v any) ([]byte, bool) { return appendValue(b, v, depth) })
+}
+
+// appendMap appends m as an object with its keys sorted, each value by
+// value; a nil map is null.
+func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, bool)) ([]byte, bool) {
+	if m == nil {
+		return append(b, "null"...), true
+	}
 	b = append(b, '{')
-	if len(m) == 1 {
+	ok := true
+	if len(m) == 1 { // one key: nothing to sort
 		for k, v := range m {
-			b = appendString(b, k)
-			b = append(b, ':')
-			var ok bool
-			if b, ok = appendValue(b, v, depth); !ok {
-				return nil, false
+			b, ok = appendMember(b, k, v, value)
+		}
+	} else {
+		for i, k := range sortedMapKeys(m) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, ok = appendMember(b, k, m[k], value); !ok {
+				break
 			}
 		}
-		return append(b, '}'), true
 	}
-	for i, k := range sortedMapKeys(m) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, k)
-		b = append(b, ':')
-		var ok bool
-		if b, ok = appendValue(b, m[k], depth); !ok {
-			return nil, false
-		}
+	if !ok {
+		return nil, false
 	}
 	return append(b, '}'), true
 }
+
+// appendMember appends "k":v, v by value.
+func appendMember[V any](b []byte, k string, v V, value func([]byte, V) ([]byte, bool)) ([]byte, bool) {
+	b = appendString(b, k)
+	b = append(b, ':')
+	return value(b, v)
+}
+
+// appendList appends list as an array, each element by elem; a nil list is
+// null.
+func appendList[E any](b []byte, list []E, elem func([]byte, E) ([]byte, bool)) ([]byte, bool) {
+	if list == nil {
+		return append(b, "null"...), true
+	}
+	b = append(b, '[')
+	for i, e := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = elem(b, e); !ok {
+			return nil, false
+		}
+	}
+	return append(b, ']'), true
+}
+
+// appendStringValue is appendString for appendList and appendMap.
+func appendStringValue(b []byte, s string) ([]byte, bool) { return appendString(b, s), true }
 
 func sortedMapKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -88,12 +88,7 @@ type DecisionError struct {
 	Err    error
 }
 
-func (e *DecisionError) Error() string {
-	if e.Err != nil {
-		return "invalid decision: " + e.Reason + ": " + e.Err.Error()
-	}
-	return "invalid decision: " + e.Reason
-}
+func (e *DecisionError) Error() string { return errorText("invalid decision", e.Reason, e.Err) }
 
 func (e *DecisionError) Unwrap() error { return e.Err }
 
@@ -124,13 +119,9 @@ func DecodeDecision(data []byte, point Point, lim JSONLimits) (*Decision, error)
 // decodeDecisionTree is DecodeDecision by way of the document tree: it
 // decodes every shape and words every error.
 func decodeDecisionTree(data []byte, point Point, lim JSONLimits) (*Decision, error) {
-	v, err := ParseJSON(data, lim)
-	if err != nil {
-		return nil, &DecisionError{Reason: "not strict JSON", Err: err}
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, decisionErrorf("not a JSON object")
+	m, reason, err := parseObject(data, lim)
+	if reason != "" {
+		return nil, &DecisionError{Reason: reason, Err: err}
 	}
 	_, hasAction := m["action"]
 	_, hasDecision := m["decision"]
@@ -152,7 +143,7 @@ func decodeDecisionTree(data []byte, point Point, lim JSONLimits) (*Decision, er
 		return nil, err
 	}
 	if d.Action == ActionModify {
-		for _, k := range sortedKeys(d.Context) {
+		for _, k := range sortedMapKeys(d.Context) {
 			if !point.CanChange(k) {
 				return nil, decisionErrorf("modify of %q, which point %s does not allow (changeable: %s)", k, point.Name, strings.Join(point.Changeable, ", "))
 			}
@@ -163,7 +154,7 @@ func decodeDecisionTree(data []byte, point Point, lim JSONLimits) (*Decision, er
 		// inside "context". It must still be a document the same limits
 		// accept, or the canonical form would not be a fixed point.
 		maxDepth := lim.withDefaults().MaxDepth
-		for _, k := range sortedKeys(d.Context) {
+		for _, k := range sortedMapKeys(d.Context) {
 			if 2+nesting(d.Context[k]) > maxDepth {
 				return nil, decisionErrorf("modify of %q nests deeper than %d once moved into \"context\"", k, maxDepth)
 			}
@@ -280,10 +271,8 @@ func decodeCanonical(m map[string]any) (*Decision, error) {
 }
 
 func decodeOutcome(m map[string]any, point Point) (*Decision, error) {
-	for _, k := range sortedKeys(m) {
-		if !outcomeKeys[k] {
-			return nil, decisionErrorf("unexpected field %q in a decision/abort outcome", k)
-		}
+	if k, ok := unexpectedKey(m, outcomeKeys); ok {
+		return nil, decisionErrorf("unexpected field %q in a decision/abort outcome", k)
 	}
 	word, ok := m["decision"].(string)
 	if !ok {
@@ -331,10 +320,8 @@ func decodeOutcome(m map[string]any, point Point) (*Decision, error) {
 }
 
 func decodeLegacy(m map[string]any) (*Decision, error) {
-	for _, k := range sortedKeys(m) {
-		if !legacyKeys[k] {
-			return nil, decisionErrorf("unexpected field %q in a legacy abort outcome", k)
-		}
+	if k, ok := unexpectedKey(m, legacyKeys); ok {
+		return nil, decisionErrorf("unexpected field %q in a legacy abort outcome", k)
 	}
 	b, ok := m["abort"].(bool)
 	if !ok {
@@ -350,11 +337,13 @@ func decodeLegacy(m map[string]any) (*Decision, error) {
 	return d, nil
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// unexpectedKey returns the first key of m, in sorted order, that allowed
+// does not hold.
+func unexpectedKey(m map[string]any, allowed map[string]bool) (string, bool) {
+	for _, k := range sortedMapKeys(m) {
+		if !allowed[k] {
+			return k, true
+		}
 	}
-	sort.Strings(keys)
-	return keys
+	return "", false
 }

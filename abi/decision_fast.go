@@ -104,59 +104,26 @@ func decodeDecisionFast(data []byte, point Point, lim JSONLimits) (d *Decision, 
 		s.SkipSpace()
 		switch bit {
 		case keyAction:
-			word, ok := plainString(&s)
-			if !ok {
-				return nil, false
-			}
-			switch string(word) {
-			case "continue":
-				action = ActionContinue
-			case "modify":
-				action = ActionModify
-			case "block":
-				action = ActionBlock
-			case "ask":
-				action = ActionAsk
-			default:
-				return nil, false
-			}
+			action, ok = fastAction(&s)
 		case keyContext:
 			// The context object is nested two deep.
-			if lim.MaxDepth < 2 {
-				return nil, false
-			}
-			if nfields, ok = fastContext(&s, point, &fields); !ok {
-				return nil, false
+			if ok = lim.MaxDepth >= 2; ok {
+				nfields, ok = fastContext(&s, point, &fields)
 			}
 		case keyReason:
-			if reason, ok = nullableString(&s); !ok {
-				return nil, false
-			}
+			reason, ok = nullableString(&s)
 		case keyUserMessage:
-			if userMessage, ok = nullableString(&s); !ok {
-				return nil, false
-			}
+			userMessage, ok = nullableString(&s)
 		case keyDoNotReplyAgain:
-			switch {
-			case s.Literal("true"):
-				dnra = true
-			case s.Literal("false"), s.Literal("null"):
-			default:
-				return nil, false
-			}
+			dnra, ok = nullableBool(&s)
 		case keyShortCircuit:
-			switch {
-			case s.Literal("true"):
-				shortCirc = true
-			case s.Literal("false"), s.Literal("null"):
-			default:
-				return nil, false
-			}
+			shortCirc, ok = nullableBool(&s)
 		case keyPending:
 			// Decoded as ParseJSON decodes it, one level down.
-			if pending, ok = s.Value(1); !ok {
-				return nil, false
-			}
+			pending, ok = s.Value(1)
+		}
+		if !ok {
+			return nil, false
 		}
 		s.SkipSpace()
 		if s.Consume(',') {
@@ -296,6 +263,37 @@ func changeableIndex(point Point, key []byte) int {
 		}
 	}
 	return -1
+}
+
+// fastAction scans the action word of a canonical decision the fast path
+// decodes: continue, modify, block or ask (a notify takes the tree path).
+func fastAction(s *Lexer) (Action, bool) {
+	word, ok := plainString(s)
+	if !ok {
+		return "", false
+	}
+	switch string(word) {
+	case "continue":
+		return ActionContinue, true
+	case "modify":
+		return ActionModify, true
+	case "block":
+		return ActionBlock, true
+	case "ask":
+		return ActionAsk, true
+	}
+	return "", false
+}
+
+// nullableBool scans true, false or null (false).
+func nullableBool(s *Lexer) (v, ok bool) {
+	switch {
+	case s.Literal("true"):
+		return true, true
+	case s.Literal("false"), s.Literal("null"):
+		return false, true
+	}
+	return false, false
 }
 
 // nullableString scans a string or null (the zero span).

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,24 +44,10 @@ func checkFastPath(t testing.TB, data []byte, point Point, lim JSONLimits) bool 
 // TestDecodeDecisionFastGolden checks the fast path on every golden case:
 // it handles each canonical case and agrees with the tree path on all.
 func TestDecodeDecisionFastGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "decisions", "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, file := range files {
-		base := strings.TrimSuffix(filepath.Base(file), ".json")
-		name, pointName, _ := strings.Cut(base, "@")
-		t.Run(base, func(t *testing.T) {
-			point, ok := LookupPoint(pointName)
-			if !ok {
-				t.Fatalf("unknown point %q", pointName)
-			}
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			handled := checkFastPath(t, data, point, JSONLimits{})
-			if want := strings.HasPrefix(name, "canonical-"); handled != want {
+	for _, c := range decisionCases(t) {
+		t.Run(c.base, func(t *testing.T) {
+			handled := checkFastPath(t, c.data, c.point, JSONLimits{})
+			if want := strings.HasPrefix(c.name, "canonical-"); handled != want {
 				t.Errorf("fast path handled = %t, want %t", handled, want)
 			}
 		})

@@ -19,30 +19,9 @@ import (
 //
 // go test ./abi -run Golden -update rewrites the golden files.
 func TestDecodeDecisionGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "decisions", "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) < 50 {
-		t.Fatalf("only %d decision cases found", len(files))
-	}
-	for _, file := range files {
-		base := strings.TrimSuffix(filepath.Base(file), ".json")
-		at := strings.LastIndex(base, "@")
-		if at < 0 {
-			t.Errorf("%s: name is not CASE@POINT.json", file)
-			continue
-		}
-		name, pointName := base[:at], base[at+1:]
-		t.Run(base, func(t *testing.T) {
-			point, ok := LookupPoint(pointName)
-			if !ok {
-				t.Fatalf("unknown point %q in the file name", pointName)
-			}
-			in, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, c := range decisionCases(t) {
+		in, name, point := c.data, c.name, c.point
+		t.Run(c.base, func(t *testing.T) {
 			wantReject := strings.HasPrefix(name, "reject-")
 			d, err := DecodeDecision(in, point, JSONLimits{})
 			var got string
@@ -67,9 +46,47 @@ func TestDecodeDecisionGolden(t *testing.T) {
 				checkFixedPoint(t, d, enc, point, JSONLimits{})
 				got = fmt.Sprintf("shape: %s\n%s\n", d.Shape, enc)
 			}
-			checkGolden(t, filepath.Join("testdata", "decisions", base+".golden"), []byte(got))
+			checkGolden(t, filepath.Join("testdata", "decisions", c.base+".golden"), []byte(got))
 		})
 	}
+}
+
+// decisionCase is a document of testdata/decisions, CASE@POINT.json.
+type decisionCase struct {
+	base, name string // CASE@POINT and CASE
+	point      Point
+	data       []byte
+}
+
+// decisionCases reads testdata/decisions, whose every file must be named
+// CASE@POINT.json for a point of Points().
+func decisionCases(tb testing.TB) []decisionCase {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "decisions", "*.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(files) < 50 {
+		tb.Fatalf("only %d decision cases found", len(files))
+	}
+	cases := make([]decisionCase, len(files))
+	for i, file := range files {
+		base := strings.TrimSuffix(filepath.Base(file), ".json")
+		name, pointName, ok := strings.Cut(base, "@")
+		if !ok || strings.Contains(pointName, "@") {
+			tb.Fatalf("%s: name is not CASE@POINT.json", file)
+		}
+		point, ok := LookupPoint(pointName)
+		if !ok {
+			tb.Fatalf("%s: unknown point %q in the file name", file, pointName)
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cases[i] = decisionCase{base: base, name: name, point: point, data: data}
+	}
+	return cases
 }
 
 // checkFixedPoint checks that the canonical encoding of an accepted decision
@@ -92,6 +109,18 @@ func checkFixedPoint(t *testing.T, d *Decision, enc []byte, point Point, lim JSO
 	enc2, err := d2.Encode()
 	if err != nil || string(enc2) != string(enc) {
 		t.Errorf("Encode is not a fixed point: %s then %s (%v)", enc, enc2, err)
+	}
+}
+
+// checkEncode checks that encode succeeds and returns want.
+func checkEncode(t *testing.T, encode func() ([]byte, error), want string) {
+	t.Helper()
+	got, err := encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("Encode = %s\nwant     %s", got, want)
 	}
 }
 
@@ -310,15 +339,7 @@ func TestDecisionEncode(t *testing.T) {
 			`{"action":"modify","context":{"messages":[],"prompt":"p"}}`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.d.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tt.want {
-				t.Errorf("Encode = %s, want %s", got, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkEncode(t, tt.d.Encode, tt.want) })
 	}
 }
 

@@ -19,11 +19,8 @@ var guardrailKeys = map[string]map[string]bool{
 // continue, rewrite a modify of the fields in "payload", require_approval
 // an ask whose approval carries "pending".
 func decodeGuardrail(m map[string]any, word string) (*Decision, error) {
-	keys := guardrailKeys[word]
-	for _, k := range sortedKeys(m) {
-		if !keys[k] {
-			return nil, decisionErrorf("unexpected field %q in a decision with action %q", k, word)
-		}
+	if k, ok := unexpectedKey(m, guardrailKeys[word]); ok {
+		return nil, decisionErrorf("unexpected field %q in a decision with action %q", k, word)
 	}
 	d := &Decision{Shape: ShapeGuardrail}
 	switch word {

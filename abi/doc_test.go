@@ -8,41 +8,102 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestABIDoc checks that the repository's ABI.md says what this package
-// does: the status table, the WASI set, the hook points and their example
-// contexts, the limits, the seed-003 normalisation examples, and that the
-// WAT hook of the walkthrough is a valid hook_v1 module.
-func TestABIDoc(t *testing.T) {
+// abiDoc returns the repository's ABI.md.
+func abiDoc(t *testing.T) string {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "ABI.md"))
 	if err != nil {
 		t.Skipf("no ABI.md: %v", err)
 	}
-	doc := string(raw)
-	section := func(heading string) string {
-		i := strings.Index(doc, "\n"+heading+"\n")
-		if i < 0 {
-			t.Fatalf("ABI.md has no heading %q", heading)
-		}
-		rest := doc[i+len(heading)+2:]
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			rest = rest[:j]
-		}
-		return rest
-	}
-	versions := section("## Versions")
+	return string(raw)
+}
 
-	t.Run("statuses", func(t *testing.T) {
-		for _, s := range Statuses() {
-			row := fmt.Sprintf("| %d | %s | `%s` | %s |", uint32(s), s, s.Code(), abiMDStatuses[s].meaning)
-			if !strings.Contains(doc, row) {
-				t.Errorf("ABI.md has no row %q", row)
+// docSection returns what follows the line heading in doc, up to the next
+// "## " heading.
+func docSection(t *testing.T, doc, heading string) string {
+	t.Helper()
+	i := strings.Index(doc, "\n"+heading+"\n")
+	if i < 0 {
+		t.Fatalf("ABI.md has no heading %q", heading)
+	}
+	rest := doc[i+len(heading)+2:]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// TestStatusTable holds the statuses to ABI.md's table (status, name, code,
+// meaning), row by row and in order.
+func TestStatusTable(t *testing.T) {
+	var rows [][]string
+	for _, line := range strings.Split(docSection(t, abiDoc(t), "### Status codes (normative)"), "\n") {
+		if cells := strings.Split(line, " | "); len(cells) == 4 && strings.HasPrefix(line, "| ") {
+			if _, err := strconv.ParseUint(cells[0][2:], 10, 32); err == nil {
+				rows = append(rows, cells)
 			}
 		}
-	})
+	}
+	if got, want := len(Statuses()), len(rows); got != want || want == 0 {
+		t.Fatalf("Statuses() has %d entries, ABI.md's table %d", got, want)
+	}
+	for i, row := range rows {
+		t.Run(row[1], func(t *testing.T) {
+			s := Status(i)
+			if Statuses()[i] != s {
+				t.Errorf("Statuses()[%d] = %d, want %d", i, Statuses()[i], s)
+			}
+			if n, _ := strconv.ParseUint(row[0][2:], 10, 32); Status(n) != s {
+				t.Errorf("ABI.md's row %d is status %d", i, n)
+			}
+			if !s.Known() {
+				t.Errorf("%d.Known() = false", s)
+			}
+			if got := s.String(); got != row[1] {
+				t.Errorf("String() = %q, ABI.md says %q", got, row[1])
+			}
+			code := strings.ToLower(row[1])
+			if got := s.Code(); got != code || "`"+code+"`" != row[2] {
+				t.Errorf("Code() = %q, want %q, and ABI.md says %s", got, code, row[2])
+			}
+			back, ok := StatusFromCode(code)
+			if !ok || back != s {
+				t.Errorf("StatusFromCode(%q) = %d, %t; want %d, true", code, back, ok, s)
+			}
+			if strings.TrimSuffix(row[3], " |") == "" {
+				t.Error("ABI.md gives no meaning")
+			}
+		})
+	}
+	// The named constants are the wire values; renumbering one breaks
+	// every hook ever built.
+	consts := []Status{
+		StatusOK, StatusUnknownCapability, StatusInvalidRequest, StatusDenied,
+		StatusInsufficientCredit, StatusCapabilityFailed, StatusResultTooLarge,
+		StatusRequestTooLarge, StatusBufferTooSmall, StatusNoPending,
+		StatusQuotaExceeded, StatusNotInInvocation, StatusRateLimited,
+	}
+	for i, s := range consts {
+		if uint32(s) != uint32(i) || s.String() != rows[i][1] {
+			t.Errorf("constant %d is %d %s, ABI.md says %d %s", i, uint32(s), s, i, rows[i][1])
+		}
+	}
+}
+
+// TestABIDoc checks that the repository's ABI.md says what this package
+// does: the WASI set, the hook points and their example
+// contexts, the limits, the seed-003 normalisation examples, and that the
+// WAT hook of the walkthrough is a valid hook_v1 module.
+func TestABIDoc(t *testing.T) {
+	doc := abiDoc(t)
+	section := func(heading string) string { return docSection(t, doc, heading) }
+	versions := section("## Versions")
+
 	t.Run("WASI", func(t *testing.T) {
 		wasi := section("## WASI")
 		for name, sig := range WASIFunctions() {

@@ -9,8 +9,6 @@ import (
 	"go/ast"
 	goparser "go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,19 +17,7 @@ import (
 // TestFailureCodesDocumented checks that ABI.md's failure-code table lists
 // every code of the closed list, and nothing else.
 func TestFailureCodesDocumented(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "ABI.md"))
-	if err != nil {
-		t.Skipf("no ABI.md: %v", err)
-	}
-	doc := string(raw)
-	i := strings.Index(doc, "\n## Failure codes\n")
-	if i < 0 {
-		t.Fatal("ABI.md has no section \"## Failure codes\"")
-	}
-	sec := doc[i+1:]
-	if j := strings.Index(sec[3:], "\n## "); j >= 0 {
-		sec = sec[:j+3]
-	}
+	sec := docSection(t, abiDoc(t), "## Failure codes")
 	seen := map[string]bool{}
 	for _, line := range strings.Split(sec, "\n") {
 		if !strings.HasPrefix(line, "| `") {

@@ -69,20 +69,10 @@ func checkSkip(t *testing.T, data []byte, want error) {
 // decisionSeeds returns the golden decision cases with the index of their
 // point in Points().
 func decisionSeeds(f *testing.F) (docs [][]byte, points []uint8) {
-	files, err := filepath.Glob(filepath.Join("testdata", "decisions", "*.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, file := range files {
-		base := strings.TrimSuffix(filepath.Base(file), ".json")
-		pointName := base[strings.LastIndex(base, "@")+1:]
+	for _, c := range decisionCases(f) {
 		for i, p := range Points() {
-			if p.Name == pointName {
-				data, err := os.ReadFile(file)
-				if err != nil {
-					f.Fatal(err)
-				}
-				docs = append(docs, data)
+			if p.Name == c.point.Name {
+				docs = append(docs, c.data)
 				points = append(points, uint8(i))
 			}
 		}

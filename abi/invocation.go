@@ -49,25 +49,16 @@ type InvocationError struct {
 	Err    error
 }
 
-func (e *InvocationError) Error() string {
-	if e.Err != nil {
-		return "invalid invocation: " + e.Reason + ": " + e.Err.Error()
-	}
-	return "invalid invocation: " + e.Reason
-}
+func (e *InvocationError) Error() string { return errorText("invalid invocation", e.Reason, e.Err) }
 
 func (e *InvocationError) Unwrap() error { return e.Err }
 
 // DecodeInvocation parses an invocation document strictly. Unknown top-level
 // fields are ignored (later minor versions add fields).
 func DecodeInvocation(data []byte, lim JSONLimits) (*Invocation, error) {
-	v, err := ParseJSON(data, lim)
-	if err != nil {
-		return nil, &InvocationError{Reason: "not strict JSON", Err: err}
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, &InvocationError{Reason: "not a JSON object"}
+	m, reason, err := parseObject(data, lim)
+	if reason != "" {
+		return nil, &InvocationError{Reason: reason, Err: err}
 	}
 	inv := &Invocation{}
 	n, ok := m["abi"].(json.Number)

@@ -146,15 +146,7 @@ func TestInvocationEncode(t *testing.T) {
 			`{"abi":1,"point":"memory.read","context":{"key":"k","value":"v"},"settings":{},"meta":{"hook":"","invocation":"","tenant":""}}`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.inv.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tt.want {
-				t.Errorf("Encode = %s\nwant %s", got, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkEncode(t, tt.inv.Encode, tt.want) })
 	}
 	t.Run("does not modify the receiver", func(t *testing.T) {
 		inv := Invocation{}

@@ -81,6 +81,30 @@ func ParseJSON(data []byte, lim JSONLimits) (any, error) {
 	return v, nil
 }
 
+// parseObject is ParseJSON for a document that must be an object. When it
+// is not, reason says so ("not strict JSON", with ParseJSON's error, or "not
+// a JSON object"), for the caller's own error type.
+func parseObject(data []byte, lim JSONLimits) (m map[string]any, reason string, err error) {
+	v, err := ParseJSON(data, lim)
+	if err != nil {
+		return nil, "not strict JSON", err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, "not a JSON object", nil
+	}
+	return m, "", nil
+}
+
+// errorText is the message of a document's error: what is invalid, why, and
+// the error beneath if any.
+func errorText(invalid, reason string, err error) string {
+	if err != nil {
+		return invalid + ": " + reason + ": " + err.Error()
+	}
+	return invalid + ": " + reason
+}
+
 // Marshal encodes a value as compact JSON with object keys sorted and without
 // HTML escaping. Values returned by ParseJSON round-trip: ParseJSON(Marshal(v))
 // equals v.

@@ -61,11 +61,7 @@ func (e *ManifestError) Error() string {
 	if e.Field != "" {
 		msg += fmt.Sprintf(": field %q", e.Field)
 	}
-	msg += ": " + e.Reason
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
+	return errorText(msg, e.Reason, e.Err)
 }
 
 func (e *ManifestError) Unwrap() error { return e.Err }
@@ -73,13 +69,9 @@ func (e *ManifestError) Unwrap() error { return e.Err }
 // DecodeManifest parses a manifest strictly: it must be one JSON object of at
 // most MaxManifestBytes; every known field must have the right type.
 func DecodeManifest(data []byte) (*Manifest, error) {
-	v, err := ParseJSON(data, JSONLimits{MaxBytes: MaxManifestBytes, MaxDepth: 32})
-	if err != nil {
-		return nil, &ManifestError{Reason: "not strict JSON", Err: err}
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, &ManifestError{Reason: "not a JSON object"}
+	obj, reason, err := parseObject(data, JSONLimits{MaxBytes: MaxManifestBytes, MaxDepth: 32})
+	if reason != "" {
+		return nil, &ManifestError{Reason: reason, Err: err}
 	}
 	m := &Manifest{}
 	// Fields are checked in a fixed order, so that a manifest with several
@@ -89,6 +81,7 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		dst   *string
 	}{{"name", &m.Name}, {"version", &m.Version}, {"description", &m.Description}} {
 		if x, present := obj[f.field]; present {
+			var ok bool
 			if *f.dst, ok = x.(string); !ok {
 				return nil, &ManifestError{Field: f.field, Reason: "must be a string"}
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Point describes a hook point: where in the agent's traffic a hook runs, the
@@ -178,162 +179,103 @@ func (p Point) CanChange(field string) bool {
 // observersOnly is the Phases of a notification point.
 var observersOnly = []string{PhaseObserver}
 
+// pointSpec is a built-in point as the table below writes it, each fact
+// once: context lists the fields in documentation order, each "name" (a
+// string) or "name:type" (the FieldType of that value), and change the
+// changeable ones.
+type pointSpec struct {
+	name, description string
+	context, change   string
+	primary, fail     string
+	phases            []string
+}
+
+// pointTable makes the points of specs, by name.
+func pointTable(specs []pointSpec) map[string]Point {
+	points := make(map[string]Point, len(specs))
+	for _, s := range specs {
+		p := Point{Name: s.name, Description: s.description, Primary: s.primary, Types: map[string]FieldType{},
+			Phases: s.phases, Fail: s.fail}
+		for _, f := range strings.Fields(s.context) {
+			name, typ, typed := strings.Cut(f, ":")
+			if !typed {
+				typ = string(FieldText)
+			}
+			p.Fields = append(p.Fields, name)
+			p.Types[name] = FieldType(typ)
+		}
+		if s.change != "" {
+			p.Changeable = strings.Fields(s.change)
+		}
+		points[s.name] = p
+	}
+	return points
+}
+
 // The hook points of ABI v1. ABI.md documents each point's context.
-var points = map[string]Point{
-	"message.inbound": {
-		Name: "message.inbound", Description: "a user's message on its way to the agent",
-		Fields: []string{"incoming", "conversation", "user"}, Changeable: []string{"incoming"}, Primary: "incoming",
-		Types: map[string]FieldType{"incoming": FieldText, "conversation": FieldText, "user": FieldText},
-		Fail:  "open",
-	},
-	"message.outbound": {
-		Name: "message.outbound", Description: "the agent's reply on its way to the user",
-		Fields: []string{"incoming", "outgoing", "conversation", "user"}, Changeable: []string{"outgoing"}, Primary: "outgoing",
-		Types: map[string]FieldType{"incoming": FieldText, "outgoing": FieldText, "conversation": FieldText, "user": FieldText},
-		Fail:  "closed",
-	},
-	"tool.before": {
-		Name: "tool.before", Description: "a tool call the agent is about to make",
-		Fields: []string{"tool", "arguments"}, Changeable: []string{"arguments"}, Primary: "arguments",
-		Types: map[string]FieldType{"tool": FieldText, "arguments": FieldArguments},
-		Fail:  "closed",
-	},
-	"tool.after": {
-		Name: "tool.after", Description: "a tool's result on its way back to the agent",
-		Fields: []string{"tool", "arguments", "result"}, Changeable: []string{"result"}, Primary: "result",
-		Types: map[string]FieldType{"tool": FieldText, "arguments": FieldArguments, "result": FieldAny},
-		Fail:  "open",
-	},
-	"llm.before": {
-		Name: "llm.before", Description: "a request about to be sent to a model",
-		Fields: []string{"model", "prompt", "messages"}, Changeable: []string{"prompt", "messages"}, Primary: "prompt",
-		Types: map[string]FieldType{"model": FieldText, "prompt": FieldText, "messages": FieldMessages},
-		Fail:  "closed",
-	},
-	"llm.after": {
-		Name: "llm.after", Description: "a model's response",
-		Fields: []string{"model", "prompt", "response"}, Changeable: []string{"response"}, Primary: "response",
-		Types: map[string]FieldType{"model": FieldText, "prompt": FieldText, "response": FieldText},
-		Fail:  "open",
-	},
-	"context.assemble": {
-		Name: "context.assemble", Description: "the context window being assembled for the next model call",
-		Fields: []string{"items", "tokens"}, Changeable: []string{"items"}, Primary: "",
-		Types: map[string]FieldType{"items": FieldMessages, "tokens": FieldInteger},
-		Fail:  "open",
-	},
-	"compaction": {
-		Name: "compaction", Description: "older context being compacted into a summary",
-		Fields: []string{"items", "summary"}, Changeable: []string{"summary"}, Primary: "summary",
-		Types: map[string]FieldType{"items": FieldMessages, "summary": FieldText},
-		Fail:  "open",
-	},
-	"memory.read": {
-		Name: "memory.read", Description: "a long-term memory entry being read into the context",
-		Fields: []string{"key", "value"}, Changeable: []string{"value"}, Primary: "value",
-		Types: map[string]FieldType{"key": FieldText, "value": FieldText},
-		Fail:  "open",
-	},
-	"memory.write": {
-		Name: "memory.write", Description: "a long-term memory entry being written",
-		Fields: []string{"key", "value"}, Changeable: []string{"value"}, Primary: "value",
-		Types: map[string]FieldType{"key": FieldText, "value": FieldText},
-		Fail:  "closed",
-	},
+var points = pointTable([]pointSpec{
+	{name: "message.inbound", description: "a user's message on its way to the agent",
+		context: "incoming conversation user", change: "incoming", primary: "incoming", fail: "open"},
+	{name: "message.outbound", description: "the agent's reply on its way to the user",
+		context: "incoming outgoing conversation user", change: "outgoing", primary: "outgoing", fail: "closed"},
+	{name: "tool.before", description: "a tool call the agent is about to make",
+		context: "tool arguments:arguments", change: "arguments", primary: "arguments", fail: "closed"},
+	{name: "tool.after", description: "a tool's result on its way back to the agent",
+		context: "tool arguments:arguments result:any", change: "result", primary: "result", fail: "open"},
+	{name: "llm.before", description: "a request about to be sent to a model",
+		context: "model prompt messages:messages", change: "prompt messages", primary: "prompt", fail: "closed"},
+	{name: "llm.after", description: "a model's response",
+		context: "model prompt response", change: "response", primary: "response", fail: "open"},
+	{name: "context.assemble", description: "the context window being assembled for the next model call",
+		context: "items:messages tokens:integer", change: "items", fail: "open"},
+	{name: "compaction", description: "older context being compacted into a summary",
+		context: "items:messages summary", change: "summary", primary: "summary", fail: "open"},
+	{name: "memory.read", description: "a long-term memory entry being read into the context",
+		context: "key value", change: "value", primary: "value", fail: "open"},
+	{name: "memory.write", description: "a long-term memory entry being written",
+		context: "key value", change: "value", primary: "value", fail: "closed"},
 
 	// Since 1.2: the lifecycle events of seed 000's event bus, as
 	// notification points (observers only), and skelegent's exit check
 	// and steering rules (seed 001).
-	"session.created": {
-		Name: "session.created", Description: "a new session was created",
-		Fields: []string{"session", "user"},
-		Types:  map[string]FieldType{"session": FieldText, "user": FieldText}, Phases: observersOnly,
-	},
-	"session.forked": {
-		Name: "session.forked", Description: "a session was forked (branched) from another",
-		Fields: []string{"session", "parent", "user"},
-		Types:  map[string]FieldType{"session": FieldText, "parent": FieldText, "user": FieldText}, Phases: observersOnly,
-	},
-	"session.ended": {
-		Name: "session.ended", Description: "a session ended",
-		Fields: []string{"session", "user"},
-		Types:  map[string]FieldType{"session": FieldText, "user": FieldText}, Phases: observersOnly,
-	},
-	"tool.gap": {
-		Name: "tool.gap", Description: "the agent asked for a tool it does not have",
-		Fields: []string{"tool", "arguments"},
-		Types:  map[string]FieldType{"tool": FieldText, "arguments": FieldArguments}, Phases: observersOnly,
-	},
-	"tool.failed": {
-		Name: "tool.failed", Description: "a tool call failed",
-		Fields: []string{"tool", "arguments", "error"},
-		Types:  map[string]FieldType{"tool": FieldText, "arguments": FieldArguments, "error": FieldText}, Phases: observersOnly,
-	},
-	"llm.failed": {
-		Name: "llm.failed", Description: "a model call failed",
-		Fields: []string{"model", "error"},
-		Types:  map[string]FieldType{"model": FieldText, "error": FieldText}, Phases: observersOnly,
-	},
-	"agent.created": {
-		Name: "agent.created", Description: "an agent was created at runtime (a dynamic agent)",
-		Fields: []string{"agent", "parent", "definition"},
-		Types:  map[string]FieldType{"agent": FieldText, "parent": FieldText, "definition": FieldAny}, Phases: observersOnly,
-	},
-	"context.overflow": {
-		Name: "context.overflow", Description: "the context window is exhausted",
-		Fields: []string{"tokens", "limit"},
-		Types:  map[string]FieldType{"tokens": FieldInteger, "limit": FieldInteger}, Phases: observersOnly,
-	},
-	"skill.injected": {
-		Name: "skill.injected", Description: "skills were injected into the context",
-		Fields: []string{"skills", "tokens"},
-		Types:  map[string]FieldType{"skills": FieldAny, "tokens": FieldInteger}, Phases: observersOnly,
-	},
-	"compaction.triggered": {
-		Name: "compaction.triggered", Description: "context compaction started",
-		Fields: []string{"items", "tokens"},
-		Types:  map[string]FieldType{"items": FieldMessages, "tokens": FieldInteger}, Phases: observersOnly,
-	},
-	"compaction.completed": {
-		Name: "compaction.completed", Description: "context compaction finished",
-		Fields: []string{"summary", "tokens_before", "tokens_after"},
-		Types:  map[string]FieldType{"summary": FieldText, "tokens_before": FieldInteger, "tokens_after": FieldInteger}, Phases: observersOnly,
-	},
-	"loop.exit": {
-		Name: "loop.exit", Description: "the agent loop is about to end its turn (the exit check); a block halts it",
-		Fields: []string{"response", "iterations"},
-		Types:  map[string]FieldType{"response": FieldText, "iterations": FieldInteger},
-		Phases: []string{PhaseObserver, PhaseGuard},
-	},
-	"steering.inject": {
-		Name: "steering.inject", Description: "steering messages about to be injected into the running loop",
-		Fields: []string{"messages"}, Changeable: []string{"messages"},
-		Types: map[string]FieldType{"messages": FieldMessages},
-		Fail:  "open",
-	},
+	{name: "session.created", description: "a new session was created",
+		context: "session user", phases: observersOnly},
+	{name: "session.forked", description: "a session was forked (branched) from another",
+		context: "session parent user", phases: observersOnly},
+	{name: "session.ended", description: "a session ended",
+		context: "session user", phases: observersOnly},
+	{name: "tool.gap", description: "the agent asked for a tool it does not have",
+		context: "tool arguments:arguments", phases: observersOnly},
+	{name: "tool.failed", description: "a tool call failed",
+		context: "tool arguments:arguments error", phases: observersOnly},
+	{name: "llm.failed", description: "a model call failed",
+		context: "model error", phases: observersOnly},
+	{name: "agent.created", description: "an agent was created at runtime (a dynamic agent)",
+		context: "agent parent definition:any", phases: observersOnly},
+	{name: "context.overflow", description: "the context window is exhausted",
+		context: "tokens:integer limit:integer", phases: observersOnly},
+	{name: "skill.injected", description: "skills were injected into the context",
+		context: "skills:any tokens:integer", phases: observersOnly},
+	{name: "compaction.triggered", description: "context compaction started",
+		context: "items:messages tokens:integer", phases: observersOnly},
+	{name: "compaction.completed", description: "context compaction finished",
+		context: "summary tokens_before:integer tokens_after:integer", phases: observersOnly},
+	{name: "loop.exit", description: "the agent loop is about to end its turn (the exit check); a block halts it",
+		context: "response iterations:integer", phases: []string{PhaseObserver, PhaseGuard}},
+	{name: "steering.inject", description: "steering messages about to be injected into the running loop",
+		context: "messages:messages", change: "messages", fail: "open"},
 	// Since 1.3: streaming points (ABI.md, "Streaming"). The host runs
 	// them over a hold-back window of a reply that arrives in chunks
 	// (chain.Stream): the primary field holds the window, offset the
 	// characters of the reply released before it, final whether the
 	// window ends the reply.
-	"llm.output.stream": {
-		Name: "llm.output.stream", Description: "a window of a model's streamed response, before any of it is released",
-		Fields: []string{"model", "prompt", "response", "offset", "final"}, Changeable: []string{"response"}, Primary: "response",
-		Types: map[string]FieldType{"model": FieldText, "prompt": FieldText, "response": FieldText, "offset": FieldInteger, "final": FieldAny},
-		Fail:  "open",
-	},
-	"message.outbound.stream": {
-		Name: "message.outbound.stream", Description: "a window of the agent's streamed reply, before any of it reaches the user",
-		Fields: []string{"incoming", "outgoing", "conversation", "user", "offset", "final"}, Changeable: []string{"outgoing"}, Primary: "outgoing",
-		Types: map[string]FieldType{"incoming": FieldText, "outgoing": FieldText, "conversation": FieldText, "user": FieldText, "offset": FieldInteger, "final": FieldAny},
-		Fail:  "closed",
-	},
-	"steering.skip": {
-		Name: "steering.skip", Description: "steering messages were skipped, not injected",
-		Fields: []string{"messages"},
-		Types:  map[string]FieldType{"messages": FieldMessages}, Phases: observersOnly,
-	},
-}
+	{name: "llm.output.stream", description: "a window of a model's streamed response, before any of it is released",
+		context: "model prompt response offset:integer final:any", change: "response", primary: "response", fail: "open"},
+	{name: "message.outbound.stream", description: "a window of the agent's streamed reply, before any of it reaches the user",
+		context: "incoming outgoing conversation user offset:integer final:any", change: "outgoing", primary: "outgoing", fail: "closed"},
+	{name: "steering.skip", description: "steering messages were skipped, not injected",
+		context: "messages:messages", phases: observersOnly},
+})
 
 // StreamPoints maps each streaming point (ABI.md, "Streaming") to the point
 // that carries the same traffic whole: a hook's decision on a whole message

@@ -3,11 +3,10 @@
 package abi
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
 
 // TestGoWASIImports builds testdata/wasiprobe, a Go hook that links this
@@ -18,20 +17,7 @@ func TestGoWASIImports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a wasip1 module")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
-	out := filepath.Join(t.TempDir(), "probe.wasm")
-	cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-o", out, "./testdata/wasiprobe")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the probe: %v\n%s", err, msg)
-	}
-	bin, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testutil.BuildHook(t, "abi/testdata/wasiprobe")
 	m, err := parseWasm(bin)
 	if err != nil {
 		t.Fatal(err)

@@ -35,10 +35,7 @@ func BenchmarkRunner(b *testing.B) {
 			reg := NewRegistry()
 			capab := c.cap
 			if c.name == "billed" {
-				ledger := NewMemoryLedger()
-				if err := ledger.Credit("acme", 1<<40); err != nil {
-					b.Fatal(err)
-				}
+				ledger := fundedLedger(b, 1<<40)
 				capab = meteredCap("noop", 2, &counter{}, &CreditGate{Ledger: ledger})
 			}
 			reg.MustRegister(capab)

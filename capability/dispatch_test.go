@@ -205,10 +205,7 @@ func TestDispatchFailureNeverChangesTheReply(t *testing.T) {
 	}
 	// The reply without any dispatcher, for comparison.
 	newWorld := func(opts RunnerOptions) (*Runner, *MemoryLedger) {
-		ledger := NewMemoryLedger()
-		if err := ledger.Credit("acme", 100); err != nil {
-			t.Fatal(err)
-		}
+		ledger := fundedLedger(t, 100)
 		reg := NewRegistry()
 		reg.MustRegister(followCap("llm.run", 10, &CreditGate{Ledger: ledger}))
 		return mustRunner(t, reg, opts), ledger
@@ -306,10 +303,7 @@ func TestDispatchOnlyForSettledCalls(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := NewMemoryLedger()
-			if err := mem.Credit("acme", 100); err != nil {
-				t.Fatal(err)
-			}
+			mem := fundedLedger(t, 100)
 			var ledger Ledger = mem
 			if tc.ledger != nil {
 				ledger = tc.ledger(mem)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,10 +67,7 @@ func TestCreditGate(t *testing.T) {
 		}
 	})
 	t.Run("hold settles negative usage as zero", func(t *testing.T) {
-		l := NewMemoryLedger()
-		if err := l.Credit("acme", 10); err != nil {
-			t.Fatal(err)
-		}
+		l := fundedLedger(t, 10)
 		h, err := (&CreditGate{Ledger: l}).Admit(ctx, req("acme"), 5)
 		if err != nil {
 			t.Fatal(err)
@@ -167,23 +163,10 @@ func TestRateGateDefaultsAndPrune(t *testing.T) {
 func TestRateGateHammer(t *testing.T) {
 	now := time.Unix(0, 0)
 	g := &RateGate{PerSecond: 1, Burst: 50, now: func() time.Time { return now }}
-	var (
-		mu sync.Mutex // guards ok
-		ok int
-		wg sync.WaitGroup
-	)
-	for range 20 {
-		wg.Go(func() {
-			for range 10 {
-				if _, err := g.Admit(context.Background(), &Request{Capability: "c", Caller: abi.Caller{Tenant: "t"}}, 0); err == nil {
-					mu.Lock()
-					ok++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	ok := admitted(20, 10, func(int) bool {
+		_, err := g.Admit(context.Background(), &Request{Capability: "c", Caller: abi.Caller{Tenant: "t"}}, 0)
+		return err == nil
+	})
 	if ok != 50 {
 		t.Errorf("%d admitted, want 50", ok)
 	}

@@ -53,6 +53,46 @@ func payloadInt(m map[string]any, key string) int64 {
 	return v
 }
 
+// fundedLedger returns a memory ledger whose account "acme" holds amount.
+func fundedLedger(t testing.TB, amount int64) *MemoryLedger {
+	t.Helper()
+	l := NewMemoryLedger()
+	if err := l.Credit("acme", amount); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// creditRunner returns a runner of one capability, meteredCap "llm.run" of
+// cost 10 with a CreditGate over ledger, and the capability's count of
+// executions.
+func creditRunner(t testing.TB, ledger Ledger, opts RunnerOptions) (*Runner, *counter) {
+	t.Helper()
+	execs := &counter{}
+	reg := NewRegistry()
+	reg.MustRegister(meteredCap("llm.run", 10, execs, &CreditGate{Ledger: ledger}))
+	return mustRunner(t, reg, opts), execs
+}
+
+// admitted runs try from goroutines goroutines at once, each tries times
+// (try is given the goroutine's index), and returns how many tries returned
+// true.
+func admitted(goroutines, tries int, try func(i int) bool) int {
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for i := range goroutines {
+		wg.Go(func() {
+			for range tries {
+				if try(i) {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(ok.Load())
+}
+
 // meteredCap is a capability whose payload says how much credit it used:
 // {"use": n, "size": bytes of result, "fail": bool, "panic": bool}. Its cost
 // is always `cost`.

@@ -156,10 +156,7 @@ func TestMemoryLedger(t *testing.T) {
 
 func TestMemoryLedgerIdempotentKeyReturnsSameID(t *testing.T) {
 	ctx := context.Background()
-	l := NewMemoryLedger()
-	if err := l.Credit("acme", 10); err != nil {
-		t.Fatal(err)
-	}
+	l := fundedLedger(t, 10)
 	a, err1 := l.Reserve(ctx, "acme", 10, "k")
 	b, err2 := l.Reserve(ctx, "acme", 10, "k") // would overdraw if it held again
 	if err1 != nil || err2 != nil || a != b {

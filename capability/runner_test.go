@@ -379,10 +379,7 @@ func TestRunnerConcurrentCreditRace(t *testing.T) {
 		callers = 100
 		charge  = 10
 	)
-	ledger := NewMemoryLedger()
-	if err := ledger.Credit("acme", charge); err != nil {
-		t.Fatal(err)
-	}
+	ledger := fundedLedger(t, charge)
 	counting := newCountingLedger(ledger)
 	execs := &counter{}
 	reg := NewRegistry()
@@ -465,10 +462,7 @@ func TestRunnerSettlement(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ledger := NewMemoryLedger()
-			if err := ledger.Credit("acme", funds); err != nil {
-				t.Fatal(err)
-			}
+			ledger := fundedLedger(t, funds)
 			counting := newCountingLedger(ledger)
 			execs := &counter{}
 			reg := NewRegistry()
@@ -576,14 +570,8 @@ func TestRunnerUsageRecords(t *testing.T) {
 }
 
 func TestRunnerReplayedCallIsNotRunTwice(t *testing.T) {
-	ledger := NewMemoryLedger()
-	if err := ledger.Credit("acme", 100); err != nil {
-		t.Fatal(err)
-	}
-	execs := &counter{}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("llm.run", 10, execs, &CreditGate{Ledger: ledger}))
-	r := mustRunner(t, reg, RunnerOptions{})
+	ledger := fundedLedger(t, 100)
+	r, execs := creditRunner(t, ledger, RunnerOptions{})
 	c := newCall("llm.run", `{"use": 10}`)
 	first := r.HostCall(context.Background(), c)
 	second, err := r.Run(context.Background(), c) // same invocation and seq
@@ -600,14 +588,8 @@ func TestRunnerReplayedCallIsNotRunTwice(t *testing.T) {
 }
 
 func TestRunnerSpendCap(t *testing.T) {
-	ledger := NewMemoryLedger()
-	if err := ledger.Credit("acme", 1000); err != nil {
-		t.Fatal(err)
-	}
-	execs := &counter{}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("llm.run", 10, execs, &CreditGate{Ledger: ledger}))
-	r := mustRunner(t, reg, RunnerOptions{MaxCreditPerInvocation: 25})
+	ledger := fundedLedger(t, 1000)
+	r, _ := creditRunner(t, ledger, RunnerOptions{MaxCreditPerInvocation: 25})
 	call := func(inv string, seq int, use int) (abi.Reply, error) {
 		c := newCall("llm.run", fmt.Sprintf(`{"use": %d}`, use))
 		c.Caller.Invocation = inv
@@ -641,10 +623,7 @@ func TestRunnerSpendCap(t *testing.T) {
 
 func TestRunnerSettleFailureWithholdsResult(t *testing.T) {
 	logs := &logBuffer{}
-	ledger := NewMemoryLedger()
-	if err := ledger.Credit("acme", 100); err != nil {
-		t.Fatal(err)
-	}
+	ledger := fundedLedger(t, 100)
 	reg := NewRegistry()
 	reg.MustRegister(meteredCap("llm.run", 10, &counter{}, &CreditGate{Ledger: failingSettle{ledger}}))
 	r := mustRunner(t, reg, RunnerOptions{Logger: logs.logger()})
@@ -672,10 +651,7 @@ func (failingSettle) Settle(context.Context, string, int64) (int64, error) {
 }
 
 func TestRunnerHoldsReleasedWhenALaterGateRefuses(t *testing.T) {
-	ledger := NewMemoryLedger()
-	if err := ledger.Credit("acme", 100); err != nil {
-		t.Fatal(err)
-	}
+	ledger := fundedLedger(t, 100)
 	counting := newCountingLedger(ledger)
 	execs := &counter{}
 	reg := NewRegistry()
@@ -862,30 +838,13 @@ func TestClip(t *testing.T) {
 }
 
 func TestSpendCapConcurrentAndPrune(t *testing.T) {
-	ledger := NewMemoryLedger()
-	if err := ledger.Credit("acme", 1000); err != nil {
-		t.Fatal(err)
-	}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("llm.run", 10, &counter{}, &CreditGate{Ledger: ledger}))
-	r := mustRunner(t, reg, RunnerOptions{MaxCreditPerInvocation: 25})
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex // guards ok
-		ok int
-	)
-	for i := range 20 {
-		wg.Go(func() {
-			c := newCall("llm.run", `{"use": 10}`)
-			c.Seq = i + 1
-			if r.HostCall(context.Background(), c).Status == abi.StatusOK {
-				mu.Lock()
-				ok++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	ledger := fundedLedger(t, 1000)
+	r, _ := creditRunner(t, ledger, RunnerOptions{MaxCreditPerInvocation: 25})
+	ok := admitted(20, 1, func(i int) bool {
+		c := newCall("llm.run", `{"use": 10}`)
+		c.Seq = i + 1
+		return r.HostCall(context.Background(), c).Status == abi.StatusOK
+	})
 	if ok != 2 {
 		t.Errorf("%d calls admitted under a cap of 25 at 10 each, want 2", ok)
 	}

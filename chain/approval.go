@@ -721,15 +721,9 @@ func (m *MemoryApprovals) Put(_ context.Context, a *Approval) error {
 // has ended.
 func (m *MemoryApprovals) Get(_ context.Context, id string) (*Approval, error) {
 	m.mu.Lock()
-	it, ok := m.items[id]
+	it, err := m.free(id, m.now())
 	var data []byte
-	var err error
-	switch {
-	case !ok:
-		err = claimRefusal(id, approvalPending)
-	case !it.free(m.now()):
-		err = claimRefusal(id, it.state)
-	default:
+	if err == nil {
 		data = it.data
 	}
 	m.mu.Unlock()
@@ -744,12 +738,9 @@ func (m *MemoryApprovals) Take(_ context.Context, id string) (*Approval, error) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	it, ok := m.items[id]
-	switch {
-	case !ok:
-		return nil, claimRefusal(id, approvalPending)
-	case !it.free(now):
-		return nil, claimRefusal(id, it.state)
+	it, err := m.free(id, now)
+	if err != nil {
+		return nil, err
 	}
 	a, err := decodeApproval(id, it.data)
 	if err != nil {
@@ -757,6 +748,19 @@ func (m *MemoryApprovals) Take(_ context.Context, id string) (*Approval, error) 
 	}
 	it.state, it.owner, it.lease = approvalClaimed, m.owner, now.Add(leaseOf(m.Lease))
 	return a, nil
+}
+
+// free returns id's item if it is free at now (see memApproval.free), or
+// the refusal.
+func (m *MemoryApprovals) free(id string, now time.Time) (*memApproval, error) {
+	it, ok := m.items[id]
+	switch {
+	case !ok:
+		return nil, claimRefusal(id, approvalPending)
+	case !it.free(now):
+		return nil, claimRefusal(id, it.state)
+	}
+	return it, nil
 }
 
 // mine returns id's item if this store claims it, or the refusal.
@@ -779,25 +783,23 @@ func (m *MemoryApprovals) Release(_ context.Context, id string, a *Approval) err
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	it, err := m.mine(id)
-	if err != nil {
-		return err
-	}
-	*it = memApproval{data: b, expires: a.Expires}
-	return nil
+	return m.replaceMine(id, memApproval{data: b, expires: a.Expires})
 }
 
 // Done marks the approval id, claimed by this store, resolved.
 func (m *MemoryApprovals) Done(_ context.Context, id string) error {
+	return m.replaceMine(id, memApproval{state: approvalDone})
+}
+
+// replaceMine replaces id's item, if this store claims it, with next.
+func (m *MemoryApprovals) replaceMine(id string, next memApproval) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	it, err := m.mine(id)
 	if err != nil {
 		return err
 	}
-	*it = memApproval{state: approvalDone}
+	*it = next
 	return nil
 }
 
@@ -1103,31 +1105,32 @@ func touch(p string, excl bool) error {
 	return t.Close()
 }
 
-// mine returns this store's claim on p (ID.json), or the refusal.
-func (d *DirApprovals) mine(id, p string) (*dirClaim, error) {
+// mine returns the path of approval id's file (ID.json) and this store's
+// claim on it, or the refusal.
+func (d *DirApprovals) mine(id string) (string, *dirClaim, error) {
+	p, err := d.path(id)
+	if err != nil {
+		return "", nil, err
+	}
 	c, err := d.claim(p)
 	switch {
 	case err != nil:
-		return nil, err
+		return "", nil, err
 	case c == nil:
 		if err := d.resolved(id, p); err != nil {
-			return nil, err
+			return "", nil, err
 		}
-		return nil, fmt.Errorf("%w: %q is not claimed", ErrUnknownApproval, id)
+		return "", nil, fmt.Errorf("%w: %q is not claimed", ErrUnknownApproval, id)
 	case c.owner != d.owner:
-		return nil, claimRefusal(id, approvalClaimed)
+		return "", nil, claimRefusal(id, approvalClaimed)
 	}
-	return c, nil
+	return p, c, nil
 }
 
 // Release makes a, claimed as id, pending again: it writes its file, then
 // removes its tombstone and its claim.
 func (d *DirApprovals) Release(_ context.Context, id string, a *Approval) error {
-	p, err := d.path(id)
-	if err != nil {
-		return err
-	}
-	c, err := d.mine(id, p)
+	p, c, err := d.mine(id)
 	if err != nil {
 		return err
 	}
@@ -1143,11 +1146,7 @@ func (d *DirApprovals) Release(_ context.Context, id string, a *Approval) error 
 // Done marks the approval id, claimed by this store, resolved: its
 // tombstone stays and its claim goes.
 func (d *DirApprovals) Done(_ context.Context, id string) error {
-	p, err := d.path(id)
-	if err != nil {
-		return err
-	}
-	c, err := d.mine(id, p)
+	p, c, err := d.mine(id)
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,11 @@
 package chain
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"time"
 
-	"github.com/wasmhooks/wasmhooks/abi"
-	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/internal/configfile"
 )
 
 // The JSON form of a configuration, as `wasmhooks chain --config` reads it
@@ -98,14 +95,8 @@ const MaxConfigBytes = 16 << 20
 // resolved by readModule (LoadConfigFile reads them relative to a
 // directory).
 func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Config, error) {
-	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: MaxConfigBytes}); err != nil {
-		return Config{}, fmt.Errorf("chain config: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
 	var fc fileConfig
-	if err := dec.Decode(&fc); err != nil {
+	if err := configfile.Decode(data, MaxConfigBytes, &fc); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
 	// The schema (config.schema.json) after the decoder, whose messages
@@ -114,14 +105,11 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 	if err := ValidateConfigJSON(data); err != nil {
 		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
-	cfg := Config{Modules: map[string][]byte{}}
-	for name, path := range fc.Modules {
-		b, err := readModule(path)
-		if err != nil {
-			return Config{}, fmt.Errorf("chain config: module %q: %w", name, err)
-		}
-		cfg.Modules[name] = b
+	modules, err := configfile.ReadModules(fc.Modules, readModule)
+	if err != nil {
+		return Config{}, fmt.Errorf("chain config: %w", err)
 	}
+	cfg := Config{Modules: modules}
 	if fc.Breaker != nil {
 		cfg.Breaker = BreakerConfig{Failures: fc.Breaker.Failures, Backoff: time.Duration(fc.Breaker.Backoff), MaxBackoff: time.Duration(fc.Breaker.MaxBackoff)}
 	}
@@ -154,21 +142,9 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 // are resolved against moduleDir, or against the file's directory when
 // moduleDir is empty.
 func LoadConfigFile(path, moduleDir string) (Config, error) {
-	data, err := runtime.ReadFileLimit(path, MaxConfigBytes, "config_bytes")
+	data, readModule, err := configfile.Read(path, MaxConfigBytes, moduleDir)
 	if err != nil {
 		return Config{}, err
 	}
-	if moduleDir == "" {
-		moduleDir = filepath.Dir(path)
-	}
-	return ParseConfig(data, func(p string) ([]byte, error) {
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(moduleDir, p)
-		}
-		// Bounded and regular files only: a path naming /dev/zero would
-		// otherwise be read until memory runs out. The bound is the
-		// runtime's default MaxModuleBytes; a Runtime with a larger one
-		// takes its modules through ParseConfig.
-		return runtime.ReadModuleFile(p, 0)
-	})
+	return ParseConfig(data, readModule)
 }

@@ -117,24 +117,21 @@ func TestPlatformPoints(t *testing.T) {
 			t.Errorf("info %+v (the transformer's default fail policy is the point's: open)", b)
 		}
 	})
-	t.Run("field types", func(t *testing.T) {
-		e := newEnv(t, policyConfig(t,
-			Binding{Name: "t", Point: "x.acme.deploy", Phase: Transformer, Fail: FailClosed, Settings: decide(`{"action":"modify","context":{"replicas":"many"}}`)},
-		), withPoints(acmeDeploy()))
-		out := e.run(t, "x.acme.deploy", deploy)
-		if out.Verdict != Block || out.Trace[0].Failure == nil || out.Trace[0].Failure.Code != abi.FailInvalidOutput {
-			t.Fatalf("outcome %+v", out.Trace[0])
-		}
-	})
-	t.Run("modify of a field not changeable", func(t *testing.T) {
-		e := newEnv(t, policyConfig(t,
-			Binding{Name: "t", Point: "x.acme.deploy", Phase: Transformer, Fail: FailClosed, Settings: decide(`{"action":"modify","context":{"service":"db"}}`)},
-		), withPoints(acmeDeploy()))
-		out := e.run(t, "x.acme.deploy", deploy)
-		if out.Verdict != Block || out.Trace[0].Failure == nil || out.Trace[0].Failure.Code != abi.FailInvalidOutput {
-			t.Fatalf("outcome %+v", out.Trace[0])
-		}
-	})
+	// A modify the point's fields refuse is the hook's invalid output.
+	for _, tt := range []struct{ name, modify string }{
+		{"field types", `{"action":"modify","context":{"replicas":"many"}}`},
+		{"modify of a field not changeable", `{"action":"modify","context":{"service":"db"}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, policyConfig(t,
+				Binding{Name: "t", Point: "x.acme.deploy", Phase: Transformer, Fail: FailClosed, Settings: decide(tt.modify)},
+			), withPoints(acmeDeploy()))
+			out := e.run(t, "x.acme.deploy", deploy)
+			if out.Verdict != Block || out.Trace[0].Failure == nil || out.Trace[0].Failure.Code != abi.FailInvalidOutput {
+				t.Fatalf("outcome %+v", out.Trace[0])
+			}
+		})
+	}
 	t.Run("unregistered", func(t *testing.T) {
 		cfg := policyConfig(t, Binding{Name: "t", Point: "x.acme.other", Phase: Observer, Settings: decide(`{"action":"continue"}`)})
 		_, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Logger: quiet(), Points: []abi.Point{acmeDeploy()}})
@@ -182,33 +179,36 @@ func TestNotify(t *testing.T) {
 			}
 		})
 	}
-	t.Run("kept across an approval", func(t *testing.T) {
-		e := newEnv(t, policyConfig(t,
-			Binding{Name: "n", Point: "tool.before", Phase: Observer, Settings: decide(notify)},
-			Binding{Name: "g", Point: "tool.before", Phase: Guard, Settings: decide(`{"action":"ask"}`)},
-		))
-		out := e.run(t, "tool.before", map[string]any{"tool": "pay", "arguments": map[string]any{}})
-		if out.Verdict != Pending || len(out.Notifications) != 1 {
-			t.Fatalf("outcome %+v", out)
-		}
-		res, err := e.c.Resolve(context.Background(), out.Approval.ID, Resolution{Decision: Approve})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Verdict != Allow || len(res.Notifications) != 1 || res.Notifications[0].Binding != "n" {
-			t.Fatalf("resumed outcome %+v", res)
-		}
-	})
-	t.Run("kept on a block", func(t *testing.T) {
-		e := newEnv(t, policyConfig(t,
-			Binding{Name: "n", Point: "tool.before", Phase: Observer, Settings: decide(notify)},
-			Binding{Name: "g", Point: "tool.before", Phase: Guard, Settings: decide(`{"action":"block"}`)},
-		))
-		out := e.run(t, "tool.before", map[string]any{"tool": "pay", "arguments": map[string]any{}})
-		if out.Verdict != Block || len(out.Notifications) != 1 {
-			t.Fatalf("outcome %+v", out)
-		}
-	})
+	// A later guard's ask or block keeps the notification, across the
+	// approval's pause too.
+	for _, tt := range []struct {
+		name, guard string
+		verdict     Verdict
+	}{
+		{"kept across an approval", `{"action":"ask"}`, Pending},
+		{"kept on a block", `{"action":"block"}`, Block},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, policyConfig(t,
+				Binding{Name: "n", Point: "tool.before", Phase: Observer, Settings: decide(notify)},
+				Binding{Name: "g", Point: "tool.before", Phase: Guard, Settings: decide(tt.guard)},
+			))
+			out := e.run(t, "tool.before", map[string]any{"tool": "pay", "arguments": map[string]any{}})
+			if out.Verdict != tt.verdict || len(out.Notifications) != 1 {
+				t.Fatalf("outcome %+v", out)
+			}
+			if tt.verdict != Pending {
+				return
+			}
+			res, err := e.c.Resolve(context.Background(), out.Approval.ID, Resolution{Decision: Approve})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict != Allow || len(res.Notifications) != 1 || res.Notifications[0].Binding != "n" {
+				t.Fatalf("resumed outcome %+v", res)
+			}
+		})
+	}
 	t.Run("a guard's notify may end the conversation", func(t *testing.T) {
 		e := newEnv(t, policyConfig(t, Binding{Name: "n", Point: "message.outbound", Phase: Guard, Settings: decide(`{"action":"notify","do_not_reply_again":true}`)}))
 		out := e.run(t, "message.outbound", map[string]any{"outgoing": "hi"})

@@ -10,23 +10,7 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
-	"github.com/wasmhooks/wasmhooks/runtime"
 )
-
-// observerWAT is the smallest observer: it takes its input and continues
-// (ABI.md, Writing a hook in WAT).
-const observerWAT = `(module
-  (import "hook_v1" "host_call" (func $host_call (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $in_len i32) (result i64)
-    (local $pages i32)
-    (if (i32.gt_u (local.get $in_len) (i32.const 0x1000000)) (then (return (i64.const 0))))
-    (local.set $pages (i32.shr_u (i32.add (i32.add (i32.const 1024) (local.get $in_len)) (i32.const 0xFFFF)) (i32.const 16)))
-    (if (i32.gt_u (local.get $pages) (memory.size))
-      (then (if (i32.eq (memory.grow (i32.sub (local.get $pages) (memory.size))) (i32.const -1)) (then (return (i64.const 0))))))
-    (drop (call $host_call (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $in_len)))
-    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`
 
 // BenchmarkExampleChain: the example chain of issue 15 at message.inbound
 // (redact-secrets as a transformer, then block-prompt-injection as a guard,
@@ -36,7 +20,7 @@ func BenchmarkExampleChain(b *testing.B) {
 	if _, err := exec.LookPath("wat2wasm"); err != nil {
 		b.Skip("wat2wasm (wabt) is not installed: make deps")
 	}
-	observer := testutil.WAT(b, observerWAT)
+	observer := testutil.WAT(b, testutil.EmptyHookWAT) // takes its input and continues
 	dir := b.TempDir()
 	for _, lang := range languages() {
 		b.Run(lang.name, func(b *testing.B) {
@@ -50,12 +34,7 @@ func BenchmarkExampleChain(b *testing.B) {
 				cfg.Bindings = append(cfg.Bindings, chain.Binding{Name: h.hook, Module: h.hook, Point: "message.inbound", Phase: h.phase})
 			}
 			cfg.Bindings = append(cfg.Bindings, chain.Binding{Name: "observer", Module: "observer", Point: "message.inbound", Phase: chain.Observer})
-			rt, err := runtime.New(ctx, runtime.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rt.Close(ctx)
-			c, err := chain.New(ctx, cfg, chain.Options{Runtime: rt, Logger: slog.New(slog.DiscardHandler)})
+			c, err := chain.New(ctx, cfg, chain.Options{Runtime: newRuntime(b), Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}

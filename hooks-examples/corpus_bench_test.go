@@ -22,20 +22,18 @@ func buildFor(b *testing.B, hook string, lang language, dir string) []byte {
 	if _, err := os.Stat(filepath.Join(hookDir, lang.src)); err != nil {
 		b.Skipf("%s has no %s port", hook, lang.name)
 	}
-	out := filepath.Join(dir, hook+"-"+lang.name+".wasm")
-	if lang.name == "rust" {
-		if err := buildRustSDK(dir); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := lang.build(hookDir, out); err != nil {
-		b.Fatal(err)
-	}
-	wasm, err := os.ReadFile(out)
+	return lang.compile(b, hookDir, filepath.Join(dir, hook+"-"+lang.name+".wasm"))
+}
+
+// loaded loads wasm in a new Runtime, closed when b ends.
+func loaded(b *testing.B, wasm []byte) (*runtime.Runtime, *runtime.Module) {
+	b.Helper()
+	rt := newRuntime(b)
+	m, err := rt.Load(context.Background(), wasm)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return wasm
+	return rt, m
 }
 
 // BenchmarkRedactSecrets1KiB: redact-secrets (its ten default patterns) over
@@ -64,15 +62,7 @@ func benchHook(b *testing.B, hook string, req runtime.Request, want string) {
 		b.Run(lang.name, func(b *testing.B) {
 			wasm := buildFor(b, hook, lang, dir)
 			ctx := context.Background()
-			rt, err := runtime.New(ctx, runtime.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rt.Close(ctx)
-			m, err := rt.Load(ctx, wasm)
-			if err != nil {
-				b.Fatal(err)
-			}
+			rt, m := loaded(b, wasm)
 			var out runtime.Result
 			if err := rt.InvokeInto(ctx, m, req, &out); err != nil || string(out.Decision.Action) != want {
 				b.Fatalf("warm-up: %v %+v", err, out.Decision)
@@ -184,29 +174,8 @@ func BenchmarkRedactFloor(b *testing.B) {
 				if err := os.WriteFile(srcPath, []byte(src), 0o644); err != nil {
 					b.Fatal(err)
 				}
-				if lang.name == "rust" {
-					if err := buildRustSDK(hookDir); err != nil {
-						b.Fatal(err)
-					}
-				}
-				out := filepath.Join(hookDir, "hook.wasm")
-				if err := lang.build(hookDir, out); err != nil {
-					b.Fatal(err)
-				}
-				wasm, err := os.ReadFile(out)
-				if err != nil {
-					b.Fatal(err)
-				}
+				rt, m := loaded(b, lang.compile(b, hookDir, filepath.Join(hookDir, "hook.wasm")))
 				ctx := context.Background()
-				rt, err := runtime.New(ctx, runtime.Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer rt.Close(ctx)
-				m, err := rt.Load(ctx, wasm)
-				if err != nil {
-					b.Fatal(err)
-				}
 				var res runtime.Result
 				var fuel uint64
 				for b.Loop() {

@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
@@ -56,11 +55,57 @@ func languages() []language {
 	}
 }
 
+// require skips tb, saying what to install, when l's toolchain is missing;
+// under CI it fails tb instead, so that CI never passes by skipping.
+func (l language) require(tb testing.TB) {
+	tb.Helper()
+	if m := l.missing(); m != "" {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			tb.Fatalf("toolchain for %s missing under CI: %s", l.name, m)
+		}
+		tb.Skipf("toolchain for %s missing: %s (under CI=true this fails)", l.name, m)
+	}
+}
+
+// compile builds the hook in hookDir into out and returns the module. The
+// Rust build needs the SDK crate in out's folder: compile builds it there
+// first when the folder lacks it.
+func (l language) compile(tb testing.TB, hookDir, out string) []byte {
+	tb.Helper()
+	if l.name == "rust" {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(out), "libwasmhooks.rlib")); err != nil {
+			if err := buildRustSDK(filepath.Dir(out)); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	if err := l.build(hookDir, out); err != nil {
+		tb.Fatal(err)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return wasm
+}
+
 func lookMissing(bin string) string {
 	if _, err := exec.LookPath(bin); err != nil {
 		return bin + " is not on PATH"
 	}
 	return ""
+}
+
+// newRuntime returns a Runtime with the default configuration, closed when
+// tb ends.
+func newRuntime(tb testing.TB) *runtime.Runtime {
+	tb.Helper()
+	rt, err := runtime.New(context.Background(), runtime.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rt.Close(context.Background()) })
+	return rt
 }
 
 // repoRoot is the repository's root: tests run in hooks-examples.
@@ -180,7 +225,7 @@ func buildAS(hookDir, out string) error {
 		"--use", "abort=sdk/assemblyscript/assembly/index/abortHook", "-o", out)
 }
 
-// buildRustSDK compiles the Rust SDK crate once per test into dir.
+// buildRustSDK compiles the Rust SDK crate into dir.
 func buildRustSDK(dir string) error {
 	return runTool(repoRoot(), nil, rustc(), "--edition=2021", "--crate-type=rlib", "--crate-name=wasmhooks",
 		"--target=wasm32-unknown-unknown", "-C", "opt-level=3", "-C", "panic=abort", "-C", "codegen-units=1", "-C", "target-feature=+bulk-memory",
@@ -219,16 +264,8 @@ func TestCorpus(t *testing.T) {
 	if err != nil || len(hooks) == 0 {
 		t.Fatalf("no corpus: %v", err)
 	}
-	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-
+	rt := newRuntime(t)
 	tmp := t.TempDir()
-	var sdkOnce sync.Once
-	var sdkErr error
 	results := map[string][2]int{} // language -> passed, cases
 	for _, hookPath := range hooks {
 		hook := filepath.Base(hookPath)
@@ -243,27 +280,9 @@ func TestCorpus(t *testing.T) {
 				if *update && lang.name != "go" {
 					t.Skip("-update runs the Go reference only")
 				}
-				if m := lang.missing(); m != "" {
-					if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-						t.Fatalf("toolchain for %s missing under CI: %s", lang.name, m)
-					}
-					t.Skipf("toolchain for %s missing: %s (under CI=true this fails)", lang.name, m)
-				}
-				out := filepath.Join(tmp, hook+"-"+lang.name+".wasm")
-				if lang.name == "rust" {
-					sdkOnce.Do(func() { sdkErr = buildRustSDK(tmp) })
-					if sdkErr != nil {
-						t.Fatal(sdkErr)
-					}
-				}
-				if err := lang.build(hookDir, out); err != nil {
-					t.Fatal(err)
-				}
-				wasm, err := os.ReadFile(out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mod, err := rt.Load(ctx, wasm)
+				lang.require(t)
+				wasm := lang.compile(t, hookDir, filepath.Join(tmp, hook+"-"+lang.name+".wasm"))
+				mod, err := rt.Load(context.Background(), wasm)
 				if err != nil {
 					t.Fatalf("the host refused the %s build: %v", lang.name, err)
 				}
@@ -316,12 +335,7 @@ func TestAssemblyScriptMockHost(t *testing.T) {
 		t.Skip("builds wasm modules")
 	}
 	as := languages()[3]
-	if m := as.missing(); m != "" {
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatalf("toolchain for %s missing under CI: %s", as.name, m)
-		}
-		t.Skipf("toolchain for %s missing: %s", as.name, m)
-	}
+	as.require(t)
 	dir := t.TempDir()
 	hooks, err := filepath.Glob(filepath.Join(repoRoot(), "hooks-examples", "*", "assemblyscript", "hook.ts"))
 	if err != nil || len(hooks) == 0 {
@@ -361,34 +375,13 @@ func TestLargeMessageWithinDefaultFuel(t *testing.T) {
 		t.Skip("builds wasm modules")
 	}
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
+	rt := newRuntime(t)
 	dir := t.TempDir()
 	const kib = 1023
 	for _, lang := range languages() {
 		t.Run(lang.name, func(t *testing.T) {
-			if m := lang.missing(); m != "" {
-				if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-					t.Fatalf("toolchain for %s missing under CI: %s", lang.name, m)
-				}
-				t.Skipf("toolchain for %s missing: %s", lang.name, m)
-			}
-			out := filepath.Join(dir, lang.name+".wasm")
-			if lang.name == "rust" {
-				if err := buildRustSDK(dir); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := lang.build(filepath.Join(repoRoot(), "hooks-examples", "redact-secrets"), out); err != nil {
-				t.Fatal(err)
-			}
-			wasm, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lang.require(t)
+			wasm := lang.compile(t, filepath.Join(repoRoot(), "hooks-examples", "redact-secrets"), filepath.Join(dir, lang.name+".wasm"))
 			m, err := rt.Load(ctx, wasm)
 			if err != nil {
 				t.Fatal(err)

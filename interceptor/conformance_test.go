@@ -217,6 +217,20 @@ func replay(t *testing.T, f *fixture) string {
 // TestConformance replays every fixture under conformanceDir() and reports
 // "conformance: PASSED/TOTAL" with a line per requirement tag. It fails
 // unless every fixture passes.
+// readFixture reads the fixture at path p.
+func readFixture(t *testing.T, p string) *fixture {
+	t.Helper()
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fixture
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return &f
+}
+
 func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds wasm modules")
@@ -243,14 +257,7 @@ func TestConformance(t *testing.T) {
 	byTag := map[string]*tally{}
 	passed := 0
 	for _, p := range files {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f fixture
-		if err := json.Unmarshal(raw, &f); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
+		f := readFixture(t, p)
 		tg := byTag[f.Requirement]
 		if tg == nil {
 			tg = &tally{}
@@ -259,7 +266,7 @@ func TestConformance(t *testing.T) {
 		tg.total++
 		var why string
 		t.Run(f.ID, func(t *testing.T) {
-			if why = replay(t, &f); why != "" {
+			if why = replay(t, f); why != "" {
 				t.Error(why)
 			}
 		})
@@ -294,16 +301,9 @@ func TestSecurityFlows(t *testing.T) {
 		t.Fatalf("no flows: %v", err)
 	}
 	for _, p := range files {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f fixture
-		if err := json.Unmarshal(raw, &f); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
+		f := readFixture(t, p)
 		t.Run(f.ID, func(t *testing.T) {
-			if why := replay(t, &f); why != "" {
+			if why := replay(t, f); why != "" {
 				t.Error(why)
 			}
 		})

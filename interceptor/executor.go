@@ -12,6 +12,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/internal/keyedlock"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -79,41 +80,14 @@ type Executor struct {
 // state in the key-value store, which has no compare-and-swap; two
 // responses of a session run at once could each write the taint without
 // the other's secret. Sessions run concurrently with each other.
-type sessionLocks struct {
-	mu    sync.Mutex
-	locks map[string]*sessionLock
-}
-
-type sessionLock struct {
-	sync.Mutex
-	users int // holders and waiters; the entry goes when it drops to 0
-}
+type sessionLocks struct{ keyedlock.Locks }
 
 // lock locks session (nothing for ""), and returns the unlock.
 func (s *sessionLocks) lock(session string) func() {
 	if session == "" {
 		return func() {}
 	}
-	s.mu.Lock()
-	if s.locks == nil {
-		s.locks = map[string]*sessionLock{}
-	}
-	l := s.locks[session]
-	if l == nil {
-		l = &sessionLock{}
-		s.locks[session] = l
-	}
-	l.users++
-	s.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		s.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(s.locks, session)
-		}
-		s.mu.Unlock()
-	}
+	return s.Lock(session)
 }
 
 func sessionOf(c *InvocationContext) string {
@@ -292,6 +266,18 @@ func withTimeout(ctx context.Context, ms int64) (context.Context, context.Cancel
 	return context.WithCancel(ctx)
 }
 
+// enter starts a request: it makes the chain's input, locks the request's
+// session and bounds ctx by its timeout (ms, none when not positive). done
+// ends both.
+func (x *Executor) enter(ctx context.Context, event, phase string, payload any, c *InvocationContext, timeout int64) (in chain.Input, _ context.Context, done func(), e *Error) {
+	if in, e = x.input(event, phase, payload, c); e != nil {
+		return in, nil, nil, e
+	}
+	unlock := x.sessions.lock(sessionOf(c))
+	ctx, cancel := withTimeout(ctx, timeout)
+	return in, ctx, func() { cancel(); unlock() }, nil
+}
+
 // Invoke is interceptor/invoke: the named interceptor alone, in active mode,
 // over the payload. An unknown name or a bad phase is CodeInvalidParams; a
 // hook that reaches no decision (trap, timeout, memory, ...) is
@@ -304,13 +290,11 @@ func (x *Executor) Invoke(ctx context.Context, p InvokeParams) (*Result, *Error)
 	if e := checkPhase(p.Phase); e != nil {
 		return nil, e
 	}
-	in, e := x.input(p.Event, p.Phase, p.Payload, p.Context)
+	in, ctx, done, e := x.enter(ctx, p.Event, p.Phase, p.Payload, p.Context, p.Timeout)
 	if e != nil {
 		return nil, e
 	}
-	defer x.sessions.lock(sessionOf(p.Context))()
-	ctx, cancel := withTimeout(ctx, p.Timeout)
-	defer cancel()
+	defer done()
 	out, err := x.run(ctx, p.Phase, []*Descriptor{d}, true, in)
 	if err != nil {
 		code, msg := CodeInternalError, "Interceptor execution failed"
@@ -413,13 +397,11 @@ func (x *Executor) Chain(ctx context.Context, p ChainParams) (*ChainResult, *Err
 		}
 	}
 	res := &ChainResult{Status: StatusSuccess, Event: p.Event, Phase: p.Phase, Results: []Result{}}
-	in, e := x.input(p.Event, p.Phase, p.Payload, p.Context)
+	in, ctx, done, e := x.enter(ctx, p.Event, p.Phase, p.Payload, p.Context, p.Timeout)
 	if e != nil {
 		return nil, e
 	}
-	defer x.sessions.lock(sessionOf(p.Context))()
-	ctx, cancel := withTimeout(ctx, p.Timeout)
-	defer cancel()
+	defer done()
 	for _, stage := range Stages(list, p.Phase) {
 		out, err := x.run(ctx, p.Phase, stage, false, in)
 		if err != nil {

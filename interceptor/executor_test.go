@@ -29,9 +29,6 @@ func newExecutor(t *testing.T, ds ...Descriptor) *Executor {
 // session's executions. Without it, concurrent read-modify-writes of the
 // taint lose secrets, and their relay is let through.
 func TestSessionStateUnderConcurrency(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds wasm modules")
-	}
 	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
 	const n = 12
 	secret := func(i int) string { return fmt.Sprintf("ghp_Concurrent%02dSecretToken0123", i) }
@@ -61,9 +58,6 @@ func TestSessionStateUnderConcurrency(t *testing.T) {
 // A failing interceptor keeps running: the chains' breakers are off, so one
 // session's failures never decide for the others.
 func TestNoBreakerAcrossSessions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds wasm modules")
-	}
 	x := newExecutor(t, Descriptor{Name: "crash", Type: TypeValidation, Events: []string{"*"}, Module: "behaviors",
 		Settings: map[string]any{"behavior": "crash"}, FailOpen: true})
 	for i := 0; i < 8; i++ {

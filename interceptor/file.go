@@ -1,14 +1,11 @@
 package interceptor
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 
-	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
-	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/internal/configfile"
 )
 
 // fileInterceptor is a Descriptor in the configuration file, with limits in
@@ -34,24 +31,15 @@ type fileConfig struct {
 //
 // Module paths are resolved by readModule. Unknown fields are refused.
 func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Config, error) {
-	if _, err := abi.ParseJSON(data, abi.JSONLimits{MaxBytes: chain.MaxConfigBytes}); err != nil {
-		return Config{}, fmt.Errorf("interceptor config: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
 	var fc fileConfig
-	if err := dec.Decode(&fc); err != nil {
+	if err := configfile.Decode(data, chain.MaxConfigBytes, &fc); err != nil {
 		return Config{}, fmt.Errorf("interceptor config: %w", err)
 	}
-	cfg := Config{Modules: map[string][]byte{}}
-	for name, path := range fc.Modules {
-		b, err := readModule(path)
-		if err != nil {
-			return Config{}, fmt.Errorf("interceptor config: module %q: %w", name, err)
-		}
-		cfg.Modules[name] = b
+	modules, err := configfile.ReadModules(fc.Modules, readModule)
+	if err != nil {
+		return Config{}, fmt.Errorf("interceptor config: %w", err)
 	}
+	cfg := Config{Modules: modules}
 	for i, fi := range fc.Interceptors {
 		d := fi.Descriptor
 		if fi.Limits != nil {
@@ -67,17 +55,9 @@ func ParseConfig(data []byte, readModule func(path string) ([]byte, error)) (Con
 // LoadConfigFile reads the configuration at path; relative module paths are
 // resolved against moduleDir, or the file's directory when it is empty.
 func LoadConfigFile(path, moduleDir string) (Config, error) {
-	data, err := runtime.ReadFileLimit(path, chain.MaxConfigBytes, "config_bytes")
+	data, readModule, err := configfile.Read(path, chain.MaxConfigBytes, moduleDir)
 	if err != nil {
 		return Config{}, err
 	}
-	if moduleDir == "" {
-		moduleDir = filepath.Dir(path)
-	}
-	return ParseConfig(data, func(p string) ([]byte, error) {
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(moduleDir, p)
-		}
-		return runtime.ReadModuleFile(p, 0)
-	})
+	return ParseConfig(data, readModule)
 }

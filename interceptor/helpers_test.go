@@ -28,9 +28,13 @@ var built struct {
 }
 
 // buildHook builds the hook in hookDirs[name] for wasip1 and embeds its
-// manifest. Built once per test binary (and cached by go build).
+// manifest. Built once per test binary (and cached by go build); skipped
+// under -short.
 func buildHook(t testing.TB, name string) []byte {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
 	built.Lock()
 	defer built.Unlock()
 	if b, ok := built.mods[name]; ok {

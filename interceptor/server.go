@@ -59,38 +59,32 @@ func NewServer(x *Executor, version string) *mcp.Server {
 			return nil, x.List(p.Event), nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: ToolInvoke, Description: "interceptor/invoke (SEP-2624): one interceptor over a payload; a ValidationResult or a MutationResult."},
-		func(ctx context.Context, req *mcp.CallToolRequest, _ InvokeParams) (*mcp.CallToolResult, any, error) {
-			var p InvokeParams
-			err := decode(req, &p)
-			if err != nil {
-				return nil, nil, err
-			}
-			if p.Context, err = withSession(p.Context, req); err != nil {
-				return nil, nil, err
-			}
-			r, e := x.Invoke(ctx, p)
-			if e != nil {
-				return nil, nil, wireError(e)
-			}
-			return nil, r, nil
-		})
+		runTool(func(p *InvokeParams) **InvocationContext { return &p.Context }, x.Invoke))
 	mcp.AddTool(s, &mcp.Tool{Name: ToolChain, Description: "Runs one lifecycle event through every interceptor hooking it, in the SEP's trust-boundary order; a ChainExecutionResult."},
-		func(ctx context.Context, req *mcp.CallToolRequest, _ ChainParams) (*mcp.CallToolResult, any, error) {
-			var p ChainParams
-			err := decode(req, &p)
-			if err != nil {
-				return nil, nil, err
-			}
-			if p.Context, err = withSession(p.Context, req); err != nil {
-				return nil, nil, err
-			}
-			r, e := x.Chain(ctx, p)
-			if e != nil {
-				return nil, nil, wireError(e)
-			}
-			return nil, r, nil
-		})
+		runTool(func(p *ChainParams) **InvocationContext { return &p.Context }, x.Chain))
 	return s
+}
+
+// runTool is the handler of a tool that runs hooks: it decodes the
+// arguments into P, defaults the invocation context that field points at
+// to the MCP session (withSession), and answers run's result or error.
+func runTool[P, R any](field func(*P) **InvocationContext, run func(context.Context, P) (R, *Error)) mcp.ToolHandlerFor[P, any] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, _ P) (*mcp.CallToolResult, any, error) {
+		var p P
+		err := decode(req, &p)
+		if err != nil {
+			return nil, nil, err
+		}
+		c := field(&p)
+		if *c, err = withSession(*c, req); err != nil {
+			return nil, nil, err
+		}
+		r, e := run(ctx, p)
+		if e != nil {
+			return nil, nil, wireError(e)
+		}
+		return nil, r, nil
+	}
 }
 
 // decode reads the tool's arguments into p, numbers kept exact

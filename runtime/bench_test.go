@@ -11,8 +11,7 @@ import (
 )
 
 func BenchmarkInvokeEmptyWAT(b *testing.B) {
-	r := newRuntime(b, runtime.Config{})
-	m := load(b, r, testutil.WAT(b, testutil.EmptyHookWAT))
+	r, m := loaded(b, runtime.Config{}, testutil.WAT(b, testutil.EmptyHookWAT))
 	ctx := context.Background()
 	req := runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "hello"}}
 	b.ReportAllocs()
@@ -32,14 +31,12 @@ func (noopHost) HostCall(context.Context, *abi.Call) abi.Reply {
 // BenchmarkHostCallRoundTrip makes 10 host calls to a no-op capability per
 // invocation; compare with BenchmarkInvokeEmptyWAT to get the cost of one.
 func BenchmarkHostCallRoundTrip10(b *testing.B) {
-	r := newRuntime(b, runtime.Config{})
-	m := load(b, r, scripted(b))
+	r, m := loaded(b, runtime.Config{}, scripted(b))
 	benchScript(b, r, m, strings.Repeat(opHostCall("noop", "{}", 64), 10))
 }
 
 func BenchmarkInvokeScriptedNoCalls(b *testing.B) {
-	r := newRuntime(b, runtime.Config{})
-	m := load(b, r, scripted(b))
+	r, m := loaded(b, runtime.Config{}, scripted(b))
 	benchScript(b, r, m, strings.Repeat(opWrite(namePtr, []byte("noop"))+opWrite(inPtr, []byte("{}")), 10))
 }
 

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -314,39 +315,14 @@ func init() {
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxModuleBytes == 0 {
-		c.MaxModuleBytes = DefaultMaxModuleBytes
-	}
-	if c.MaxMemoryPages == 0 {
-		c.MaxMemoryPages = DefaultMaxMemoryPages
-	}
-	if c.MaxInstancesPerPool == 0 {
-		c.MaxInstancesPerPool = DefaultMaxInstancesPerPool
-	}
-	if c.MaxIdlePerPool == 0 {
-		c.MaxIdlePerPool = DefaultMaxIdlePerPool
-	}
-	if c.MaxIdlePerPool < 0 {
-		c.MaxIdlePerPool = 0
-	}
-	if c.MaxIdleInstances == 0 {
-		c.MaxIdleInstances = DefaultMaxIdleInstances
-	}
-	if c.MaxIdleInstances < 0 {
-		c.MaxIdleInstances = 0
-	}
-	if c.MaxIdleBytes == 0 {
-		c.MaxIdleBytes = DefaultMaxIdleBytes
-	}
-	if c.MaxIdleBytes < 0 {
-		c.MaxIdleBytes = 0
-	}
-	if c.IdleTTL == 0 {
-		c.IdleTTL = DefaultIdleTTL
-	}
-	if c.CacheModules == 0 {
-		c.CacheModules = DefaultCacheModules
-	}
+	c.MaxModuleBytes = cmp.Or(c.MaxModuleBytes, DefaultMaxModuleBytes)
+	c.MaxMemoryPages = cmp.Or(c.MaxMemoryPages, DefaultMaxMemoryPages)
+	c.MaxInstancesPerPool = cmp.Or(c.MaxInstancesPerPool, DefaultMaxInstancesPerPool)
+	c.MaxIdlePerPool = orNone(c.MaxIdlePerPool, DefaultMaxIdlePerPool)
+	c.MaxIdleInstances = orNone(c.MaxIdleInstances, DefaultMaxIdleInstances)
+	c.MaxIdleBytes = orNone(c.MaxIdleBytes, DefaultMaxIdleBytes)
+	c.IdleTTL = cmp.Or(c.IdleTTL, DefaultIdleTTL)
+	c.CacheModules = cmp.Or(c.CacheModules, DefaultCacheModules)
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = DefaultCacheBytes
 	}
@@ -354,6 +330,15 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// orNone is the rule of the idle bounds: zero means def, negative means
+// none (0).
+func orNone[T int | int64](v, def T) T {
+	if v < 0 {
+		return 0
+	}
+	return cmp.Or(v, def)
 }
 
 // EffectiveLimits returns the limits an invocation with request limits l

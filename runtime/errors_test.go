@@ -22,8 +22,7 @@ import (
 // they are cheap to provoke, to its code, and checks that every code Code
 // returns is in abi's closed list.
 func TestCode(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	_, badModule := r.Load(context.Background(), []byte("\x00asm\x01\x00\x00\x00\x05"))
 	_, noTenant := r.Invoke(context.Background(), m, runtime.Request{Point: "message.outbound"})
 	_, tooBig := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t",

@@ -15,33 +15,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// computeGuest hashes its input 1000 times over (FNV-1a, a call per byte to
-// a leaf function, a data-dependent branch): loop- and call-heavy code, the
-// worst case for both fuel and close-on-context-done.
-const computeGuest = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 2)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (func $mix (param $h i64) (param $b i64) (result i64)
-    (i64.mul (i64.xor (local.get $h) (local.get $b)) (i64.const 0x100000001b3)))
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (local $i i32) (local $r i32) (local $h i64)
-    (if (i32.gt_u (local.get $n) (i32.const 60000)) (then (return (i64.const 0))))
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
-    (local.set $h (i64.const 0xcbf29ce484222325))
-    (loop $outer
-      (local.set $i (i32.const 0))
-      (loop $inner
-        (local.set $h (call $mix (local.get $h) (i64.load8_u offset=1024 (local.get $i))))
-        (if (i64.eqz (i64.and (local.get $h) (i64.const 7)))
-          (then (local.set $h (i64.rotl (local.get $h) (i64.const 13)))))
-        (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br_if $inner (i32.lt_u (local.get $i) (local.get $n))))
-      (local.set $r (i32.add (local.get $r) (i32.const 1)))
-      (br_if $outer (i32.lt_u (local.get $r) (i32.const 1000))))
-    (i64.store (i32.const 64) (local.get $h))
-    (i64.const 21)))`
-
 // meteringConfigs are the configurations BENCHMARKS.md compares: no
 // metering and no interrupt (the bare engine), no metering with wazero's
 // close-on-context-done (the runtime before issue 4, and DisableMetering
@@ -68,8 +41,7 @@ func BenchmarkMeteringCompute(b *testing.B) {
 	wasm := testutil.WAT(b, computeGuest)
 	for _, c := range meteringConfigs() {
 		b.Run(c.name, func(b *testing.B) {
-			r := newRuntime(b, c.cfg)
-			m := load(b, r, wasm)
+			r, m := loaded(b, c.cfg, wasm)
 			req := runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": strings.Repeat("x", 60)}}
 			fuel := loopFuel(b, r, m, req)
 			b.ReportMetric(float64(fuel), "fuel/op")
@@ -94,8 +66,7 @@ func BenchmarkMeteringExamples(b *testing.B) {
 			b.Run(hook.name+"/"+c.name, func(b *testing.B) {
 				cfg := c.cfg
 				cfg.CacheDir = testutil.CacheDir(b)
-				r := newRuntime(b, cfg)
-				m := load(b, r, wasm)
+				r, m := loaded(b, cfg, wasm)
 				ctx := context.Background()
 				var fuel uint64
 				for b.Loop() {
@@ -153,8 +124,7 @@ func BenchmarkFuelRate(b *testing.B) {
 		{"tight-loop/interpreter", tight, runtime.Config{Interpreter: true}},
 	} {
 		b.Run(g.name, func(b *testing.B) {
-			r := newRuntime(b, g.cfg)
-			m := load(b, r, testutil.WAT(b, g.wat))
+			r, m := loaded(b, g.cfg, testutil.WAT(b, g.wat))
 			req := runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: time.Minute}}
 			fuel := loopFuel(b, r, m, req)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(fuel), "ns/fuel")
@@ -171,8 +141,7 @@ func BenchmarkRunawayRecursion(b *testing.B) {
 		cfg  runtime.Config
 	}{{"metered", runtime.Config{}}, {"unmetered", benchmode.With(runtime.Config{}, benchmode.Unmetered)}} {
 		b.Run(c.name, func(b *testing.B) {
-			r := newRuntime(b, c.cfg)
-			m := load(b, r, wasm)
+			r, m := loaded(b, c.cfg, wasm)
 			var before, after goruntime.MemStats
 			goruntime.ReadMemStats(&before)
 			for b.Loop() {
@@ -214,8 +183,7 @@ func BenchmarkLoadGoHook(b *testing.B) {
 // compiler. (The interpreter takes about 100 times as long per unit of a
 // call.)
 func BenchmarkRunawayTree(b *testing.B) {
-	r := newRuntime(b, runtime.Config{})
-	m := load(b, r, testutil.WAT(b, treeWAT()))
+	r, m := loaded(b, runtime.Config{}, testutil.WAT(b, treeWAT()))
 	req := runtime.Request{Tenant: "t", Limits: runtime.Limits{Timeout: time.Minute}}
 	for b.Loop() {
 		if _, err := r.Invoke(context.Background(), m, req); !errors.Is(err, &abi.Failure{Code: abi.FailFuelExhausted}) {

@@ -20,17 +20,14 @@ import (
 // hookWAT returns a hook whose hook_v1_handle takes its input, calls $run
 // and returns {"action":"continue"}; extra holds more module fields.
 func hookWAT(run, extra string) string {
-	return `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 1)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (func $run ` + run + `)
-  ` + extra + `
+	return guest("", 1, `(data (i32.const 0) "{\"action\":\"continue\"}")
+  (func $run `+run+`)
+  `+extra+`
   (func (export "hook_v1_handle") (param $n i32) (result i64)
     (if (i32.gt_u (local.get $n) (i32.const 60000)) (then (return (i64.const 0))))
     (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
     (call $run)
-    (i64.const 21)))`
+    (i64.const 21))`)
 }
 
 // treeWAT is the loop-free call tree: $run calls f0, f0 calls f1 twice,
@@ -116,8 +113,7 @@ func TestRunawayGuestsStopped(t *testing.T) {
 // recursion in milliseconds (BenchmarkRunawayTree times the call tree at
 // the default fuel).
 func TestRecursionWithDefaultLimits(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, recursionGuest))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, recursionGuest))
 	start := time.Now()
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"})
 	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailStackExhausted {
@@ -134,8 +130,7 @@ func TestInitialisationRunaway(t *testing.T) {
 		"start":       `(func $start (loop (br 0))) (start $start)`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := newRuntime(t, runtime.Config{})
-			m := load(t, r, testutil.WAT(t, hookWAT("", extra)))
+			r, m := loaded(t, runtime.Config{}, testutil.WAT(t, hookWAT("", extra)))
 			_, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Limits: runtime.Limits{InitFuel: 1_000_000, InitTimeout: time.Minute}})
 			f, ok := abi.AsFailure(err)
 			if !ok || f.Code != abi.FailFuelExhausted || !strings.Contains(f.Message, "initialisation") {
@@ -161,8 +156,7 @@ func TestStartFunctionStillRuns(t *testing.T) {
     (if (i32.ne (global.get $n) (i32.const 7)) (then (return (i64.const 0))))
     (i64.const 21)))`
 	for _, cfg := range []runtime.Config{{}, benchmode.With(runtime.Config{}, benchmode.Unmetered)} {
-		r := newRuntime(t, cfg)
-		m := load(t, r, testutil.WAT(t, wat))
+		r, m := loaded(t, cfg, testutil.WAT(t, wat))
 		res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"})
 		if err != nil || res.Decision.Action != abi.ActionContinue {
 			t.Fatalf("metering %v: %v", !benchmode.Of(cfg).DisableMetering, err)
@@ -183,8 +177,7 @@ func TestFuelDeterministic(t *testing.T) {
 		for _, idle := range []int{-1, 4} { // fresh instances, then warm ones
 			cfg := e.cfg
 			cfg.MaxIdlePerPool = idle
-			r := newRuntime(t, cfg)
-			m := load(t, r, wasm)
+			r, m := loaded(t, cfg, wasm)
 			runs := 3
 			if cfg.Interpreter {
 				runs = 2 // slow, the more so under -race
@@ -205,8 +198,7 @@ func TestFuelDeterministic(t *testing.T) {
 	}
 	t.Logf("computeGuest used %d fuel on every run", want)
 
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, wasm)
+	r, m := loaded(t, runtime.Config{}, wasm)
 	exact := req
 	exact.Limits.Fuel = want
 	if res, err := r.Invoke(context.Background(), m, exact); err != nil || res.FuelUsed != want {
@@ -241,8 +233,7 @@ func TestHostCallRefusedOnceFuelIsOut(t *testing.T) {
   (data (i32.const 4096) "echo")
   (data (i32.const 4160) "{}")`)
 	wat = strings.Replace(wat, "(call $run)", "(call $run (i32.gt_u (local.get $n) (i32.const 0)))", 1)
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, wat))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, wat))
 	host := echoHost()
 	// With the fuel of one full run the capability runs once.
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", InvocationID: "i", HostCaller: host})
@@ -274,8 +265,7 @@ func TestRecursionHeapCeiling(t *testing.T) {
 	const ceiling = 64 << 20 // for all 16 together, instances included
 	for _, guest := range []struct{ name, wat string }{{"small frames", recursionGuest}, {"big frames", bigFrameGuest}} {
 		t.Run(guest.name, func(t *testing.T) {
-			r := newRuntime(t, runtime.Config{MaxIdlePerPool: -1})
-			m := load(t, r, testutil.WAT(t, guest.wat))
+			r, m := loaded(t, runtime.Config{MaxIdlePerPool: -1}, testutil.WAT(t, guest.wat))
 			var before, after goruntime.MemStats
 			goruntime.GC()
 			goruntime.ReadMemStats(&before)
@@ -354,8 +344,7 @@ func TestGuestCannotReachTheMeter(t *testing.T) {
 }
 
 func TestFuelLimitsChecked(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, hookWAT("", "")))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, hookWAT("", "")))
 	for _, lim := range []runtime.Limits{{Fuel: runtime.MaxFuel + 1}, {InitFuel: runtime.MaxFuel + 1}, {MaxStackBytes: -1}, {MaxStackBytes: runtime.MaxStackBytesLimit + 1}} {
 		if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Limits: lim}); !errors.Is(err, runtime.ErrInvalidRequest) {
 			t.Errorf("%+v: err = %v, want ErrInvalidRequest", lim, err)

@@ -196,8 +196,7 @@ func FuzzHostCallArgs(f *testing.F) {
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5], s[6])
 	}
-	r := newRuntime(f, runtime.Config{})
-	m := load(f, r, scripted(f))
+	r, m := loaded(f, runtime.Config{}, scripted(f))
 	pattern := make([]byte, 256)
 	for i := range pattern {
 		pattern[i] = byte(i*7 + 3)

@@ -17,14 +17,10 @@ import (
 // random_get and clock_time_get, runs body and continues. The body traps
 // (unreachable) when what it checks does not hold.
 func workHook(body string) string {
-	return `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+	return guest(`(import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))
-  (import "wasi_snapshot_preview1" "clock_time_get" (func $clock (param i32 i64 i32) (result i32)))
-  (memory (export "memory") 40)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
+  (import "wasi_snapshot_preview1" "clock_time_get" (func $clock (param i32 i64 i32) (result i32)))`, 40, `(data (i32.const 0) "{\"action\":\"continue\"}")
   (func $expect (param $got i32) (param $want i32)
     (if (i32.ne (local.get $got) (local.get $want)) (then unreachable)))
   ;; iovec i at 0x1000 + 8i
@@ -40,8 +36,8 @@ func workHook(body string) string {
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
       (br $l))))
   (func (export "hook_v1_handle") (param $n i32) (result i64)
-    ` + body + `
-    (i64.const 21)))`
+    `+body+`
+    (i64.const 21))`)
 }
 
 const (
@@ -226,8 +222,7 @@ func BenchmarkWASICall(b *testing.B) {
 		{"fd_write_nothing", `(drop (call $fd_write (i32.const 1) (i32.const 0x1000) (i32.const 0) (i32.const 0x100)))`},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			r := newRuntime(b, runtime.Config{})
-			m := load(b, r, testutil.WAT(b, workHook(fmt.Sprintf(`(local.set $n (i32.const %d))
+			r, m := loaded(b, runtime.Config{}, testutil.WAT(b, workHook(fmt.Sprintf(`(local.set $n (i32.const %d))
     (loop $l %s (local.set $n (i32.sub (local.get $n) (i32.const 1))) (br_if $l (local.get $n)))`, calls, tt.call))))
 			req := runtime.Request{Tenant: "t", InvocationID: "i"}
 			var res runtime.Result

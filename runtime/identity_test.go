@@ -115,8 +115,7 @@ func TestHookIdentityFromTheHost(t *testing.T) {
 // share a warm instance, so one cannot see what the other's traffic left in
 // memory; on 5da7c09 pools were keyed by (module, tenant) only.
 func TestPoolsPerHook(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, counter))
 	ctx := context.Background()
 	invoke := func(hook string) int {
 		res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Hook: hook, Context: map[string]any{"outgoing": "x"}})

@@ -30,8 +30,7 @@ func memStats() (heapInuse, sys uint64) {
 func goHookTenants(tb testing.TB, cfg runtime.Config, n int) (heap, sys uint64, st runtime.Stats, pages uint32) {
 	wasm := testutil.BuildHook(tb, "hooks-examples/redact-secrets")
 	cfg.CacheDir = testutil.CacheDir(tb)
-	r := newRuntime(tb, cfg)
-	m := load(tb, r, wasm)
+	r, m := loaded(tb, cfg, wasm)
 	text := strings.Repeat("lorem ipsum dolor sit amet ", 40)[:1000] + " AKIAIOSFODNN7EXAMPLE"
 	ctx := context.Background()
 	// One invocation first, so that the compiled code is not counted.
@@ -95,8 +94,7 @@ func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 func TestIdleBudgetAcrossPools(t *testing.T) {
 	ctx := context.Background()
 	t.Run("count", func(t *testing.T) {
-		r := newRuntime(t, runtime.Config{MaxIdleInstances: 3})
-		m := load(t, r, testutil.WAT(t, counter))
+		r, m := loaded(t, runtime.Config{MaxIdleInstances: 3}, testutil.WAT(t, counter))
 		for i := range 10 {
 			if _, err := count(t, r, m, fmt.Sprint("t", i), "x"); err != nil {
 				t.Fatal(err)
@@ -117,8 +115,7 @@ func TestIdleBudgetAcrossPools(t *testing.T) {
 	})
 	t.Run("bytes", func(t *testing.T) {
 		// counter's memory is 2 pages, reserved exactly: 128 KiB each.
-		r := newRuntime(t, runtime.Config{MaxIdleBytes: 5 * 65536})
-		m := load(t, r, testutil.WAT(t, counter))
+		r, m := loaded(t, runtime.Config{MaxIdleBytes: 5 * 65536}, testutil.WAT(t, counter))
 		for i := range 6 {
 			if _, err := count(t, r, m, fmt.Sprint("t", i), "x"); err != nil {
 				t.Fatal(err)
@@ -134,8 +131,7 @@ func TestIdleBudgetAcrossPools(t *testing.T) {
 		}
 	})
 	t.Run("none", func(t *testing.T) {
-		r := newRuntime(t, runtime.Config{MaxIdleInstances: -1})
-		m := load(t, r, testutil.WAT(t, counter))
+		r, m := loaded(t, runtime.Config{MaxIdleInstances: -1}, testutil.WAT(t, counter))
 		for range 2 {
 			if n, err := count(t, r, m, "t", "x"); err != nil || n != 1 {
 				t.Fatalf("count %d, %v: want a fresh instance every time", n, err)
@@ -185,8 +181,7 @@ func TestIdleTTL(t *testing.T) {
 // it uses, not doubled at each grow (on 5da7c09 a Go hook using 124 pages
 // held 208; here 90 pages held 160).
 func TestMemoryReservedInStep(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, counter))
 	heap0, _ := memStats()
 	const grows = 11 // 2 pages, then 10, 18, ... 90: each '^' grows by 8
 	for i := range grows {
@@ -223,8 +218,7 @@ func TestWarmGoInstanceSteadyState(t *testing.T) {
 		t.Skip("builds a Go hook")
 	}
 	wasm := testutil.BuildHook(t, "hooks-examples/redact-secrets")
-	r := newRuntime(t, runtime.Config{CacheDir: testutil.CacheDir(t)})
-	m := load(t, r, wasm)
+	r, m := loaded(t, runtime.Config{CacheDir: testutil.CacheDir(t)}, wasm)
 	ctx := context.Background()
 	fixed := strings.Repeat("lorem ipsum dolor sit amet ", 40)[:1000] + " AKIAIOSFODNN7EXAMPLE"
 	for _, tc := range []struct {
@@ -273,8 +267,7 @@ const tableGrower = `(module
 // elements), and one over the budget is not kept. It also fails if
 // wazero's layout changed so that table sizes can no longer be read.
 func TestTableBytes(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, tableGrower))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, tableGrower))
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"})
 	if err != nil || !res.Reused {
 		t.Fatalf("%v, reused %v", err, res != nil && res.Reused)

@@ -11,18 +11,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// mirrorWAT takes its input and sends it, whole, as the payload of a host
-// call named "doc": the host sees the invocation document the hook got.
-const mirrorWAT = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 4)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (data (i32.const 100) "doc")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (local.get $n)))
-    (drop (call $hc (i32.const 100) (i32.const 3) (i32.const 1024) (local.get $n) (i32.const 512) (i32.const 64)))
-    (i64.const 21)))`
-
 type docHost struct{ docs [][]byte }
 
 func (h *docHost) HostCall(_ context.Context, c *abi.Call) abi.Reply {
@@ -34,8 +22,7 @@ func (h *docHost) HostCall(_ context.Context, c *abi.Call) abi.Reply {
 // abi.Objects gives the hook the document, byte for byte, that their maps
 // give, and a map set beside an object wins over it.
 func TestRequestObjects(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, mirrorWAT))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, mirrorWAT))
 	type opaque struct {
 		A []int `json:"a"`
 	}

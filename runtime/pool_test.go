@@ -14,34 +14,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// counter keeps a global that counts the invocations of its instance and
-// reports it as {"action":"block","reason":"N"} (N one decimal digit, mod 10).
-// Settings {"trap": ...} anywhere in the input make it trap after counting;
-// "grow" makes it grow its memory by 8 pages first.
-const counter = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 2)
-  (data (i32.const 0) "{\"action\":\"block\",\"reason\":\"0\"}")
-  (global $n (mut i32) (i32.const 0))
-  (func $has (param $len i32) (param $c i32) (result i32)
-    (local $i i32)
-    (block $no
-      (loop $l
-        (br_if $no (i32.ge_u (local.get $i) (local.get $len)))
-        (if (i32.eq (i32.load8_u (i32.add (i32.const 4096) (local.get $i))) (local.get $c)) (then (return (i32.const 1))))
-        (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br $l)))
-    (i32.const 0))
-  (func (export "hook_v1_handle") (param $len i32) (result i64)
-    (if (i32.gt_u (local.get $len) (i32.const 60000)) (then (return (i64.const 0))))
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 4096) (local.get $len)))
-    (global.set $n (i32.add (global.get $n) (i32.const 1)))
-    ;; '!' in the input: trap; '^' in the input: grow by 8 pages
-    (if (call $has (local.get $len) (i32.const 33)) (then unreachable))
-    (if (call $has (local.get $len) (i32.const 94)) (then (drop (memory.grow (i32.const 8)))))
-    (i32.store8 (i32.const 28) (i32.add (i32.const 48) (i32.rem_u (global.get $n) (i32.const 10))))
-    (i64.or (i64.shl (i64.const 0) (i64.const 32)) (i64.const 31))))`
-
 func count(t *testing.T, r *runtime.Runtime, m *runtime.Module, tenant, text string) (int, error) {
 	t.Helper()
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: tenant, Context: map[string]any{"outgoing": text}})
@@ -52,8 +24,7 @@ func count(t *testing.T, r *runtime.Runtime, m *runtime.Module, tenant, text str
 }
 
 func TestPoolsPerTenantAndDiscard(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, counter))
 	steps := []struct {
 		tenant, text string
 		want         int
@@ -82,8 +53,7 @@ func TestPoolsPerTenantAndDiscard(t *testing.T) {
 }
 
 func TestHighWaterMarkDiscards(t *testing.T) {
-	r := newRuntime(t, runtime.Config{Limits: runtime.Limits{MemoryPages: 16, MemoryHighWaterPages: 8}})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{Limits: runtime.Limits{MemoryPages: 16, MemoryHighWaterPages: 8}}, testutil.WAT(t, counter))
 	if n, err := count(t, r, m, "a", "x"); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
@@ -100,8 +70,7 @@ func TestHighWaterMarkDiscards(t *testing.T) {
 }
 
 func TestTimedOutInstanceNeverReused(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	res, err := runScript(t, r, m, echoHost(), runtime.Limits{Timeout: 50 * time.Millisecond}, "L")
 	if f, ok := abi.AsFailure(err); !ok || f.Code != abi.FailTimeout || res.Reused {
 		t.Fatalf("err %v reused %v", err, res != nil && res.Reused)
@@ -113,8 +82,7 @@ func TestTimedOutInstanceNeverReused(t *testing.T) {
 }
 
 func TestAcquireHonoursContext(t *testing.T) {
-	r := newRuntime(t, runtime.Config{MaxInstancesPerPool: 1})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{MaxInstancesPerPool: 1}, scripted(t))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -145,8 +113,7 @@ func TestAcquireHonoursContext(t *testing.T) {
 }
 
 func TestCallerCancelIsNotAHookFailure(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	res, err := r.Invoke(ctx, m, runtime.Request{Tenant: "t", Context: map[string]any{"s": "@@L"}, Limits: runtime.Limits{Timeout: 5 * time.Second, Fuel: runtime.MaxFuel}})
@@ -156,8 +123,7 @@ func TestCallerCancelIsNotAHookFailure(t *testing.T) {
 }
 
 func TestConcurrentInvocations(t *testing.T) {
-	r := newRuntime(t, runtime.Config{MaxInstancesPerPool: 4})
-	m := load(t, r, testutil.WAT(t, counter))
+	r, m := loaded(t, runtime.Config{MaxInstancesPerPool: 4}, testutil.WAT(t, counter))
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := 0; g < 8; g++ {
@@ -204,8 +170,7 @@ func TestClosed(t *testing.T) {
 }
 
 func TestInvalidRequests(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	tests := []struct {
 		name string
 		req  runtime.Request

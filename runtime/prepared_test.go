@@ -16,8 +16,7 @@ import (
 // request that names other ones, and checks the rest of the request as
 // InvokeInto does.
 func TestPrepare(t *testing.T) {
-	r := newRuntime(t, runtime.Config{MaxMemoryPages: 1024})
-	m := load(t, r, testutil.WAT(t, continueWAT))
+	r, m := loaded(t, runtime.Config{MaxMemoryPages: 1024}, testutil.WAT(t, continueWAT))
 	other := load(t, newRuntime(t, runtime.Config{}), testutil.WAT(t, continueWAT))
 	for _, tt := range []struct {
 		name   string
@@ -141,8 +140,7 @@ const slowInitWAT = `(module
 // path and the other: a cold instance whose initialisation takes longer
 // than the invocation's timeout still runs the invocation.
 func TestTimeoutExcludesCreation(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, slowInitWAT))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, slowInitWAT))
 	lim := runtime.Limits{Timeout: 100 * time.Millisecond}
 	p, err := r.Prepare(m, "", nil, lim)
 	if err != nil {

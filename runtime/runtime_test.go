@@ -17,8 +17,7 @@ import (
 )
 
 func TestHostCallStatuses(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	longName := strings.Repeat("n", abi.MaxNameBytes+1)
 	tests := []struct {
 		name   string
@@ -126,9 +125,78 @@ func TestHostCallStatuses(t *testing.T) {
 	}
 }
 
+// TestResultReportsHostCalls checks Result.Calls: one entry per counted host
+// call, in order, with the status the hook saw (the runtime's own refusals
+// included), the charge and the duration; none past MaxHostCalls; its array
+// reused by InvokeInto.
+func TestResultReportsHostCalls(t *testing.T) {
+	r, m := loaded(t, runtime.Config{}, scripted(t))
+	host := echoHost()
+	host.caps["slow"] = func(*abi.Call) abi.Reply {
+		time.Sleep(20 * time.Millisecond)
+		return abi.Reply{Status: abi.StatusOK, Body: []byte(`{}`)}
+	}
+	host.caps["odd"] = func(*abi.Call) abi.Reply { return abi.Reply{Status: 99, Charged: 3} }
+	script := opHostCall("paid", `{}`, 64) +
+		opHostCall("nope", `{}`, 64) +
+		opHostCall(strings.Repeat("n", abi.MaxNameBytes+1), `{}`, 64) +
+		opHostCall("huge", `{}`, 64) +
+		opHostCall("odd", `{}`, 64) +
+		opTake(0) +
+		opHostCall("slow", `{}`, 64) +
+		opHostCall("paid", `{}`, 64) // past MaxHostCalls: refused, not recorded
+	want := []runtime.HostCall{
+		{Name: "paid", Status: abi.StatusOK, Charged: 7},
+		{Name: "nope", Status: abi.StatusUnknownCapability},
+		{Name: "", Status: abi.StatusRequestTooLarge},
+		{Name: "huge", Status: abi.StatusResultTooLarge},
+		{Name: "odd", Status: abi.StatusCapabilityFailed, Charged: 3},
+		{Name: "slow", Status: abi.StatusOK},
+	}
+	req := runtime.Request{Tenant: "t1", Context: map[string]any{"s": "@@" + script}, HostCaller: host,
+		Limits: runtime.Limits{MaxHostCalls: len(want), MaxResultBytes: 1 << 20}}
+	var res runtime.Result
+	for round := 0; round < 2; round++ {
+		var first *runtime.HostCall
+		if round == 1 {
+			first = &res.Calls[0]
+		}
+		if err := r.InvokeInto(context.Background(), m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.HostCalls != len(want) || len(res.Calls) != len(want) {
+			t.Fatalf("HostCalls %d, Calls %+v: want %d", res.HostCalls, res.Calls, len(want))
+		}
+		var charged int64
+		for i, c := range res.Calls {
+			d := c.Duration
+			c.Duration = 0
+			if c != want[i] {
+				t.Errorf("call %d = %+v, want %+v", i, c, want[i])
+			}
+			if d < 0 || (c.Name == "slow" && d < 20*time.Millisecond) || d > 10*time.Second {
+				t.Errorf("call %d (%s) took %v", i, c.Name, d)
+			}
+			charged += c.Charged
+		}
+		if charged != res.CreditCharged {
+			t.Errorf("the calls were charged %d, the result says %d", charged, res.CreditCharged)
+		}
+		if first != nil && first != &res.Calls[0] {
+			t.Error("InvokeInto did not reuse the array of Calls")
+		}
+	}
+	// A hook that makes no call reports none, in the same array.
+	if err := r.InvokeInto(context.Background(), m, runtime.Request{Tenant: "t1", Context: map[string]any{"s": "@@"}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.HostCalls != 0 || len(res.Calls) != 0 {
+		t.Errorf("Calls %+v after a hook that made none", res.Calls)
+	}
+}
+
 func TestABIViolations(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	const memSize = 4 * 65536
 	tests := []struct {
 		name   string
@@ -162,8 +230,7 @@ func TestABIViolations(t *testing.T) {
 }
 
 func TestFailures(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	tests := []struct {
 		name   string
 		lim    runtime.Limits
@@ -197,8 +264,7 @@ func TestFailures(t *testing.T) {
 }
 
 func TestGrowPastLimitReturnsMinusOne(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	res, err := runScript(t, r, m, echoHost(), runtime.Limits{MemoryPages: 8}, "G00000004"+"G00000001"+"G00010000")
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +281,7 @@ func TestGrowPastLimitReturnsMinusOne(t *testing.T) {
 }
 
 func TestCreditReported(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	res, err := runScript(t, r, m, echoHost(), runtime.Limits{}, opHostCall("paid", `{}`, 64)+opHostCall("paid", `{}`, 64))
 	if err != nil {
 		t.Fatal(err)
@@ -227,8 +292,7 @@ func TestCreditReported(t *testing.T) {
 }
 
 func TestCallerIdentity(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	host := echoHost()
 	_, err := r.Invoke(context.Background(), m, runtime.Request{
 		Tenant: "acme", Hook: "h1", Point: "tool.before", Grants: []string{"echo"},
@@ -250,8 +314,7 @@ func TestCallerIdentity(t *testing.T) {
 }
 
 func TestDecisionShapes(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.ReadFile(t, "testdata/guests/shapes.wasm"))
+	r, m := loaded(t, runtime.Config{}, testutil.ReadFile(t, "testdata/guests/shapes.wasm"))
 	tests := []struct {
 		shape string
 		want  abi.Decision
@@ -293,8 +356,7 @@ func TestUnwritableCacheDir(t *testing.T) {
 		}
 	}
 	var logs bytes.Buffer
-	r := newRuntime(t, runtime.Config{CacheDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{CacheDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, scripted(t))
 	if _, err := runScript(t, r, m, echoHost(), runtime.Limits{}, ""); err != nil {
 		t.Fatal(err)
 	}

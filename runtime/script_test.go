@@ -91,24 +91,37 @@ func echoHost() *fakeHost {
 	}}
 }
 
-func newRuntime(t testing.TB, cfg runtime.Config) *runtime.Runtime {
+// closer is what newRuntime and load close when the test ends.
+type closer interface{ Close(context.Context) error }
+
+// keep fails t on err, and closes v when t ends.
+func keep[T closer](t testing.TB, v T, err error) T {
 	t.Helper()
-	r, err := runtime.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return r
+	t.Cleanup(func() { _ = v.Close(context.Background()) })
+	return v
+}
+
+func newRuntime(t testing.TB, cfg runtime.Config) *runtime.Runtime {
+	t.Helper()
+	r, err := runtime.New(context.Background(), cfg)
+	return keep(t, r, err)
 }
 
 func load(t testing.TB, r *runtime.Runtime, wasm []byte) *runtime.Module {
 	t.Helper()
 	m, err := r.Load(context.Background(), wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	return m
+	return keep(t, m, err)
+}
+
+// loaded is a runtime of cfg with wasm loaded on it (newRuntime, then load),
+// both closed when t ends.
+func loaded(t testing.TB, cfg runtime.Config, wasm []byte) (*runtime.Runtime, *runtime.Module) {
+	t.Helper()
+	r := newRuntime(t, cfg)
+	return r, load(t, r, wasm)
 }
 
 func scripted(t testing.TB) []byte { return testutil.ReadFile(t, "testdata/guests/scripted.wasm") }

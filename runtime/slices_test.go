@@ -13,21 +13,11 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// continueWAT is a hook that takes its input and continues.
-const continueWAT = `(module
-  (import "hook_v1" "host_call" (func $host_call (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $n i32) (result i64)
-    (drop (call $host_call (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 4096)))
-    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`
-
 func TestInvokeIntoAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, continueWAT))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, continueWAT))
 	ctx := context.Background()
 	req := runtime.Request{Tenant: "t1", Hook: "h", InvocationID: "inv-1", Context: map[string]any{"outgoing": "hello"}}
 	var res runtime.Result
@@ -48,8 +38,7 @@ func TestInvokeIntoAllocatesNothing(t *testing.T) {
 }
 
 func TestInvokeIntoReport(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	ctx := context.Background()
 	res := runtime.Result{HostCalls: 99, Logs: []runtime.LogLine{{Stream: "stdout", Text: "stale"}}}
 	// A failure fills res and returns the *Failure.
@@ -70,8 +59,7 @@ func TestInvokeIntoReport(t *testing.T) {
 // to reach the host. The yield at every fuel slice is where a metered guest
 // does; without it this collection would wait for the whole loop.
 func TestGarbageCollectionWhileGuestLoops(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	var finished atomic.Bool
 	started := make(chan struct{})
 	errc := make(chan error, 1)
@@ -97,8 +85,7 @@ func TestGarbageCollectionWhileGuestLoops(t *testing.T) {
 }
 
 func TestCancelStopsLoopingGuest(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, scripted(t))
+	r, m := loaded(t, runtime.Config{}, scripted(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	res, err := r.Invoke(ctx, m, runtime.Request{
@@ -146,8 +133,7 @@ func TestDeadlineStopsCheapLoops(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRuntime(t, runtime.Config{})
-			m := load(t, r, testutil.WAT(t, tt.wat))
+			r, m := loaded(t, runtime.Config{}, testutil.WAT(t, tt.wat))
 			_, err := r.Invoke(context.Background(), m, runtime.Request{
 				Tenant: "t1", HostCaller: host,
 				Limits: runtime.Limits{Timeout: 100 * time.Millisecond, MaxHostCalls: 1 << 30, MaxHostCallBytes: 1 << 30},

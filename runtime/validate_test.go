@@ -101,8 +101,7 @@ func TestManifest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := newRuntime(t, runtime.Config{})
-		m := load(t, r, wasm)
+		r, m := loaded(t, runtime.Config{}, wasm)
 		_, err = r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Point: "message.outbound"})
 		if !errors.Is(err, runtime.ErrInvalidRequest) || !strings.Contains(err.Error(), "does not allow point") {
 			t.Fatalf("err = %v", err)

@@ -13,36 +13,8 @@ import (
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
-// printer writes a fixed text to stdout and stderr through WASI fd_write,
-// then, for each '!' in its input, 1 KiB more to stdout; then continues.
-const printer = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
-  (memory (export "memory") 2)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (data (i32.const 64) "line one\nline two\r\n\1b[31mred\1b[0m\n{\"level\":\"error\",\"msg\":\"forged\"}\npartial")
-  (func $write (param $fd i32) (param $ptr i32) (param $len i32)
-    (i32.store (i32.const 32) (local.get $ptr))
-    (i32.store (i32.const 36) (local.get $len))
-    (drop (call $fd_write (local.get $fd) (i32.const 32) (i32.const 1) (i32.const 40))))
-  (func (export "hook_v1_handle") (param $len i32) (result i64)
-    (local $i i32)
-    (if (i32.gt_u (local.get $len) (i32.const 60000)) (then (return (i64.const 0))))
-    (drop (call $hc (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 4096) (local.get $len)))
-    (call $write (i32.const 1) (i32.const 64) (i32.const 72))
-    (call $write (i32.const 2) (i32.const 64) (i32.const 8))
-    (block $done
-      (loop $l
-        (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
-        (if (i32.eq (i32.load8_u (i32.add (i32.const 4096) (local.get $i))) (i32.const 33))
-          (then (call $write (i32.const 1) (i32.const 4096) (i32.const 1024))))
-        (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br $l)))
-    (i64.or (i64.shl (i64.const 0) (i64.const 32)) (i64.const 21))))`
-
 func TestStdoutIsACappedPerInvocationLog(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, printer))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, printer))
 	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -77,29 +49,8 @@ func TestStdoutIsACappedPerInvocationLog(t *testing.T) {
 	}
 }
 
-// sleeper calls poll_oneoff with one relative clock subscription of the
-// number of milliseconds in its data, then continues.
-const sleeper = `(module
-  (import "hook_v1" "host_call" (func $hc (param i32 i32 i32 i32 i32 i32) (result i64)))
-  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 0) "{\"action\":\"continue\"}")
-  (func (export "hook_v1_handle") (param $len i32) (result i64)
-    ;; subscription at 256: userdata 7, tag 0 (clock), id 1 (monotonic), timeout 300ms
-    (i64.store (i32.const 256) (i64.const 7))
-    (i32.store8 (i32.const 264) (i32.const 0))
-    (i32.store (i32.const 272) (i32.const 1))
-    (i64.store (i32.const 280) (i64.const 300000000))
-    (i64.store (i32.const 288) (i64.const 0))
-    (i32.store16 (i32.const 296) (i32.const 0))
-    (if (i32.ne (call $poll (i32.const 256) (i32.const 512) (i32.const 1) (i32.const 600)) (i32.const 0)) (then unreachable))
-    (if (i32.ne (i32.load (i32.const 600)) (i32.const 1)) (then unreachable))
-    (if (i64.ne (i64.load (i32.const 512)) (i64.const 7)) (then unreachable))
-    (i64.const 21)))`
-
 func TestPollOneoffSleepsAndHonoursDeadline(t *testing.T) {
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, sleeper))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, sleeper))
 	start := time.Now()
 	if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil {
 		t.Fatal(err)
@@ -130,8 +81,7 @@ func TestEveryWASIFunctionIsServed(t *testing.T) {
 	  (memory (export "memory") 1)
 	  (data (i32.const 0) "{\"action\":\"continue\"}")
 	  (func (export "hook_v1_handle") (param i32) (result i64) (i64.const 21)))`
-	r := newRuntime(t, runtime.Config{})
-	m := load(t, r, testutil.WAT(t, src))
+	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, src))
 	if _, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil {
 		t.Fatal(err)
 	}

@@ -313,6 +313,29 @@ func TestSettingIntRange(t *testing.T) {
 	}
 }
 
+// SettingFloat takes a JSON number and a Go number of every predeclared
+// float, int and uint type, and nothing else.
+func TestSettingFloatGoNumbers(t *testing.T) {
+	type myInt int
+	for _, tt := range []struct {
+		v    any
+		want float64
+		ok   bool
+	}{
+		{json.Number("2.5"), 2.5, true}, {json.Number("x"), 0, false},
+		{float64(1.5), 1.5, true}, {float32(0.5), 0.5, true},
+		{int(-1), -1, true}, {int8(-8), -8, true}, {int16(16), 16, true}, {int32(32), 32, true}, {int64(-64), -64, true},
+		{uint(1), 1, true}, {uint8(8), 8, true}, {uint16(16), 16, true}, {uint32(32), 32, true}, {uint64(64), 64, true},
+		{uintptr(1), 0, false}, {myInt(1), 0, false}, {complex(1, 0), 0, false}, {"1", 0, false}, {true, 0, false},
+	} {
+		inv := NewInvocation("", nil, map[string]any{"k": tt.v}, Meta{})
+		got := inv.SettingFloat("k", 0)
+		if ok := inv.SettingsErr() == nil; ok != tt.ok || got != tt.want {
+			t.Errorf("SettingFloat(%T %v) = %v, ok %t; want %v, %t", tt.v, tt.v, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
 func TestHandleRegistersOnce(t *testing.T) {
 	defer func() { handler = nil }()
 	Handle(func(*Invocation) Decision { return Continue() })

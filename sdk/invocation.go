@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 )
@@ -156,16 +157,10 @@ func (inv *Invocation) Setting(key string) (any, bool) {
 // absent or null. Any other type records a *SettingError (see SettingsErr)
 // and returns def.
 func (inv *Invocation) SettingString(key, def string) string {
-	v, ok := inv.Setting(key)
-	if !ok {
-		return def
-	}
-	s, ok := v.(string)
-	if !ok {
-		inv.badSetting(key, "a string", v)
-		return def
-	}
-	return s
+	return setting(inv, key, def, "a string", func(v any) (string, bool) {
+		s, ok := v.(string)
+		return s, ok
+	})
 }
 
 // SettingStrings returns setting key if it is an array of strings, and nil
@@ -173,75 +168,69 @@ func (inv *Invocation) SettingString(key, def string) string {
 // slice, so `if s == nil` tells "use the default" from "none". Any other type
 // records a *SettingError (see SettingsErr) and returns nil.
 func (inv *Invocation) SettingStrings(key string) []string {
-	v, ok := inv.Setting(key)
-	if !ok {
-		return nil
-	}
-	switch a := v.(type) {
-	case []string:
-		return append([]string{}, a...)
-	case []any:
-		out := make([]string, 0, len(a))
-		for _, e := range a {
-			s, ok := e.(string)
-			if !ok {
-				inv.badSetting(key, "an array of strings", v)
-				return nil
+	return setting(inv, key, nil, "an array of strings", func(v any) ([]string, bool) {
+		switch a := v.(type) {
+		case []string:
+			return append([]string{}, a...), true
+		case []any:
+			out := make([]string, 0, len(a))
+			for _, e := range a {
+				s, ok := e.(string)
+				if !ok {
+					return nil, false
+				}
+				out = append(out, s)
 			}
-			out = append(out, s)
+			return out, true
 		}
-		return out
-	}
-	inv.badSetting(key, "an array of strings", v)
-	return nil
+		return nil, false
+	})
 }
 
 // SettingFloat returns setting key if it is a number, and def if it is
 // absent or null. Any other type records a *SettingError (see SettingsErr)
 // and returns def.
 func (inv *Invocation) SettingFloat(key string, def float64) float64 {
-	v, ok := inv.Setting(key)
-	if !ok {
-		return def
-	}
-	f, ok := toFloat(v)
-	if !ok {
-		inv.badSetting(key, "a number", v)
-		return def
-	}
-	return f
+	return setting(inv, key, def, "a number", toFloat)
 }
 
 // SettingInt returns setting key if it is an integral number that fits an
 // int, and def if it is absent or null. Any other value records a
 // *SettingError (see SettingsErr) and returns def.
 func (inv *Invocation) SettingInt(key string, def int) int {
-	v, ok := inv.Setting(key)
-	if !ok {
-		return def
-	}
-	f, ok := toFloat(v)
-	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53-1 || f < math.MinInt || f > math.MaxInt {
-		inv.badSetting(key, "an integer", v)
-		return def
-	}
-	return int(f)
+	return setting(inv, key, def, "an integer", func(v any) (int, bool) {
+		f, ok := toFloat(v)
+		if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53-1 || f < math.MinInt || f > math.MaxInt {
+			return 0, false
+		}
+		return int(f), true
+	})
 }
 
 // SettingBool returns setting key if it is a boolean, and def if it is absent
 // or null. Any other type records a *SettingError (see SettingsErr) and
 // returns def.
 func (inv *Invocation) SettingBool(key string, def bool) bool {
+	return setting(inv, key, def, "a boolean", func(v any) (bool, bool) {
+		b, ok := v.(bool)
+		return b, ok
+	})
+}
+
+// setting returns setting key as conv converts it, and def if it is absent
+// or null. A value conv refuses records a *SettingError wanting want and
+// returns def.
+func setting[T any](inv *Invocation, key string, def T, want string, conv func(any) (T, bool)) T {
 	v, ok := inv.Setting(key)
 	if !ok {
 		return def
 	}
-	b, ok := v.(bool)
+	t, ok := conv(v)
 	if !ok {
-		inv.badSetting(key, "a boolean", v)
+		inv.badSetting(key, want, v)
 		return def
 	}
-	return b
+	return t
 }
 
 // SettingsErr returns the errors the setting accessors recorded so far,
@@ -291,36 +280,24 @@ func describe(v any) string {
 	return fmt.Sprintf("%T %v", v, v)
 }
 
-// toFloat converts a JSON number (json.Number) or a Go number to float64.
+// toFloat converts a JSON number (json.Number) or a Go number (of a
+// predeclared float, int or uint type, not uintptr) to float64.
 func toFloat(v any) (float64, bool) {
-	switch n := v.(type) {
-	case json.Number:
+	if n, ok := v.(json.Number); ok {
 		f, err := n.Float64()
 		return f, err == nil
-	case float64:
-		return n, true
-	case float32:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int8:
-		return float64(n), true
-	case int16:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint:
-		return float64(n), true
-	case uint8:
-		return float64(n), true
-	case uint16:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
+	}
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Type().PkgPath() != "" {
+		return 0, false // nil, or a defined type other than json.Number
+	}
+	switch {
+	case rv.CanFloat():
+		return rv.Float(), true
+	case rv.CanInt():
+		return float64(rv.Int()), true
+	case rv.CanUint() && rv.Kind() != reflect.Uintptr:
+		return float64(rv.Uint()), true
 	}
 	return 0, false
 }

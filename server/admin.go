@@ -17,12 +17,7 @@ type tenantDoc struct {
 	RequireSignatures bool   `json:"require_signatures"`
 }
 
-func (s *Server) createTenant(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	var req tenantDoc
-	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
-		writeProblem(w, p)
-		return
-	}
+func (s *Server) createTenant(w http.ResponseWriter, r *http.Request, _ *Principal, req *tenantDoc) {
 	if !nameRE.MatchString(req.ID) {
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "a tenant id is 1 to 64 of [a-z0-9._-], starting with a letter or digit"))
 		return
@@ -41,43 +36,34 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request, _ *Princip
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	rows, err := s.db.QueryContext(r.Context(), `SELECT id, require_signatures FROM serve_tenants ORDER BY id`)
+	out, err := queryAll(r.Context(), s.db, func(rows *sql.Rows) (t tenantDoc, err error) {
+		err = rows.Scan(&t.ID, &t.RequireSignatures)
+		return
+	}, `SELECT id, require_signatures FROM serve_tenants ORDER BY id`)
+	s.writeList(w, "tenants", out, err)
+}
+
+// writeList answers a list route: {key: items}, or the internal error err.
+func (s *Server) writeList(w http.ResponseWriter, key string, items any, err error) {
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	defer rows.Close()
-	out := []tenantDoc{}
-	for rows.Next() {
-		var t tenantDoc
-		if err := rows.Scan(&t.ID, &t.RequireSignatures); err != nil {
-			writeProblem(w, s.internal(err))
-			return
-		}
-		out = append(out, t)
-	}
-	writeJSON(w, 200, map[string]any{"tenants": out})
+	writeJSON(w, 200, map[string]any{key: items})
 }
 
 func (s *Server) tenant(r *http.Request, id string) (*tenantDoc, *Problem) {
 	t := tenantDoc{ID: id}
-	err := s.db.QueryRowContext(r.Context(), `SELECT require_signatures FROM serve_tenants WHERE id = ?`, id).Scan(&t.RequireSignatures)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, problem(http.StatusNotFound, CodeNotFound, "not found")
-	case err != nil:
-		return nil, s.internal(err)
+	if pr := s.scanRow(s.db.QueryRowContext(r.Context(), `SELECT require_signatures FROM serve_tenants WHERE id = ?`, id),
+		problem(http.StatusNotFound, CodeNotFound, "not found"), &t.RequireSignatures); pr != nil {
+		return nil, pr
 	}
 	return &t, nil
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	t, p := s.tenant(r, r.PathValue("tenant"))
-	if p != nil {
-		writeProblem(w, p)
-		return
-	}
-	writeJSON(w, 200, t)
+	respond(w, 200, t, p)
 }
 
 type keyRequest struct {
@@ -86,12 +72,7 @@ type keyRequest struct {
 	Name   string `json:"name"`
 }
 
-func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	var req keyRequest
-	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); p != nil {
-		writeProblem(w, p)
-		return
-	}
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ *Principal, req *keyRequest) {
 	switch {
 	case !validRole(req.Role):
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "role must be admin, publisher, operator or runtime"))
@@ -115,12 +96,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ *Principal)
 			return
 		}
 	}
-	key, err := newKey()
-	if err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	id, err := s.insertKey(r.Context(), key, req.Role, req.Tenant, req.Name)
+	key, id, err := s.newStoredKey(r.Context(), req.Role, req.Tenant, req.Name)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
@@ -135,12 +111,7 @@ type creditRequest struct {
 	Key string `json:"key"`
 }
 
-func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	var req creditRequest
-	tenant, ok := s.creditBody(w, r, &req)
-	if !ok {
-		return
-	}
+func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, tenant string, req *creditRequest) {
 	if req.Amount <= 0 || len(req.Key) > 128 {
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "amount must be positive, key at most 128 bytes"))
 		return
@@ -151,19 +122,20 @@ func (s *Server) grantCredit(w http.ResponseWriter, r *http.Request, _ *Principa
 	s.writeLedgerEntry(w, r, tenant, s.ledger.Grant(r.Context(), tenant, req.Amount, req.Key))
 }
 
-// creditBody reads a credit route's tenant (which must exist) and its JSON
-// body into v; when ok is false it has answered.
-func (s *Server) creditBody(w http.ResponseWriter, r *http.Request, v any) (tenant string, ok bool) {
-	tenant = r.PathValue("tenant")
-	if _, p := s.tenant(r, tenant); p != nil {
-		writeProblem(w, p)
-		return "", false
+// creditRoute adapts h, the handler of a credit route whose body is a JSON
+// T, to the route table: the path's tenant must exist, then the body decode
+// (withBody), before h runs with both.
+func creditRoute[T any](s *Server, h func(w http.ResponseWriter, r *http.Request, tenant string, req *T)) handlerFunc {
+	body := withBody(s, func(w http.ResponseWriter, r *http.Request, _ *Principal, req *T) {
+		h(w, r, r.PathValue("tenant"), req)
+	})
+	return func(w http.ResponseWriter, r *http.Request, p *Principal) {
+		if _, pr := s.tenant(r, r.PathValue("tenant")); pr != nil {
+			writeProblem(w, pr)
+			return
+		}
+		body(w, r, p)
 	}
-	if p := decodeJSON(w, r, s.opts.MaxBodyBytes, v); p != nil {
-		writeProblem(w, p)
-		return "", false
-	}
-	return tenant, true
 }
 
 // writeLedgerEntry answers a grant or an adjustment: the ledger's refusal
@@ -198,12 +170,7 @@ type adjustRequest struct {
 // with a note saying why (a correction, a refund, credit taken back): the
 // ledger's adjustment entry. Credit that open holds keep cannot be taken
 // back (409 conflict); a key already used by another entry is 409 too.
-func (s *Server) adjustCredit(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	var req adjustRequest
-	tenant, ok := s.creditBody(w, r, &req)
-	if !ok {
-		return
-	}
+func (s *Server) adjustCredit(w http.ResponseWriter, r *http.Request, tenant string, req *adjustRequest) {
 	if req.Amount == 0 || req.Note == "" || len(req.Note) > MaxAdjustmentNote || len(req.Key) > 128 {
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "amount must not be 0, note is 1 to %d bytes, key at most 128 bytes", MaxAdjustmentNote))
 		return
@@ -241,28 +208,13 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ *Principal) 
 		q += ` WHERE tenant = ?`
 		args = append(args, t)
 	}
-	rows, err := s.db.QueryContext(r.Context(), q+` ORDER BY created, id`, args...)
-	if err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	defer rows.Close()
-	out := []KeyInfo{}
-	for rows.Next() {
-		var k KeyInfo
+	out, err := queryAll(r.Context(), s.db, func(rows *sql.Rows) (k KeyInfo, err error) {
 		var role string
-		if err := rows.Scan(&k.ID, &role, &k.Tenant, &k.Name, &k.Created); err != nil {
-			writeProblem(w, s.internal(err))
-			return
-		}
+		err = rows.Scan(&k.ID, &role, &k.Tenant, &k.Name, &k.Created)
 		k.Role = Role(role)
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		writeProblem(w, s.internal(err))
 		return
-	}
-	writeJSON(w, 200, map[string]any{"keys": out})
+	}, q+` ORDER BY created, id`, args...)
+	s.writeList(w, "keys", out, err)
 }
 
 // revokeKey deletes an API key (admin): its next request is 401, and its
@@ -271,7 +223,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ *Principal) 
 // nobody could make keys again.
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	id := r.PathValue("key")
-	defer s.runLocks.lock(keysLock)() // the last-admin check and the delete are one step (in this process)
+	defer s.runLocks.Lock(keysLock)() // the last-admin check and the delete are one step (in this process)
 	info, hash, pr := s.keyByID(r, id)
 	if pr != nil {
 		writeProblem(w, pr)
@@ -318,7 +270,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, _ *Principal)
 // one is in the answer only.
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	id := r.PathValue("key")
-	defer s.runLocks.lock(keysLock)()
+	defer s.runLocks.Lock(keysLock)()
 	info, hash, pr := s.keyByID(r, id)
 	if pr != nil {
 		writeProblem(w, pr)
@@ -343,12 +295,9 @@ const keysLock = "\x00keys"
 func (s *Server) keyByID(r *http.Request, id string) (*KeyInfo, string, *Problem) {
 	k := KeyInfo{ID: id}
 	var role, hash string
-	err := s.db.QueryRowContext(r.Context(), `SELECT hash, role, tenant, name, created FROM serve_keys WHERE id = ?`, id).Scan(&hash, &role, &k.Tenant, &k.Name, &k.Created)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, "", problem(http.StatusNotFound, CodeNotFound, "no key %q", id)
-	case err != nil:
-		return nil, "", s.internal(err)
+	if pr := s.scanRow(s.db.QueryRowContext(r.Context(), `SELECT hash, role, tenant, name, created FROM serve_keys WHERE id = ?`, id),
+		problem(http.StatusNotFound, CodeNotFound, "no key %q", id), &hash, &role, &k.Tenant, &k.Name, &k.Created); pr != nil {
+		return nil, "", pr
 	}
 	k.Role = Role(role)
 	return &k, hash, nil

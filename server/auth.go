@@ -79,6 +79,18 @@ func (s *Server) insertKey(ctx context.Context, key string, role Role, tenant, n
 	return id, err
 }
 
+// newStoredKey makes a new key (newKey) and stores it (insertKey): the key,
+// to show once, and its id.
+func (s *Server) newStoredKey(ctx context.Context, role Role, tenant, name string) (key, id string, err error) {
+	if key, err = newKey(); err != nil {
+		return "", "", err
+	}
+	if id, err = s.insertKey(ctx, key, role, tenant, name); err != nil {
+		return "", "", err
+	}
+	return key, id, nil
+}
+
 // bootstrap makes sure an admin key exists: adminKey's if given (its hash is
 // added if missing), else, when there is no admin key at all, a new one,
 // returned so that the caller prints it once. It is stored only hashed.
@@ -110,14 +122,8 @@ func (s *Server) bootstrap(ctx context.Context, adminKey string) (string, error)
 	if n > 0 {
 		return "", nil
 	}
-	key, err := newKey()
-	if err != nil {
-		return "", err
-	}
-	if _, err := s.insertKey(ctx, key, RoleAdmin, "", "bootstrap"); err != nil {
-		return "", err
-	}
-	return key, nil
+	key, _, err := s.newStoredKey(ctx, RoleAdmin, "", "bootstrap")
+	return key, err
 }
 
 // authenticate finds the key of the request's Authorization: Bearer header.

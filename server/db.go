@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -235,4 +236,36 @@ func dollars(query string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// queryAll runs query and returns its rows as scan reads each: a failure
+// of the query, of a scan or of reading the rows is err.
+func queryAll[T any](ctx context.Context, db *sqlDB, scan func(*sql.Rows) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanRow scans row into dest: no row is notFound, another failure an
+// internal error.
+func (s *Server) scanRow(row *sql.Row, notFound *Problem, dest ...any) *Problem {
+	err := row.Scan(dest...)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return notFound
+	case err != nil:
+		return s.internal(err)
+	}
+	return nil
 }

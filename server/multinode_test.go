@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -475,22 +474,12 @@ func TestNodeProcess(t *testing.T) {
 // base URL and the process, killed when t ends.
 func startNodeProcess(t *testing.T, c *cluster) (string, *exec.Cmd) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNodeProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envNodeURL+"="+c.url, envNodeKey+"="+hex.EncodeToString(c.key))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	child := storetest.StartChild(t, "^TestNodeProcess$", envNodeURL+"="+c.url, envNodeKey+"="+hex.EncodeToString(c.key))
+	cmd := child.Cmd
 	addr := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+		for child.Out.Scan() {
+			if a, ok := strings.CutPrefix(child.Out.Text(), "ADDR "); ok {
 				addr <- a
 			}
 		}

@@ -76,3 +76,29 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *Pro
 	}
 	return nil
 }
+
+// handlerFunc is a route's handler (Route.h).
+type handlerFunc = func(http.ResponseWriter, *http.Request, *Principal)
+
+// withBody adapts h, the handler of a route whose body is a JSON T, to the
+// route table: the body is decoded first (decodeJSON, at most MaxBodyBytes),
+// and one that does not decode is answered without running h.
+func withBody[T any](s *Server, h func(w http.ResponseWriter, r *http.Request, p *Principal, req *T)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p *Principal) {
+		var req T
+		if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
+			writeProblem(w, pr)
+			return
+		}
+		h(w, r, p, &req)
+	}
+}
+
+// respond writes doc with status, or pr when it is not nil.
+func respond(w http.ResponseWriter, status int, doc any, pr *Problem) {
+	if pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	writeJSON(w, status, doc)
+}

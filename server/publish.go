@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"regexp"
 	"sync"
@@ -79,7 +78,7 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 	report, _ := json.Marshal(info)
 	// The quota check and the insert are one step per publisher (in this
 	// process): two concurrent uploads cannot both pass the last slot.
-	defer s.runLocks.lock("\x00upload\x00" + p.Tenant)()
+	defer s.runLocks.Lock("\x00upload\x00" + p.Tenant)()
 	if pr := s.checkUploadQuota(r.Context(), p.Tenant, info.Digest, int64(len(wasm))); pr != nil {
 		writeProblem(w, pr)
 		return
@@ -107,18 +106,17 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 }
 
 func (s *Server) getModule(w http.ResponseWriter, r *http.Request, p *Principal) {
+	report, pr := s.moduleReport(r.Context(), p.Tenant, r.PathValue("digest"), problem(http.StatusNotFound, CodeNotFound, "not found"))
+	respond(w, 200, map[string]any{"digest": r.PathValue("digest"), "report": report}, pr)
+}
+
+// moduleReport reads the validation report of publisher's upload digest;
+// notFound when publisher uploaded no such module.
+func (s *Server) moduleReport(ctx context.Context, publisher, digest string, notFound *Problem) (json.RawMessage, *Problem) {
 	var report string
-	err := s.db.QueryRowContext(r.Context(), `SELECT m.report FROM serve_modules m JOIN serve_uploads u ON u.digest = m.digest WHERE u.publisher = ? AND m.digest = ?`,
-		p.Tenant, r.PathValue("digest")).Scan(&report)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "not found"))
-		return
-	case err != nil:
-		writeProblem(w, s.internal(err))
-		return
-	}
-	writeJSON(w, 200, map[string]any{"digest": r.PathValue("digest"), "report": json.RawMessage(report)})
+	pr := s.scanRow(s.db.QueryRowContext(ctx, `SELECT m.report FROM serve_modules m JOIN serve_uploads u ON u.digest = m.digest WHERE u.publisher = ? AND m.digest = ?`,
+		publisher, digest), notFound, &report)
+	return json.RawMessage(report), pr
 }
 
 type versionRequest struct {
@@ -127,29 +125,18 @@ type versionRequest struct {
 	Digest  string `json:"digest"`
 }
 
-func (s *Server) publishVersion(w http.ResponseWriter, r *http.Request, p *Principal) {
-	var req versionRequest
-	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
+func (s *Server) publishVersion(w http.ResponseWriter, r *http.Request, p *Principal, req *versionRequest) {
 	if !nameRE.MatchString(req.Name) || !semverRE.MatchString(req.Version) || len(req.Version) > 64 || !digestRE.MatchString(req.Digest) {
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "name is 1 to 64 of [a-z0-9._-], version a semantic version, digest 64 hex digits"))
 		return
 	}
-	var report string
-	err := s.db.QueryRowContext(r.Context(), `SELECT m.report FROM serve_modules m JOIN serve_uploads u ON u.digest = m.digest WHERE u.publisher = ? AND m.digest = ?`,
-		p.Tenant, req.Digest).Scan(&report)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeNotFound, "no module %s uploaded by %s", req.Digest, p.Tenant))
-		return
-	case err != nil:
-		writeProblem(w, s.internal(err))
+	report, pr := s.moduleReport(r.Context(), p.Tenant, req.Digest, problem(http.StatusUnprocessableEntity, CodeNotFound, "no module %s uploaded by %s", req.Digest, p.Tenant))
+	if pr != nil {
+		writeProblem(w, pr)
 		return
 	}
 	var info runtime.ModuleInfo
-	if err := json.Unmarshal([]byte(report), &info); err != nil {
+	if err := json.Unmarshal(report, &info); err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
@@ -170,45 +157,29 @@ func (s *Server) publishVersion(w http.ResponseWriter, r *http.Request, p *Princ
 		return
 	}
 	v, pr := s.version(r.Context(), p.Tenant, req.Name, req.Version)
-	if pr != nil {
-		writeProblem(w, pr)
-		return
-	}
-	writeJSON(w, http.StatusCreated, v)
+	respond(w, http.StatusCreated, v, pr)
 }
 
 func (s *Server) version(ctx context.Context, publisher, name, version string) (*VersionDoc, *Problem) {
-	v := VersionDoc{Ref: publisher + "/" + name + "@" + version, Publisher: publisher, Name: name, Version: version, Signatures: []SignatureDoc{}}
-	err := s.db.QueryRowContext(ctx, `SELECT digest, manifest_digest FROM serve_versions WHERE publisher = ? AND name = ? AND version = ?`,
-		publisher, name, version).Scan(&v.Digest, &v.ManifestDigest)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, problem(http.StatusNotFound, CodeUnknownVersion, "no published version %s", v.Ref)
-	case err != nil:
-		return nil, s.internal(err)
+	v := VersionDoc{Ref: publisher + "/" + name + "@" + version, Publisher: publisher, Name: name, Version: version}
+	if pr := s.scanRow(s.db.QueryRowContext(ctx, `SELECT digest, manifest_digest FROM serve_versions WHERE publisher = ? AND name = ? AND version = ?`,
+		publisher, name, version), problem(http.StatusNotFound, CodeUnknownVersion, "no published version %s", v.Ref), &v.Digest, &v.ManifestDigest); pr != nil {
+		return nil, pr
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT key_id, signature FROM serve_signatures WHERE publisher = ? AND name = ? AND version = ? ORDER BY key_id`, publisher, name, version)
+	var err error
+	v.Signatures, err = queryAll(ctx, s.db, func(rows *sql.Rows) (sd SignatureDoc, err error) {
+		err = rows.Scan(&sd.KeyID, &sd.Signature)
+		return
+	}, `SELECT key_id, signature FROM serve_signatures WHERE publisher = ? AND name = ? AND version = ? ORDER BY key_id`, publisher, name, version)
 	if err != nil {
 		return nil, s.internal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var sd SignatureDoc
-		if err := rows.Scan(&sd.KeyID, &sd.Signature); err != nil {
-			return nil, s.internal(err)
-		}
-		v.Signatures = append(v.Signatures, sd)
 	}
 	return &v, nil
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	v, pr := s.version(r.Context(), r.PathValue("publisher"), r.PathValue("name"), r.PathValue("version"))
-	if pr != nil {
-		writeProblem(w, pr)
-		return
-	}
-	writeJSON(w, 200, v)
+	respond(w, 200, v, pr)
 }
 
 type signingKeyRequest struct {
@@ -228,13 +199,8 @@ const MaxProposedSigningKeys = 32
 // it (approveSigningKey); a key an admin registers is approved at once. So a
 // stolen publisher API key cannot make a version pass a tenant's
 // require_signatures: the signing keys that count come from the admin.
-func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Principal) {
+func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Principal, req *signingKeyRequest) {
 	publisher := r.PathValue("publisher")
-	var req signingKeyRequest
-	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
 	if len(req.PublicKey) != ed25519.PublicKeySize {
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "public_key must be an ed25519 public key: %d bytes, base64", ed25519.PublicKeySize))
 		return
@@ -246,7 +212,7 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 	id := SigningKeyID(req.PublicKey)
 	// The count of proposed keys and the insert are one step per publisher
 	// (in this process; several nodes may each pass the last slot once).
-	defer s.runLocks.lock("\x00signing-keys\x00" + publisher)()
+	defer s.runLocks.Lock("\x00signing-keys\x00" + publisher)()
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
@@ -290,11 +256,7 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 		return
 	}
 	d, pr := s.signingKeyDoc(r.Context(), publisher, id)
-	if pr != nil {
-		writeProblem(w, pr)
-		return
-	}
-	writeJSON(w, http.StatusCreated, d)
+	respond(w, http.StatusCreated, d, pr)
 }
 
 // signingKeyDoc reads publisher's signing key id (404 when it is not
@@ -302,42 +264,25 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 func (s *Server) signingKeyDoc(ctx context.Context, publisher, id string) (*SigningKeyDoc, *Problem) {
 	d := SigningKeyDoc{ID: id, Publisher: publisher}
 	var approved sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT k.public_key, k.created, a.approved FROM serve_signing_keys k
-		LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.id = ? AND k.publisher = ?`, id, publisher).Scan(&d.PublicKey, &d.Created, &approved)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, problem(http.StatusNotFound, CodeNotFound, "not found")
-	case err != nil:
-		return nil, s.internal(err)
+	if pr := s.scanRow(s.db.QueryRowContext(ctx, `SELECT k.public_key, k.created, a.approved FROM serve_signing_keys k
+		LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.id = ? AND k.publisher = ?`, id, publisher),
+		problem(http.StatusNotFound, CodeNotFound, "not found"), &d.PublicKey, &d.Created, &approved); pr != nil {
+		return nil, pr
 	}
 	d.Approved = approved.Valid
 	return &d, nil
 }
 
 func (s *Server) listSigningKeys(w http.ResponseWriter, r *http.Request, _ *Principal) {
-	rows, err := s.db.QueryContext(r.Context(), `SELECT k.id, k.public_key, k.created, a.approved FROM serve_signing_keys k
-		LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.publisher = ? ORDER BY k.created, k.id`, r.PathValue("publisher"))
-	if err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	defer rows.Close()
-	out := []SigningKeyDoc{}
-	for rows.Next() {
-		d := SigningKeyDoc{Publisher: r.PathValue("publisher")}
+	out, err := queryAll(r.Context(), s.db, func(rows *sql.Rows) (d SigningKeyDoc, err error) {
+		d.Publisher = r.PathValue("publisher")
 		var approved sql.NullString
-		if err := rows.Scan(&d.ID, &d.PublicKey, &d.Created, &approved); err != nil {
-			writeProblem(w, s.internal(err))
-			return
-		}
+		err = rows.Scan(&d.ID, &d.PublicKey, &d.Created, &approved)
 		d.Approved = approved.Valid
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		writeProblem(w, s.internal(err))
 		return
-	}
-	writeJSON(w, 200, map[string]any{"signing_keys": out})
+	}, `SELECT k.id, k.public_key, k.created, a.approved FROM serve_signing_keys k
+		LEFT JOIN serve_signing_key_approvals a ON a.id = k.id WHERE k.publisher = ? ORDER BY k.created, k.id`, r.PathValue("publisher"))
+	s.writeList(w, "signing_keys", out, err)
 }
 
 // approveSigningKey (admin) makes a publisher's signing key count for
@@ -369,11 +314,7 @@ func (s *Server) changeSigningKeyApproval(w http.ResponseWriter, r *http.Request
 		return
 	}
 	d, pr := s.signingKeyDoc(r.Context(), publisher, id)
-	if pr != nil {
-		writeProblem(w, pr)
-		return
-	}
-	writeJSON(w, 200, d)
+	respond(w, 200, d, pr)
 }
 
 type signRequest struct {
@@ -381,12 +322,7 @@ type signRequest struct {
 	Signature []byte `json:"signature"` // base64
 }
 
-func (s *Server) signVersion(w http.ResponseWriter, r *http.Request, p *Principal) {
-	var req signRequest
-	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
+func (s *Server) signVersion(w http.ResponseWriter, r *http.Request, p *Principal, req *signRequest) {
 	v, pr := s.version(r.Context(), p.Tenant, r.PathValue("name"), r.PathValue("version"))
 	if pr != nil {
 		writeProblem(w, pr)
@@ -407,21 +343,14 @@ func (s *Server) signVersion(w http.ResponseWriter, r *http.Request, p *Principa
 		return
 	}
 	v, pr = s.version(r.Context(), p.Tenant, v.Name, v.Version)
-	if pr != nil {
-		writeProblem(w, pr)
-		return
-	}
-	writeJSON(w, http.StatusCreated, v)
+	respond(w, http.StatusCreated, v, pr)
 }
 
 func (s *Server) signingKey(ctx context.Context, publisher, id string) (ed25519.PublicKey, *Problem) {
 	var pub []byte
-	err := s.db.QueryRowContext(ctx, `SELECT public_key FROM serve_signing_keys WHERE id = ? AND publisher = ?`, id, publisher).Scan(&pub)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, problem(http.StatusUnprocessableEntity, CodeBadSignature, "no signing key %q of %s", id, publisher)
-	case err != nil:
-		return nil, s.internal(err)
+	if pr := s.scanRow(s.db.QueryRowContext(ctx, `SELECT public_key FROM serve_signing_keys WHERE id = ? AND publisher = ?`, id, publisher),
+		problem(http.StatusUnprocessableEntity, CodeBadSignature, "no signing key %q of %s", id, publisher), &pub); pr != nil {
+		return nil, pr
 	}
 	return ed25519.PublicKey(pub), nil
 }
@@ -485,19 +414,14 @@ type UploadQuota struct {
 }
 
 func (q UploadQuota) withDefaults() UploadQuota {
-	if q.MaxModules == 0 {
-		q.MaxModules = DefaultMaxPublisherModules
-	}
-	if q.MaxBytes == 0 {
-		q.MaxBytes = DefaultMaxPublisherBytes
-	}
-	if q.MaxInFlight == 0 {
-		q.MaxInFlight = DefaultMaxUploadsInFlight
-	}
+	zeroDefault(&q.MaxModules, DefaultMaxPublisherModules)
+	zeroDefault(&q.MaxBytes, DefaultMaxPublisherBytes)
+	zeroDefault(&q.MaxInFlight, DefaultMaxUploadsInFlight)
 	return q
 }
 
-// inFlight counts requests in flight by a key (a publisher's uploads).
+// inFlight counts requests in flight by a key (a publisher's uploads, a
+// key's long polls).
 type inFlight struct {
 	mu sync.Mutex
 	n  map[string]int

@@ -41,15 +41,17 @@ type limiter struct {
 }
 
 func newLimiter(rl RateLimit) *limiter {
+	return rl.limiter(DefaultRatePerSecond, DefaultRateBurst)
+}
+
+// limiter is rl's token buckets, its zero fields given the defaults
+// perSecond and burst; nil (no limit) when rl.PerSecond is negative.
+func (rl RateLimit) limiter(perSecond float64, burst int) *limiter {
 	if rl.PerSecond < 0 {
 		return nil
 	}
-	if rl.PerSecond == 0 {
-		rl.PerSecond = DefaultRatePerSecond
-	}
-	if rl.Burst <= 0 {
-		rl.Burst = DefaultRateBurst
-	}
+	zeroDefault(&rl.PerSecond, perSecond)
+	orDefault(&rl.Burst, burst)
 	return &limiter{rate: rl.PerSecond, burst: float64(rl.Burst), buckets: map[string]*bucket{}}
 }
 
@@ -106,16 +108,11 @@ type failLimiter struct {
 }
 
 func newFailLimiter(rl RateLimit) *failLimiter {
-	if rl.PerSecond < 0 {
+	l := rl.limiter(DefaultAuthFailPerSecond, DefaultAuthFailBurst)
+	if l == nil {
 		return nil
 	}
-	if rl.PerSecond == 0 {
-		rl.PerSecond = DefaultAuthFailPerSecond
-	}
-	if rl.Burst <= 0 {
-		rl.Burst = DefaultAuthFailBurst
-	}
-	return &failLimiter{l: &limiter{rate: rl.PerSecond, burst: float64(rl.Burst), buckets: map[string]*bucket{}}}
+	return &failLimiter{l: l}
 }
 
 // blocked reports whether addr has spent its budget, and how long until

@@ -46,7 +46,7 @@ type Route struct {
 	// Produces is the 200 answer's media type: "" means
 	// "application/json".
 	Produces string
-	h        func(http.ResponseWriter, *http.Request, *Principal)
+	h        handlerFunc
 }
 
 const jsonType, wasmType, eventStreamType = "application/json", "application/wasm", "text/event-stream"
@@ -56,34 +56,34 @@ func (s *Server) table() []Route {
 	pub := []Role{RolePublisher}
 	op := []Role{RoleOperator}
 	return []Route{
-		{Method: "POST", Path: "/v1/tenants", ID: "createTenant", Summary: "Create a tenant", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createTenant},
+		{Method: "POST", Path: "/v1/tenants", ID: "createTenant", Summary: "Create a tenant", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: withBody(s, s.createTenant)},
 		{Method: "GET", Path: "/v1/tenants", ID: "listTenants", Summary: "List the tenants", Roles: admin, Scope: ScopeAdmin, h: s.listTenants},
 		{Method: "GET", Path: "/metrics", ID: "metrics", Summary: "Prometheus metrics (text exposition format; metrics.go)", Roles: admin, Scope: ScopeAdmin, Produces: "text/plain", h: s.serveMetrics},
 		{Method: "GET", Path: "/v1/tenants/{tenant}", ID: "getTenant", Summary: "Read a tenant", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getTenant},
-		{Method: "POST", Path: "/v1/keys", ID: "createKey", Summary: "Create an API key (shown once)", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: s.createKey},
+		{Method: "POST", Path: "/v1/keys", ID: "createKey", Summary: "Create an API key (shown once)", Roles: admin, Scope: ScopeAdmin, Body: jsonType, h: withBody(s, s.createKey)},
 		{Method: "GET", Path: "/v1/keys", ID: "listKeys", Summary: "List the API keys (?tenant=), never their secrets", Roles: admin, Scope: ScopeAdmin, h: s.listKeys},
 		{Method: "DELETE", Path: "/v1/keys/{key}", ID: "revokeKey", Summary: "Revoke an API key: 401 from its next request", Roles: admin, Scope: ScopeAdmin, h: s.revokeKey},
 		{Method: "POST", Path: "/v1/keys/{key}/rotate", ID: "rotateKey", Summary: "Give an API key a new secret (shown once); the old one stops working", Roles: admin, Scope: ScopeAdmin, h: s.rotateKey},
-		{Method: "POST", Path: "/v1/tenants/{tenant}/credit", ID: "grantCredit", Summary: "Grant credit to a tenant", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: s.grantCredit},
-		{Method: "POST", Path: "/v1/tenants/{tenant}/credit/adjustments", ID: "adjustCredit", Summary: "Adjust a tenant's credit, either sign, with a note (admin)", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: s.adjustCredit},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/credit", ID: "grantCredit", Summary: "Grant credit to a tenant", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: creditRoute(s, s.grantCredit)},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/credit/adjustments", ID: "adjustCredit", Summary: "Adjust a tenant's credit, either sign, with a note (admin)", Roles: admin, Scope: ScopeTenant, Body: jsonType, h: creditRoute(s, s.adjustCredit)},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/credit", ID: "getCredit", Summary: "Read a tenant's credit", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getCredit},
 
 		{Method: "POST", Path: "/v1/publishers/{publisher}/modules", ID: "uploadModule", Summary: "Upload a module (validated as Load validates)", Roles: pub, Scope: ScopePublisher, Body: wasmType, h: s.uploadModule},
 		{Method: "GET", Path: "/v1/publishers/{publisher}/modules/{digest}", ID: "getModule", Summary: "Read an uploaded module's validation report", Roles: pub, Scope: ScopePublisher, h: s.getModule},
-		{Method: "POST", Path: "/v1/publishers/{publisher}/versions", ID: "publishVersion", Summary: "Publish name@version for an uploaded digest (immutable)", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.publishVersion},
+		{Method: "POST", Path: "/v1/publishers/{publisher}/versions", ID: "publishVersion", Summary: "Publish name@version for an uploaded digest (immutable)", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: withBody(s, s.publishVersion)},
 		{Method: "GET", Path: "/v1/publishers/{publisher}/versions/{name}/{version}", ID: "getVersion", Summary: "Read a published version and its signatures", Roles: []Role{RolePublisher, RoleOperator}, Scope: ScopeCatalogue, h: s.getVersion},
-		{Method: "POST", Path: "/v1/publishers/{publisher}/signing-keys", ID: "addSigningKey", Summary: "Register an ed25519 public key (an admin's is approved at once, a publisher's once an admin approves it)", Roles: []Role{RolePublisher, RoleAdmin}, Scope: ScopePublisher, Body: jsonType, h: s.addSigningKey},
+		{Method: "POST", Path: "/v1/publishers/{publisher}/signing-keys", ID: "addSigningKey", Summary: "Register an ed25519 public key (an admin's is approved at once, a publisher's once an admin approves it)", Roles: []Role{RolePublisher, RoleAdmin}, Scope: ScopePublisher, Body: jsonType, h: withBody(s, s.addSigningKey)},
 		{Method: "GET", Path: "/v1/publishers/{publisher}/versions", ID: "listVersions", Summary: "List a publisher's versions, with signatures and validation reports", Roles: []Role{RolePublisher, RoleOperator}, Scope: ScopeCatalogue, h: s.listVersions},
 		{Method: "GET", Path: "/v1/publishers/{publisher}/signing-keys", ID: "listSigningKeys", Summary: "List a publisher's signing keys and whether each is approved", Roles: []Role{RolePublisher, RoleAdmin}, Scope: ScopePublisher, h: s.listSigningKeys},
 		{Method: "PUT", Path: "/v1/publishers/{publisher}/signing-keys/{keyid}/approval", ID: "approveSigningKey", Summary: "Approve a publisher's signing key: its signatures count for require_signatures", Roles: admin, Scope: ScopeAdmin, h: s.approveSigningKey},
 		{Method: "DELETE", Path: "/v1/publishers/{publisher}/signing-keys/{keyid}/approval", ID: "distrustSigningKey", Summary: "Withdraw a signing key's approval: its signatures stop counting", Roles: admin, Scope: ScopeAdmin, h: s.distrustSigningKey},
-		{Method: "POST", Path: "/v1/publishers/{publisher}/versions/{name}/{version}/signatures", ID: "signVersion", Summary: "Add an ed25519 signature of a version", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: s.signVersion},
+		{Method: "POST", Path: "/v1/publishers/{publisher}/versions/{name}/{version}/signatures", ID: "signVersion", Summary: "Add an ed25519 signature of a version", Roles: pub, Scope: ScopePublisher, Body: jsonType, h: withBody(s, s.signVersion)},
 
 		{Method: "PUT", Path: "/v1/tenants/{tenant}/chain", ID: "bindChain", Summary: "Bind published versions into the tenant's chain", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.bindChain},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/chain", ID: "getChain", Summary: "Read the tenant's chain", Roles: op, Scope: ScopeTenant, h: s.getChain},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals", ID: "listApprovals", Summary: "List the tenant's approvals", Roles: op, Scope: ScopeTenant, h: s.listApprovals},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}", ID: "getApproval", Summary: "Read an approval", Roles: op, Scope: ScopeTenant, h: s.getApproval},
-		{Method: "POST", Path: "/v1/tenants/{tenant}/approvals/{id}/resolve", ID: "resolveApproval", Summary: "Approve, deny or edit a pending approval", Roles: op, Scope: ScopeTenant, Body: jsonType, h: s.resolveApproval},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/approvals/{id}/resolve", ID: "resolveApproval", Summary: "Approve, deny or edit a pending approval", Roles: op, Scope: ScopeTenant, Body: jsonType, h: withBody(s, s.resolveApproval)},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/result", ID: "approvalResult", Summary: "Wait (long poll, ?wait=SECONDS) for an approval's result", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, h: s.approvalResult},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/approvals/{id}/events", ID: "approvalEvents", Summary: "Wait for an approval's result as Server-Sent Events (?wait=SECONDS)", Roles: []Role{RoleOperator, RoleRuntime}, Scope: ScopeTenant, Produces: eventStreamType, h: s.approvalEvents},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/audit", ID: "listAudit", Summary: "Read the tenant's audit records (?after=SEQ&limit=N)", Roles: op, Scope: ScopeTenant, h: s.listAudit},
@@ -92,7 +92,7 @@ func (s *Server) table() []Route {
 		{Method: "GET", Path: "/v1/tenants/{tenant}/usage", ID: "getUsage", Summary: "Read a tenant's credit and usage", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getUsage},
 		{Method: "GET", Path: "/v1/me", ID: "getMe", Summary: "Read the caller's key: its id, role and tenant", Roles: []Role{RoleAdmin, RolePublisher, RoleOperator, RoleRuntime}, Scope: ScopeSelf, h: s.getMe},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/audit/verify", ID: "verifyAudit", Summary: "Verify the tenant's audit chain with the platform's key", Roles: op, Scope: ScopeTenant, h: s.verifyAudit},
-		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: s.run},
+		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: withBody(s, s.run)},
 	}
 }
 

@@ -50,7 +50,7 @@ func TestRunLocksPerTenant(t *testing.T) {
 	}
 	close(release)
 	ended.Wait()
-	if n := len(s.runLocks.locks); n != 0 {
+	if n := s.runLocks.Len(); n != 0 {
 		t.Errorf("%d locks left after every run ended", n)
 	}
 }

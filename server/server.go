@@ -53,6 +53,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/internal/keyedlock"
 	"github.com/wasmhooks/wasmhooks/runtime"
 	"github.com/wasmhooks/wasmhooks/store"
 
@@ -182,12 +183,12 @@ type Server struct {
 	bindMu   sync.Mutex       // one bind (or reload of another node's) at a time
 	owner    string           // this node's name in run claims
 
-	runLocks keyedLocks // by (tenant, run): one run per id at a time in this process
-	uploads  inFlight   // each publisher's uploads in flight (UploadQuota.MaxInFlight)
+	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
+	uploads  inFlight        // each publisher's uploads in flight (UploadQuota.MaxInFlight)
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves
-	polls   map[string]int           // key id -> its open long polls (guarded by waitMu)
+	polls   inFlight                 // key id -> its open long polls (MaxPollsPerKey)
 
 	observability // spans, access log, metrics (accesslog.go, metrics.go)
 
@@ -208,41 +209,25 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if opts.MaxWait <= 0 {
-		opts.MaxWait = DefaultMaxWait
-	}
-	if opts.RunTimeout <= 0 {
-		opts.RunTimeout = DefaultRunTimeout
-	}
-	if opts.BodyTimeout <= 0 {
-		opts.BodyTimeout = DefaultBodyTimeout
-	}
-	if opts.MaxPollsPerKey <= 0 {
-		opts.MaxPollsPerKey = DefaultMaxPollsPerKey
-	}
-	if opts.ExpiryInterval <= 0 {
-		opts.ExpiryInterval = DefaultExpiryInterval
-	}
-	if opts.SyncInterval <= 0 {
-		opts.SyncInterval = DefaultSyncInterval
-	}
+	orDefault(&opts.MaxBodyBytes, DefaultMaxBodyBytes)
+	orDefault(&opts.MaxWait, DefaultMaxWait)
+	orDefault(&opts.RunTimeout, DefaultRunTimeout)
+	orDefault(&opts.BodyTimeout, DefaultBodyTimeout)
+	orDefault(&opts.MaxPollsPerKey, DefaultMaxPollsPerKey)
+	orDefault(&opts.ExpiryInterval, DefaultExpiryInterval)
+	orDefault(&opts.SyncInterval, DefaultSyncInterval)
 	if opts.Approvals == nil {
 		opts.Approvals = store.NewApprovals(opts.DB, store.ApprovalOptions{})
 	}
 	s := &Server{opts: opts, sdb: opts.DB, db: newSQLDB(opts.DB), rt: opts.Runtime, log: opts.Logger,
-		chains: map[string]*chain.Chain{}, versions: map[string]int64{}, waiters: map[string]chan struct{}{}, polls: map[string]int{}, done: make(chan struct{})}
+		chains: map[string]*chain.Chain{}, versions: map[string]int64{}, waiters: map[string]chan struct{}{}, done: make(chan struct{})}
 	var name [12]byte
 	_, _ = rand.Read(name[:])
 	s.owner = "node-" + hex.EncodeToString(name[:])
 	s.approvalKey = derive(opts.HostKey, "wasmhooks approval key v1")
 	s.limiter = newLimiter(opts.RateLimit)
 	s.authFails = newFailLimiter(opts.AuthFailLimit)
-	if opts.KeyCacheTTL == 0 {
-		opts.KeyCacheTTL = DefaultKeyCacheTTL
-	}
+	zeroDefault(&opts.KeyCacheTTL, DefaultKeyCacheTTL)
 	s.keys = newKeyCache(opts.KeyCacheTTL)
 	if err := migrate(ctx, opts.DB); err != nil {
 		return nil, err
@@ -280,6 +265,22 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	go s.listenLoop(kctx)
 	go every(kctx, store.DefaultLease/3, s.sweepOnce)
 	return s, nil
+}
+
+// orDefault sets an option that is zero or negative to its default.
+func orDefault[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// zeroDefault sets an option that is zero to its default (a negative one
+// disables what it bounds).
+func zeroDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // derive is the HMAC-SHA256 of label under the host key: a key (or a
@@ -394,7 +395,7 @@ func (s *Server) expire(ctx context.Context) {
 				s.log.Log(ctx, level, "server: expiring an approval", "tenant", d.tenant, "id", d.id, "err", err)
 				continue
 			}
-			if err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
+			if _, err := s.finishResolution(ctx, d.tenant, d.id, out); err != nil {
 				s.log.Error("server: recording an expired approval", "tenant", d.tenant, "id", d.id, "err", err)
 			}
 		}
@@ -443,46 +444,9 @@ func (s *Server) internal(err error) *Problem {
 	return problem(http.StatusInternalServerError, CodeInternal, "internal error; see the server's log")
 }
 
-// keyedLocks is one mutex per key, there while someone holds or waits for
-// it. (Striped locks let one tenant's slow runs, one per stripe, hold up
-// every other tenant's runs whose ids hashed to the same stripes.)
-type keyedLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	users int // holders and waiters; the entry goes when it drops to 0
-}
-
-// lock locks key and returns the unlock.
-func (k *keyedLocks) lock(key string) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-}
-
 // runLock locks the run id of tenant and returns the unlock.
 func (s *Server) runLock(tenant, run string) func() {
-	return s.runLocks.lock(tenant + "\x00" + run)
+	return s.runLocks.Lock(tenant + "\x00" + run)
 }
 
 // waiter returns the channel closed when approval id resolves.
@@ -497,22 +461,15 @@ func (s *Server) waiter(id string) chan struct{} {
 	return ch
 }
 
-// startPoll counts a long poll of key, and returns its end, or false when
-// the key has MaxPollsPerKey open already.
-func (s *Server) startPoll(key string) (func(), bool) {
-	s.waitMu.Lock()
-	defer s.waitMu.Unlock()
-	if s.polls[key] >= s.opts.MaxPollsPerKey {
-		return nil, false
+// startWait counts one more open wait (a long poll, an event stream; what
+// names them) of p's key, and returns its end. When the key has
+// MaxPollsPerKey open already, ok is false and it has answered 429.
+func (s *Server) startWait(w http.ResponseWriter, p *Principal, what string) (end func(), ok bool) {
+	if end, ok = s.polls.start(p.KeyID, s.opts.MaxPollsPerKey); !ok {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d %s open already", s.opts.MaxPollsPerKey, what))
 	}
-	s.polls[key]++
-	return func() {
-		s.waitMu.Lock()
-		defer s.waitMu.Unlock()
-		if s.polls[key]--; s.polls[key] <= 0 {
-			delete(s.polls, key)
-		}
-	}, true
+	return end, ok
 }
 
 func (s *Server) wake(id string) {

@@ -69,10 +69,8 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		writeProblem(w, pr)
 		return
 	}
-	end, ok := s.startPoll(p.KeyID)
+	end, ok := s.startWait(w, p, "waits")
 	if !ok {
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d waits open already", s.opts.MaxPollsPerKey))
 		return
 	}
 	defer end()

@@ -5,11 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
@@ -163,13 +161,9 @@ func (s *Server) storeBinding(ctx context.Context, tenant string, data []byte) (
 func (s *Server) getChain(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	tenant := r.PathValue("tenant")
 	var cfg string
-	err := s.db.QueryRowContext(r.Context(), `SELECT config FROM serve_bindings WHERE tenant = ?`, tenant).Scan(&cfg)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		writeProblem(w, problem(http.StatusNotFound, CodeNoChain, "tenant %s has bound nothing", tenant))
-		return
-	case err != nil:
-		writeProblem(w, s.internal(err))
+	if pr := s.scanRow(s.db.QueryRowContext(r.Context(), `SELECT config FROM serve_bindings WHERE tenant = ?`, tenant),
+		problem(http.StatusNotFound, CodeNoChain, "tenant %s has bound nothing", tenant), &cfg); pr != nil {
+		writeProblem(w, pr)
 		return
 	}
 	doc := map[string]any{"tenant": tenant, "config": json.RawMessage(cfg)}
@@ -233,13 +227,8 @@ type runRequest struct {
 	Run string `json:"run"`
 }
 
-func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
+func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal, req *runRequest) {
 	tenant := r.PathValue("tenant")
-	var req runRequest
-	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
 	if req.Run != "" && !runIDRE.MatchString(req.Run) {
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "run is 1 to 128 of [A-Za-z0-9._:-]"))
 		return
@@ -289,10 +278,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, _ *Principal) {
 			finished = err == nil
 			return out, err
 		}
-		s.runAndReply(w, r, c, tenant, &req, ctxMap, finish)
+		s.runAndReply(w, r, c, tenant, req, ctxMap, finish)
 		return
 	}
-	s.runAndReply(w, r, c, tenant, &req, ctxMap, nil)
+	s.runAndReply(w, r, c, tenant, req, ctxMap, nil)
 }
 
 // runAndReply runs the chain and writes its outcome; with finish (a run
@@ -365,12 +354,9 @@ func (s *Server) chainProblem(err error) *Problem {
 func (s *Server) approvalRow(ctx context.Context, tenant, id string) (status string, view, outcome []byte, pr *Problem) {
 	var oc sql.NullString
 	var v string
-	err := s.db.QueryRowContext(ctx, `SELECT status, view, outcome FROM serve_approvals WHERE id = ? AND tenant = ?`, id, tenant).Scan(&status, &v, &oc)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return "", nil, nil, problem(http.StatusNotFound, CodeNotFound, "not found")
-	case err != nil:
-		return "", nil, nil, s.internal(err)
+	if pr := s.scanRow(s.db.QueryRowContext(ctx, `SELECT status, view, outcome FROM serve_approvals WHERE id = ? AND tenant = ?`, id, tenant),
+		problem(http.StatusNotFound, CodeNotFound, "not found"), &status, &v, &oc); pr != nil {
+		return "", nil, nil, pr
 	}
 	return status, []byte(v), []byte(oc.String), nil
 }
@@ -384,22 +370,14 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, _ *Princi
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "status is pending, resolved or unrecorded"))
 		return
 	}
-	rows, err := s.db.QueryContext(r.Context(), `SELECT status, view FROM serve_approvals WHERE tenant = ? AND status = ? ORDER BY created LIMIT 500`, r.PathValue("tenant"), status)
-	if err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	defer rows.Close()
-	out := []json.RawMessage{}
-	for rows.Next() {
+	out, err := queryAll(r.Context(), s.db, func(rows *sql.Rows) (json.RawMessage, error) {
 		var st, v string
 		if err := rows.Scan(&st, &v); err != nil {
-			writeProblem(w, s.internal(err))
-			return
+			return nil, err
 		}
-		out = append(out, withStatus([]byte(v), st))
-	}
-	writeJSON(w, 200, map[string]any{"approvals": out})
+		return withStatus([]byte(v), st), nil
+	}, `SELECT status, view FROM serve_approvals WHERE tenant = ? AND status = ? ORDER BY created LIMIT 500`, r.PathValue("tenant"), status)
+	s.writeList(w, "approvals", out, err)
 }
 
 func withStatus(view []byte, status string) json.RawMessage {
@@ -427,13 +405,8 @@ type resolveRequest struct {
 	Reason   string                   `json:"reason,omitempty"`
 }
 
-func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Principal) {
+func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Principal, req *resolveRequest) {
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
-	var req resolveRequest
-	if pr := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
 	status, _, _, pr := s.approvalRow(r.Context(), tenant, id)
 	if pr != nil {
 		writeProblem(w, pr)
@@ -455,11 +428,7 @@ func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Prin
 		writeProblem(w, s.chainProblem(err))
 		return
 	}
-	if err := s.finishResolution(ctx, tenant, id, out); err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	doc, err := outcomeDoc(out)
+	doc, err := s.finishResolution(ctx, tenant, id, out)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
@@ -469,17 +438,18 @@ func (s *Server) resolveApproval(w http.ResponseWriter, r *http.Request, p *Prin
 
 // finishResolution records a resolved approval's outcome as its result,
 // indexes the approval the resumed run may have paused on again, and wakes
-// the result's waiters, on every node. The store has resolved the approval
-// already (Done), so a failing database is tried again (retryDB) before the
-// index is left saying pending.
-func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *chain.Outcome) error {
+// the result's waiters, on every node; it returns the outcome as recorded
+// (outcomeDoc). The store has resolved the approval already (Done), so a
+// failing database is tried again (retryDB) before the index is left saying
+// pending.
+func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *chain.Outcome) ([]byte, error) {
 	ctx = context.WithoutCancel(ctx)
 	if err := s.recordPending(ctx, out); err != nil {
-		return err
+		return nil, err
 	}
 	doc, err := outcomeDoc(out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	err = s.retryDB(ctx, func() error {
 		tx, err := s.db.BeginTx(ctx, nil)
@@ -494,11 +464,11 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 		return tx.Commit()
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.wake(id)
 	s.observeResumed(out)
-	return nil
+	return doc, nil
 }
 
 // approvalResult waits up to ?wait= seconds (at most MaxWait) for the
@@ -506,25 +476,14 @@ func (s *Server) finishResolution(ctx context.Context, tenant, id string, out *c
 // resumed run's outcome.
 func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Principal) {
 	tenant, id := r.PathValue("tenant"), r.PathValue("id")
-	wait := time.Duration(0)
-	if q := r.URL.Query().Get("wait"); q != "" {
-		n, err := strconv.ParseFloat(strings.TrimSuffix(q, "s"), 64)
-		if err != nil || !(n >= 0) || math.IsInf(n, 0) {
-			writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "wait is a number of seconds"))
-			return
-		}
-		// Compared in seconds: n*1e9 past int64 converts to a negative
-		// Duration, which waited not at all.
-		wait = s.opts.MaxWait
-		if n < s.opts.MaxWait.Seconds() {
-			wait = time.Duration(n * float64(time.Second))
-		}
+	wait, pr := s.parseWait(r, 0)
+	if pr != nil {
+		writeProblem(w, pr)
+		return
 	}
 	if wait > 0 {
-		end, ok := s.startPoll(p.KeyID)
+		end, ok := s.startWait(w, p, "long polls")
 		if !ok {
-			w.Header().Set("Retry-After", "1")
-			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d long polls open already", s.opts.MaxPollsPerKey))
 			return
 		}
 		defer end()
@@ -613,22 +572,14 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ *Principal)
 		}
 		limit = min(n, MaxAuditPage)
 	}
-	rows, err := s.db.QueryContext(r.Context(), `SELECT line FROM audit_records WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?`, []byte(r.PathValue("tenant")), after, limit)
-	if err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
-	defer rows.Close()
-	out := []json.RawMessage{}
-	for rows.Next() {
-		var rec []byte
-		if err := rows.Scan(&rec); err != nil {
-			writeProblem(w, s.internal(err))
-			return
-		}
-		out = append(out, json.RawMessage(rec))
-	}
-	writeJSON(w, 200, map[string]any{"records": out})
+	out, err := queryAll(r.Context(), s.db, scanLine, `SELECT line FROM audit_records WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?`, []byte(r.PathValue("tenant")), after, limit)
+	s.writeList(w, "records", out, err)
+}
+
+// scanLine reads a row of one audit record's line.
+func scanLine(rows *sql.Rows) (rec json.RawMessage, err error) {
+	err = rows.Scan(&rec)
+	return
 }
 
 // verifyAudit verifies the tenant's whole audit chain as stored, with the

@@ -1,18 +1,15 @@
 package store_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -98,32 +95,26 @@ func approvalChild(ctx context.Context, db *store.DB, part string) error {
 		_, err := c.Resolve(ctx, id, chain.Resolution{Decision: chain.Approve})
 		return fmt.Errorf("the stalled resume returned: %v", err)
 	}
-	fmt.Println("ready")
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+	if err := awaitGo(); err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var refused []string
-	for range resolvers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := c.Resolve(ctx, id, chain.Resolution{Decision: chain.Approve})
-			if err == nil {
-				return
-			}
-			var ae *chain.ApprovalError
-			code := err.Error()
-			if errors.As(err, &ae) {
-				code = ae.Code
-			}
-			mu.Lock()
-			refused = append(refused, code)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	_ = inParallel(resolvers, func(int) error {
+		_, err := c.Resolve(ctx, id, chain.Resolution{Decision: chain.Approve})
+		if err == nil {
+			return nil
+		}
+		var ae *chain.ApprovalError
+		code := err.Error()
+		if errors.As(err, &ae) {
+			code = ae.Code
+		}
+		mu.Lock()
+		refused = append(refused, code)
+		mu.Unlock()
+		return nil
+	})
 	fmt.Printf("resumed %d\n", sink.n.Load())
 	for _, code := range refused {
 		fmt.Println("refused", code)
@@ -131,59 +122,13 @@ func approvalChild(ctx context.Context, db *store.DB, part string) error {
 	return nil
 }
 
-// resolveChild is a running "resolve" child.
-type resolveChild struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines *bufio.Scanner
-}
-
-func startResolver(t *testing.T, tg target, id string) resolveChild {
-	t.Helper()
-	return startWaiter(t, "resolve", tg, envApproval+"="+id)
-}
-
-// startWaiter starts a child that prints "ready" and waits for a line on
-// its stdin before its part.
-func startWaiter(t *testing.T, part string, tg target, env ...string) resolveChild {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"="+part, envDriver+"="+tg.driver, envDSN+"="+tg.dsn)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	ch := resolveChild{cmd, in, bufio.NewScanner(out)}
-	if !ch.lines.Scan() || ch.lines.Text() != "ready" {
-		t.Fatalf("%s child did not get ready: %q", part, ch.lines.Text())
-	}
-	return ch
-}
-
 // resolveAtOnce starts two resolver processes, lets them resolve id at the
 // same moment, and returns the resolutions they audited and the codes of
 // their refusals.
 func resolveAtOnce(t *testing.T, tg target, id string) (resumed int, refused []string) {
 	t.Helper()
-	cs := []resolveChild{startResolver(t, tg, id), startResolver(t, tg, id)}
-	for _, c := range cs {
-		if _, err := io.WriteString(c.in, "go\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, c := range cs {
-		for c.lines.Scan() {
-			line := c.lines.Text()
+	for i, c := range startTogether(t, 2, "resolve", tg, envApproval+"="+id) {
+		for _, line := range c.Finish(t) {
 			var n int
 			if _, err := fmt.Sscanf(line, "resumed %d", &n); err == nil {
 				resumed += n
@@ -192,9 +137,6 @@ func resolveAtOnce(t *testing.T, tg target, id string) (resumed int, refused []s
 			} else {
 				t.Errorf("process %d printed %q", i, line)
 			}
-		}
-		if err := c.cmd.Wait(); err != nil {
-			t.Fatalf("process %d: %v", i, err)
 		}
 	}
 	return resumed, refused
@@ -219,14 +161,6 @@ func pendingApproval(t *testing.T, tg target, lease time.Duration) (*chain.Chain
 	return c, sink, out.Approval.ID
 }
 
-func TestTwoProcessesResolveOneApprovalSQLite(t *testing.T) {
-	twoProcessesResolveOneApproval(t, sqliteTarget(t))
-}
-
-func TestTwoProcessesResolveOneApprovalPostgres(t *testing.T) {
-	twoProcessesResolveOneApproval(t, postgresTarget(t))
-}
-
 // twoProcessesResolveOneApproval: two OS processes of 4 goroutines each
 // resolve the same approval at the same moment: exactly one resumes it; the
 // others are refused (claimed by the winner, or resolved already).
@@ -243,14 +177,6 @@ func twoProcessesResolveOneApproval(t *testing.T, tg target) {
 	}
 }
 
-func TestKilledResumeIsResumedOnceSQLite(t *testing.T) {
-	killedResumeIsResumedOnce(t, sqliteTarget(t))
-}
-
-func TestKilledResumeIsResumedOncePostgres(t *testing.T) {
-	killedResumeIsResumedOnce(t, postgresTarget(t))
-}
-
 // killedResumeIsResumedOnce: a process is killed with SIGKILL in the middle
 // of resuming an approval (claimed, its resolution not yet audited); the
 // approval is refused while the dead process's lease runs, then this
@@ -259,40 +185,23 @@ func TestKilledResumeIsResumedOncePostgres(t *testing.T) {
 func killedResumeIsResumedOnce(t *testing.T, tg target) {
 	ctx := context.Background()
 	c, sink, id := pendingApproval(t, tg, 0)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=stall", envDriver+"="+tg.driver, envDSN+"="+tg.dsn, envApproval+"="+id)
-	cmd.Stderr = os.Stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	started := time.Now() // before the child's claim, so before its lease began
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	out := bufio.NewScanner(pipe)
-	if !out.Scan() || out.Text() != "resuming" {
-		t.Fatalf("child did not start resuming: %q", out.Text())
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	_, err = c.Resolve(ctx, id, chain.Resolution{Decision: chain.Approve})
+	child := startChild(t, "stall", tg, envApproval+"="+id)
+	child.Expect(t, "resuming")
+	child.Kill(t)
+	_, err := c.Resolve(ctx, id, chain.Resolution{Decision: chain.Approve})
 	var ae *chain.ApprovalError
 	if !errors.As(err, &ae) || ae.Code != chain.ApprovalClaimed {
 		t.Fatalf("Resolve within the dead process's lease = %v; want %s", err, chain.ApprovalClaimed)
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	var res *chain.Outcome
-	for res == nil && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
+	poll(func() bool {
 		res, err = c.Resolve(ctx, id, chain.Resolution{Decision: chain.Approve})
 		if err != nil && !errors.As(err, &ae) {
 			t.Fatal(err)
 		}
-	}
+		return res != nil
+	})
 	if res == nil || res.Verdict != chain.Allow {
 		t.Fatalf("not resumed after the lease: %+v, %v", res, err)
 	}

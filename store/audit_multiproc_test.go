@@ -1,13 +1,10 @@
 package store_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,45 +29,28 @@ func auditChild(ctx context.Context, db *store.DB) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("ready")
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+	if err := awaitGo(); err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, auditGoroutines)
-	for g := range auditGoroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range auditRecords {
-				tenant := "acme"
-				if i%2 == 1 {
-					tenant = "beta"
-				}
-				r := &audit.Record{Time: time.Now().UTC(), Run: fmt.Sprintf("run-%d-%d-%d", os.Getpid(), g, i), Tenant: tenant,
-					Point: "tool.before", Binding: "b", Phase: "guard", Module: "abc", Decision: "continue", By: "hook"}
-				if err := logs.Append(ctx, r); err != nil {
-					errs <- err
-					return
-				}
+	err = inParallel(auditGoroutines, func(g int) error {
+		for i := range auditRecords {
+			tenant := "acme"
+			if i%2 == 1 {
+				tenant = "beta"
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+			r := &audit.Record{Time: time.Now().UTC(), Run: fmt.Sprintf("run-%d-%d-%d", os.Getpid(), g, i), Tenant: tenant,
+				Point: "tool.before", Binding: "b", Phase: "guard", Module: "abc", Decision: "continue", By: "hook"}
+			if err := logs.Append(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	fmt.Println("ok")
 	return nil
-}
-
-func TestTwoProcessesAppendOneAuditChainSQLite(t *testing.T) {
-	twoProcessesAppendOneAuditChain(t, sqliteTarget(t))
-}
-
-func TestTwoProcessesAppendOneAuditChainPostgres(t *testing.T) {
-	twoProcessesAppendOneAuditChain(t, postgresTarget(t))
 }
 
 // twoProcessesAppendOneAuditChain: two OS processes of 8 goroutines each
@@ -79,19 +59,10 @@ func TestTwoProcessesAppendOneAuditChainPostgres(t *testing.T) {
 func twoProcessesAppendOneAuditChain(t *testing.T, tg target) {
 	ctx := context.Background()
 	db := tg.open(t)
-	cs := []resolveChild{startWaiter(t, "audit", tg), startWaiter(t, "audit", tg)}
-	for _, c := range cs {
-		if _, err := io.WriteString(c.in, "go\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cs := startTogether(t, 2, "audit", tg)
 	for i, c := range cs {
-		var last string
-		for c.lines.Scan() {
-			last = c.lines.Text()
-		}
-		if err := c.cmd.Wait(); err != nil || last != "ok" {
-			t.Fatalf("process %d: %v (printed %q)", i, err, last)
+		if lines := c.Finish(t); len(lines) != 1 || lines[0] != "ok" {
+			t.Fatalf("process %d printed %q", i, lines)
 		}
 	}
 	odd := auditRecords / 2 // beta's, of each goroutine's

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,14 +54,28 @@ type DB struct {
 	cache   stmtCache
 }
 
-// New wraps an open database handle, applying migrations (see Migrate). It is
-// for the dialect packages; platforms call sqlite.Open or postgres.Open.
-func New(ctx context.Context, db *sql.DB, d Dialect, migrations []Migration) (*DB, error) {
-	v, err := Migrate(ctx, db, d, migrations)
+// New pings db with ping, migrates its schema to the last of the
+// migrations written with the dialect's column types (see Migrations and
+// Migrate) and wraps it; on failure it closes db. It is for the dialect
+// packages; platforms call sqlite.Open or postgres.Open.
+func New(ctx context.Context, db *sql.DB, d Dialect, types ColumnTypes, ping func(context.Context) error) (*DB, error) {
+	v, err := open(ctx, db, d, types, ping)
 	if err != nil {
+		db.Close()
 		return nil, err
 	}
 	return &DB{sql: db, d: d, version: v}, nil
+}
+
+func open(ctx context.Context, db *sql.DB, d Dialect, types ColumnTypes, ping func(context.Context) error) (int, error) {
+	ms, err := Migrations(types)
+	if err != nil {
+		return 0, err
+	}
+	if err := ping(ctx); err != nil {
+		return 0, Unavailable("open", err)
+	}
+	return Migrate(ctx, db, d, ms)
 }
 
 // SQL returns the underlying handle, for tests and tools.
@@ -160,10 +175,31 @@ type Migration struct {
 	SQL     string
 }
 
-// ParseMigrations reads the *.sql files of dir in fsys. Each name starts with
-// its version, a positive number (0001_ledger.sql); versions must be unique.
-func ParseMigrations(fsys fs.FS, dir string) ([]Migration, error) {
-	entries, err := fs.ReadDir(fsys, dir)
+// ColumnTypes are a dialect's column types. The schema's DDL, one source
+// for every dialect (migrations/*.sql), writes them as placeholders that
+// Migrations replaces.
+type ColumnTypes struct {
+	// Bytes ({{bytes}}) is a byte string: BLOB, BYTEA.
+	Bytes string
+	// Int ({{int}}) is a 64-bit integer.
+	Int string
+	// ID ({{id}}) is an integer primary key the database assigns, never
+	// reused (with rows never deleted).
+	ID string
+}
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+// Migrations returns the schema migrations for a dialect's column types,
+// from the files of migrations/, whose names start with their version, a
+// positive number (0001_ledger.sql); versions must be unique, and no
+// placeholder may stay. A database records a migration by version and name
+// only, so one migrated when each dialect had its own copy of the DDL is up
+// to date as it is.
+func Migrations(types ColumnTypes) ([]Migration, error) {
+	r := strings.NewReplacer("{{bytes}}", types.Bytes, "{{int}}", types.Int, "{{id}}", types.ID)
+	entries, err := fs.ReadDir(migrationsFS, "migrations")
 	if err != nil {
 		return nil, err
 	}
@@ -178,11 +214,15 @@ func ParseMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil || v <= 0 {
 			return nil, fmt.Errorf("store: migration %s: name must start with a positive version", name)
 		}
-		b, err := fs.ReadFile(fsys, path.Join(dir, name))
+		b, err := fs.ReadFile(migrationsFS, path.Join("migrations", name))
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, Migration{Version: v, Name: name, SQL: string(b)})
+		q := r.Replace(string(b))
+		if i := strings.Index(q, "{{"); i >= 0 {
+			return nil, fmt.Errorf("store: migration %s: unknown placeholder at %q", name, q[i:min(len(q), i+16)])
+		}
+		ms = append(ms, Migration{Version: v, Name: name, SQL: q})
 	}
 	slices.SortFunc(ms, func(a, b Migration) int { return a.Version - b.Version })
 	for i := 1; i < len(ms); i++ {

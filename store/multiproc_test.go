@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,32 +73,22 @@ func child(part string) error {
 	case "charge":
 		l := store.NewLedger(db, store.LedgerOptions{})
 		var ok atomic.Int64
-		var wg sync.WaitGroup
-		errs := make(chan error, goroutines)
-		for range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					id, err := l.Reserve(ctx, account, callCost, "")
-					if errors.Is(err, capability.ErrInsufficientCredit) {
-						return
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-					if _, err := l.Settle(ctx, id, callCost); err != nil {
-						errs <- err
-						return
-					}
-					ok.Add(1)
+		err := inParallel(goroutines, func(int) error {
+			for {
+				id, err := l.Reserve(ctx, account, callCost, "")
+				if errors.Is(err, capability.ErrInsufficientCredit) {
+					return nil
 				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+				if err != nil {
+					return err
+				}
+				if _, err := l.Settle(ctx, id, callCost); err != nil {
+					return err
+				}
+				ok.Add(1)
+			}
+		})
+		if err != nil {
 			return err
 		}
 		fmt.Printf("ok %d\n", ok.Load())
@@ -130,20 +119,87 @@ func child(part string) error {
 	return nil
 }
 
-func startChild(t *testing.T, part, driver, dsn string) (*exec.Cmd, *bufio.Scanner) {
+// inParallel runs f(0) to f(n-1) in n goroutines and returns the first
+// error any of them returned.
+func inParallel(n int, f func(g int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(g); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// startChild runs part in a child process on tg's database, with env added
+// to its environment.
+func startChild(t *testing.T, part string, tg target, env ...string) storetest.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"="+part, envDriver+"="+driver, envDSN+"="+dsn)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	return storetest.StartChild(t, "^$", append([]string{envChild + "=" + part, envDriver + "=" + tg.driver, envDSN + "=" + tg.dsn}, env...)...)
+}
+
+// startTogether starts n children of part that print "ready" and wait for
+// a line on their stdin, then sends each that line, so that they run their
+// part at the same moment.
+func startTogether(t *testing.T, n int, part string, tg target, env ...string) []storetest.Child {
+	t.Helper()
+	cs := make([]storetest.Child, n)
+	for i := range cs {
+		cs[i] = startChild(t, part, tg, env...)
+		cs[i].Expect(t, "ready")
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, c := range cs {
+		if _, err := io.WriteString(c.In, "go\n"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd, bufio.NewScanner(out)
+	return cs
+}
+
+// awaitGo is a child's side of startTogether.
+func awaitGo() error {
+	fmt.Println("ready")
+	_, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	return err
+}
+
+// poll calls done every 200ms until it reports true, for up to 30 s.
+func poll(done func() bool) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		if done() {
+			return
+		}
+	}
+}
+
+// The multi-process scenarios, each run on SQLite and on Postgres.
+var scenarios = []struct {
+	name string
+	run  func(*testing.T, target)
+}{
+	{"TwoProcessesChargeOneBalance", twoProcessesChargeOneBalance},
+	{"CrashedProcessHoldsSwept", crashedProcessHoldsSwept},
+	{"TwoProcessesResolveOneApproval", twoProcessesResolveOneApproval},
+	{"KilledResumeIsResumedOnce", killedResumeIsResumedOnce},
+	{"TwoProcessesAppendOneAuditChain", twoProcessesAppendOneAuditChain},
+}
+
+func TestMultiProcessSQLite(t *testing.T) { runScenarios(t, sqliteTarget) }
+
+func TestMultiProcessPostgres(t *testing.T) { runScenarios(t, postgresTarget) }
+
+func runScenarios(t *testing.T, on func(*testing.T) target) {
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) { s.run(t, on(t)) })
+	}
 }
 
 type target struct{ driver, dsn string }
@@ -166,14 +222,6 @@ func (tg target) open(t *testing.T) *store.DB {
 	return db
 }
 
-func TestTwoProcessesChargeOneBalanceSQLite(t *testing.T) {
-	twoProcessesChargeOneBalance(t, sqliteTarget(t))
-}
-
-func TestTwoProcessesChargeOneBalancePostgres(t *testing.T) {
-	twoProcessesChargeOneBalance(t, postgresTarget(t))
-}
-
 // twoProcessesChargeOneBalance: two OS processes of 50 goroutines each charge
 // one balance that pays for exactly 100 calls: exactly 100 are paid for and
 // the balance ends at zero.
@@ -184,27 +232,16 @@ func twoProcessesChargeOneBalance(t *testing.T, tg target) {
 	if err := l.Grant(ctx, account, allowed*callCost, ""); err != nil {
 		t.Fatal(err)
 	}
-	type proc struct {
-		cmd *exec.Cmd
-		out *bufio.Scanner
-	}
-	var procs []proc
-	for range 2 {
-		cmd, out := startChild(t, "charge", tg.driver, tg.dsn)
-		procs = append(procs, proc{cmd, out})
-	}
+	cs := []storetest.Child{startChild(t, "charge", tg), startChild(t, "charge", tg)}
 	total := int64(0)
-	for i, p := range procs {
-		var line string
-		for p.out.Scan() {
-			line = p.out.Text()
+	for i, c := range cs {
+		lines := c.Finish(t)
+		if len(lines) != 1 {
+			t.Fatalf("process %d printed %q", i, lines)
 		}
-		if err := p.cmd.Wait(); err != nil {
-			t.Fatalf("process %d: %v", i, err)
-		}
-		n, err := strconv.ParseInt(strings.TrimPrefix(line, "ok "), 10, 64)
+		n, err := strconv.ParseInt(strings.TrimPrefix(lines[0], "ok "), 10, 64)
 		if err != nil {
-			t.Fatalf("process %d printed %q", i, line)
+			t.Fatalf("process %d printed %q", i, lines)
 		}
 		t.Logf("process %d paid for %d calls", i, n)
 		total += n
@@ -218,14 +255,6 @@ func twoProcessesChargeOneBalance(t *testing.T, tg target) {
 	if err := l.Check(ctx); err != nil {
 		t.Error(err)
 	}
-}
-
-func TestCrashedProcessHoldsSweptSQLite(t *testing.T) {
-	crashedProcessHoldsSwept(t, sqliteTarget(t))
-}
-
-func TestCrashedProcessHoldsSweptPostgres(t *testing.T) {
-	crashedProcessHoldsSwept(t, postgresTarget(t))
 }
 
 // crashedProcessHoldsSwept: a process holding open holds is killed with
@@ -244,14 +273,9 @@ func crashedProcessHoldsSwept(t *testing.T, tg target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, out := startChild(t, "hold", tg.driver, tg.dsn)
-	if !out.Scan() || out.Text() != "ready" {
-		t.Fatalf("child did not get ready: %q", out.Text())
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	c := startChild(t, "hold", tg)
+	c.Expect(t, "ready")
+	c.Kill(t)
 	killed := time.Now()
 	const settled = 3 * callCost
 	if a, p, _ := live.Balance(ctx, account); p != 7*callCost+1 || a != initial-settled-p {
@@ -261,16 +285,15 @@ func crashedProcessHoldsSwept(t *testing.T, tg target) {
 	if n, err := live.Sweep(ctx, killed); err != nil || n != 0 {
 		t.Fatalf("Sweep within the lease = %d, %v; want 0", n, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	swept := 0
-	for swept < 7 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
+	poll(func() bool {
 		n, err := live.Sweep(ctx, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		swept += n
-	}
+		return swept >= 7
+	})
 	if swept != 7 {
 		t.Fatalf("swept %d holds, want 7", swept)
 	}

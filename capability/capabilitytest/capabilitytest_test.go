@@ -29,6 +29,19 @@ func good() capability.Capability {
 	}
 }
 
+// goodReturning is good with an Execute that returns result(), unless the
+// context is done.
+func goodReturning(result func() *capability.Result) capability.Capability {
+	c := good()
+	c.Execute = func(ctx context.Context, _ *capability.Request) (*capability.Result, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return result(), nil
+	}
+	return c
+}
+
 var cases = []capabilitytest.Case{
 	{Name: "x", Payload: `{"x": 2}`, Valid: true},
 	{Name: "empty", Payload: `{}`, Valid: true},
@@ -70,14 +83,9 @@ var broken = map[string]func() capability.Capability{
 		return c
 	},
 	"negative usage": func() capability.Capability {
-		c := good()
-		c.Execute = func(ctx context.Context, _ *capability.Request) (*capability.Result, error) {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			return &capability.Result{Usage: capability.Usage{Units: map[string]int64{"tokens": -1}}}, nil
-		}
-		return c
+		return goodReturning(func() *capability.Result {
+			return &capability.Result{Usage: capability.Usage{Units: map[string]int64{"tokens": -1}}}
+		})
 	},
 	"negative cost": func() capability.Capability {
 		c := good()
@@ -90,27 +98,17 @@ var broken = map[string]func() capability.Capability{
 		return c
 	},
 	"undispatchable follow-up": func() capability.Capability {
-		c := good()
-		c.Execute = func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
+		return goodReturning(func() *capability.Result {
 			return &capability.Result{Value: 1, FollowUps: []capability.FollowUp{
 				{Kind: "usage.event", Data: map[string]any{"n": 1}},
 				{Kind: "notify", Data: make(chan int)},
-			}}, nil
-		}
-		return c
+			}}
+		})
 	},
 	"follow-up with a bad kind": func() capability.Capability {
-		c := good()
-		c.Execute = func(ctx context.Context, req *capability.Request) (*capability.Result, error) {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			return &capability.Result{Value: 1, FollowUps: []capability.FollowUp{{Kind: "Send Mail"}}}, nil
-		}
-		return c
+		return goodReturning(func() *capability.Result {
+			return &capability.Result{Value: 1, FollowUps: []capability.FollowUp{{Kind: "Send Mail"}}}
+		})
 	},
 	"error without a message": func() capability.Capability {
 		c := good()

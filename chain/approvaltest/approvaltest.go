@@ -92,6 +92,31 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 			t.Fatalf("Put: %v", err)
 		}
 	}
+	take := func(t *testing.T, s chain.ApprovalStore, id string) *chain.Approval {
+		t.Helper()
+		a, err := s.Take(ctx, id)
+		if err != nil {
+			t.Fatalf("Take: %v", err)
+		}
+		return a
+	}
+	resolve := func(t *testing.T, s chain.ApprovalStore, id string) {
+		t.Helper()
+		if err := s.Done(ctx, id); err != nil {
+			t.Fatalf("Done: %v", err)
+		}
+	}
+	// cannotFinish checks that s may neither resolve nor release a, which
+	// whose describes.
+	cannotFinish := func(t *testing.T, s chain.ApprovalStore, a *chain.Approval, whose string) {
+		t.Helper()
+		if err := s.Done(ctx, a.ID); err == nil {
+			t.Fatalf("Done of %s succeeded", whose)
+		}
+		if err := s.Release(ctx, a.ID, a); err == nil {
+			t.Fatalf("Release of %s succeeded", whose)
+		}
+	}
 	want := func(t *testing.T, what string, err error, c string) {
 		t.Helper()
 		if got := code(err); got != c {
@@ -126,9 +151,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		c, h := setup(t)
 		a := approval(c, time.Hour)
 		put(t, h.A, a)
-		if _, err := h.A.Take(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
+		take(t, h.A, a.ID)
 		_, err := h.A.Get(ctx, a.ID)
 		want(t, "Get of a claimed approval", err, chain.ApprovalClaimed)
 		_, err = h.A.Take(ctx, a.ID)
@@ -136,16 +159,9 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		if h.B != nil {
 			_, err = h.B.Take(ctx, a.ID)
 			want(t, "Take by another process", err, chain.ApprovalClaimed)
-			if err := h.B.Done(ctx, a.ID); err == nil {
-				t.Fatal("another process's Done of a claim not its own succeeded")
-			}
-			if err := h.B.Release(ctx, a.ID, a); err == nil {
-				t.Fatal("another process's Release of a claim not its own succeeded")
-			}
+			cannotFinish(t, h.B, a, "another process's claim")
 		}
-		if err := h.A.Done(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
+		resolve(t, h.A, a.ID)
 		_, err = h.A.Get(ctx, a.ID)
 		want(t, "Get after Done", err, chain.ApprovalResolved)
 		if !errors.Is(err, chain.ErrUnknownApproval) {
@@ -164,12 +180,8 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		c, h := setup(t)
 		a := approval(c, time.Hour)
 		put(t, h.A, a)
-		if _, err := h.A.Take(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.A.Done(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
+		take(t, h.A, a.ID)
+		resolve(t, h.A, a.ID)
 		if err := h.A.Put(ctx, a); err != nil && !errors.Is(err, chain.ErrApprovalRefused) {
 			t.Fatalf("Put of a resolved id: untyped %v", err)
 		}
@@ -184,20 +196,12 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		c, h := setup(t)
 		a := approval(c, time.Hour)
 		put(t, h.A, a)
-		got, err := h.A.Take(ctx, a.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := take(t, h.A, a.ID)
 		got.Reason = "changed back"
 		if err := h.A.Release(ctx, a.ID, got); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.A.Release(ctx, a.ID, got); err == nil {
-			t.Fatal("Release of an approval not claimed succeeded")
-		}
-		if err := h.A.Done(ctx, a.ID); err == nil {
-			t.Fatal("Done of an approval not claimed succeeded")
-		}
+		cannotFinish(t, h.A, got, "an approval not claimed")
 		other := h.A
 		if h.B != nil {
 			other = h.B
@@ -206,17 +210,13 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		if err != nil || again.Reason != "changed back" {
 			t.Fatalf("Take after Release = %+v, %v", again, err)
 		}
-		if err := other.Done(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
+		resolve(t, other, a.ID)
 	})
 	t.Run("a claim whose lease ended is claimable once", func(t *testing.T) {
 		c, h := setup(t)
 		a := approval(c, 24*time.Hour)
 		put(t, h.A, a)
-		if _, err := h.A.Take(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
+		take(t, h.A, a.ID)
 		c.Advance(Lease - time.Second)
 		_, err := h.A.Take(ctx, a.ID)
 		want(t, "Take before the lease ends", err, chain.ApprovalClaimed)
@@ -258,22 +258,11 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		}
 		a := approval(c, 24*time.Hour)
 		put(t, h.A, a)
-		if _, err := h.A.Take(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
+		take(t, h.A, a.ID)
 		c.Advance(Lease + time.Second)
-		if _, err := h.B.Take(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.A.Done(ctx, a.ID); err == nil {
-			t.Fatal("the stale claimant's Done succeeded")
-		}
-		if err := h.A.Release(ctx, a.ID, a); err == nil {
-			t.Fatal("the stale claimant's Release succeeded")
-		}
-		if err := h.B.Done(ctx, a.ID); err != nil {
-			t.Fatal(err)
-		}
+		take(t, h.B, a.ID)
+		cannotFinish(t, h.A, a, "a stale claim")
+		resolve(t, h.B, a.ID)
 	})
 	t.Run("concurrent takes: exactly one wins", func(t *testing.T) {
 		c, h := setup(t)
@@ -324,17 +313,11 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 			put(t, h.A, a)
 		}
 		for _, a := range []*chain.Approval{dead, done} {
-			if _, err := h.A.Take(ctx, a.ID); err != nil {
-				t.Fatal(err)
-			}
+			take(t, h.A, a.ID)
 		}
-		if err := h.A.Done(ctx, done.ID); err != nil {
-			t.Fatal(err)
-		}
+		resolve(t, h.A, done.ID)
 		c.Advance(Lease + time.Second) // dead's claim ends
-		if _, err := h.A.Take(ctx, claimed.ID); err != nil {
-			t.Fatal(err)
-		}
+		take(t, h.A, claimed.ID)
 		ids, err := h.A.Due(ctx, c.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -359,9 +342,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		if _, err := h.A.Take(cctx, a.ID); err == nil {
 			// A store that answers from memory may ignore the context;
 			// the approval must then be claimed once, as any.
-			if err := h.A.Done(ctx, a.ID); err != nil {
-				t.Fatal(err)
-			}
+			resolve(t, h.A, a.ID)
 			return
 		}
 		// A store that refused changed nothing: the approval is pending.

@@ -22,6 +22,16 @@ func rec(i int) *Record {
 	}
 }
 
+// openFile is OpenFile, failing the test on an error.
+func openFile(t *testing.T, path string, opts FileOptions) *FileSink {
+	t.Helper()
+	s, err := OpenFile(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func fill(t *testing.T, s Sink, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
@@ -85,19 +95,13 @@ func clone(r []Record) []Record {
 
 func TestFileSinkReopensAndContinues(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	s, err := OpenFile(path, FileOptions{Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, FileOptions{Sync: true})
 	fill(t, s, 3)
 	s.Close()
 	if err := s.Append(context.Background(), rec(9)); err == nil {
 		t.Error("Append after Close succeeded")
 	}
-	s2, err := OpenFile(path, FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openFile(t, path, FileOptions{})
 	fill(t, s2, 2)
 	if _, next := s2.Head(); next != 5 {
 		t.Errorf("next seq %d, want 5", next)
@@ -142,10 +146,7 @@ func TestFileSinkReopensAndContinues(t *testing.T) {
 
 func TestFileSinkRefusesATornFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	s, err := OpenFile(path, FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, FileOptions{})
 	fill(t, s, 1)
 	s.Close()
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -158,10 +159,7 @@ func TestFileSinkRefusesATornFile(t *testing.T) {
 
 func TestConcurrentAppends(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	fs, err := OpenFile(path, FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := openFile(t, path, FileOptions{})
 	defer fs.Close()
 	ms := NewMemorySink()
 	var wg sync.WaitGroup

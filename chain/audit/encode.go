@@ -208,50 +208,39 @@ func appendRecord(b []byte, r *Record, memo *plainMemo) ([]byte, bool) {
 	b = appendOptional(b, "ignored", r.Ignored)
 	b = memo.field(b, "input", r.Input, memoInput)
 	b = memo.field(b, "output", r.Output, memoOutput)
-	if len(r.Diff) > 0 {
-		b = append(b, `,"diff":[`...)
-		for i := range r.Diff {
-			ch := &r.Diff[i]
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"field":`...)
-			b = appendString(b, ch.Field)
-			b = appendField(b, "before", ch.Before)
-			b = appendField(b, "after", ch.After)
-			var ok bool
-			if b, ok = appendValue(b, "before_value", ch.BeforeValue); !ok {
-				return nil, false
-			}
-			if b, ok = appendValue(b, "after_value", ch.AfterValue); !ok {
-				return nil, false
-			}
-			b = append(b, '}')
+	b, ok = appendList(b, "diff", len(r.Diff), func(b []byte, i int) ([]byte, bool) {
+		ch := &r.Diff[i]
+		b = append(b, `{"field":`...)
+		b = appendString(b, ch.Field)
+		b = appendField(b, "before", ch.Before)
+		b = appendField(b, "after", ch.After)
+		var ok bool
+		if b, ok = appendValue(b, "before_value", ch.BeforeValue); !ok {
+			return nil, false
 		}
-		b = append(b, ']')
+		if b, ok = appendValue(b, "after_value", ch.AfterValue); !ok {
+			return nil, false
+		}
+		return append(b, '}'), true
+	})
+	if !ok {
+		return nil, false
 	}
 	b = append(b, `,"latency_us":`...)
 	b = strconv.AppendInt(b, r.LatencyUS, 10)
-	if len(r.HostCalls) > 0 {
-		b = append(b, `,"host_calls":[`...)
-		for i := range r.HostCalls {
-			hc := &r.HostCalls[i]
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"capability":`...)
-			b = appendString(b, hc.Capability)
-			b = appendField(b, "status", hc.Status)
-			if hc.Charged != 0 {
-				b = append(b, `,"charged":`...)
-				b = strconv.AppendInt(b, hc.Charged, 10)
-			}
-			b = append(b, `,"latency_us":`...)
-			b = strconv.AppendInt(b, hc.LatencyUS, 10)
-			b = append(b, '}')
+	b, _ = appendList(b, "host_calls", len(r.HostCalls), func(b []byte, i int) ([]byte, bool) {
+		hc := &r.HostCalls[i]
+		b = append(b, `{"capability":`...)
+		b = appendString(b, hc.Capability)
+		b = appendField(b, "status", hc.Status)
+		if hc.Charged != 0 {
+			b = append(b, `,"charged":`...)
+			b = strconv.AppendInt(b, hc.Charged, 10)
 		}
-		b = append(b, ']')
-	}
+		b = append(b, `,"latency_us":`...)
+		b = strconv.AppendInt(b, hc.LatencyUS, 10)
+		return append(b, '}'), true
+	})
 	b = append(b, `,"credit_charged":`...)
 	b = strconv.AppendInt(b, r.CreditCharged, 10)
 	b = appendField(b, "prev", r.Prev)
@@ -388,10 +377,33 @@ func putRecordBuf(rb *recordBuf, b []byte) {
 
 // appendField appends `,"name":` and s. name needs no escaping.
 func appendField(b []byte, name, s string) []byte {
+	return appendString(appendKey(b, name), s)
+}
+
+// appendKey appends a field's separator and name: ,"name":
+func appendKey(b []byte, name string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
-	b = append(b, '"', ':')
-	return appendString(b, s)
+	return append(b, '"', ':')
+}
+
+// appendList appends the omitempty array field name of n elements, each
+// appended by elem, or reports false when elem does.
+func appendList(b []byte, name string, n int, elem func(b []byte, i int) ([]byte, bool)) ([]byte, bool) {
+	if n == 0 {
+		return b, true
+	}
+	b = append(appendKey(b, name), '[')
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = elem(b, i); !ok {
+			return nil, false
+		}
+	}
+	return append(b, ']'), true
 }
 
 // appendOptional is appendField for an omitempty field.
@@ -408,9 +420,7 @@ func appendValue(b []byte, name string, v any) ([]byte, bool) {
 	if v == nil {
 		return b, true
 	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
+	b = appendKey(b, name)
 	start := len(b)
 	b, ok := abi.AppendJSON(b, v)
 	if !ok {

@@ -22,10 +22,7 @@ func TestCheckpointBehindTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two records written with the key, the checkpoint left behind.
-	s, err := OpenFile(path, FileOptions{Key: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, FileOptions{Key: testKey})
 	fill(t, s, 2)
 	s.Close()
 	if n, err := VerifyFileWith(path, VerifyOptions{Key: testKey, Checkpoint: old}); err != nil || n != 5 {
@@ -76,12 +73,9 @@ func TestCheckpointBehindTheLog(t *testing.T) {
 // so it could be resolved again). The next OpenFile catches the checkpoint up.
 func TestCheckpointWriteFailureKeepsTheRecord(t *testing.T) {
 	path, cpPath, _ := keyedLog(t, 2)
-	s, err := OpenFile(path, FileOptions{Key: testKey, Checkpoint: cpPath})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, FileOptions{Key: testKey, Checkpoint: cpPath})
 	s.ckpt.Close() // every checkpoint write now fails
-	err = s.Append(context.Background(), rec(9))
+	err := s.Append(context.Background(), rec(9))
 	var ce *CheckpointError
 	if !errors.As(err, &ce) || !errors.Is(err, ErrCheckpoint) || ce.Seq != 2 {
 		t.Fatalf("Append with a failing checkpoint = %v, want a *CheckpointError for seq 2", err)

@@ -149,10 +149,7 @@ func TestTenantLogs(t *testing.T) {
 // instead of appending a fork; once the first is closed, it opens.
 func TestFileStoreRefusesASecondWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	a, err := OpenFile(path, FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openFile(t, path, FileOptions{})
 	fill(t, a, 2)
 	if b, err := OpenFile(path, FileOptions{}); !errors.Is(err, ErrFileInUse) {
 		if b != nil {
@@ -162,10 +159,7 @@ func TestFileStoreRefusesASecondWriter(t *testing.T) {
 	}
 	fill(t, a, 1)
 	a.Close()
-	b, err := OpenFile(path, FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openFile(t, path, FileOptions{})
 	defer b.Close()
 	fill(t, b, 1)
 	if n, err := VerifyFile(path); err != nil || n != 4 {

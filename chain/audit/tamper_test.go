@@ -19,10 +19,7 @@ func keyedLog(t *testing.T, n int) (string, string, []Record) {
 	t.Helper()
 	dir := t.TempDir()
 	path, cp := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "audit.checkpoint")
-	s, err := OpenFile(path, FileOptions{Key: testKey, Checkpoint: cp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, FileOptions{Key: testKey, Checkpoint: cp})
 	for i := 0; i < n; i++ {
 		r := rec(i)
 		if i == 2 {
@@ -156,10 +153,7 @@ func TestKeyedLogDetectsTampering(t *testing.T) {
 func TestOpenFileRefusesAForgedLastRecord(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "audit.jsonl")
-	s, err := OpenFile(path, FileOptions{Key: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, FileOptions{Key: testKey})
 	fill(t, s, 3)
 	s.Close()
 	recs, _ := ReadFile(path)
@@ -207,10 +201,7 @@ func TestCheckpoints(t *testing.T) {
 	path2 := filepath.Join(t.TempDir(), "a.jsonl")
 	cp2 := path2 + ".checkpoint"
 	for i := 0; i < 2; i++ {
-		s, err := OpenFile(path2, FileOptions{Key: testKey, Checkpoint: cp2, Sync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openFile(t, path2, FileOptions{Key: testKey, Checkpoint: cp2, Sync: true})
 		fill(t, s, 2)
 		s.Close()
 	}

@@ -14,7 +14,31 @@ import (
 
 const adminSynopsis = "  wasmhooks admin tenant create|list | key create|list|revoke|rotate | credit grant|adjust|show ...  (admin --help)\n"
 
-type verbFunc = func(context.Context, *client.Client, []string, io.Reader, io.Writer) error
+// verbFunc runs a verb with the client, its positional arguments and stdin,
+// and returns its answer, which runVerb prints (printAnswer).
+type verbFunc = func(ctx context.Context, c *client.Client, args []string, stdin io.Reader) (any, error)
+
+// required declares the string flag name, which the verb cannot do without,
+// and returns run called with its value once it is checked to be given.
+func required(fs *flag.FlagSet, name, usage string, run func(ctx context.Context, c *client.Client, value string, args []string, stdin io.Reader) (any, error)) verbFunc {
+	v := fs.String(name, "", usage)
+	return func(ctx context.Context, c *client.Client, args []string, stdin io.Reader) (any, error) {
+		if *v == "" {
+			return nil, usageErrorf("--%s is required", name)
+		}
+		return run(ctx, c, *v, args, stdin)
+	}
+}
+
+// noFlags is the flags of a verb that takes none but the API's.
+func noFlags(run verbFunc) func(*flag.FlagSet) verbFunc {
+	return func(*flag.FlagSet) verbFunc { return run }
+}
+
+// forTenant is required's --tenant: the verbs of one tenant's objects.
+func forTenant(fs *flag.FlagSet, run func(ctx context.Context, c *client.Client, tenant string, args []string, stdin io.Reader) (any, error)) verbFunc {
+	return required(fs, "tenant", "the tenant; required", run)
+}
 
 func adminVerbs() []verb {
 	return []verb{{
@@ -26,12 +50,11 @@ signed by a signing key an admin approved.
 		nargs: 1,
 		flags: func(fs *flag.FlagSet) verbFunc {
 			req := fs.Bool("require-signatures", false, "bind only versions signed by an approved key")
-			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
+			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader) (any, error) {
 				if err := c.CreateTenant(ctx, args[0], *req); err != nil {
-					return err
+					return nil, err
 				}
-				printJSON(stdout, map[string]any{"id": args[0], "require_signatures": *req})
-				return nil
+				return map[string]any{"id": args[0], "require_signatures": *req}, nil
 			}
 		},
 	}, {
@@ -39,16 +62,10 @@ signed by a signing key an admin approved.
 		synopsis: "  wasmhooks admin tenant list\n",
 		help:     "Lists the tenants.\n",
 		nargs:    0,
-		flags: func(fs *flag.FlagSet) verbFunc {
-			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
-				ts, err := c.Tenants(ctx)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, map[string]any{"tenants": ts})
-				return nil
-			}
-		},
+		flags: noFlags(func(ctx context.Context, c *client.Client, _ []string, _ io.Reader) (any, error) {
+			ts, err := c.Tenants(ctx)
+			return map[string]any{"tenants": ts}, err
+		}),
 	}, {
 		name:     "admin key create",
 		synopsis: "  wasmhooks admin key create --role admin|publisher|operator|runtime [--tenant T] [--name NOTE]\n",
@@ -58,20 +75,11 @@ is printed here once and stored only hashed: hand it over by a safe channel.
 `,
 		nargs: 0,
 		flags: func(fs *flag.FlagSet) verbFunc {
-			role := fs.String("role", "", "admin, publisher, operator or runtime; required")
 			tenant := fs.String("tenant", "", "the tenant (the publisher's name for a publisher key)")
 			name := fs.String("name", "", "a note for whoever lists the keys")
-			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
-				if *role == "" {
-					return usageErrorf("--role is required")
-				}
-				k, err := c.CreateNamedKey(ctx, api.Role(*role), *tenant, *name)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, k)
-				return nil
-			}
+			return required(fs, "role", "admin, publisher, operator or runtime; required", func(ctx context.Context, c *client.Client, role string, _ []string, _ io.Reader) (any, error) {
+				return c.CreateNamedKey(ctx, api.Role(role), *tenant, *name)
+			})
 		},
 	}, {
 		name:     "admin key list",
@@ -80,13 +88,9 @@ is printed here once and stored only hashed: hand it over by a safe channel.
 		nargs:    0,
 		flags: func(fs *flag.FlagSet) verbFunc {
 			tenant := fs.String("tenant", "", "only this tenant's (or publisher's) keys")
-			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
+			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader) (any, error) {
 				ks, err := c.Keys(ctx, *tenant)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, map[string]any{"keys": ks})
-				return nil
+				return map[string]any{"keys": ks}, err
 			}
 		},
 	}, {
@@ -94,15 +98,9 @@ is printed here once and stored only hashed: hand it over by a safe channel.
 		synopsis: "  wasmhooks admin key revoke KEY_ID\n",
 		help:     "Revokes an API key: its next request is 401. The last admin key cannot be revoked.\n",
 		nargs:    1,
-		flags: func(fs *flag.FlagSet) verbFunc {
-			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-				if err := c.RevokeKey(ctx, args[0]); err != nil {
-					return err
-				}
-				printJSON(stdout, map[string]any{"revoked": args[0]})
-				return nil
-			}
-		},
+		flags: noFlags(func(ctx context.Context, c *client.Client, args []string, _ io.Reader) (any, error) {
+			return map[string]any{"revoked": args[0]}, c.RevokeKey(ctx, args[0])
+		}),
 	}, {
 		name:     "admin key rotate",
 		synopsis: "  wasmhooks admin key rotate KEY_ID\n",
@@ -110,16 +108,9 @@ is printed here once and stored only hashed: hand it over by a safe channel.
 on. The key keeps its id, role and tenant.
 `,
 		nargs: 1,
-		flags: func(fs *flag.FlagSet) verbFunc {
-			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-				k, err := c.RotateKey(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, k)
-				return nil
-			}
-		},
+		flags: noFlags(func(ctx context.Context, c *client.Client, args []string, _ io.Reader) (any, error) {
+			return c.RotateKey(ctx, args[0])
+		}),
 	}, {
 		name:     "admin credit grant",
 		synopsis: "  wasmhooks admin credit grant --tenant T --amount N [--idempotency-key K]\n",
@@ -128,24 +119,15 @@ makes a retried grant apply once.
 `,
 		nargs: 0,
 		flags: func(fs *flag.FlagSet) verbFunc {
-			tenant := tenantFlag(fs)
 			amount := fs.String("amount", "", "credit units, more than 0; required")
 			key := fs.String("idempotency-key", "", "a grant retried with the same key is applied once")
-			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
-				if err := needTenant(tenant); err != nil {
-					return err
-				}
+			return forTenant(fs, func(ctx context.Context, c *client.Client, tenant string, _ []string, _ io.Reader) (any, error) {
 				n, err := strconv.ParseInt(*amount, 10, 64)
 				if err != nil || n <= 0 {
-					return usageErrorf("--amount is a whole number of credit units, more than 0")
+					return nil, usageErrorf("--amount is a whole number of credit units, more than 0")
 				}
-				d, err := c.GrantCredit(ctx, *tenant, n, *key)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, d)
-				return nil
-			}
+				return c.GrantCredit(ctx, tenant, n, *key)
+			})
 		},
 	}, {
 		name:     "admin credit adjust",
@@ -157,28 +139,19 @@ adjustment apply once.
 `,
 		nargs: 0,
 		flags: func(fs *flag.FlagSet) verbFunc {
-			tenant := tenantFlag(fs)
 			amount := fs.String("amount", "", "credit units, not 0 (negative takes credit back); required")
 			note := fs.String("note", "", "why (kept with the ledger entry); required")
 			key := fs.String("idempotency-key", "", "an adjustment retried with the same key is applied once")
-			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
-				if err := needTenant(tenant); err != nil {
-					return err
-				}
+			return forTenant(fs, func(ctx context.Context, c *client.Client, tenant string, _ []string, _ io.Reader) (any, error) {
 				n, err := strconv.ParseInt(*amount, 10, 64)
 				if err != nil || n == 0 {
-					return usageErrorf("--amount is a whole number of credit units, not 0")
+					return nil, usageErrorf("--amount is a whole number of credit units, not 0")
 				}
 				if *note == "" {
-					return usageErrorf("--note is required")
+					return nil, usageErrorf("--note is required")
 				}
-				d, err := c.AdjustCredit(ctx, *tenant, n, *note, *key)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, d)
-				return nil
-			}
+				return c.AdjustCredit(ctx, tenant, n, *note, *key)
+			})
 		},
 	}, {
 		name:     "admin credit show",
@@ -186,18 +159,9 @@ adjustment apply once.
 		help:     "Prints tenant T's credit (an operator key of T may read it too).\n",
 		nargs:    0,
 		flags: func(fs *flag.FlagSet) verbFunc {
-			tenant := tenantFlag(fs)
-			return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
-				if err := needTenant(tenant); err != nil {
-					return err
-				}
-				d, err := c.Credit(ctx, *tenant)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, d)
-				return nil
-			}
+			return forTenant(fs, func(ctx context.Context, c *client.Client, tenant string, _ []string, _ io.Reader) (any, error) {
+				return c.Credit(ctx, tenant)
+			})
 		},
 	}}
 }

@@ -45,6 +45,15 @@ type chainFlags struct {
 	auditValues, brief                                        bool
 }
 
+// chainFlagSet is a chain command's flag set, the chain's flags registered
+// on it.
+func chainFlagSet(name string) (*flag.FlagSet, *chainFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	f := &chainFlags{}
+	f.register(fs)
+	return fs, f
+}
+
 func (f *chainFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "the chain configuration (JSON); required")
 	fs.StringVar(&f.moduleDir, "module-dir", "", "where relative module paths are found (default: the configuration's directory)")
@@ -89,6 +98,14 @@ func openChain(ctx context.Context, f *chainFlags, stdout, stderr io.Writer) (*c
 	return &chainEnv{host: h, c: c}, exitOK
 }
 
+// print prints a run's outcome, with its steps' log.write lines, and
+// returns exitOK.
+func (e *chainEnv) print(w io.Writer, out *chain.Outcome, brief bool) int {
+	e.attachLogWrites(out)
+	printOutcome(w, out, brief)
+	return exitOK
+}
+
 // attachLogWrites adds each step's log.write lines to its logs.
 func (e *chainEnv) attachLogWrites(out *chain.Outcome) {
 	for i := range out.Trace {
@@ -113,9 +130,7 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return cmdChainExpire(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
-	var f chainFlags
-	f.register(fs)
+	fs, f := chainFlagSet("chain")
 	point := fs.String("point", "", "the hook point; required")
 	inputPath := fs.String("input", "", "the traffic at the point (its context object), a JSON file or - for stdin (default {})")
 	var sf streamFlags
@@ -134,7 +149,7 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fail(stdout, exitUsage, "invalid_input", "%v", err)
 	}
-	env, code := openChain(ctx, &f, stdout, stderr)
+	env, code := openChain(ctx, f, stdout, stderr)
 	if env == nil {
 		return code
 	}
@@ -146,15 +161,11 @@ func cmdChain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fail(stdout, exitUsage, chainCode(err), "%v", err)
 	}
-	env.attachLogWrites(out)
-	printOutcome(stdout, out, f.brief)
-	return exitOK
+	return env.print(stdout, out, f.brief)
 }
 
 func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("chain resolve", flag.ContinueOnError)
-	var f chainFlags
-	f.register(fs)
+	fs, f := chainFlagSet("chain resolve")
 	id := fs.String("id", "", "the pending approval's id; required")
 	decision := fs.String("decision", "", "approve, deny or edit; required")
 	edit := fs.String("edit", "", "for edit: the changed fields, a JSON object (or @FILE)")
@@ -175,7 +186,7 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		r.Edit = m
 	}
-	env, code := openChain(ctx, &f, stdout, stderr)
+	env, code := openChain(ctx, f, stdout, stderr)
 	if env == nil {
 		return code
 	}
@@ -188,9 +199,7 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 	case err != nil:
 		return fail(stdout, exitUsage, chainCode(err), "%v", err)
 	}
-	env.attachLogWrites(out)
-	printOutcome(stdout, out, f.brief)
-	return exitOK
+	return env.print(stdout, out, f.brief)
 }
 
 // cmdChainExpire is the approvals' sweeper for the CLI: it applies the
@@ -198,9 +207,7 @@ func cmdChainResolve(ctx context.Context, args []string, stdout, stderr io.Write
 // any whose resume died and whose claim's lease has ended), resuming or
 // blocking their runs, and prints their outcomes. Run it periodically (cron).
 func cmdChainExpire(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("chain expire", flag.ContinueOnError)
-	var f chainFlags
-	f.register(fs)
+	fs, f := chainFlagSet("chain expire")
 	if code, ok := parseFlags(fs, args, chainUsage, stdout, stderr); !ok {
 		return code
 	}
@@ -208,7 +215,7 @@ func cmdChainExpire(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprint(stderr, "wasmhooks chain expire: --config is required and no positional arguments are taken\n"+chainUsage)
 		return exitUsage
 	}
-	env, code := openChain(ctx, &f, stdout, stderr)
+	env, code := openChain(ctx, f, stdout, stderr)
 	if env == nil {
 		return code
 	}

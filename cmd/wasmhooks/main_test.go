@@ -24,20 +24,7 @@ var fuelUsedRE = regexp.MustCompile(`"fuel_used": [0-9]+`)
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	got = durationRE.ReplaceAll(got, []byte(`"duration_ms": 0`))
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/wasmhooks -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s:\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
+	testutil.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
 func writeTemp(t *testing.T, name, content string) string {

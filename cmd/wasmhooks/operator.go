@@ -23,23 +23,19 @@ const operatorSynopsis = `  wasmhooks bind --tenant T CONFIG.json|-
   wasmhooks call --tenant T --point P [--input FILE|-] [--run ID] [--wait SECONDS]
 `
 
-func tenantFlag(fs *flag.FlagSet) *string { return fs.String("tenant", "", "the tenant; required") }
-
-func needTenant(t *string) error {
-	if *t == "" {
-		return usageErrorf("--tenant is required")
+// printAnswer prints a verb's answer as JSON, indented: a document, or the
+// server's raw answer (json.RawMessage) re-indented (as it is, if it does
+// not parse).
+func printAnswer(w io.Writer, answer any) {
+	if raw, ok := answer.(json.RawMessage); ok {
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			_, _ = w.Write(raw)
+			return
+		}
+		answer = v
 	}
-	return nil
-}
-
-// printRaw prints a JSON answer indented, as printJSON prints the others.
-func printRaw(w io.Writer, raw json.RawMessage) {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		_, _ = w.Write(raw)
-		return
-	}
-	printJSON(w, v)
+	printJSON(w, answer)
 }
 
 var bindVerb = verb{
@@ -53,11 +49,7 @@ tenant requires signatures. In force on every node without a restart.
 `,
 	nargs: 1,
 	flags: func(fs *flag.FlagSet) verbFunc {
-		tenant := tenantFlag(fs)
-		return func(ctx context.Context, c *client.Client, args []string, stdin io.Reader, stdout io.Writer) error {
-			if err := needTenant(tenant); err != nil {
-				return err
-			}
+		return forTenant(fs, func(ctx context.Context, c *client.Client, tenant string, args []string, stdin io.Reader) (any, error) {
 			var data []byte
 			var err error
 			if args[0] == "-" {
@@ -69,15 +61,10 @@ tenant requires signatures. In force on every node without a restart.
 				data, err = runtime.ReadFileLimit(args[0], server.DefaultMaxConfigBytes, "config_bytes")
 			}
 			if err != nil {
-				return usageErrorf("%v", err)
+				return nil, usageErrorf("%v", err)
 			}
-			out, err := c.BindChain(ctx, *tenant, data)
-			if err != nil {
-				return err
-			}
-			printRaw(stdout, out)
-			return nil
-		}
+			return c.BindChain(ctx, tenant, data)
+		})
 	},
 }
 
@@ -87,19 +74,11 @@ var approvalsVerb = verb{
 	help:     "Lists the tenant's approvals: pending ones (the inbox) or resolved ones.\n",
 	nargs:    0,
 	flags: func(fs *flag.FlagSet) verbFunc {
-		tenant := tenantFlag(fs)
 		status := fs.String("status", "pending", "pending or resolved")
-		return func(ctx context.Context, c *client.Client, _ []string, _ io.Reader, stdout io.Writer) error {
-			if err := needTenant(tenant); err != nil {
-				return err
-			}
-			list, err := c.Approvals(ctx, *tenant, *status)
-			if err != nil {
-				return err
-			}
-			printJSON(stdout, map[string]any{"approvals": list})
-			return nil
-		}
+		return forTenant(fs, func(ctx context.Context, c *client.Client, tenant string, _ []string, _ io.Reader) (any, error) {
+			list, err := c.Approvals(ctx, tenant, *status)
+			return map[string]any{"approvals": list}, err
+		})
 	},
 }
 
@@ -112,33 +91,28 @@ waiting on the approval receives the same.
 `,
 	nargs: 1,
 	flags: func(fs *flag.FlagSet) verbFunc {
-		tenant := tenantFlag(fs)
 		decision := fs.String("decision", "", "approve, deny or edit; required")
 		edit := fs.String("edit", "", "for edit: the changed fields, a JSON object (or @FILE)")
 		reason := fs.String("reason", "", "why, for the audit record")
-		return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-			if err := needTenant(tenant); err != nil {
-				return err
-			}
+		return forTenant(fs, func(ctx context.Context, c *client.Client, tenant string, args []string, _ io.Reader) (any, error) {
 			switch chain.ResolutionDecision(*decision) {
 			case chain.Approve, chain.Deny, chain.Edit:
 			default:
-				return usageErrorf("--decision is approve, deny or edit")
+				return nil, usageErrorf("--decision is approve, deny or edit")
 			}
 			var m map[string]any
 			if *edit != "" {
 				var err error
 				if m, err = readObjectFlag("--edit", *edit); err != nil {
-					return usageErrorf("%v", err)
+					return nil, usageErrorf("%v", err)
 				}
 			}
-			out, err := c.Resolve(ctx, *tenant, args[0], *decision, m, *reason)
+			out, err := c.Resolve(ctx, tenant, args[0], *decision, m, *reason)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			printRaw(stdout, out.Raw)
-			return nil
-		}
+			return out.Raw, nil
+		})
 	},
 }
 
@@ -153,14 +127,9 @@ every tenant's operator reads the catalogue.
 	nargs: 1,
 	flags: func(fs *flag.FlagSet) verbFunc {
 		name := fs.String("name", "", "only this module's versions")
-		return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
+		return func(ctx context.Context, c *client.Client, args []string, _ io.Reader) (any, error) {
 			vs, err := c.Versions(ctx, args[0], *name)
-			if err != nil {
-				return err
-			}
-			out := vs
-			printJSON(stdout, map[string]any{"versions": out})
-			return nil
+			return map[string]any{"versions": vs}, err
 		}
 	},
 }
@@ -181,42 +150,37 @@ nobody resolved it in time).
 `,
 	nargs: 0,
 	flags: func(fs *flag.FlagSet) verbFunc {
-		tenant := tenantFlag(fs)
 		point := fs.String("point", "", "the hook point; required")
 		input := fs.String("input", "", "the context object: a JSON file, or - for stdin")
 		run := fs.String("run", "", "the run's id (idempotency)")
 		wait := fs.Int("wait", 0, "seconds to wait for a pending outcome's approval")
-		return func(ctx context.Context, c *client.Client, _ []string, stdin io.Reader, stdout io.Writer) error {
-			if err := needTenant(tenant); err != nil {
-				return err
-			}
+		return forTenant(fs, func(ctx context.Context, c *client.Client, tenant string, _ []string, stdin io.Reader) (any, error) {
 			if err := checkPoint(*point); err != nil {
-				return usageErrorf("--point: %v", err)
+				return nil, usageErrorf("--point: %v", err)
 			}
 			if *wait < 0 || time.Duration(*wait)*time.Second > maxCallWait {
-				return usageErrorf("--wait is 0 to %d seconds", int(maxCallWait.Seconds()))
+				return nil, usageErrorf("--wait is 0 to %d seconds", int(maxCallWait.Seconds()))
 			}
 			ctxDoc, err := readContext(*input, stdin)
 			if err != nil {
-				return usageErrorf("%v", err)
+				return nil, usageErrorf("%v", err)
 			}
-			out, err := c.Run(ctx, *tenant, *point, ctxDoc, *run)
+			out, err := c.Run(ctx, tenant, *point, ctxDoc, *run)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			deadline := time.Now().Add(time.Duration(*wait) * time.Second)
 			for out.Approval != nil && out.Verdict == "pending" && time.Now().Before(deadline) {
 				left := int(time.Until(deadline).Seconds() + 0.999)
-				res, err := c.Result(ctx, *tenant, out.Approval.ID, left)
+				res, err := c.Result(ctx, tenant, out.Approval.ID, left)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				if res != nil {
 					out = res
 				}
 			}
-			printRaw(stdout, out.Raw)
-			return nil
-		}
+			return out.Raw, nil
+		})
 	},
 }

@@ -50,6 +50,19 @@ func parseRef(ref, publisher string) (pub, name, version string, err error) {
 	return publisher, m[2], m[3], nil
 }
 
+// byRef declares --publisher for a verb whose argument is a version's
+// reference, and returns run called with the reference's parts (parseRef).
+func byRef(fs *flag.FlagSet, run func(ctx context.Context, c *client.Client, publisher, name, version string) (any, error)) verbFunc {
+	publisher := fs.String("publisher", "", "the publisher, when the reference names none")
+	return func(ctx context.Context, c *client.Client, args []string, _ io.Reader) (any, error) {
+		pub, name, version, err := parseRef(args[0], *publisher)
+		if err != nil {
+			return nil, err
+		}
+		return run(ctx, c, pub, name, version)
+	}
+}
+
 var pushVerb = verb{
 	name:     "push",
 	synopsis: "  wasmhooks push --publisher P FILE.wasm\n",
@@ -59,22 +72,13 @@ module is stored nowhere, and its report is printed with the refusal.
 `,
 	nargs: 1,
 	flags: func(fs *flag.FlagSet) verbFunc {
-		publisher := fs.String("publisher", "", "the publisher (the API key's); required")
-		return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-			if *publisher == "" {
-				return usageErrorf("--publisher is required")
-			}
+		return required(fs, "publisher", "the publisher (the API key's); required", func(ctx context.Context, c *client.Client, publisher string, args []string, _ io.Reader) (any, error) {
 			wasm, err := runtime.ReadModuleFile(args[0], 0)
 			if err != nil {
-				return usageErrorf("%v", err)
+				return nil, usageErrorf("%v", err)
 			}
-			d, err := c.UploadModule(ctx, *publisher, wasm)
-			if err != nil {
-				return err
-			}
-			printJSON(stdout, d)
-			return nil
-		}
+			return c.UploadModule(ctx, publisher, wasm)
+		})
 	},
 }
 
@@ -89,45 +93,38 @@ error. Prints the version, with its pin (the reference a chain binds).
 `,
 	nargs: 1,
 	flags: func(fs *flag.FlagSet) verbFunc {
-		publisher := fs.String("publisher", "", "the publisher, when the reference names none")
 		digest := fs.String("digest", "", "the uploaded module's digest (64 hex digits)")
 		module := fs.String("module", "", "push this module first and publish its digest")
-		return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-			pub, name, version, err := parseRef(args[0], *publisher)
-			if err != nil {
-				return err
-			}
+		return byRef(fs, func(ctx context.Context, c *client.Client, pub, name, version string) (any, error) {
 			if (*digest == "") == (*module == "") {
-				return usageErrorf("give one of --digest and --module")
+				return nil, usageErrorf("give one of --digest and --module")
 			}
 			if *module != "" {
 				wasm, err := runtime.ReadModuleFile(*module, 0)
 				if err != nil {
-					return usageErrorf("%v", err)
+					return nil, usageErrorf("%v", err)
 				}
 				d, err := c.UploadModule(ctx, pub, wasm)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				*digest = d.Digest
 			}
-			v, err := c.Publish(ctx, pub, name, version, *digest)
-			if err != nil {
-				return err
-			}
-			printJSON(stdout, versionOut(v))
-			return nil
-		}
+			return versionOut(c.Publish(ctx, pub, name, version, *digest))
+		})
 	},
 }
 
-// versionOut is a version as the verbs print it: with the pin a chain
-// configuration names it by.
-func versionOut(v *api.VersionDoc) any {
+// versionOut is the answer of a verb that prints a version: with the pin a
+// chain configuration names it by (err passed on as it is).
+func versionOut(v *api.VersionDoc, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
 	return struct {
 		*api.VersionDoc
 		Pin string `json:"pin"`
-	}{v, client.Pin(v)}
+	}{v, client.Pin(v)}, nil
 }
 
 var signVerb = verb{
@@ -142,28 +139,18 @@ signatures once an admin approved it. Prints the version.
 `,
 	nargs: 1,
 	flags: func(fs *flag.FlagSet) verbFunc {
-		publisher := fs.String("publisher", "", "the publisher, when the reference names none")
 		keyPath := fs.String("signing-key", "", "the ed25519 private key, PKCS #8 PEM; required")
-		return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-			pub, name, version, err := parseRef(args[0], *publisher)
-			if err != nil {
-				return err
-			}
+		return byRef(fs, func(ctx context.Context, c *client.Client, pub, name, version string) (any, error) {
 			if *keyPath == "" {
-				return usageErrorf("--signing-key is required")
+				return nil, usageErrorf("--signing-key is required")
 			}
 			priv, err := readPrivateKey(*keyPath)
 			if err != nil {
-				return usageErrorf("--signing-key: %v", err)
+				return nil, usageErrorf("--signing-key: %v", err)
 			}
 			id := api.SigningKeyID(priv.Public().(ed25519.PublicKey))
-			v, err := c.Sign(ctx, pub, name, version, id, priv)
-			if err != nil {
-				return err
-			}
-			printJSON(stdout, versionOut(v))
-			return nil
-		}
+			return versionOut(c.Sign(ctx, pub, name, version, id, priv))
+		})
 	},
 }
 
@@ -196,15 +183,7 @@ func readPrivateKey(path string) (ed25519.PrivateKey, error) {
 	if mode&0o077 != 0 {
 		return nil, fmt.Errorf("%s can be read by others (mode %v): chmod 600 it", path, mode)
 	}
-	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	priv, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("%s is not an ed25519 key", path)
-	}
-	return priv, nil
+	return parseKey[ed25519.PrivateKey](path, b, x509.ParsePKCS8PrivateKey)
 }
 
 // readPublicKey reads an ed25519 public key from a PEM file: a public key
@@ -221,15 +200,22 @@ func readPublicKey(path string) (ed25519.PublicKey, error) {
 		}
 		return priv.Public().(ed25519.PublicKey), nil
 	}
-	k, err := x509.ParsePKIXPublicKey(b.Bytes)
+	return parseKey[ed25519.PublicKey](path, b, x509.ParsePKIXPublicKey)
+}
+
+// parseKey parses the key of b (read from path) with parse, and checks it
+// is a K: an ed25519 key.
+func parseKey[K any](path string, b *pem.Block, parse func(der []byte) (any, error)) (K, error) {
+	var none K
+	k, err := parse(b.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return none, fmt.Errorf("%s: %v", path, err)
 	}
-	pub, ok := k.(ed25519.PublicKey)
+	key, ok := k.(K)
 	if !ok {
-		return nil, fmt.Errorf("%s is not an ed25519 key", path)
+		return none, fmt.Errorf("%s is not an ed25519 key", path)
 	}
-	return pub, nil
+	return key, nil
 }
 
 const keygenSynopsis = "  wasmhooks keygen --out FILE\n"
@@ -302,31 +288,10 @@ func writeNew(path string, data []byte) error {
 }
 
 func signingKeyVerbs() []verb {
-	publisherFlag := func(fs *flag.FlagSet) *string {
-		return fs.String("publisher", "", "the publisher; required")
-	}
-	need := func(p *string) error {
-		if *p == "" {
-			return usageErrorf("--publisher is required")
-		}
-		return nil
-	}
-	// byPublisher is a verb's flags for one call with --publisher and the
-	// verb's arguments, its answer printed as JSON.
-	byPublisher := func(call func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error)) func(*flag.FlagSet) verbFunc {
+	// byPublisher is a verb's flags: --publisher alone, required.
+	byPublisher := func(call func(ctx context.Context, c *client.Client, publisher string, args []string, _ io.Reader) (any, error)) func(*flag.FlagSet) verbFunc {
 		return func(fs *flag.FlagSet) verbFunc {
-			p := publisherFlag(fs)
-			return func(ctx context.Context, c *client.Client, args []string, _ io.Reader, stdout io.Writer) error {
-				if err := need(p); err != nil {
-					return err
-				}
-				d, err := call(ctx, c, *p, args)
-				if err != nil {
-					return err
-				}
-				printJSON(stdout, d)
-				return nil
-			}
+			return required(fs, "publisher", "the publisher; required", call)
 		}
 	}
 	return []verb{{
@@ -339,7 +304,7 @@ tenant that requires signatures once an admin approves it (signing-key
 approve). Registered with an admin key, it is approved at once.
 `,
 		nargs: 1,
-		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error) {
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string, _ io.Reader) (any, error) {
 			pub, err := readPublicKey(args[0])
 			if err != nil {
 				return nil, usageErrorf("%v", err)
@@ -351,7 +316,7 @@ approve). Registered with an admin key, it is approved at once.
 		synopsis: "  wasmhooks signing-key list --publisher P\n",
 		help:     "Lists publisher P's signing keys, and whether an admin approved each.\n",
 		nargs:    0,
-		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, _ []string) (any, error) {
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, _ []string, _ io.Reader) (any, error) {
 			ks, err := c.SigningKeys(ctx, publisher)
 			return map[string]any{"signing_keys": ks}, err
 		}),
@@ -363,7 +328,7 @@ tenants that require signatures from the next bind. Check first, by a
 channel other than the publisher's API key, that the key id is theirs.
 `,
 		nargs: 1,
-		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error) {
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string, _ io.Reader) (any, error) {
 			return c.ApproveSigningKey(ctx, publisher, args[0])
 		}),
 	}, {
@@ -373,7 +338,7 @@ channel other than the publisher's API key, that the key id is theirs.
 signatures stop counting at the next bind and the next start.
 `,
 		nargs: 1,
-		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string) (any, error) {
+		flags: byPublisher(func(ctx context.Context, c *client.Client, publisher string, args []string, _ io.Reader) (any, error) {
 			return c.DistrustSigningKey(ctx, publisher, args[0])
 		}),
 	}}

@@ -188,8 +188,8 @@ func parseArgs(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr 
 	}
 }
 
-// verb is one API verb: its flags are declared on fs, then run is called
-// with the positional arguments and the client.
+// verb is one API verb: its flags are declared on fs, then the verbFunc
+// they return is called with the positional arguments and the client.
 type verb struct {
 	name     string // as in the usage: "push", "admin key create"
 	synopsis string
@@ -198,8 +198,8 @@ type verb struct {
 	flags    func(fs *flag.FlagSet) verbFunc
 }
 
-// runVerb parses v's flags, checks its arguments, makes the client and runs
-// it.
+// runVerb parses v's flags, checks its arguments, makes the client, runs
+// it and prints its answer.
 func runVerb(ctx context.Context, v verb, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(v.name, flag.ContinueOnError)
 	conn := addAPIFlags(fs)
@@ -217,9 +217,11 @@ func runVerb(ctx context.Context, v verb, args []string, stdin io.Reader, stdout
 	if err != nil {
 		return apiFail(stdout, stderr, usage, err)
 	}
-	if err := do(ctx, cl, pos, stdin, stdout); err != nil {
+	answer, err := do(ctx, cl, pos, stdin)
+	if err != nil {
 		return apiFail(stdout, stderr, usage, err)
 	}
+	printAnswer(stdout, answer)
 	return exitOK
 }
 

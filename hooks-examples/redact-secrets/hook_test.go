@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/hooks-examples/internal/hooktest"
 	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
 
@@ -70,26 +71,8 @@ func TestRedact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dec, err := newHost(t).Run(sdktest.Invocation{
-				Point:    "message.outbound",
-				Context:  map[string]any{"incoming": "hi", "outgoing": tt.text},
-				Settings: tt.settings,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.want == "" {
-				if dec.Action != abi.ActionContinue {
-					t.Fatalf("decision = %+v, want continue", dec)
-				}
-				return
-			}
-			if dec.Action != abi.ActionModify || dec.Context["outgoing"] != tt.want {
-				t.Fatalf("decision = %+v\nwant modify to %q", dec, tt.want)
-			}
-			if tt.reason != "" && dec.Reason != tt.reason {
-				t.Errorf("reason = %q, want %q", dec.Reason, tt.reason)
-			}
+			dec := hooktest.Reply(t, newHost(t), "hi", tt.text, tt.settings)
+			hooktest.WantModify(t, dec, "outgoing", tt.want, tt.reason)
 		})
 	}
 }

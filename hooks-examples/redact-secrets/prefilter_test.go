@@ -64,22 +64,7 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 			for range rng.IntN(40) {
 				b.WriteString(pieces[rng.IntN(len(pieces))])
 			}
-			s := b.String()
-			want := re.FindAllStringSubmatchIndex(s, -1)
-			var got [][]int
-			p.findAll(s, new([]int), func(m []int, off int) {
-				c := make([]int, len(m))
-				for i, v := range m {
-					c[i] = v
-					if v >= 0 {
-						c[i] = v + off
-					}
-				}
-				got = append(got, c)
-			})
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s on %q:\n got %v\nwant %v", expr, s, got, want)
-			}
+			matchesLikeRegexp(t, re, &p, b.String())
 		}
 	}
 }
@@ -99,22 +84,29 @@ func FuzzPrefilter(f *testing.F) {
 			return
 		}
 		p := newPattern(re, expr)
-		want := re.FindAllStringSubmatchIndex(s, -1)
-		var got [][]int
-		p.findAll(s, new([]int), func(m []int, off int) {
-			c := make([]int, len(m))
-			for i, v := range m {
-				c[i] = v
-				if v >= 0 {
-					c[i] = v + off
-				}
-			}
-			got = append(got, c)
-		})
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q on %q:\n got %v\nwant %v", expr, s, got, want)
-		}
+		matchesLikeRegexp(t, re, &p, s)
 	})
+}
+
+// matchesLikeRegexp fails t unless p, the prefiltered search for re, finds
+// in s the submatches re finds, at the same offsets.
+func matchesLikeRegexp(t *testing.T, re *regexp.Regexp, p *pattern, s string) {
+	t.Helper()
+	want := re.FindAllStringSubmatchIndex(s, -1)
+	var got [][]int
+	p.findAll(s, new([]int), func(m []int, off int) {
+		c := make([]int, len(m))
+		for i, v := range m {
+			c[i] = v
+			if v >= 0 {
+				c[i] = v + off
+			}
+		}
+		got = append(got, c)
+	})
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q on %q:\n got %v\nwant %v", re, s, got, want)
+	}
 }
 
 // TestPrefilterWithoutLiteral: a pattern with no literal is looked for by a

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/hooks-examples/internal/hooktest"
 	"github.com/wasmhooks/wasmhooks/sdk/sdktest"
 )
 
@@ -50,24 +51,8 @@ func TestSummarize(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := sdktest.HostFor(t, "manifest.json")
 			h.Register("llm.run", tt.llm)
-			dec, err := h.Run(sdktest.Invocation{
-				Point:    "message.outbound",
-				Context:  map[string]any{"incoming": "How did we do?", "outgoing": tt.text},
-				Settings: tt.settings,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.want == "" {
-				if dec.Action != abi.ActionContinue {
-					t.Fatalf("decision = %+v, want continue", dec)
-				}
-			} else if dec.Action != abi.ActionModify || dec.Context["outgoing"] != tt.want {
-				t.Fatalf("decision = %+v, want modify to %q", dec, tt.want)
-			}
-			if tt.reason != "" && dec.Reason != tt.reason {
-				t.Errorf("reason = %q\nwant       %q", dec.Reason, tt.reason)
-			}
+			dec := hooktest.Reply(t, h, "How did we do?", tt.text, tt.settings)
+			hooktest.WantModify(t, dec, "outgoing", tt.want, tt.reason)
 			if got := len(h.Calls()); got != tt.calls {
 				t.Errorf("%d llm.run calls, want %d", got, tt.calls)
 			}

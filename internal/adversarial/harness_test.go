@@ -24,23 +24,15 @@ import (
 // ---------------------------------------------------------------------------
 // The corpus.
 
-var (
-	corpusMu    sync.Mutex
-	corpusCache = map[string][]byte{}
-)
+var corpusCache testutil.ByteCache
 
 // corpus returns testdata/adversarial/name assembled with wat2wasm, once per
 // process.
 func corpus(tb testing.TB, name string) []byte {
 	tb.Helper()
-	corpusMu.Lock()
-	defer corpusMu.Unlock()
-	if b, ok := corpusCache[name]; ok {
-		return b
-	}
-	b := testutil.WAT(tb, string(testutil.ReadFile(tb, "testdata/adversarial/"+name)))
-	corpusCache[name] = b
-	return b
+	return corpusCache.Get(name, func() []byte {
+		return testutil.WAT(tb, string(testutil.ReadFile(tb, "testdata/adversarial/"+name)))
+	})
 }
 
 // ---------------------------------------------------------------------------

@@ -29,6 +29,21 @@ func exampleHook(t *testing.T, rt *runtime.Runtime, name string) *runtime.Module
 	return m
 }
 
+// builtinRunner is a capability runner over the built-in capabilities,
+// configured by cfg.
+func builtinRunner(t *testing.T, cfg builtin.Config) *capability.Runner {
+	t.Helper()
+	reg := capability.NewRegistry()
+	if err := builtin.Register(reg, cfg); err != nil {
+		t.Fatal(err)
+	}
+	runner, err := capability.NewRunner(reg, capability.RunnerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runner
+}
+
 func TestExampleHooks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Go hooks for wasip1")
@@ -38,14 +53,7 @@ func TestExampleHooks(t *testing.T) {
 	if err := ledger.Credit("rich", 10_000); err != nil {
 		t.Fatal(err)
 	}
-	reg := capability.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{Ledger: ledger}); err != nil {
-		t.Fatal(err)
-	}
-	runner, err := capability.NewRunner(reg, capability.RunnerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runner := builtinRunner(t, builtin.Config{Ledger: ledger})
 	rt, err := runtime.New(ctx, runtime.Config{HostCaller: runner, CacheDir: testutil.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmhooks/wasmhooks/capability"
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
@@ -42,14 +41,7 @@ func loopChain(t *testing.T, kv builtin.KVStore, edit func(*chain.Config)) (*cha
 	if edit != nil {
 		edit(&cfg)
 	}
-	reg := capability.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{KV: kv}); err != nil {
-		t.Fatal(err)
-	}
-	runner, err := capability.NewRunner(reg, capability.RunnerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runner := builtinRunner(t, builtin.Config{KV: kv})
 	rt, err := runtime.New(ctx, runtime.Config{CacheDir: testutil.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)

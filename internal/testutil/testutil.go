@@ -3,6 +3,7 @@
 package testutil
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -49,9 +50,15 @@ func WAT(tb testing.TB, src string) []byte {
 	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(path, "--enable-all", in, "-o", out)
+	return output(tb, exec.Command(path, "--enable-all", in, "-o", out), out, "wat2wasm", "\n--- source ---\n"+src)
+}
+
+// output runs cmd and returns the file out it writes. A failure fails the
+// test with what, cmd's output and then more.
+func output(tb testing.TB, cmd *exec.Cmd, out, what, more string) []byte {
+	tb.Helper()
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("wat2wasm: %v\n%s\n--- source ---\n%s", err, msg, src)
+		tb.Fatalf("%s: %v\n%s%s", what, err, msg, more)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -60,21 +67,42 @@ func WAT(tb testing.TB, src string) []byte {
 	return b
 }
 
-var (
-	buildMu    sync.Mutex
-	buildCache = map[string][]byte{}
-)
+// ByteCache holds bytes made at most once per process for each key (a
+// build, an assembled module), safe for concurrent use. The zero value is
+// empty and ready.
+type ByteCache struct {
+	mu sync.Mutex // guards m, and makes a key's bytes once
+	m  map[string][]byte
+}
+
+// Get returns the bytes held for key, calling make (under the cache's lock)
+// the first time. A make that fails the test (tb.Fatal) caches nothing.
+func (c *ByteCache) Get(key string, make func() []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.m[key]; ok {
+		return b
+	}
+	b := make()
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	c.m[key] = b
+	return b
+}
+
+var builds ByteCache
 
 // BuildHook builds the Go hook in the package directory rel (relative to the
 // repository root) with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared and
 // returns the module. Builds are cached per process.
 func BuildHook(tb testing.TB, rel string) []byte {
 	tb.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if b, ok := buildCache[rel]; ok {
-		return b
-	}
+	return builds.Get(rel, func() []byte { return buildHook(tb, rel) })
+}
+
+func buildHook(tb testing.TB, rel string) []byte {
+	tb.Helper()
 	root := Root(tb)
 	sum := sha256.Sum256([]byte(rel))
 	out := filepath.Join(os.TempDir(), "wasmhooks-test-"+hex.EncodeToString(sum[:8])+".wasm")
@@ -86,15 +114,30 @@ func BuildHook(tb testing.TB, rel string) []byte {
 	cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+filepath.ToSlash(rel))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("building %s for wasip1: %v\n%s", rel, err, msg)
+	return output(tb, cmd, out, "building "+rel+" for wasip1", "")
+}
+
+// Golden compares got with the golden file at path, or writes got there
+// (and the directories above it) when update is set: the test package's
+// -update flag.
+func Golden(tb testing.TB, path string, got []byte, update bool) {
+	tb.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return
 	}
-	b, err := os.ReadFile(out)
+	want, err := os.ReadFile(path)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("%v (run the test with -update to create it)", err)
 	}
-	buildCache[rel] = b
-	return b
+	if !bytes.Equal(got, want) {
+		tb.Errorf("%s differs from the golden file (run the test with -update if the change is intended)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
 }
 
 // CacheDir returns a directory for wazero's compilation cache shared by the

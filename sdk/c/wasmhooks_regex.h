@@ -61,17 +61,26 @@ typedef struct { const char *s, *end; int flags; wh_re *re; } wh__rp;
 #define WH_RE_MAX_PROG 40000
 #define WH_RE_MAX_NODES 4000
 
+/* wh__grow makes room for one more item in an array of n items of size sz
+ * at items with capacity *cap (first at the start, then doubled), holding at
+ * most max: it returns the array, moved when it grew, or NULL with re->err
+ * set. */
+WH_API void *wh__grow(wh_re *re, void *items, int n, int *cap, size_t sz, int first, int max) {
+	if (n >= max) { re->err = "expression too large"; return NULL; }
+	if (n < *cap) return items;
+	int c = *cap ? *cap * 2 : first;
+	void *grown = wh_alloc(sz * (size_t)c);
+	if (!grown) { re->err = "out of memory"; return NULL; }
+	if (n) memcpy(grown, items, sz * (size_t)n);
+	*cap = c;
+	return grown;
+}
+
 WH_API int wh__rnode(wh__rp *p, int type) {
 	wh_re *re = p->re;
-	if (re->nnodes >= WH_RE_MAX_NODES) { re->err = "expression too large"; return -1; }
-	if (re->nnodes == re->cnodes) {
-		int c = re->cnodes ? re->cnodes * 2 : 32;
-		wh_re_node *n = (wh_re_node *)wh_alloc(sizeof *n * (size_t)c);
-		if (!n) { re->err = "out of memory"; return -1; }
-		if (re->nnodes) memcpy(n, re->nodes, sizeof *n * (size_t)re->nnodes);
-		re->nodes = n;
-		re->cnodes = c;
-	}
+	wh_re_node *nodes = (wh_re_node *)wh__grow(re, re->nodes, re->nnodes, &re->cnodes, sizeof *nodes, 32, WH_RE_MAX_NODES);
+	if (!nodes) return -1;
+	re->nodes = nodes;
 	wh_re_node *n = &re->nodes[re->nnodes];
 	memset(n, 0, sizeof *n);
 	n->type = (uint8_t)type;
@@ -367,15 +376,9 @@ WH_API int wh__ralt(wh__rp *p, int depth) {
 }
 
 WH_API int wh__remit(wh_re *re, int op, int arg, int x, int y) {
-	if (re->nprog >= WH_RE_MAX_PROG) { re->err = "expression too large"; return -1; }
-	if (re->nprog == re->cprog) {
-		int c = re->cprog ? re->cprog * 2 : 64;
-		wh_re_inst *n = (wh_re_inst *)wh_alloc(sizeof *n * (size_t)c);
-		if (!n) { re->err = "out of memory"; return -1; }
-		if (re->nprog) memcpy(n, re->prog, sizeof *n * (size_t)re->nprog);
-		re->prog = n;
-		re->cprog = c;
-	}
+	wh_re_inst *prog = (wh_re_inst *)wh__grow(re, re->prog, re->nprog, &re->cprog, sizeof *prog, 64, WH_RE_MAX_PROG);
+	if (!prog) return -1;
+	re->prog = prog;
 	wh_re_inst *i = &re->prog[re->nprog];
 	i->op = (uint8_t)op;
 	i->arg = (uint8_t)arg;

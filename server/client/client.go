@@ -96,6 +96,13 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 	return c.Do(ctx, method, path, ct, body, out)
 }
 
+// call does a JSON request (doJSON) whose answer is a T.
+func call[T any](ctx context.Context, c *Client, method, path string, in any) (*T, error) {
+	var d T
+	err := c.doJSON(ctx, method, path, in, &d)
+	return &d, err
+}
+
 func esc(s string) string { return url.PathEscape(s) }
 
 // CreateTenant creates a tenant (admin).
@@ -105,31 +112,23 @@ func (c *Client) CreateTenant(ctx context.Context, id string, requireSignatures 
 
 // CreateKey creates an API key (admin); the key is in the answer only.
 func (c *Client) CreateKey(ctx context.Context, role api.Role, tenant string) (*api.KeyDoc, error) {
-	var k api.KeyDoc
-	err := c.doJSON(ctx, "POST", "/v1/keys", map[string]any{"role": role, "tenant": tenant}, &k)
-	return &k, err
+	return call[api.KeyDoc](ctx, c, "POST", "/v1/keys", map[string]any{"role": role, "tenant": tenant})
 }
 
 // GrantCredit grants amount to tenant (admin); key makes it idempotent.
 func (c *Client) GrantCredit(ctx context.Context, tenant string, amount int64, key string) (*api.CreditDoc, error) {
-	var d api.CreditDoc
-	err := c.doJSON(ctx, "POST", "/v1/tenants/"+esc(tenant)+"/credit", map[string]any{"amount": amount, "key": key}, &d)
-	return &d, err
+	return call[api.CreditDoc](ctx, c, "POST", "/v1/tenants/"+esc(tenant)+"/credit", map[string]any{"amount": amount, "key": key})
 }
 
 // AdjustCredit adds amount (either sign, not 0) to tenant's credit with a
 // note saying why (admin); key, if not empty, makes it idempotent.
 func (c *Client) AdjustCredit(ctx context.Context, tenant string, amount int64, note, key string) (*api.CreditDoc, error) {
-	var d api.CreditDoc
-	err := c.doJSON(ctx, "POST", "/v1/tenants/"+esc(tenant)+"/credit/adjustments", map[string]any{"amount": amount, "note": note, "key": key}, &d)
-	return &d, err
+	return call[api.CreditDoc](ctx, c, "POST", "/v1/tenants/"+esc(tenant)+"/credit/adjustments", map[string]any{"amount": amount, "note": note, "key": key})
 }
 
 // Credit reads tenant's credit.
 func (c *Client) Credit(ctx context.Context, tenant string) (*api.CreditDoc, error) {
-	var d api.CreditDoc
-	err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/credit", nil, &d)
-	return &d, err
+	return call[api.CreditDoc](ctx, c, "GET", "/v1/tenants/"+esc(tenant)+"/credit", nil)
 }
 
 // UploadModule uploads a module (publisher) and returns its digest and
@@ -142,16 +141,12 @@ func (c *Client) UploadModule(ctx context.Context, publisher string, wasm []byte
 
 // Publish publishes publisher/name@version as digest (publisher).
 func (c *Client) Publish(ctx context.Context, publisher, name, version, digest string) (*api.VersionDoc, error) {
-	var v api.VersionDoc
-	err := c.doJSON(ctx, "POST", "/v1/publishers/"+esc(publisher)+"/versions", map[string]any{"name": name, "version": version, "digest": digest}, &v)
-	return &v, err
+	return call[api.VersionDoc](ctx, c, "POST", "/v1/publishers/"+esc(publisher)+"/versions", map[string]any{"name": name, "version": version, "digest": digest})
 }
 
 // Version reads a published version.
 func (c *Client) Version(ctx context.Context, publisher, name, version string) (*api.VersionDoc, error) {
-	var v api.VersionDoc
-	err := c.doJSON(ctx, "GET", "/v1/publishers/"+esc(publisher)+"/versions/"+esc(name)+"/"+esc(version), nil, &v)
-	return &v, err
+	return call[api.VersionDoc](ctx, c, "GET", "/v1/publishers/"+esc(publisher)+"/versions/"+esc(name)+"/"+esc(version), nil)
 }
 
 // AddSigningKey registers pub for publisher and returns its key id.
@@ -289,9 +284,7 @@ func (c *Client) Tenants(ctx context.Context) ([]json.RawMessage, error) {
 
 // CreateNamedKey is CreateKey with a name (a note for whoever lists keys).
 func (c *Client) CreateNamedKey(ctx context.Context, role api.Role, tenant, name string) (*api.KeyDoc, error) {
-	var k api.KeyDoc
-	err := c.doJSON(ctx, "POST", "/v1/keys", map[string]any{"role": role, "tenant": tenant, "name": name}, &k)
-	return &k, err
+	return call[api.KeyDoc](ctx, c, "POST", "/v1/keys", map[string]any{"role": role, "tenant": tenant, "name": name})
 }
 
 // Keys lists the API keys (admin), of one tenant if tenant is not empty:
@@ -316,9 +309,7 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 // RotateKey gives the API key id a new secret (admin): the answer holds it,
 // once; the old one stops working.
 func (c *Client) RotateKey(ctx context.Context, id string) (*api.KeyDoc, error) {
-	var k api.KeyDoc
-	err := c.doJSON(ctx, "POST", "/v1/keys/"+esc(id)+"/rotate", nil, &k)
-	return &k, err
+	return call[api.KeyDoc](ctx, c, "POST", "/v1/keys/"+esc(id)+"/rotate", nil)
 }
 
 // Versions lists publisher's published versions (its publisher, or any
@@ -342,9 +333,7 @@ func (c *Client) Versions(ctx context.Context, publisher, name string) ([]api.Ho
 // RegisterSigningKey registers pub for publisher (its publisher, or an
 // admin, whose registration is approved at once) and returns the key.
 func (c *Client) RegisterSigningKey(ctx context.Context, publisher string, pub ed25519.PublicKey) (*api.SigningKeyDoc, error) {
-	var d api.SigningKeyDoc
-	err := c.doJSON(ctx, "POST", "/v1/publishers/"+esc(publisher)+"/signing-keys", map[string]any{"public_key": []byte(pub)}, &d)
-	return &d, err
+	return call[api.SigningKeyDoc](ctx, c, "POST", "/v1/publishers/"+esc(publisher)+"/signing-keys", map[string]any{"public_key": []byte(pub)})
 }
 
 // SigningKeys lists publisher's signing keys (its publisher, or an admin).
@@ -359,17 +348,13 @@ func (c *Client) SigningKeys(ctx context.Context, publisher string) ([]api.Signi
 // ApproveSigningKey approves publisher's signing key id (admin): its
 // signatures count for require_signatures from the next bind.
 func (c *Client) ApproveSigningKey(ctx context.Context, publisher, id string) (*api.SigningKeyDoc, error) {
-	var d api.SigningKeyDoc
-	err := c.doJSON(ctx, "PUT", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil, &d)
-	return &d, err
+	return call[api.SigningKeyDoc](ctx, c, "PUT", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil)
 }
 
 // DistrustSigningKey withdraws the approval of publisher's signing key id
 // (admin).
 func (c *Client) DistrustSigningKey(ctx context.Context, publisher, id string) (*api.SigningKeyDoc, error) {
-	var d api.SigningKeyDoc
-	err := c.doJSON(ctx, "DELETE", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil, &d)
-	return &d, err
+	return call[api.SigningKeyDoc](ctx, c, "DELETE", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil)
 }
 
 // VerifyAudit verifies the tenant's audit chain with the platform's key.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"embed"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -17,9 +16,6 @@ import (
 	"github.com/wasmhooks/wasmhooks/store"
 )
 
-//go:embed migrations/*.sql
-var migrationsFS embed.FS
-
 // MaxConns bounds the connections one process opens.
 const MaxConns = 16
 
@@ -27,34 +23,24 @@ const MaxConns = 16
 // (the bytes "wasmhook" as a big-endian int64).
 const migrationLock = 0x7761736d686f6f6b
 
+// columnTypes fill the placeholders of the schema's DDL.
+var columnTypes = store.ColumnTypes{Bytes: "BYTEA", Int: "BIGINT", ID: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
+
 // Migrations returns the schema migrations this binary carries.
 func Migrations() ([]store.Migration, error) {
-	return store.ParseMigrations(migrationsFS, "migrations")
+	return store.Migrations(columnTypes)
 }
 
 // Open connects to the database at url (postgres://user@host:port/db?...)
 // and migrates its schema.
 func Open(ctx context.Context, url string) (*store.DB, error) {
-	ms, err := Migrations()
-	if err != nil {
-		return nil, err
-	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		return nil, store.Unavailable("open", err)
 	}
 	db.SetMaxOpenConns(MaxConns)
 	db.SetMaxIdleConns(MaxConns)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, store.Unavailable("open", err)
-	}
-	s, err := store.New(ctx, db, dialect{}, ms)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return s, nil
+	return store.New(ctx, db, dialect{}, columnTypes, db.PingContext)
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" driver

@@ -7,7 +7,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -20,16 +19,18 @@ import (
 	"github.com/wasmhooks/wasmhooks/store"
 )
 
-//go:embed migrations/*.sql
-var migrationsFS embed.FS
-
 // BusyTimeout is how long a statement waits for another connection's write
 // transaction before failing with ErrUnavailable.
 const BusyTimeout = 10 * time.Second
 
+// columnTypes fill the placeholders of the schema's DDL. An INTEGER PRIMARY
+// KEY is the rowid, assigned without AUTOINCREMENT's sequence table; with
+// rows never deleted, never reused.
+var columnTypes = store.ColumnTypes{Bytes: "BLOB", Int: "INTEGER", ID: "INTEGER PRIMARY KEY"}
+
 // Migrations returns the schema migrations this binary carries.
 func Migrations() ([]store.Migration, error) {
-	return store.ParseMigrations(migrationsFS, "migrations")
+	return store.Migrations(columnTypes)
 }
 
 // Open opens (creating it if absent) the SQLite database at path, in WAL
@@ -37,10 +38,6 @@ func Migrations() ([]store.Migration, error) {
 // the process; a crash of the machine may lose the last few), and migrates
 // its schema.
 func Open(ctx context.Context, path string) (*store.DB, error) {
-	ms, err := Migrations()
-	if err != nil {
-		return nil, err
-	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -58,16 +55,7 @@ func Open(ctx context.Context, path string) (*store.DB, error) {
 	// file's locks.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	if err := ping(ctx, db); err != nil {
-		db.Close()
-		return nil, store.Unavailable("open", err)
-	}
-	s, err := store.New(ctx, db, dialect{}, ms)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return s, nil
+	return store.New(ctx, db, dialect{}, columnTypes, func(ctx context.Context) error { return ping(ctx, db) })
 }
 
 // ping opens the first connection, which applies the pragmas. Switching a

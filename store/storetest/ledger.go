@@ -155,11 +155,7 @@ func RunLedger(t *testing.T, open Open) {
 		must(t, sweeper.Check(ctx))
 	})
 	t.Run("corrupt rows are refused and change nothing", func(t *testing.T) {
-		db := open(t)
-		l := store.NewLedger(db, store.LedgerOptions{})
-		must(t, l.Grant(ctx, "acme", 100, ""))
-		id, err := l.Reserve(ctx, "acme", 10, "")
-		must(t, err)
+		db, l, id := holding(t, open)
 		// A cached pending that lost the hold.
 		if _, err := db.SQL().ExecContext(ctx, `UPDATE ledger_accounts SET pending = 0`); err != nil {
 			t.Fatal(err)
@@ -183,11 +179,7 @@ func RunLedger(t *testing.T, open Open) {
 		}
 	})
 	t.Run("closed database is unavailable", func(t *testing.T) {
-		db := open(t)
-		l := store.NewLedger(db, store.LedgerOptions{})
-		must(t, l.Grant(ctx, "acme", 100, ""))
-		id, err := l.Reserve(ctx, "acme", 10, "")
-		must(t, err)
+		db, l, id := holding(t, open)
 		db.Close()
 		for name, err := range map[string]error{
 			"reserve": func() error { _, err := l.Reserve(ctx, "acme", 1, ""); return err }(),
@@ -213,6 +205,18 @@ func RunLedger(t *testing.T, open Open) {
 		}
 		wantBalance(t, l, "acme", 100, 0)
 	})
+}
+
+// holding opens a database whose account acme was granted 100 and holds 10
+// of them, reserved as id.
+func holding(t *testing.T, open Open) (*store.DB, *store.Ledger, string) {
+	t.Helper()
+	db := open(t)
+	l := store.NewLedger(db, store.LedgerOptions{})
+	must(t, l.Grant(context.Background(), "acme", 100, ""))
+	id, err := l.Reserve(context.Background(), "acme", 10, "")
+	must(t, err)
+	return db, l, id
 }
 
 func must(t *testing.T, err error) {

@@ -418,24 +418,20 @@ static wh_decision wh_handle(wh_invocation *inv) {
 	score(text.p ? text.p : "", text.n, ps, np, &r);
 	if (text.oom || r.summary.oom) return wh_fail("out of memory");
 	if (r.total == 0) return wh_continue();
+	/* Below the threshold it continues, saying so; at or above, it blocks. */
+	int below = r.total < threshold;
 	wh_buf reason = {0};
-	if (r.total < threshold) {
-		wh_buf_puts(&reason, "prompt-injection score ");
-		wh_buf_puts(&reason, num(r.total));
-		wh_buf_puts(&reason, " is below the threshold ");
-		wh_buf_puts(&reason, num(threshold));
-		wh_buf_puts(&reason, ": ");
-		wh_buf_puts(&reason, r.summary.p);
+	wh_buf_puts(&reason, below ? "prompt-injection score " : "prompt injection suspected (score ");
+	wh_buf_puts(&reason, num(r.total));
+	wh_buf_puts(&reason, below ? " is below the threshold " : ", threshold ");
+	wh_buf_puts(&reason, num(threshold));
+	wh_buf_puts(&reason, below ? ": " : "): ");
+	wh_buf_puts(&reason, r.summary.p);
+	if (below) {
 		wh_decision d = wh_continue();
 		d.reason = reason.p;
 		return d;
 	}
-	wh_buf_puts(&reason, "prompt injection suspected (score ");
-	wh_buf_puts(&reason, num(r.total));
-	wh_buf_puts(&reason, ", threshold ");
-	wh_buf_puts(&reason, num(threshold));
-	wh_buf_puts(&reason, "): ");
-	wh_buf_puts(&reason, r.summary.p);
 	wh_decision d = wh_block(reason.p);
 	d.user_message = user_message;
 	return d;

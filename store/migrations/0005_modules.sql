@@ -3,7 +3,7 @@
 -- (runtime.ModuleInfo, JSON).
 CREATE TABLE modules (
     digest TEXT PRIMARY KEY,
-    wasm   BLOB NOT NULL,
-    size   INTEGER NOT NULL CHECK (size >= 0),
-    info   BLOB NOT NULL
+    wasm   {{bytes}} NOT NULL,
+    size   {{int}} NOT NULL CHECK (size >= 0),
+    info   {{bytes}} NOT NULL
 );

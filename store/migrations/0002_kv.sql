@@ -1,16 +1,16 @@
 -- The kv store. A scope is (tenant, hook), chosen by the host from the
 -- call's caller; expires_at is Unix nanoseconds, NULL for never.
 CREATE TABLE kv_scopes (
-    tenant BYTEA NOT NULL,
-    hook   BYTEA NOT NULL,
+    tenant {{bytes}} NOT NULL,
+    hook   {{bytes}} NOT NULL,
     PRIMARY KEY (tenant, hook)
 );
 CREATE TABLE kv_values (
-    tenant     BYTEA NOT NULL,
-    hook       BYTEA NOT NULL,
-    key        BYTEA NOT NULL,
-    value      BYTEA NOT NULL,
-    expires_at BIGINT,
+    tenant     {{bytes}} NOT NULL,
+    hook       {{bytes}} NOT NULL,
+    key        {{bytes}} NOT NULL,
+    value      {{bytes}} NOT NULL,
+    expires_at {{int}},
     PRIMARY KEY (tenant, hook, key),
     FOREIGN KEY (tenant, hook) REFERENCES kv_scopes (tenant, hook)
 );

@@ -4,12 +4,12 @@
 -- a lease; once the lease ends another process may claim it. Times are Unix
 -- nanoseconds.
 CREATE TABLE approvals (
-    id          BLOB PRIMARY KEY,
+    id          {{bytes}} PRIMARY KEY,
     state       TEXT NOT NULL CHECK (state IN ('pending', 'claimed', 'done')),
-    data        BLOB,
-    expires_at  INTEGER NOT NULL,
-    owner       BLOB,
-    lease_until INTEGER,
+    data        {{bytes}},
+    expires_at  {{int}} NOT NULL,
+    owner       {{bytes}},
+    lease_until {{int}},
     CHECK ((state = 'done') = (data IS NULL)),
     CHECK ((state = 'claimed') = (owner IS NOT NULL AND lease_until IS NOT NULL))
 );

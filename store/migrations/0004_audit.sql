@@ -6,15 +6,15 @@
 -- one seq in a chain. Lines are the stored records, hashed and MACed as
 -- bytes; prev and hash are copies of theirs, for queries.
 CREATE TABLE audit_chains (
-    chain BLOB PRIMARY KEY,
-    next  INTEGER NOT NULL CHECK (next >= 0),
+    chain {{bytes}} PRIMARY KEY,
+    next  {{int}} NOT NULL CHECK (next >= 0),
     head  TEXT NOT NULL
 );
 CREATE TABLE audit_records (
-    chain BLOB NOT NULL REFERENCES audit_chains (chain),
-    seq   INTEGER NOT NULL CHECK (seq >= 0),
+    chain {{bytes}} NOT NULL REFERENCES audit_chains (chain),
+    seq   {{int}} NOT NULL CHECK (seq >= 0),
     prev  TEXT NOT NULL,
     hash  TEXT NOT NULL,
-    line  BLOB NOT NULL,
+    line  {{bytes}} NOT NULL,
     PRIMARY KEY (chain, seq)
 );
