@@ -103,32 +103,22 @@ func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
 func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Options)) *platform {
 	t.Helper()
 	if os.Getenv(serverDBEnv) == "postgres" {
-		return startPlatform(t, openPostgres(t, postgresAt(t, dir)), key, tweak)
+		return startPlatform(t, postgresTarget.OpenAt(t, postgresAt(t, dir)), key, tweak)
 	}
 	return startPlatform(t, openSQLite(t, dir), key, tweak)
 }
+
+// The tests' databases: SQLite files and Postgres schemas.
+var (
+	sqliteTarget   = storetest.Target{Open: sqlite.Open}
+	postgresTarget = storetest.Target{Open: postgres.Open}
+)
 
 // openSQLite opens the SQLite file state.db in dir (made if missing),
 // closed when t ends.
 func openSQLite(t testing.TB, dir string) *store.DB {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// openPostgres opens the Postgres database at url, closed when t ends.
-func openPostgres(t testing.TB, url string) *store.DB {
-	t.Helper()
-	db, err := postgres.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return sqliteTarget.OpenAt(t, filepath.Join(dir, "state.db"))
 }
 
 // newRuntime returns a runtime with the default configuration, closed when

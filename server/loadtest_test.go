@@ -115,7 +115,7 @@ func TestLoad(t *testing.T) {
 		storetest.RequirePostgres(t)
 		url := storetest.PostgresURL(t)
 		for range 2 {
-			nodes = append(nodes, startLoadNode(t, openPostgres(t, url), key))
+			nodes = append(nodes, startLoadNode(t, postgresTarget.OpenAt(t, url), key))
 		}
 	default:
 		t.Fatalf("-loadtest.nodes is 1 or 2, not %d", *loadNodes)

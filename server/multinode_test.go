@@ -61,7 +61,7 @@ func newCluster(t *testing.T, n int, tweak func(i int, o *server.Options)) *clus
 // start starts one more node of c.
 func (c *cluster) start(t *testing.T, tweak func(*server.Options)) *platform {
 	t.Helper()
-	return startPlatform(t, openPostgres(t, c.url), c.key, tweak)
+	return startPlatform(t, postgresTarget.OpenAt(t, c.url), c.key, tweak)
 }
 
 // on returns cl pointed at node p.
@@ -231,7 +231,7 @@ func TestNodesCreditExact(t *testing.T) {
 func checkLedger(t *testing.T, c *cluster, charges int) {
 	t.Helper()
 	ctx := context.Background()
-	db := openPostgres(t, c.url)
+	db := postgresTarget.OpenAt(t, c.url)
 	if err := store.NewLedger(db, store.LedgerOptions{}).Check(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func auditPerRun(t *testing.T, c *cluster) map[string]int {
 func verifyAudit(t *testing.T, c *cluster, tenant string) []audit.Record {
 	t.Helper()
 	ctx := context.Background()
-	db := openPostgres(t, c.url)
+	db := postgresTarget.OpenAt(t, c.url)
 	st := store.NewAuditStore(db, tenant)
 	if _, err := audit.VerifyStore(ctx, st, audit.VerifyOptions{Key: c.key}); err != nil {
 		t.Fatalf("the audit chain of %s: %v", tenant, err)
@@ -456,7 +456,7 @@ func TestNodeProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(context.Background(), server.Options{DB: openPostgres(t, url), Runtime: newRuntime(t), HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
+	srv, err := server.New(context.Background(), server.Options{DB: postgresTarget.OpenAt(t, url), Runtime: newRuntime(t), HostKey: key, AdminKey: adminKey, LLMProvider: exactProvider{},
 		RunTimeout: 5 * time.Second, RateLimit: server.RateLimit{PerSecond: 10000, Burst: 10000},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -647,7 +647,7 @@ func BenchmarkRunID(b *testing.B) {
 				if os.Getenv(storetest.PostgresEnv) == "" {
 					b.Skip("no Postgres: " + storetest.PostgresEnv + " is unset")
 				}
-				db = openPostgres(b, storetest.PostgresURL(b))
+				db = postgresTarget.OpenAt(b, storetest.PostgresURL(b))
 			} else {
 				db = openSQLite(b, b.TempDir())
 			}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,15 +11,8 @@ import (
 // in package interceptor (TestServeStdio, TestServeHTTP).
 
 func TestMCPHelpAndRefusals(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.json")
-	if err := os.WriteFile(bad, []byte(`{"modules": {}, "interceptors": [{"name": "x", "type": "validation", "events": ["*"], "module": "nope"}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	unknown := filepath.Join(dir, "unknown.json")
-	if err := os.WriteFile(unknown, []byte(`{"interceptors": [], "bindings": []}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bad := writeTemp(t, "bad.json", `{"modules": {}, "interceptors": [{"name": "x", "type": "validation", "events": ["*"], "module": "nope"}]}`)
+	unknown := writeTemp(t, "unknown.json", `{"interceptors": [], "bindings": []}`)
 	for _, tt := range []struct {
 		args []string
 		code int

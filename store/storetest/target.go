@@ -36,7 +36,7 @@ func (tg Target) require(t *testing.T) {
 }
 
 // OpenAt opens the database at where, closed when t ends.
-func (tg Target) OpenAt(t *testing.T, where string) *store.DB {
+func (tg Target) OpenAt(t testing.TB, where string) *store.DB {
 	t.Helper()
 	db, err := tg.Open(context.Background(), where)
 	if err != nil {
