@@ -9,25 +9,12 @@ import (
 	"github.com/wasmhooks/wasmhooks/sdk"
 )
 
-// nativeInvocation is what the native variant decodes with encoding/json.
-type nativeInvocation struct {
-	ABI      int            `json:"abi"`
-	Point    string         `json:"point"`
-	Context  map[string]any `json:"context"`
-	Settings map[string]any `json:"settings"`
-	Meta     struct {
-		Hook       string `json:"hook"`
-		Invocation string `json:"invocation"`
-		Tenant     string `json:"tenant"`
-	} `json:"meta"`
-}
-
 // NativeJSON is the native Go variant, the baseline of the redaction rows:
 // the invocation document in, decoded with encoding/json; the primary field
 // redacted; the canonical decision out, encoded by abi.Decision.Encode
 // (encoding/json). It is what a Go host would do without a sandbox.
 func NativeJSON(doc []byte) ([]byte, error) {
-	var inv nativeInvocation
+	var inv abi.Invocation
 	if err := json.Unmarshal(doc, &inv); err != nil {
 		return nil, err
 	}
