@@ -183,10 +183,7 @@ func TestFuelDeterministic(t *testing.T) {
 				runs = 2 // slow, the more so under -race
 			}
 			for i := 0; i < runs; i++ {
-				res, err := r.Invoke(context.Background(), m, req)
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := mustInvoke(t, r, m, req)
 				if want == 0 {
 					want = res.FuelUsed
 				}

@@ -185,10 +185,7 @@ func TestMemoryReservedInStep(t *testing.T) {
 	heap0, _ := memStats()
 	const grows = 11 // 2 pages, then 10, 18, ... 90: each '^' grows by 8
 	for i := range grows {
-		res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "^"}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustInvoke(t, r, m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "^"}})
 		if want := uint32(2 + 8*(i+1)); res.MemoryPages != want {
 			t.Fatalf("memory %d pages, want %d", res.MemoryPages, want)
 		}

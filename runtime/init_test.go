@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/abi"
@@ -12,10 +11,7 @@ import (
 func TestHostCallFromInitialize(t *testing.T) {
 	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, initCaller))
 	host := echoHost()
-	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", HostCaller: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustInvoke(t, r, m, runtime.Request{Tenant: "t", HostCaller: host})
 	got := parseLog(t, res.Decision.Reason)
 	if len(got) != 1 || got[0].status != abi.StatusNotInInvocation {
 		t.Fatalf("host_call from _initialize returned %+v, want NOT_IN_INVOCATION", got)

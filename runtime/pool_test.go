@@ -57,10 +57,7 @@ func TestHighWaterMarkDiscards(t *testing.T) {
 	if n, err := count(t, r, m, "a", "x"); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
-	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "a", Context: map[string]any{"outgoing": "^"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustInvoke(t, r, m, runtime.Request{Tenant: "a", Context: map[string]any{"outgoing": "^"}})
 	if res.Reused || res.MemoryPages != 10 {
 		t.Fatalf("after growing to %d pages the instance was reused=%v", res.MemoryPages, res.Reused)
 	}

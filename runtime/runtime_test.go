@@ -331,10 +331,7 @@ func TestDecisionShapes(t *testing.T) {
 			if tt.shape != "" {
 				settings["shape"] = tt.shape
 			}
-			res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "hi"}, Settings: settings})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustInvoke(t, r, m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "hi"}, Settings: settings})
 			got, _ := res.Decision.Encode()
 			want, _ := tt.want.Encode()
 			if string(got) != string(want) || res.Decision.Shape != tt.want.Shape {

@@ -124,6 +124,16 @@ func loaded(t testing.TB, cfg runtime.Config, wasm []byte) (*runtime.Runtime, *r
 	return r, load(t, r, wasm)
 }
 
+// mustInvoke is r.Invoke of m for req, and fails t on an error.
+func mustInvoke(t testing.TB, r *runtime.Runtime, m *runtime.Module, req runtime.Request) *runtime.Result {
+	t.Helper()
+	res, err := r.Invoke(context.Background(), m, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func scripted(t testing.TB) []byte { return testutil.ReadFile(t, "testdata/guests/scripted.wasm") }
 
 // runScript runs one invocation of the scripted guest.

@@ -15,10 +15,7 @@ import (
 
 func TestStdoutIsACappedPerInvocationLog(t *testing.T) {
 	r, m := loaded(t, runtime.Config{}, testutil.WAT(t, printer))
-	res, err := r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "x"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustInvoke(t, r, m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": "x"}})
 	want := []runtime.LogLine{
 		{Stream: "stdout", Text: "line one"},
 		{Stream: "stdout", Text: "line two\r"},
@@ -36,10 +33,7 @@ func TestStdoutIsACappedPerInvocationLog(t *testing.T) {
 		}
 	}
 	// The next invocation on the same (warm) instance starts with an empty log.
-	res, err = r.Invoke(context.Background(), m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": strings.Repeat("!", 100)}, Limits: runtime.Limits{MaxLogBytes: 4096}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = mustInvoke(t, r, m, runtime.Request{Tenant: "t", Context: map[string]any{"outgoing": strings.Repeat("!", 100)}, Limits: runtime.Limits{MaxLogBytes: 4096}})
 	total := 0
 	for _, l := range res.Logs {
 		total += len(l.Text) + 1

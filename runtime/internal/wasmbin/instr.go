@@ -303,8 +303,7 @@ func (d *InstrReader) blockType(in *Instr) error {
 
 func (d *InstrReader) memarg(in *Instr) error {
 	r := &d.r
-	off := r.pos
-	a, err := r.u32("alignment")
+	a, off, err := r.u32At("alignment")
 	if err != nil {
 		return err
 	}
@@ -321,8 +320,7 @@ func (d *InstrReader) memarg(in *Instr) error {
 // and memory.init (a byte 0x00 in WebAssembly 2.0).
 func (d *InstrReader) memIndex() error {
 	r := &d.r
-	off := r.pos
-	m, err := r.u32("memory index")
+	m, off, err := r.u32At("memory index")
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,7 @@
 package wasmbin
 
+import "cmp"
+
 // Limits bounds what Parse accepts. A zero field means its default (the
 // Default* constant of the same name); there is no way to set a limit to zero.
 //
@@ -191,33 +193,28 @@ const (
 func DefaultLimits() Limits { return Limits{}.withDefaults() }
 
 func (l Limits) withDefaults() Limits {
-	def := func(v *uint64, d uint64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxModuleBytes, DefaultMaxModuleBytes)
-	def(&l.MaxCodeBytes, DefaultMaxCodeBytes)
-	def(&l.MaxFunctionBodyBytes, DefaultMaxFunctionBodyBytes)
-	def(&l.MaxFunctions, DefaultMaxFunctions)
-	def(&l.MaxLocals, DefaultMaxLocals)
-	def(&l.MaxLocalsTotal, DefaultMaxLocalsTotal)
-	def(&l.MaxParams, DefaultMaxParams)
-	def(&l.MaxResults, DefaultMaxResults)
-	def(&l.MaxTypes, DefaultMaxTypes)
-	def(&l.MaxTypeValues, DefaultMaxTypeValues)
-	def(&l.MaxImports, DefaultMaxImports)
-	def(&l.MaxExports, DefaultMaxExports)
-	def(&l.MaxGlobals, DefaultMaxGlobals)
-	def(&l.MaxTables, DefaultMaxTables)
-	def(&l.MaxTableElements, DefaultMaxTableElements)
-	def(&l.MaxMemories, DefaultMaxMemories)
-	def(&l.MaxMemoryPages, DefaultMaxMemoryPages)
-	def(&l.MaxDataSegments, DefaultMaxDataSegments)
-	def(&l.MaxDataBytes, DefaultMaxDataBytes)
-	def(&l.MaxElementSegments, DefaultMaxElementSegments)
-	def(&l.MaxElementItems, DefaultMaxElementItems)
-	def(&l.MaxCustomSections, DefaultMaxCustomSections)
-	def(&l.MaxNameBytes, DefaultMaxNameBytes)
+	l.MaxModuleBytes = cmp.Or(l.MaxModuleBytes, DefaultMaxModuleBytes)
+	l.MaxCodeBytes = cmp.Or(l.MaxCodeBytes, DefaultMaxCodeBytes)
+	l.MaxFunctionBodyBytes = cmp.Or(l.MaxFunctionBodyBytes, DefaultMaxFunctionBodyBytes)
+	l.MaxFunctions = cmp.Or(l.MaxFunctions, DefaultMaxFunctions)
+	l.MaxLocals = cmp.Or(l.MaxLocals, DefaultMaxLocals)
+	l.MaxLocalsTotal = cmp.Or(l.MaxLocalsTotal, DefaultMaxLocalsTotal)
+	l.MaxParams = cmp.Or(l.MaxParams, DefaultMaxParams)
+	l.MaxResults = cmp.Or(l.MaxResults, DefaultMaxResults)
+	l.MaxTypes = cmp.Or(l.MaxTypes, DefaultMaxTypes)
+	l.MaxTypeValues = cmp.Or(l.MaxTypeValues, DefaultMaxTypeValues)
+	l.MaxImports = cmp.Or(l.MaxImports, DefaultMaxImports)
+	l.MaxExports = cmp.Or(l.MaxExports, DefaultMaxExports)
+	l.MaxGlobals = cmp.Or(l.MaxGlobals, DefaultMaxGlobals)
+	l.MaxTables = cmp.Or(l.MaxTables, DefaultMaxTables)
+	l.MaxTableElements = cmp.Or(l.MaxTableElements, DefaultMaxTableElements)
+	l.MaxMemories = cmp.Or(l.MaxMemories, DefaultMaxMemories)
+	l.MaxMemoryPages = cmp.Or(l.MaxMemoryPages, DefaultMaxMemoryPages)
+	l.MaxDataSegments = cmp.Or(l.MaxDataSegments, DefaultMaxDataSegments)
+	l.MaxDataBytes = cmp.Or(l.MaxDataBytes, DefaultMaxDataBytes)
+	l.MaxElementSegments = cmp.Or(l.MaxElementSegments, DefaultMaxElementSegments)
+	l.MaxElementItems = cmp.Or(l.MaxElementItems, DefaultMaxElementItems)
+	l.MaxCustomSections = cmp.Or(l.MaxCustomSections, DefaultMaxCustomSections)
+	l.MaxNameBytes = cmp.Or(l.MaxNameBytes, DefaultMaxNameBytes)
 	return l
 }

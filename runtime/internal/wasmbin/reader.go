@@ -32,6 +32,20 @@ func (r *reader) readByte(what string) (byte, error) {
 	return c, nil
 }
 
+// readByteAt is readByte and the offset of the byte, for errors about it.
+func (r *reader) readByteAt(what string) (byte, int, error) {
+	off := r.pos
+	c, err := r.readByte(what)
+	return c, off, err
+}
+
+// u32At is u32 and the offset where the value starts, for errors about it.
+func (r *reader) u32At(what string) (uint32, int, error) {
+	off := r.pos
+	v, err := r.u32(what)
+	return v, off, err
+}
+
 func (r *reader) readBytes(n uint64, what string) ([]byte, error) {
 	if n > uint64(r.remaining()) {
 		return nil, r.errorf(r.pos, "%s of %d bytes exceeds the %d bytes left", what, n, r.remaining())

@@ -40,8 +40,7 @@ func (p *parser) refType(r *reader, what string) (ValueType, error) {
 }
 
 func (p *parser) typeByte(r *reader, what string, ref bool) (ValueType, error) {
-	off := r.pos
-	c, err := r.readByte(what)
+	c, off, err := r.readByteAt(what)
 	if err != nil {
 		return 0, err
 	}
@@ -115,8 +114,7 @@ func vectorItems[T any](r *reader, n uint32, what string, before uint64, item fu
 }
 
 func (p *parser) funcType(r *reader, ft *FuncType) error {
-	off := r.pos
-	form, err := r.readByte("form")
+	form, off, err := r.readByteAt("form")
 	if err != nil {
 		return err
 	}
@@ -164,8 +162,7 @@ func (p *parser) typeList(r *reader, what string, max uint64, limitName string) 
 // threads (0x02), memory64 (0x04) and custom-page-sizes (0x08) proposals are
 // recognised and refused with a *FeatureError.
 func (p *parser) limits(r *reader) (min, max uint32, hasMax bool, err error) {
-	off := r.pos
-	flags, err := r.readByte("limits flags")
+	flags, off, err := r.readByteAt("limits flags")
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -248,8 +245,7 @@ func (p *parser) globalType(r *reader) (GlobalType, error) {
 	if err != nil {
 		return GlobalType{}, err
 	}
-	off := r.pos
-	mut, err := r.readByte("mutability")
+	mut, off, err := r.readByteAt("mutability")
 	if err != nil {
 		return GlobalType{}, err
 	}
@@ -299,8 +295,7 @@ func (p *parser) importEntry(r *reader, imp *Import) error {
 
 func (p *parser) importDesc(r *reader, imp *Import) error {
 	var err error
-	off := r.pos
-	kind, err := r.readByte("kind")
+	kind, off, err := r.readByteAt("kind")
 	if err != nil {
 		return err
 	}
@@ -349,8 +344,7 @@ func (p *parser) functionSection(r *reader) error {
 	}
 	fns := make([]uint32, n)
 	for i := range fns {
-		off := r.pos
-		t, err := r.u32("type index")
+		t, off, err := r.u32At("type index")
 		if err != nil {
 			return within(err, "function %d", p.importedFuncs+uint64(i))
 		}
@@ -420,8 +414,7 @@ func (p *parser) globalSection(r *reader) error {
 // want is the type the expression must produce (0: any); global.get may name
 // only globals below maxGlobal.
 func (p *parser) constExpr(r *reader, want ValueType, maxGlobal uint64) (ConstExpr, error) {
-	start := r.pos
-	op, err := r.readByte("constant expression")
+	op, start, err := r.readByteAt("constant expression")
 	if err != nil {
 		return ConstExpr{}, err
 	}
@@ -456,8 +449,7 @@ func (p *parser) constExpr(r *reader, want ValueType, maxGlobal uint64) (ConstEx
 		}
 		got = F64
 	case OpGlobalGet:
-		off := r.pos
-		g, err := r.u32("global.get index")
+		g, off, err := r.u32At("global.get index")
 		if err != nil {
 			return ConstExpr{}, err
 		}
@@ -473,8 +465,7 @@ func (p *parser) constExpr(r *reader, want ValueType, maxGlobal uint64) (ConstEx
 		}
 		e.RefType, got = t, t
 	case OpRefFunc:
-		off := r.pos
-		f, err := r.u32("ref.func index")
+		f, off, err := r.u32At("ref.func index")
 		if err != nil {
 			return ConstExpr{}, err
 		}
@@ -483,8 +474,7 @@ func (p *parser) constExpr(r *reader, want ValueType, maxGlobal uint64) (ConstEx
 		}
 		e.Value, got = uint64(f), FuncRef
 	case OpV128Const:
-		off := r.pos
-		sub, err := r.u32("0xfd sub-opcode")
+		sub, off, err := r.u32At("0xfd sub-opcode")
 		if err != nil {
 			return ConstExpr{}, err
 		}
@@ -505,8 +495,7 @@ func (p *parser) constExpr(r *reader, want ValueType, maxGlobal uint64) (ConstEx
 	default:
 		return ConstExpr{}, r.errorf(start, "opcode 0x%02x is not a constant instruction", op)
 	}
-	off := r.pos
-	end, err := r.readByte("end of constant expression")
+	end, off, err := r.readByteAt("end of constant expression")
 	if err != nil {
 		return ConstExpr{}, err
 	}
@@ -551,8 +540,7 @@ func (p *parser) exportSection(r *reader) error {
 }
 
 func (p *parser) exportDesc(r *reader, e *Export) error {
-	off := r.pos
-	kind, err := r.readByte("kind")
+	kind, off, err := r.readByteAt("kind")
 	if err != nil {
 		return err
 	}
@@ -583,8 +571,7 @@ func (p *parser) exportDesc(r *reader, e *Export) error {
 }
 
 func (p *parser) startSection(r *reader) error {
-	off := r.pos
-	f, err := r.u32("start function index")
+	f, off, err := r.u32At("start function index")
 	if err != nil {
 		return err
 	}
@@ -604,8 +591,7 @@ func (p *parser) elementSection(r *reader) (err error) {
 }
 
 func (p *parser) elementSegment(r *reader, s *ElementSegment) error {
-	off := r.pos
-	flags, err := r.u32("flags")
+	flags, off, err := r.u32At("flags")
 	if err != nil {
 		return err
 	}
@@ -634,8 +620,7 @@ func (p *parser) elementSegment(r *reader, s *ElementSegment) error {
 				return err
 			}
 		} else {
-			kOff := r.pos
-			kind, err := r.readByte("element kind")
+			kind, kOff, err := r.readByteAt("element kind")
 			if err != nil {
 				return err
 			}
@@ -659,8 +644,7 @@ func (p *parser) elementSegment(r *reader, s *ElementSegment) error {
 			}
 			continue
 		}
-		fOff := r.pos
-		f, err := r.u32("function index")
+		f, fOff, err := r.u32At("function index")
 		if err != nil {
 			return within(err, "item %d", j)
 		}
@@ -710,8 +694,7 @@ func (p *parser) codeSection(r *reader) error {
 
 // body reads one function body into c.
 func (p *parser) body(r *reader, c *Code, ft FuncType) error {
-	sOff := r.pos
-	size, err := r.u32("body size")
+	size, sOff, err := r.u32At("body size")
 	if err != nil {
 		return err
 	}
@@ -779,8 +762,7 @@ func (p *parser) dataSection(r *reader) error {
 }
 
 func (p *parser) dataSegment(r *reader, s *DataSegment) error {
-	off := r.pos
-	flags, err := r.u32("flags")
+	flags, off, err := r.u32At("flags")
 	if err != nil {
 		return err
 	}
