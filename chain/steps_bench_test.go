@@ -2,14 +2,20 @@ package chain
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/wasmhooks/wasmhooks/abi"
+	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/chain/audit/audittest"
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 // BenchmarkChainSteps runs chains of N empty WAT hooks (guards that take
@@ -52,4 +58,71 @@ func BenchmarkChainSteps(b *testing.B) {
 			b.ReportMetric(float64(cpu)/float64(b.N*n), "cpu-ns/step")
 		})
 	}
+}
+
+// BenchmarkChainStepFloor measures, one by one, the parts of BenchmarkChainSteps'
+// run that no chain can leave out while it keeps its audit: encoding the
+// context canonically (encode), its digest for the records (digest), the
+// runtime's prepared invocation of the empty hook with those bytes
+// (invoke), and hashing one step's record into the chain of records
+// (record). Their sum is the floor under N=1's figure; what N=1 costs above
+// it is the chain's own bookkeeping.
+func BenchmarkChainStepFloor(b *testing.B) {
+	t := &testing.T{}
+	wasm := testutil.WAT(b, testutil.EmptyHookWAT)
+	rt := testRuntime(t)
+	m, err := rt.Load(context.Background(), wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 23)
+	in := map[string]any{"outgoing": text, "channel": "email", "to": []any{"a@example.com", "b@example.com"}, "thread": map[string]any{"id": "t-1", "n": 4}}
+	var obj, settings abi.Object
+	if err := obj.SetMap(in); err != nil {
+		b.Fatal(err)
+	}
+	if err := settings.SetMap(map[string]any{"mode": "strict", "threshold": 3}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		var o abi.Object
+		for b.Loop() {
+			if err := o.SetMap(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("digest", func(b *testing.B) {
+		for b.Loop() {
+			sum := sha256.Sum256(obj.Bytes())
+			var h [2 * sha256.Size]byte
+			hex.Encode(h[:], sum[:])
+			_ = "sha256:" + string(h[:])
+		}
+	})
+	b.Run("invoke", func(b *testing.B) {
+		p, err := rt.Prepare(m, outbound, nil, runtime.Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var res runtime.Result
+		req := runtime.Request{Tenant: "acme", Hook: "g0", InvocationID: "bench/0", ContextObject: obj, SettingsObject: settings}
+		for b.Loop() {
+			if err := rt.InvokePrepared(context.Background(), p, req, &res); err != nil || res.Failure != nil {
+				b.Fatal(err, res.Failure)
+			}
+		}
+	})
+	b.Run("record", func(b *testing.B) {
+		d := "sha256:" + strings.Repeat("d", 64)
+		r := &audit.Record{Time: time.Now().UTC(), Run: "bench", Tenant: "acme", Point: outbound, Config: d,
+			Binding: "g0", Phase: "guard", Module: strings.Repeat("m", 64), Decision: "continue", By: "hook",
+			HookAction: "continue", Input: d, Output: d, LatencyUS: 2}
+		sink := &audittest.LinkingSink{}
+		for b.Loop() {
+			if err := sink.Append(context.Background(), r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
