@@ -165,25 +165,3 @@ func TestClosed(t *testing.T) {
 		t.Errorf("Invoke after Close: %v", err)
 	}
 }
-
-func TestInvalidRequests(t *testing.T) {
-	r, m := loaded(t, runtime.Config{}, scripted(t))
-	tests := []struct {
-		name string
-		req  runtime.Request
-	}{
-		{"no tenant", runtime.Request{}},
-		{"unknown point", runtime.Request{Tenant: "t", Point: "message.sideways"}},
-		{"memory over the ceiling", runtime.Request{Tenant: "t", Limits: runtime.Limits{MemoryPages: 100000}}},
-		{"memory under the module's minimum", runtime.Request{Tenant: "t", Limits: runtime.Limits{MemoryPages: 2}}},
-		{"input too large", runtime.Request{Tenant: "t", Context: map[string]any{"s": string(make([]byte, 100))}, Limits: runtime.Limits{MaxInputBytes: 50}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := r.Invoke(context.Background(), m, tt.req)
-			if !errors.Is(err, runtime.ErrInvalidRequest) {
-				t.Fatalf("err = %v, want ErrInvalidRequest", err)
-			}
-		})
-	}
-}
