@@ -124,8 +124,13 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, _ *Principal) 
 			return
 		}
 	}
-	// The tenant's own audit chain (store.TenantAudit) is named by its id.
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_records WHERE chain = ?`, []byte(tenant)).Scan(&u.AuditRecords); err != nil {
+	// The tenant's own audit chain (store.TenantAudit) is named by its id;
+	// its head row counts its records (their seqs are 0 to next-1, without
+	// gaps: store.AuditStore), none when it has no head row yet.
+	switch err := s.db.QueryRowContext(ctx, `SELECT next FROM audit_chains WHERE chain = ?`, []byte(tenant)).Scan(&u.AuditRecords); {
+	case errors.Is(err, sql.ErrNoRows):
+		u.AuditRecords = 0
+	case err != nil:
 		writeProblem(w, s.internal(err))
 		return
 	}
@@ -174,40 +179,32 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	// The tenant's audit chain keeps records as the bytes that were hashed:
-	// the run's are found by their run field (a scan of the tenant's
-	// records; runIDRE keeps the id free of JSON escapes), then checked
-	// exactly.
+	// The tenant's audit chain keeps records as the bytes that were hashed,
+	// each with its run in a column indexed by (chain, run, seq) (store
+	// migration 0007): the run's records are found by the index. Those
+	// stored before that migration have run NULL: they are found by their
+	// lines' run field (runIDRE keeps the id free of JSON escapes), among
+	// the tenant's NULL rows only, through the same index. Every line found
+	// is then checked exactly.
 	contains := `instr(line, ?) > 0`
 	if s.db.pg {
 		contains = `position(?::bytea in line) > 0`
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT line FROM audit_records WHERE chain = ? AND `+contains+` ORDER BY seq LIMIT ?`,
-		[]byte(tenant), []byte(`"run":"`+run+`"`), MaxRunRecords)
+	recs, err := queryAll(ctx, s.db, scanLine, `SELECT line FROM (
+		SELECT seq, line FROM audit_records WHERE chain = ? AND run = ?
+		UNION ALL
+		SELECT seq, line FROM audit_records WHERE chain = ? AND run IS NULL AND `+contains+`
+	) r ORDER BY seq LIMIT ?`,
+		[]byte(tenant), run, []byte(tenant), []byte(`"run":"`+run+`"`), MaxRunRecords)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	var recs []string
-	for rows.Next() {
-		var rec []byte
-		if err := rows.Scan(&rec); err != nil {
-			rows.Close()
-			writeProblem(w, s.internal(err))
-			return
-		}
-		recs = append(recs, string(rec))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		writeProblem(w, s.internal(err))
-		return
-	}
 	var run1 []audit.Record
-	var raws []string
+	var raws []json.RawMessage
 	for _, raw := range recs {
 		var rec audit.Record
-		if json.Unmarshal([]byte(raw), &rec) != nil || rec.Run != run {
+		if json.Unmarshal(raw, &rec) != nil || rec.Run != run {
 			continue
 		}
 		run1, raws = append(run1, rec), append(raws, raw)
@@ -219,7 +216,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	}
 	for i := range run1 {
 		rd := s.verifyRecord(&run1[i], prev)
-		rd.Record = json.RawMessage(raws[i])
+		rd.Record = raws[i]
 		doc.Audit = append(doc.Audit, rd)
 	}
 	if len(doc.Outcomes) == 0 && len(doc.Approvals) == 0 && len(doc.Audit) == 0 {

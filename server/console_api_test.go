@@ -128,6 +128,107 @@ func TestRunRead(t *testing.T) {
 	}
 }
 
+// TestRunReadIndexed: a run's audit records are found by the run column
+// (store migration 0007), only its own: not another run's whose id it
+// prefixes, nor another tenant's of the same id. Records stored before that
+// migration (run NULL, the same lines) are still found, by their lines, in
+// seq order with the indexed ones. The usage's count of audit records is
+// the chain's head.
+func TestRunReadIndexed(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	a := newTenant(t, p, "acme", false)
+	pin := publishPolicy(t, a.pub)
+	a.bind(t, chainConfig(pin))
+	b := newTenant(t, p, "beta", false)
+	b.bind(t, chainConfig(pin))
+	id := a.pending(t, "r1", map[string]any{"tool": "shell.exec"})
+	a.pending(t, "r10", map[string]any{"tool": "shell.exec"})
+	b.pending(t, "r1", map[string]any{"tool": "shell.exec"})
+	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, "fine"); err != nil {
+		t.Fatal(err)
+	}
+	a.pending(t, "r1.2", map[string]any{"tool": "shell.exec"}) // after r1's records
+	count := func(query string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := p.db.QueryRow(q(query), args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	read := func() []server.RecordDoc {
+		t.Helper()
+		run, err := a.op.RunRecord(ctx, "acme", "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last uint64
+		for i, r := range run.Audit {
+			var rec audit.Record
+			if err := json.Unmarshal(r.Record, &rec); err != nil || rec.Run != "r1" || rec.Tenant != "acme" || (i > 0 && rec.Seq <= last) {
+				t.Fatalf("record %d %s: %v", i, r.Record, err)
+			}
+			if r.Verified != "verified" || r.Linked != "yes" {
+				t.Fatalf("record %d: %s, linked %s: %s", rec.Seq, r.Verified, r.Linked, r.Problem)
+			}
+			last = rec.Seq
+		}
+		return run.Audit
+	}
+	indexed := read()
+	if n := count(`SELECT COUNT(*) FROM audit_records WHERE chain = $1 AND run = $2`, []byte("acme"), "r1"); len(indexed) < 2 || len(indexed) != n {
+		t.Fatalf("%d records read, %d indexed under r1", len(indexed), n)
+	}
+	// As a database migrated from version 6 holds them: r1's first record,
+	// r10's, r1.2's and beta's r1's without their run. r1 reads the same.
+	var firstSeq uint64
+	{
+		var rec audit.Record
+		_ = json.Unmarshal(indexed[0].Record, &rec)
+		firstSeq = rec.Seq
+	}
+	for _, c := range []struct {
+		query string
+		args  []any
+	}{
+		{`UPDATE audit_records SET run = NULL WHERE chain = $1 AND seq = $2`, []any{[]byte("acme"), int64(firstSeq)}},
+		{`UPDATE audit_records SET run = NULL WHERE chain = $1 AND run <> $2`, []any{[]byte("acme"), "r1"}},
+		{`UPDATE audit_records SET run = NULL WHERE chain = $1`, []any{[]byte("beta")}},
+	} {
+		if _, err := p.db.Exec(q(c.query), c.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(`SELECT COUNT(*) FROM audit_records WHERE run IS NULL`); n < 4 {
+		t.Fatalf("%d legacy rows", n)
+	}
+	legacy := read()
+	if len(legacy) != len(indexed) {
+		t.Fatalf("%d records with a legacy row, %d indexed", len(legacy), len(indexed))
+	}
+	for i := range legacy {
+		if string(legacy[i].Record) != string(indexed[i].Record) {
+			t.Fatalf("record %d: %s, indexed %s", i, legacy[i].Record, indexed[i].Record)
+		}
+	}
+	_, err := a.op.RunRecord(ctx, "acme", "r")
+	wantCode(t, err, 404, server.CodeNotFound)
+
+	if err := p.admin.CreateTenant(ctx, "empty", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "beta", "empty"} {
+		u, err := p.admin.Usage(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(`SELECT COUNT(*) FROM audit_records WHERE chain = $1`, []byte(tenant)); u.AuditRecords != int64(n) || (tenant != "empty") != (n > 0) {
+			t.Fatalf("%s: usage counts %d audit records, the chain holds %d", tenant, u.AuditRecords, n)
+		}
+	}
+}
+
 // TestHooksAndUsage: the tenant's hooks with their pinned versions,
 // signatures (whether each verifies) and validation reports; a publisher's
 // versions; a tenant's credit and usage.

@@ -17,7 +17,9 @@ import (
 // the BEGIN IMMEDIATE write lock on SQLite), reads the next sequence number
 // and the last line, links the record and inserts it in the same
 // transaction: writers of one chain take turns, so it never forks and has
-// no gap; the primary key (chain, seq) is the backstop.
+// no gap; the primary key (chain, seq) is the backstop. Each record's run
+// (audit.Entry.Run) is kept in a column indexed with the chain, so that one
+// run's records are found without reading the chain.
 type AuditStore struct {
 	db    *DB
 	chain []byte
@@ -121,8 +123,8 @@ func (s *AuditStore) append1(ctx context.Context, tx *sql.Tx, link audit.LinkFun
 	if e.Seq != uint64(next) || e.Prev != head || e.Hash == "" || len(e.Line) == 0 {
 		return &linkError{fmt.Errorf("audit: the record linked as %d after %.16q does not follow the chain's head (%d, %.16q)", e.Seq, e.Prev, next, head)}
 	}
-	if _, err := tx.ExecContext(ctx, s.db.q(`INSERT INTO audit_records (chain, seq, prev, hash, line) VALUES ($1, $2, $3, $4, $5)`),
-		s.chain, next, e.Prev, e.Hash, e.Line); err != nil {
+	if _, err := tx.ExecContext(ctx, s.db.q(`INSERT INTO audit_records (chain, seq, prev, hash, run, line) VALUES ($1, $2, $3, $4, $5, $6)`),
+		s.chain, next, e.Prev, e.Hash, e.Run, e.Line); err != nil {
 		if s.db.d.IsUniqueViolation(err) {
 			// The head row and the records disagree: never overwrite.
 			return &linkError{&Error{Code: CodeCorrupt, Op: "audit append", Msg: fmt.Sprintf("chain %q: record %d exists past its head", s.chain, next), Err: err}}

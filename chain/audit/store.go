@@ -24,12 +24,15 @@ var ErrConflict = errors.New("audit: sequence number taken")
 const MaxAppendAttempts = 16
 
 // Entry is one record as a Store keeps it: its sequence number, the hash
-// of the record before it, its own hash and its stored line (the bytes
-// that are hashed, MACed and verified). Prev and Hash are in Line too; they
-// are given apart for a store that keeps them in columns.
+// of the record before it, its own hash, its run and its stored line (the
+// bytes that are hashed, MACed and verified). Prev, Hash and Run are in Line
+// too; they are given apart for a store that keeps them in columns (a
+// database indexes records by run, so that one run's are found without
+// reading the chain). Run is "" for a record of no run.
 type Entry struct {
 	Seq        uint64
 	Prev, Hash string
+	Run        string
 	Line       []byte
 }
 
@@ -318,7 +321,7 @@ func (l *Log) linkPending(next uint64, last []byte) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	return Entry{Seq: r.Seq, Prev: r.Prev, Hash: r.Hash, Line: line}, nil
+	return Entry{Seq: r.Seq, Prev: r.Prev, Hash: r.Hash, Run: r.Run, Line: line}, nil
 }
 
 // link sets r's Seq, Prev, MAC and Hash at the head this Log knows and
