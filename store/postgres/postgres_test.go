@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -19,6 +20,7 @@ var target = storetest.Target{
 	Fresh:      func(t *testing.T) string { return storetest.PostgresURL(t) },
 	Migrations: postgres.Migrations,
 	Require:    storetest.RequirePostgres,
+	OpenSQL:    func(url string) (*sql.DB, error) { return sql.Open("pgx", url) },
 }
 
 func openFresh(t *testing.T) *store.DB {
@@ -123,5 +125,7 @@ func TestKVPostgres(t *testing.T) {
 func TestApprovalsPostgres(t *testing.T) { storetest.RunApprovals(t, target) }
 
 func TestAuditPostgres(t *testing.T) { storetest.RunAudit(t, target) }
+
+func TestAuditUpgradePostgres(t *testing.T) { storetest.RunAuditUpgrade(t, target) }
 
 func TestModulesPostgres(t *testing.T) { storetest.RunModules(t, target) }

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -23,6 +24,9 @@ var target = storetest.Target{
 	Open:       sqlite.Open,
 	Fresh:      func(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db") },
 	Migrations: sqlite.Migrations,
+	OpenSQL: func(path string) (*sql.DB, error) {
+		return sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(ON)")
+	},
 }
 
 func openTemp(t *testing.T) *store.DB {
@@ -39,6 +43,8 @@ func TestKVSQLite(t *testing.T) { storetest.RunKV(t, openTemp) }
 func TestApprovalsSQLite(t *testing.T) { storetest.RunApprovals(t, target) }
 
 func TestAuditSQLite(t *testing.T) { storetest.RunAudit(t, target) }
+
+func TestAuditUpgradeSQLite(t *testing.T) { storetest.RunAuditUpgrade(t, target) }
 
 // Corrupt rows get typed errors and change nothing: an approval whose data
 // does not decode stays pending; an audit chain missing its last record

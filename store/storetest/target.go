@@ -2,7 +2,10 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -26,6 +29,9 @@ type Target struct {
 	// Require, when set, skips (or under CI fails) t when the dialect's
 	// server is not configured; the Run functions call it first.
 	Require func(t testing.TB)
+	// OpenSQL opens a handle on the database at where without migrating
+	// it: RunAuditUpgrade builds an older schema with it.
+	OpenSQL func(where string) (*sql.DB, error)
 }
 
 func (tg Target) require(t *testing.T) {
@@ -138,6 +144,107 @@ func RunAudit(t *testing.T, tg Target) {
 			return open(t, where)
 		},
 	})
+}
+
+// RunAuditUpgrade checks migration 0007 (the run of each audit record, in
+// an indexed column) on a database at version 6 holding an audit chain, as
+// that version wrote it: the migration applies, the old records keep run
+// NULL and their bytes, the chain continues from them and verifies, and the
+// records appended after it have their run (” for none).
+func RunAuditUpgrade(t *testing.T, tg Target) {
+	tg.require(t)
+	ctx := context.Background()
+	ms, err := tg.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m store.Migration) bool { return m.Version == 7 })
+	if i < 0 {
+		t.Fatal("no migration 7")
+	}
+	d := tg.OpenFresh(t).Dialect()
+	where := tg.Fresh(t)
+	raw, err := tg.OpenSQL(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if v, err := store.Migrate(ctx, raw, d, ms[:i]); err != nil || v != 6 {
+		t.Fatalf("migrating to 6: %d %v", v, err)
+	}
+	// Version 6's chain: records linked by a Log, stored with version 6's
+	// columns.
+	key := []byte("storetest audit upgrade key, 32 bytes or more")
+	mem := audit.NewMemoryStore()
+	log, err := audit.NewLog(ctx, mem, audit.LogOptions{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := []string{"r1", "r2", "r1"}
+	for _, run := range old {
+		if err := log.Append(ctx, &audit.Record{Run: run, Tenant: "acme", Decision: "continue"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, next := log.Head()
+	if _, err := raw.ExecContext(ctx, d.Rebind(`INSERT INTO audit_chains (chain, next, head) VALUES ($1, $2, $3)`), []byte("acme"), int64(next), head); err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	if err := mem.Read(ctx, 0, func(line []byte) error {
+		var r audit.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
+		}
+		lines = append(lines, slices.Clone(line))
+		_, err := raw.ExecContext(ctx, d.Rebind(`INSERT INTO audit_records (chain, seq, prev, hash, line) VALUES ($1, $2, $3, $4, $5)`),
+			[]byte("acme"), int64(r.Seq), r.Prev, r.Hash, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+
+	db := tg.OpenAt(t, where)
+	if db.Version() != ms[len(ms)-1].Version {
+		t.Fatalf("at version %d after the upgrade", db.Version())
+	}
+	s := store.NewAuditStore(db, "acme")
+	log, err = audit.NewLog(ctx, s, audit.LogOptions{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"r2", ""} {
+		if err := log.Append(ctx, &audit.Record{Run: run, Tenant: "acme", Decision: "continue"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := audit.VerifyStore(ctx, s, audit.VerifyOptions{Key: key}); err != nil || n != len(old)+2 {
+		t.Fatalf("verify after the upgrade: %d records, %v", n, err)
+	}
+	rows, err := db.SQL().QueryContext(ctx, d.Rebind(`SELECT seq, run, line FROM audit_records WHERE chain = $1 ORDER BY seq`), []byte("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	want := []sql.NullString{{}, {}, {}, {String: "r2", Valid: true}, {String: "", Valid: true}}
+	n := 0
+	for ; rows.Next(); n++ {
+		var (
+			seq  int64
+			run  sql.NullString
+			line []byte
+		)
+		if err := rows.Scan(&seq, &run, &line); err != nil {
+			t.Fatal(err)
+		}
+		if seq != int64(n) || n >= len(want) || run != want[n] || (n < len(lines) && string(line) != string(lines[n])) {
+			t.Fatalf("record %d: seq %d, run %+v, line %s", n, seq, run, line)
+		}
+	}
+	if err := rows.Err(); err != nil || n != len(want) {
+		t.Fatalf("%d records: %v", n, err)
+	}
 }
 
 // RunModules runs the module store conformance kit (runtime/modstoretest).
