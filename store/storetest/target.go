@@ -162,7 +162,7 @@ func RunAuditUpgrade(t *testing.T, tg Target) {
 	if i < 0 {
 		t.Fatal("no migration 7")
 	}
-	d := tg.OpenFresh(t).Dialect()
+	d := tg.OpenFresh(t).Dialect() // the dialect, from another database
 	where := tg.Fresh(t)
 	raw, err := tg.OpenSQL(where)
 	if err != nil {
