@@ -7,3 +7,7 @@ func Waiters(s *Server) int {
 	defer s.waitMu.Unlock()
 	return len(s.waiters)
 }
+
+// HoldBind takes tenant's bind lock, as a bind in progress holds it, until
+// release.
+func HoldBind(s *Server, tenant string) (release func()) { return s.bindLocks.Lock(tenant) }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
@@ -263,5 +264,48 @@ func wantProblem(t *testing.T, c *client.Client, method, url, ctype string, body
 	}
 	if !slices.Contains(statuses, pr.Status) {
 		t.Fatalf("%s %s: want %v, got %d %s: %s", method, url, statuses, pr.Status, pr.Code, pr.Detail)
+	}
+}
+
+// TestBindLocksPerTenant: a tenant's bind in progress (its chain being
+// compiled, say) holds up that tenant's next bind only. Binds were one at a
+// time per node for every tenant, so one tenant binding heavy
+// configurations delayed every other tenant's binds and the node's reloads.
+func TestBindLocksPerTenant(t *testing.T) {
+	p := newPlatform(t)
+	acme, globex := newTenant(t, p, "acme", false), newTenant(t, p, "globex", false)
+	cfg := chainConfig(publishPolicy(t, acme.pub))
+	release := server.HoldBind(p.srv, "acme")
+	held := true
+	defer func() {
+		if held {
+			release()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { _, err := globex.op.BindChain(context.Background(), "globex", cfg); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("globex's bind waits for acme's")
+	}
+	go func() { _, err := acme.op.BindChain(context.Background(), "acme", cfg); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("acme's bind did not wait for acme's bind in progress: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	held = false
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("acme's bind did not go on once the bind in progress ended")
 	}
 }

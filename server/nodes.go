@@ -146,8 +146,7 @@ func (s *Server) syncBindings(ctx context.Context) error {
 // a binding the platform replaced. An error is a failure to read it, to be
 // tried again.
 func (s *Server) reloadTenant(ctx context.Context, tenant string) error {
-	s.bindMu.Lock()
-	defer s.bindMu.Unlock()
+	defer s.bindLocks.Lock(tenant)()
 	var (
 		config string
 		v      int64

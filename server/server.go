@@ -176,12 +176,12 @@ type Server struct {
 	authFails   *failLimiter // failed authentications by remote address
 	keys        *keyCache    // authenticated keys, for KeyCacheTTL
 
-	mu       sync.Mutex // guards chains and versions
-	chains   map[string]*chain.Chain
-	versions map[string]int64 // tenant -> the version of the binding its chain runs
-	closed   bool             // Close ran: a reload in flight closes what it built
-	bindMu   sync.Mutex       // one bind (or reload of another node's) at a time
-	owner    string           // this node's name in run claims
+	mu        sync.Mutex // guards chains and versions
+	chains    map[string]*chain.Chain
+	versions  map[string]int64 // tenant -> the version of the binding its chain runs
+	closed    bool             // Close ran: a reload in flight closes what it built
+	bindLocks keyedlock.Locks  // by tenant: one bind (or reload of another node's) of a tenant at a time
+	owner     string           // this node's name in run claims
 
 	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
 	uploads  inFlight        // each publisher's uploads in flight (UploadQuota.MaxInFlight)

@@ -103,11 +103,11 @@ func (s *Server) bindChain(w http.ResponseWriter, r *http.Request, _ *Principal)
 		writeProblem(w, pr)
 		return
 	}
-	// Binds are one at a time (so the stored configuration is the one in
-	// force); runs go on meanwhile, on the configuration they started with.
+	// A tenant's binds are one at a time (so the stored configuration is
+	// the one in force), other tenants' go on meanwhile; runs go on too, on
+	// the configuration they started with.
 	// The other nodes are told at commit and reload it (reloadTenant).
-	s.bindMu.Lock()
-	defer s.bindMu.Unlock()
+	defer s.bindLocks.Lock(tenant)()
 	c := s.chainFor(tenant)
 	var err error
 	if c == nil {
