@@ -102,10 +102,17 @@ func newPlatformAt(t *testing.T, dir string, key []byte) *platform {
 // tweak (if not nil) before the server starts.
 func newPlatformWith(t *testing.T, dir string, key []byte, tweak func(*server.Options)) *platform {
 	t.Helper()
+	return startPlatform(t, platformDB(t, dir), key, tweak)
+}
+
+// platformDB opens the database of the data in dir: its SQLite file, or
+// its Postgres schema (serverDBEnv).
+func platformDB(t *testing.T, dir string) *store.DB {
+	t.Helper()
 	if os.Getenv(serverDBEnv) == "postgres" {
-		return startPlatform(t, postgresTarget.OpenAt(t, postgresAt(t, dir)), key, tweak)
+		return postgresTarget.OpenAt(t, postgresAt(t, dir))
 	}
-	return startPlatform(t, openSQLite(t, dir), key, tweak)
+	return openSQLite(t, dir)
 }
 
 // The tests' databases: SQLite files and Postgres schemas.

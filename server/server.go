@@ -100,6 +100,11 @@ type Options struct {
 	// Approvals keeps pending approvals. Nil means the database's
 	// (store.NewApprovals), which every node shares.
 	Approvals chain.ApprovalStore
+	// DataDir is serve's data directory (--data), if it has one. New
+	// imports the pending approvals the first slice of serve kept in its
+	// approvals/ into Approvals, and renames it (firstslice.go); a start
+	// that cannot is refused. Empty means none.
+	DataDir string
 	// LLMProvider completes llm.run's prompts. Nil means the offline
 	// provider (builtin.OfflineProvider).
 	LLMProvider builtin.Provider
@@ -233,6 +238,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if err := s.checkHostKey(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.importFirstSlice(ctx, opts.DataDir); err != nil {
 		return nil, err
 	}
 	var err error

@@ -78,7 +78,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stdout, exitRefused, "internal", "%v", err)
 	}
 	defer rt.Close(context.Background())
-	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key,
+	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, DataDir: *data,
 		AdminKey: os.Getenv("WASMHOOKS_ADMIN_KEY"), Logger: logger})
 	if err != nil {
 		return fail(stdout, exitRefused, "internal", "%v", err)

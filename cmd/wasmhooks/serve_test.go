@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -154,5 +156,35 @@ func TestServeHTTPServerTimeouts(t *testing.T) {
 	hs := newHTTPServer(http.NotFoundHandler())
 	if hs.ReadHeaderTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes <= 0 {
 		t.Fatalf("ReadHeaderTimeout %v IdleTimeout %v MaxHeaderBytes %d: each must be set", hs.ReadHeaderTimeout, hs.IdleTimeout, hs.MaxHeaderBytes)
+	}
+}
+
+// TestServeFirstSliceData: serve reads the first slice's data under --data:
+// an approval there that cannot be imported refuses the start, naming it
+// and the directory; once it is gone the start renames the directory and
+// warns that audit.jsonl is no longer appended to.
+func TestServeFirstSliceData(t *testing.T) {
+	t.Setenv("WASMHOOKS_ADMIN_KEY", "")
+	dir := t.TempDir()
+	approvals := filepath.Join(dir, "approvals")
+	corrupt := filepath.Join(approvals, "abc123.json")
+	if err := os.MkdirAll(approvals, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{corrupt, filepath.Join(dir, "audit.jsonl")} {
+		if err := os.WriteFile(f, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := serve(t, "--data", dir)
+	if s.addr != "" || s.stop(t) != exitRefused || !strings.Contains(s.stdout.String(), approvals) || !strings.Contains(s.stdout.String(), "approval abc123") {
+		t.Fatalf("serve on a corrupt approval: listening %q, exit %d: %s", s.addr, s.code, s.stdout.String())
+	}
+	if err := os.Remove(corrupt); err != nil {
+		t.Fatal(err)
+	}
+	log := serveOnce(t, dir)
+	if _, err := os.Stat(approvals); !os.IsNotExist(err) || !strings.Contains(log, "approvals.imported-") || !strings.Contains(log, "audit log is no longer appended to") {
+		t.Fatalf("the approvals are not renamed (%v), or the log does not say so:\n%s", err, log)
 	}
 }
