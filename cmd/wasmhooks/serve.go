@@ -33,7 +33,10 @@ state is in that Postgres database instead, and several serve processes on
 it are one platform; each still keeps host.key and cache/ under its --data,
 and every node needs the same host.key (copy it; a node with another is
 refused). The first start prints a one-time admin key on stderr, unless
-$WASMHOOKS_ADMIN_KEY gives one.
+$WASMHOOKS_ADMIN_KEY gives one. A --data of the first serve is upgraded at
+start: the pending approvals of its approvals/ are imported into the
+database, and the directory renamed approvals.imported-UNIX; its audit.jsonl
+is kept, no longer appended to.
 `
 
 // shutdownGrace bounds how long a shutdown waits for requests in flight.
