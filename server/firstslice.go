@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,9 +16,9 @@ import (
 
 // The first slice of `wasmhooks serve` (before the store kept approvals and
 // audit chains) kept, under its --data directory, the pending approvals as
-// a chain.DirApprovals in approvals/ and one audit chain for every tenant in
-// audit.jsonl; the approvals' index rows (serve_approvals) were in state.db,
-// as they are now. importFirstSlice, at start, moves what is still pending
+// a chain.DirApprovals in approvals/ and one audit chain, every tenant's
+// records in it, in audit.jsonl; the approvals' index rows (serve_approvals)
+// were in state.db, as they are now. importFirstSlice, at start, moves what is still pending
 // into the store, so an upgrade loses no paused run.
 
 // importFirstSlice imports into the approval store every approval still
@@ -113,7 +112,7 @@ func (s *Server) readFirstSlice(ctx context.Context, dir string) (pending []*cha
 			resolved = append(resolved, id)
 			continue
 		case errors.As(err, &ae) && ae.Code == chain.ApprovalClaimed:
-			return nil, nil, fmt.Errorf("approval %s is being resumed by a server of the first slice (its claim's lease has not ended): stop every old server and start again in %v", id, chain.DefaultApprovalLease)
+			return nil, nil, fmt.Errorf("approval %s is being resumed by a server of the first slice (its claim's lease has not ended): stop every old server and start again once its lease ends (at most %v)", id, chain.DefaultApprovalLease)
 		case errors.Is(err, chain.ErrUnknownApproval):
 			continue // a name that is no approval (a temporary file left behind)
 		case err != nil:
@@ -150,13 +149,7 @@ func (s *Server) importApproval(ctx context.Context, a *chain.Approval) error {
 	} else if err != nil {
 		return err
 	}
-	view, err := json.Marshal(viewOf(a))
-	if err != nil {
-		return err
-	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		a.ID, a.Tenant, a.Run, string(view), a.Expires.UnixNano(), a.Created.UTC().Format(time.RFC3339Nano))
-	return err
+	return s.indexPending(ctx, a, a.Tenant, a.Run, a.Created.UTC().Format(time.RFC3339Nano))
 }
 
 // exists says whether anything is at path.

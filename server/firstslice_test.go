@@ -74,16 +74,6 @@ func newFirstSlice(t *testing.T) *firstSlice {
 	return f
 }
 
-// stopPlatform stops p's server as serve does at shutdown.
-func stopPlatform(t *testing.T, p *platform) {
-	t.Helper()
-	p.srv.Drain()
-	p.hs.Close()
-	if err := p.srv.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // start starts a server on the data directory, importing it, logging to
 // logs; its clients are the tenant's keys pointed at it.
 func (f *firstSlice) start(t *testing.T, logs *testutil.SyncBuffer) (*platform, tenantKeys) {

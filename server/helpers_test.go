@@ -163,6 +163,16 @@ func startPlatform(t testing.TB, db *store.DB, key []byte, tweak func(*server.Op
 	return &platform{srv: srv, hs: hs, db: db.SQL(), admin: client.New(hs.URL, adminKey)}
 }
 
+// stopPlatform stops p's server as serve does at shutdown.
+func stopPlatform(t *testing.T, p *platform) {
+	t.Helper()
+	p.srv.Drain()
+	p.hs.Close()
+	if err := p.srv.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // key makes an API key of role for tenant and returns a client with it.
 func (p *platform) key(t testing.TB, role server.Role, tenant string) *client.Client {
 	t.Helper()

@@ -17,11 +17,7 @@ func TestRestart(t *testing.T) {
 	a.grant(t, 7, "g")
 	a.bind(t, chainConfig(publishPolicy(t, a.pub)))
 	id := a.pending(t, "r1", map[string]any{"tool": "shell.exec"})
-	p1.srv.Drain()
-	p1.hs.Close()
-	if err := p1.srv.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stopPlatform(t, p1)
 
 	p2 := newPlatformAt(t, dir, key)
 	op.Base, rtk.Base = p2.hs.URL, p2.hs.URL

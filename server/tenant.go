@@ -206,15 +206,20 @@ func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
 	if out.Verdict != chain.Pending || out.Approval == nil {
 		return nil
 	}
-	view, err := json.Marshal(viewOf(out.Approval))
+	created := now()
+	return s.retryDB(ctx, func() error { return s.indexPending(ctx, out.Approval, out.Tenant, out.Run, created) })
+}
+
+// indexPending indexes the pending approval a of tenant's run, made at
+// created, unless the index has it.
+func (s *Server) indexPending(ctx context.Context, a *chain.Approval, tenant, run, created string) error {
+	view, err := json.Marshal(viewOf(a))
 	if err != nil {
 		return err
 	}
-	return s.retryDB(ctx, func() error {
-		_, err := s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			out.Approval.ID, out.Tenant, out.Run, string(view), out.Approval.Expires.UnixNano(), now())
-		return err
-	})
+	_, err = s.db.ExecContext(ctx, `INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		a.ID, tenant, run, string(view), a.Expires.UnixNano(), created)
+	return err
 }
 
 var runIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
