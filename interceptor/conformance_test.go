@@ -214,9 +214,6 @@ func replay(t *testing.T, f *fixture) string {
 	return ""
 }
 
-// TestConformance replays every fixture under conformanceDir() and reports
-// "conformance: PASSED/TOTAL" with a line per requirement tag. It fails
-// unless every fixture passes.
 // readFixture reads the fixture at path p.
 func readFixture(t *testing.T, p string) *fixture {
 	t.Helper()
@@ -231,6 +228,9 @@ func readFixture(t *testing.T, p string) *fixture {
 	return &f
 }
 
+// TestConformance replays every fixture under conformanceDir() and reports
+// "conformance: PASSED/TOTAL" with a line per requirement tag. It fails
+// unless every fixture passes.
 func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds wasm modules")

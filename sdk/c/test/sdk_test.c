@@ -174,6 +174,26 @@ static void test_regex(void) {
 	wh_re *re = wh_re_compile(pat, strlen(pat), &err);
 	long m[2], sub[2];
 	CHECK(re && wh_re_match(re, "Bearer abc", 10, 0, m, sub) == 1 && sub[0] == 7 && sub[1] == 10, "secret group");
+	/* The node and program arrays grow (wh__grow) up to their bounds, and
+	 * no further: 3,999 literals and a concatenation are 4,000 nodes; 39
+	 * copies of a{1000} are 39,003 instructions, 40 over 40,000. What grew
+	 * through many moves still matches. */
+	static char text[39000];
+	memset(text, 'a', sizeof text);
+	static const struct { const char *re; size_t n; int ok; } bounds[] = {
+		{text, 3999, 1}, {text, 4000, 0}, {"(?:a{1000}){39}", 15, 1}, {"(?:a{1000}){40}", 15, 0},
+	};
+	for (size_t i = 0; i < sizeof bounds / sizeof *bounds; i++) {
+		err = NULL;
+		re = wh_re_compile(bounds[i].re, bounds[i].n, &err);
+		if (!bounds[i].ok) {
+			CHECK(!re && err && strcmp(err, "expression too large") == 0, "bound %zu: compiled, or %s", i, err ? err : "no error");
+			continue;
+		}
+		size_t want = bounds[i].re == text ? bounds[i].n : sizeof text;
+		CHECK(re && wh_re_match(re, text, sizeof text, 0, m, sub) == 1 && m[0] == 0 && (size_t)m[1] == want,
+			"bound %zu: %s", i, re ? "no match" : err);
+	}
 }
 
 /* The eight-bytes-at-a-time scanners agree with a byte loop on every
