@@ -80,6 +80,31 @@ func TestAuditPerTenantVerify(t *testing.T) {
 	}
 }
 
+// TestAuditVerifyOneAtATime: a verification reads the tenant's whole chain,
+// so a tenant's second one while the first runs is refused (429
+// rate_limited, Retry-After) instead of loading the shared database with
+// both; another tenant's goes on, and the tenant's next one, once the first
+// ended, runs.
+func TestAuditVerifyOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	ta, tb := newTenant(t, p, "ta", false), newTenant(t, p, "tb", false)
+	release := server.HoldVerify(p.srv, "ta")
+	_, err := ta.op.VerifyAudit(ctx, "ta")
+	wantCode(t, err, 429, server.CodeRateLimited)
+	var pr *server.Problem
+	if errors.As(err, &pr) && pr.RetryAfter != 1 {
+		t.Errorf("Retry-After %d, want 1", pr.RetryAfter)
+	}
+	if v, err := tb.op.VerifyAudit(ctx, "tb"); err != nil || !v.Verified {
+		t.Fatalf("another tenant's verification: %+v %v", v, err)
+	}
+	release()
+	if v, err := ta.op.VerifyAudit(ctx, "ta"); err != nil || !v.Verified {
+		t.Fatalf("after the first ended: %+v %v", v, err)
+	}
+}
+
 // TestApprovalOutcomeUnrecorded: an approval the store resolved whose
 // outcome was never recorded (its node died between the store's Done and
 // the index's update: simulated by putting the index row back to pending)

@@ -11,3 +11,10 @@ func Waiters(s *Server) int {
 // HoldBind takes tenant's bind lock, as a bind in progress holds it, until
 // release.
 func HoldBind(s *Server, tenant string) (release func()) { return s.bindLocks.Lock(tenant) }
+
+// HoldVerify counts a verification of tenant's audit chain as running, as
+// one in progress does, until release.
+func HoldVerify(s *Server, tenant string) (release func()) {
+	end, _ := s.verifies.start(tenant, 1)
+	return end
+}

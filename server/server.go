@@ -190,6 +190,7 @@ type Server struct {
 
 	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
 	uploads  inFlight        // each publisher's uploads in flight (UploadQuota.MaxInFlight)
+	verifies inFlight        // each tenant's audit verifications running (one at a time)
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves

@@ -594,6 +594,16 @@ func scanLine(rows *sql.Rows) (rec json.RawMessage, err error) {
 // not seen (RATIONALE.md#the-audit-log-over-a-store).
 func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	tenant := r.PathValue("tenant")
+	// A verification reads the whole chain: one at a time per tenant (in
+	// this process), so that a tenant's operators cannot load the shared
+	// database with many at once.
+	end, ok := s.verifies.start(tenant, 1)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "a verification of tenant %s's audit chain is running already", tenant))
+		return
+	}
+	defer end()
 	n, err := audit.VerifyStore(r.Context(), store.NewAuditStore(s.sdb, tenant), audit.VerifyOptions{Key: s.opts.HostKey})
 	doc := AuditVerifyDoc{Tenant: tenant, Records: n, Verified: err == nil}
 	var ve *audit.VerifyError
