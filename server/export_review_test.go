@@ -1,5 +1,10 @@
 package server
 
+import (
+	"context"
+	"time"
+)
+
 // Waiters is how many waiter channels s holds (approvals and run ids being
 // waited for), for the tests that check none is left behind.
 func Waiters(s *Server) int {
@@ -11,3 +16,7 @@ func Waiters(s *Server) int {
 // HoldBind takes tenant's bind lock, as a bind in progress holds it, until
 // release.
 func HoldBind(s *Server, tenant string) (release func()) { return s.bindLocks.Lock(tenant) }
+
+// IndexStranded runs s's pass that indexes the approvals the store holds
+// and the index lacks, made before cutoff (the expiry pass uses deadAfter).
+func IndexStranded(s *Server, cutoff time.Time) { s.indexStranded(context.Background(), cutoff) }
