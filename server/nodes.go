@@ -451,7 +451,9 @@ func (s *Server) indexStranded(ctx context.Context, cutoff time.Time) {
 	if _, ok := s.opts.Approvals.(*store.Approvals); !ok {
 		return
 	}
-	// The store keeps ids as bytes, the index as text.
+	// Only the store's unresolved rows are read (through its partial index
+	// approvals_due, not its tombstones), each looked up in the index by
+	// its key; the store keeps ids as bytes, the index as text.
 	id := `CAST(a.id AS TEXT)`
 	if s.db.pg {
 		id = `convert_from(a.id, 'UTF8')`
