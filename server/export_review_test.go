@@ -1,5 +1,10 @@
 package server
 
+import (
+	"context"
+	"time"
+)
+
 // Waiters is how many waiter channels s holds (approvals and run ids being
 // waited for), for the tests that check none is left behind.
 func Waiters(s *Server) int {
@@ -18,3 +23,7 @@ func HoldVerify(s *Server, tenant string) (release func()) {
 	end, _ := s.verifies.start(tenant, 1)
 	return end
 }
+
+// IndexStranded runs s's pass that indexes the approvals the store holds
+// and the index lacks, made before cutoff (the expiry pass uses deadAfter).
+func IndexStranded(s *Server, cutoff time.Time) { s.indexStranded(context.Background(), cutoff) }

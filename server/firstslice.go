@@ -149,7 +149,7 @@ func (s *Server) importApproval(ctx context.Context, a *chain.Approval) error {
 	} else if err != nil {
 		return err
 	}
-	return s.indexPending(ctx, a, a.Tenant, a.Run, a.Created.UTC().Format(time.RFC3339Nano))
+	return s.indexApproval(ctx, a)
 }
 
 // exists says whether anything is at path.

@@ -385,13 +385,13 @@ func (a indexedApprovals) Done(ctx context.Context, id string) error {
 	return nil
 }
 
-// markUnrecorded gives up on the approvals resolved (Done) more than twice
-// RunTimeout plus unrecordedGrace ago whose outcome was never recorded: the
-// node resuming them died (or its database failed past finishResolution's
-// retries). They become unrecorded, and their waiters, on every node, are
-// told so instead of waiting for ever.
+// markUnrecorded gives up on the approvals resolved (Done) more than
+// deadAfter ago whose outcome was never recorded: the node resuming them
+// died (or its database failed past finishResolution's retries). They
+// become unrecorded, and their waiters, on every node, are told so instead
+// of waiting for ever.
 func (s *Server) markUnrecorded(ctx context.Context) {
-	cutoff := time.Now().Add(-2*s.opts.RunTimeout - unrecordedGrace).UnixNano()
+	cutoff := time.Now().Add(-s.deadAfter()).UnixNano()
 	rows, err := s.db.QueryContext(ctx, `UPDATE serve_approvals SET status = 'unrecorded'
 		WHERE status = 'pending' AND done_at IS NOT NULL AND done_at < ? RETURNING id, tenant`, cutoff)
 	if err != nil {
@@ -414,6 +414,78 @@ func (s *Server) markUnrecorded(ctx context.Context) {
 	}
 }
 
-// unrecordedGrace is added to twice RunTimeout before a resolved approval
-// without an outcome is given up (10 s): finishResolution's retries.
-const unrecordedGrace = 10 * time.Second
+// deadNodeGrace is added to twice RunTimeout (deadAfter) before a node is
+// taken for dead between a step of the approval store and the index's write
+// that follows it (10 s): the retries of that write (retryDB, 3.1 s of
+// waits) and clocks a few seconds apart.
+const deadNodeGrace = 10 * time.Second
+
+// deadAfter is how long after the approval store's Put (an approval's
+// Created) or Done a node that has not written the index's row yet is taken
+// for dead: twice RunTimeout, the lease of a run id's claim (the run asks
+// within RunTimeout, and recordPending runs under the run's deadline), plus
+// deadNodeGrace. 70 s with the default RunTimeout.
+func (s *Server) deadAfter() time.Duration { return 2*s.opts.RunTimeout + deadNodeGrace }
+
+// indexStranded indexes, as recordPending would have, the approvals the
+// approval store holds unresolved but the index lacks, made before cutoff
+// (the expiry pass: deadAfter ago): their node died, or its database
+// failed, between the chain's Put and recordPending's insert. Without it
+// such an approval could not be listed, read, resolved or expired, and the
+// run id, posted again after its claim's lease, ran again and made another.
+// Every node runs it; the insert does nothing for an id the index has, so
+// two nodes at once index it once. Only the database's store
+// (store.Approvals) can be listed so: with another ApprovalStore it does
+// nothing.
+//
+// The run id's stored outcome (serve_runs) is left as it is: the run that
+// stopped stored none, and the outcome it would have returned (its trace,
+// configuration digest, notifications) cannot be rebuilt from the
+// approval, so none is made up. A client that posts the run id again
+// before this pass (its claim's lease has ended) runs it again and stores
+// that run's outcome, with a second approval: both are pending, each its
+// own sealed pause of the run, listed with the same run id and resolved on
+// its own (the outcome of each resume is recorded on its own row, and the
+// stored outcome of the run id stays the second run's). SECURITY.md.
+func (s *Server) indexStranded(ctx context.Context, cutoff time.Time) {
+	if _, ok := s.opts.Approvals.(*store.Approvals); !ok {
+		return
+	}
+	// Only the store's unresolved rows are read (through its partial index
+	// approvals_due, not its tombstones), each looked up in the index by
+	// its key; the store keeps ids as bytes, the index as text.
+	id := `CAST(a.id AS TEXT)`
+	if s.db.pg {
+		id = `convert_from(a.id, 'UTF8')`
+	}
+	type stored struct{ id, data []byte }
+	all, err := queryAll(ctx, s.db, func(rows *sql.Rows) (r stored, err error) {
+		err = rows.Scan(&r.id, &r.data)
+		return
+	}, `SELECT a.id, a.data FROM approvals a WHERE a.state <> 'done'
+		AND NOT EXISTS (SELECT 1 FROM serve_approvals i WHERE i.id = `+id+`)`)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("server: listing the approvals the index lacks", "err", err)
+		}
+		return
+	}
+	for _, r := range all {
+		a, err := chain.DecodeApproval(string(r.id), r.data)
+		switch {
+		case err != nil:
+			s.log.Warn("server: an approval the index lacks does not decode; not indexed", "id", string(r.id), "err", err)
+			continue
+		case a.ID != string(r.id) || a.Tenant == "" || a.Run == "":
+			s.log.Warn("server: an approval the index lacks names another id, or no tenant or run; not indexed", "id", string(r.id), "approval", a.ID, "tenant", a.Tenant, "run", a.Run)
+			continue
+		case !a.Created.Before(cutoff):
+			continue // its node may be indexing it now
+		}
+		if err := s.indexApproval(ctx, a); err != nil {
+			s.log.Warn("server: indexing an approval its node left unindexed", "tenant", a.Tenant, "id", a.ID, "err", err)
+			continue
+		}
+		s.log.Warn("server: indexed an approval its node left unindexed (it stopped between storing and indexing it)", "tenant", a.Tenant, "run", a.Run, "id", a.ID)
+	}
+}

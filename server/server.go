@@ -355,6 +355,7 @@ func (s *Server) expire(ctx context.Context) {
 		expires    int64
 	}
 	s.markUnrecorded(ctx)
+	s.indexStranded(ctx, time.Now().Add(-s.deadAfter()))
 	cutoff := time.Now().UnixNano()
 	after := due{expires: math.MinInt64}
 	for {

@@ -210,6 +210,13 @@ func (s *Server) recordPending(ctx context.Context, out *chain.Outcome) error {
 	return s.retryDB(ctx, func() error { return s.indexPending(ctx, out.Approval, out.Tenant, out.Run, created) })
 }
 
+// indexApproval indexes the pending approval a under its own tenant and
+// run, made when it says, unless the index has it: an approval found in the
+// store alone (firstslice.go, indexStranded).
+func (s *Server) indexApproval(ctx context.Context, a *chain.Approval) error {
+	return s.indexPending(ctx, a, a.Tenant, a.Run, a.Created.UTC().Format(time.RFC3339Nano))
+}
+
 // indexPending indexes the pending approval a of tenant's run, made at
 // created, unless the index has it.
 func (s *Server) indexPending(ctx context.Context, a *chain.Approval, tenant, run, created string) error {
