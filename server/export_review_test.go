@@ -27,3 +27,6 @@ func HoldVerify(s *Server, tenant string) (release func()) {
 // IndexStranded runs s's pass that indexes the approvals the store holds
 // and the index lacks, made before cutoff (the expiry pass uses deadAfter).
 func IndexStranded(s *Server, cutoff time.Time) { s.indexStranded(context.Background(), cutoff) }
+
+// Background runs f as s's background work (what Close waits for).
+func Background(s *Server, f func()) { s.background(f) }

@@ -67,11 +67,17 @@ func q(query string) string {
 // platform is a server over a real loopback HTTP listener, on a fresh
 // SQLite file (or Postgres schema: serverDBEnv).
 type platform struct {
-	srv   *server.Server
-	hs    *httptest.Server
-	db    *sql.DB
-	admin *client.Client
+	srv    *server.Server
+	hs     *httptest.Server
+	db     *sql.DB
+	rebind func(string) string // the database's placeholders for $1, $2...
+	admin  *client.Client
 }
+
+// q rewrites a statement written with $1, $2... for p's database: a raw
+// query of a test that may run on a node of a cluster (always Postgres)
+// whatever serverDBEnv says.
+func (p *platform) q(query string) string { return p.rebind(query) }
 
 func newPlatform(t *testing.T) *platform {
 	t.Helper()
@@ -160,7 +166,7 @@ func startPlatform(t testing.TB, db *store.DB, key []byte, tweak func(*server.Op
 		hs.Close()
 		srv.Close(context.Background())
 	})
-	return &platform{srv: srv, hs: hs, db: db.SQL(), admin: client.New(hs.URL, adminKey)}
+	return &platform{srv: srv, hs: hs, db: db.SQL(), rebind: db.Dialect().Rebind, admin: client.New(hs.URL, adminKey)}
 }
 
 // stopPlatform stops p's server as serve does at shutdown.

@@ -46,7 +46,7 @@ func (s *Server) listenLoop(ctx context.Context) {
 			// Notifications sent while this node was not listening are
 			// lost: read the bindings again now, and the keys.
 			s.keys.invalidate()
-			go func() { _ = s.syncBindings(ctx) }()
+			s.background(func() { _ = s.syncBindings(ctx) })
 		}, s.notified)
 		if errors.Is(err, store.ErrNoNotifications) || ctx.Err() != nil {
 			return
@@ -65,13 +65,13 @@ func (s *Server) listenLoop(ctx context.Context) {
 func (s *Server) notified(channel, payload string) {
 	switch channel {
 	case chanBindings:
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), s.opts.RunTimeout)
+		s.background(func() {
+			ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.RunTimeout)
 			defer cancel()
-			if err := s.reloadTenant(ctx, payload); err != nil {
+			if err := s.reloadTenant(ctx, payload); err != nil && ctx.Err() == nil {
 				s.log.Warn("server: reloading a binding another node changed", "tenant", payload, "err", err)
 			}
-		}()
+		})
 	case chanApprovals:
 		s.wake(payload)
 	case chanRuns:
@@ -190,7 +190,7 @@ func (s *Server) reloadTenant(ctx context.Context, tenant string) error {
 			"tenant", tenant, "version", v, "problem", p, "err", err)
 		if old := s.chains[tenant]; old != nil {
 			delete(s.chains, tenant)
-			go old.Close(context.Background()) // its runs in flight finish first
+			s.background(func() { old.Close(context.Background()) }) // its runs in flight finish first
 		}
 		return nil
 	}

@@ -201,6 +201,23 @@ type Server struct {
 	draining atomic.Bool
 	done     chan struct{}
 	keepStop context.CancelFunc
+	bgCtx    context.Context // the background work's; keepStop ends it
+	// bg counts the background work New starts (the ledger's lease, the
+	// expiry, sync and sweep passes, the listener) and what that work
+	// starts in turn (reloads of other nodes' binds, closes of the chains
+	// they replace): Close waits for it, so that none of it uses the
+	// Runtime after the caller closes it.
+	bg sync.WaitGroup
+}
+
+// background runs f in a goroutine that Close waits for. It is called by
+// New, and by work already counted (so never while Close waits for none).
+func (s *Server) background(f func()) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
 }
 
 // New opens the server's tables in opts.DB, bootstraps the admin key and
@@ -261,7 +278,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	kctx, cancel := context.WithCancel(context.Background())
 	s.keepStop = cancel
-	go func() { _ = s.ledger.KeepAlive(kctx, 0) }()
+	s.background(func() { _ = s.ledger.KeepAlive(kctx, 0) })
 	if err := s.syncBindings(ctx); err != nil {
 		cancel()
 		return nil, err
@@ -269,10 +286,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.initObservability()
 	s.mux = s.routes()
 	s.handler = s.observe(s.mux)
-	go every(kctx, opts.ExpiryInterval, s.expire)
-	go every(kctx, opts.SyncInterval, s.syncOnce)
-	go s.listenLoop(kctx)
-	go every(kctx, store.DefaultLease/3, s.sweepOnce)
+	s.bgCtx = kctx
+	s.background(func() { every(kctx, opts.ExpiryInterval, s.expire) })
+	s.background(func() { every(kctx, opts.SyncInterval, s.syncOnce) })
+	s.background(func() { s.listenLoop(kctx) })
+	s.background(func() { every(kctx, store.DefaultLease/3, s.sweepOnce) })
 	return s, nil
 }
 
@@ -432,15 +450,27 @@ func (s *Server) Drain() {
 	}
 }
 
-// Close closes the tenants' chains (runs in flight finish first) and stops
-// the ledger's lease renewal and the notifications. It does not close the
-// DB, the Runtime or the approval store.
+// Close stops the ledger's lease renewal, the background passes and the
+// notifications, and waits for them (and the reloads they started) to end,
+// or for ctx; then it closes the tenants' chains (runs in flight finish
+// first). It does not close the DB, the Runtime or the approval store:
+// once it returned, the caller may.
 func (s *Server) Close(ctx context.Context) error {
 	s.Drain()
 	s.keepStop()
+	var errs []error
+	ended := make(chan struct{})
+	go func() {
+		s.bg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("server: background work still running at close: %w", ctx.Err()))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var errs []error
 	for _, c := range s.chains {
 		errs = append(errs, c.Close(ctx))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
@@ -86,5 +87,34 @@ func TestHealth(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %d", path, resp.StatusCode)
 		}
+	}
+}
+
+// TestCloseWaitsForBackgroundWork: Close returns only once the background
+// work has ended (a reload of another node's bind, the expiry pass), or
+// says, when its context ends first, that some is still running; the
+// caller then closes the Runtime. It did not wait: a reload still compiling
+// a module when the caller closed the Runtime made wazero panic (seen in
+// CI, a node closed right after another node's bind).
+func TestCloseWaitsForBackgroundWork(t *testing.T) {
+	p := newPlatform(t)
+	release, ended := make(chan struct{}), make(chan struct{})
+	server.Background(p.srv, func() {
+		<-release
+		close(ended)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := p.srv.Close(ctx); err == nil || !strings.Contains(err.Error(), "background work still running") {
+		t.Fatalf("Close with work running: %v", err)
+	}
+	close(release)
+	if err := p.srv.Close(context.Background()); err != nil {
+		t.Fatalf("Close once it ended: %v", err)
+	}
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Close returned before the background work ended")
 	}
 }

@@ -17,13 +17,13 @@ import (
 func strand(t *testing.T, p *platform, a tenantKeys, run string) (id, view string) {
 	t.Helper()
 	id = a.pending(t, run, map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls"}})
-	if err := p.db.QueryRow(q(`SELECT view FROM serve_approvals WHERE id = $1`), id).Scan(&view); err != nil {
+	if err := p.db.QueryRow(p.q(`SELECT view FROM serve_approvals WHERE id = $1`), id).Scan(&view); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.db.Exec(q(`DELETE FROM serve_approvals WHERE id = $1`), id); err != nil {
+	if _, err := p.db.Exec(p.q(`DELETE FROM serve_approvals WHERE id = $1`), id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.db.Exec(q(`DELETE FROM serve_runs WHERE tenant = 'acme' AND run = $1`), run); err != nil {
+	if _, err := p.db.Exec(p.q(`DELETE FROM serve_runs WHERE tenant = 'acme' AND run = $1`), run); err != nil {
 		t.Fatal(err)
 	}
 	return id, view
@@ -33,7 +33,7 @@ func strand(t *testing.T, p *platform, a tenantKeys, run string) (id, view strin
 func indexed(t *testing.T, p *platform, id string) (n int, view string) {
 	t.Helper()
 	var v sql.NullString
-	if err := p.db.QueryRow(q(`SELECT COUNT(*), MAX(view) FROM serve_approvals WHERE id = $1`), id).Scan(&n, &v); err != nil {
+	if err := p.db.QueryRow(p.q(`SELECT COUNT(*), MAX(view) FROM serve_approvals WHERE id = $1`), id).Scan(&n, &v); err != nil {
 		t.Fatal(err)
 	}
 	return n, v.String
