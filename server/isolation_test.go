@@ -283,15 +283,21 @@ func TestBindLocksPerTenant(t *testing.T) {
 		}
 	}()
 	done := make(chan error, 1)
-	go func() { _, err := globex.op.BindChain(context.Background(), "globex", cfg); done <- err }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+	// ended waits for the bind in done to end well, failing with stuck if
+	// it does not.
+	ended := func(stuck string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal(stuck)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("globex's bind waits for acme's")
 	}
+	go func() { _, err := globex.op.BindChain(context.Background(), "globex", cfg); done <- err }()
+	ended("globex's bind waits for acme's")
 	go func() { _, err := acme.op.BindChain(context.Background(), "acme", cfg); done <- err }()
 	select {
 	case err := <-done:
@@ -300,12 +306,5 @@ func TestBindLocksPerTenant(t *testing.T) {
 	}
 	held = false
 	release()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("acme's bind did not go on once the bind in progress ended")
-	}
+	ended("acme's bind did not go on once the bind in progress ended")
 }
