@@ -378,23 +378,15 @@ const MaxVersionsPage = 500
 func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	ctx := r.Context()
 	publisher := r.PathValue("publisher")
-	rows, err := s.db.QueryContext(ctx, `SELECT name, version FROM serve_versions WHERE publisher = ? ORDER BY name, created, version LIMIT ?`, publisher, MaxVersionsPage)
+	type nv struct{ name, version string }
+	all, err := queryAll(ctx, s.db, func(rows *sql.Rows) (x nv, err error) {
+		err = rows.Scan(&x.name, &x.version)
+		return
+	}, `SELECT name, version FROM serve_versions WHERE publisher = ? ORDER BY name, created, version LIMIT ?`, publisher, MaxVersionsPage)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
-	type nv struct{ name, version string }
-	var all []nv
-	for rows.Next() {
-		var x nv
-		if err := rows.Scan(&x.name, &x.version); err != nil {
-			rows.Close()
-			writeProblem(w, s.internal(err))
-			return
-		}
-		all = append(all, x)
-	}
-	rows.Close()
 	out := []HookDoc{}
 	for _, x := range all {
 		v, pr := s.version(ctx, publisher, x.name, x.version)

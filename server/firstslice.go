@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,12 +100,7 @@ func (s *Server) readFirstSlice(ctx context.Context, dir string) (pending []*cha
 		id, _, _ := strings.Cut(e.Name(), ".")
 		ids[id] = true
 	}
-	sorted := make([]string, 0, len(ids))
-	for id := range ids {
-		sorted = append(sorted, id)
-	}
-	sort.Strings(sorted)
-	for _, id := range sorted {
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		a, err := d.Get(ctx, id)
 		var ae *chain.ApprovalError
 		switch {
