@@ -140,6 +140,9 @@ func TestNodesIndexStrandedOnce(t *testing.T) {
 	if n, v := indexed(t, n1, id); n != 1 || v != view {
 		t.Fatalf("indexed %d times, view %s, want once, %s", n, v, view)
 	}
+	// Node 2 resolves with its own copy of the binding, which reaches it by
+	// notification: wait for it before resolving there.
+	waitBound(t, a.rt, n2, "tool.before", map[string]any{"tool": "x"})
 	list, err := on(a.op, n2).Approvals(ctx, "acme", "pending")
 	if err != nil || len(list) != 1 || list[0].ID != id {
 		t.Fatalf("pending list on node 2: %+v %v", list, err)
