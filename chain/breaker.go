@@ -59,6 +59,32 @@ type permit struct {
 type breakers struct {
 	mu sync.Mutex // guards m
 	m  map[breakerKey]*breaker
+	// gen counts the breakers dropped from m (under mu): a breaker a
+	// binding remembers (lastBreaker) stands only while gen is what it
+	// was when the binding looked it up.
+	gen atomic.Uint64
+}
+
+// lastBreaker is the breaker a binding's last run looked up, and for which
+// tenant: a chain serves one tenant more often than not (the server builds
+// one per tenant), so a step finds its breaker without the lock and the
+// map lookup. It is good while breakers.gen is gen.
+type lastBreaker struct {
+	tenant string
+	b      *breaker
+	gen    uint64
+}
+
+// of returns the breaker of b for tenant, from b's last lookup when that
+// is the same tenant's and no breaker was dropped since.
+func (bs *breakers) of(b *bound, tenant string) *breaker {
+	gen := bs.gen.Load()
+	if last := b.lastBreaker.Load(); last != nil && last.gen == gen && last.tenant == tenant {
+		return last.b
+	}
+	br := bs.get(b.key, tenant)
+	b.lastBreaker.Store(&lastBreaker{tenant: tenant, b: br, gen: gen})
+	return br
 }
 
 type breakerKey struct{ binding, tenant string }
@@ -79,6 +105,7 @@ func (bs *breakers) get(binding, tenant string) *breaker {
 			for k, b := range bs.m {
 				if b.idle() {
 					delete(bs.m, k)
+					bs.gen.Add(1)
 				}
 			}
 		}
@@ -95,6 +122,7 @@ func (bs *breakers) keep(live map[string]bool) {
 	for k := range bs.m {
 		if !live[k.binding] {
 			delete(bs.m, k)
+			bs.gen.Add(1)
 		}
 	}
 }

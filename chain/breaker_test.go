@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -125,5 +126,36 @@ func TestBreakerSurvivesAReloadThatKeepsTheBinding(t *testing.T) {
 	}
 	if out := e.run(t, outbound, nil); out.Trace[0].Failure != nil {
 		t.Errorf("after the module changed: %+v", out.Trace[0])
+	}
+}
+
+// TestBreakerOfRemembersOnlyWhatStands: a binding's remembered breaker is
+// the map's for its tenant, another tenant's lookup gets its own, and one
+// dropped from the map (a reload without the binding, or the idle prune) is
+// not handed out again.
+func TestBreakerOfRemembersOnlyWhatStands(t *testing.T) {
+	var bs breakers
+	b := &bound{key: "g@d"}
+	a1 := bs.of(b, "a")
+	if a1 != bs.get("g@d", "a") || bs.of(b, "a") != a1 {
+		t.Fatal("tenant a's breaker is not the map's")
+	}
+	if other := bs.of(b, "b"); other == a1 || other != bs.get("g@d", "b") {
+		t.Fatal("tenant b got tenant a's breaker")
+	}
+	if bs.of(b, "a") != a1 {
+		t.Fatal("tenant a's breaker changed while it stood")
+	}
+	bs.keep(map[string]bool{}) // the binding is gone: its breakers too
+	a2 := bs.of(b, "a")
+	if a2 == a1 || a2 != bs.get("g@d", "a") {
+		t.Fatal("a dropped breaker was handed out again")
+	}
+	for i := range maxIdleBreakers { // fill the map: the next new key prunes the idle ones, a2 with them
+		bs.get("other", strconv.Itoa(i))
+	}
+	bs.get("g@d", "new")
+	if a3 := bs.of(b, "a"); a3 == a2 || a3 != bs.get("g@d", "a") {
+		t.Fatal("a pruned breaker was handed out again")
 	}
 }

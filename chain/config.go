@@ -274,6 +274,9 @@ type bound struct {
 	spanStart []trace.SpanStartOption
 	// rule is set for a ToolApproval's guard, which runs no module.
 	rule *toolRule
+	// lastBreaker is the breaker the binding's last step looked up
+	// (breakers.of).
+	lastBreaker atomic.Pointer[lastBreaker]
 }
 
 // snapshot is one immutable configuration. Runs hold a reference while they

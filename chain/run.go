@@ -274,7 +274,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	// (a clock read is dear on some virtual machines).
 	log := stepLog{c: c, st: st, b: b}
 
-	br := c.breakers.get(b.key, st.Tenant)
+	br := c.breakers.of(b, st.Tenant)
 	p := br.allow(c.now, s.breaker)
 	var (
 		res  *runtime.Result
