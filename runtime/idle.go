@@ -174,7 +174,11 @@ func (r *Runtime) expire(ctx context.Context) {
 // keeps for its element and data segments (inst.segBytes, measured once:
 // those only shrink).
 func (inst *instance) footprint() uint64 {
-	return uint64(cap(inst.mem.buf)) + tableBytes(inst.mod) + inst.segBytes
+	tables := inst.tableBytes
+	if !inst.tablesFixed {
+		tables = tableBytes(inst.mod)
+	}
+	return uint64(cap(inst.mem.buf)) + tables + inst.segBytes
 }
 
 // Sizes of what wazero keeps per instance: a table element or a passive
@@ -199,7 +203,7 @@ var instanceFields struct {
 	once                      sync.Once
 	ok                        bool
 	instanceT                 reflect.Type
-	tables, refs, elems, data int // field indexes
+	tables, refs, max, elems, data int // field indexes
 }
 
 // instanceValue returns mod's wazero module instance, if its layout is
@@ -214,8 +218,33 @@ func instanceValue(mod api.Module) (reflect.Value, bool) {
 	return v.Elem(), true
 }
 
+// fixedTables reports whether none of mod's tables can grow (each has a
+// maximum, and is at it; a module without tables too): what they hold is
+// then measured once, at instantiation (tableBytes), rather than at every
+// release. Go's, Rust's and C's linkers give their table a maximum equal to
+// its size.
+func fixedTables(mod api.Module) bool {
+	m, ok := instanceValue(mod)
+	if !ok {
+		return false
+	}
+	tables := m.Field(instanceFields.tables)
+	for i := range tables.Len() {
+		t := tables.Index(i)
+		if t.IsNil() {
+			continue
+		}
+		t = t.Elem()
+		max := t.Field(instanceFields.max)
+		if max.IsNil() || max.Elem().Uint() > uint64(t.Field(instanceFields.refs).Len()) {
+			return false
+		}
+	}
+	return true
+}
+
 // tableBytes returns what mod's tables hold: they may grow at any time
-// (table.grow), and are few (the reader allows 16).
+// (table.grow) unless fixedTables, and are few (the reader allows 16).
 func tableBytes(mod api.Module) uint64 {
 	m, ok := instanceValue(mod)
 	if !ok {
@@ -280,8 +309,10 @@ func locateInstanceFields(t reflect.Type) bool {
 		return false
 	}
 	f.refs, _, ok2 = field(tablesT.Elem().Elem(), "References", reflect.Slice, reflect.Uintptr)
+	var ok5 bool
+	f.max, _, ok5 = field(tablesT.Elem().Elem(), "Max", reflect.Pointer, reflect.Uint32)
 	f.elems, _, ok3 = field(t.Elem(), "ElementInstances", reflect.Slice, reflect.Slice, reflect.Uintptr)
 	f.data, _, ok4 = field(t.Elem(), "DataInstances", reflect.Slice, reflect.Slice, reflect.Uint8)
 	f.instanceT = t
-	return ok2 && ok3 && ok4
+	return ok2 && ok3 && ok4 && ok5
 }

@@ -281,6 +281,20 @@ func TestTableBytes(t *testing.T) {
 	if got := r.Stats().IdleBytes - before; got < 65536+20000*8 {
 		t.Fatalf("an instance with a passive segment of 20,000 items counted for %d bytes, want at least %d", got, 65536+20000*8)
 	}
+	// A table at its maximum cannot grow: measured once, at instantiation.
+	m3 := load(t, r, testutil.WAT(t, `(module
+  (memory (export "memory") 1)
+  (table 30000 30000 funcref)
+  (data (i32.const 16) "{\"action\":\"continue\"}")
+  (func (export "hook_v1_handle") (param $n i32) (result i64)
+    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 21))))`))
+	before = r.Stats().IdleBytes
+	if res, err := r.Invoke(context.Background(), m3, runtime.Request{Tenant: "t"}); err != nil || !res.Reused {
+		t.Fatalf("%v, reused %v", err, res != nil && res.Reused)
+	}
+	if got := r.Stats().IdleBytes - before; got < 65536+30000*8 || got > 2*65536+30000*8 {
+		t.Fatalf("an instance with a fixed table of 30,000 elements counted for %d bytes, want %d", got, 65536+30000*8)
+	}
 	small := newRuntime(t, runtime.Config{MaxIdleBytes: 256 << 10})
 	m = load(t, small, testutil.WAT(t, tableGrower))
 	if res, err = small.Invoke(context.Background(), m, runtime.Request{Tenant: "t"}); err != nil || res.Reused {

@@ -80,6 +80,10 @@ type instance struct {
 	// segBytes is what wazero keeps for the instance's element and data
 	// segments (see footprint).
 	segBytes uint64
+	// tableBytes is what the instance's tables hold, measured once when
+	// tablesFixed (fixedTables: none can grow); else at every release.
+	tableBytes  uint64
+	tablesFixed bool
 }
 
 // metered reports whether the instance was instrumented.
@@ -297,6 +301,9 @@ func (r *Runtime) instantiate(ctx context.Context, p *pool, lim Limits) (*instan
 	}
 	p.live.Add(1)
 	inst := &instance{p: p, mod: mod, mem: mem, handle: mod.ExportedFunction(abi.HandleExport), segBytes: segmentBytes(mod)}
+	if inst.tablesFixed = fixedTables(mod); inst.tablesFixed {
+		inst.tableBytes = tableBytes(mod)
+	}
 	inst.ctx = context.WithValue(context.Background(), runKey{}, &inst.run)
 	if !r.cfg.disableMetering {
 		fuel, ok1 := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
