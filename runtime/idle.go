@@ -200,9 +200,9 @@ const (
 // by reflection allocates nothing. If wazero's layout changed, ok is false:
 // TestTableBytes then fails, and they count as nothing.
 var instanceFields struct {
-	once                      sync.Once
-	ok                        bool
-	instanceT                 reflect.Type
+	once                           sync.Once
+	ok                             bool
+	instanceT                      reflect.Type
 	tables, refs, max, elems, data int // field indexes
 }
 
