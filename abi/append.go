@@ -145,7 +145,8 @@ func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, b
 			b, ok = appendMember(b, k, v, value)
 		}
 	} else {
-		for i, k := range sortedMapKeys(m) {
+		var buf [8]string // most objects have few keys: sort them on the stack
+		for i, k := range appendSortedKeys(buf[:0], m) {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -190,11 +191,16 @@ func appendList[E any](b []byte, list []E, elem func([]byte, E) ([]byte, bool)) 
 func appendStringValue(b []byte, s string) ([]byte, bool) { return appendString(b, s), true }
 
 func sortedMapKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+	return appendSortedKeys(make([]string, 0, len(m)), m)
+}
+
+// appendSortedKeys appends m's keys to keys, sorted byte-wise, as
+// encoding/json sorts them.
+func appendSortedKeys[V any](keys []string, m map[string]V) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys) // byte-wise, as encoding/json sorts
+	slices.Sort(keys)
 	return keys
 }
 
