@@ -65,25 +65,31 @@ type breakers struct {
 	gen atomic.Uint64
 }
 
-// lastBreaker is the breaker a binding's last run looked up, and for which
-// tenant: a chain serves one tenant more often than not (the server builds
-// one per tenant), so a step finds its breaker without the lock and the
-// map lookup. It is good while breakers.gen is gen.
+// lastBreaker is a breaker a binding looked up, and for which tenant: a
+// chain serves one tenant more often than not (the server builds one per
+// tenant), so a step finds its breaker without the lock and the map
+// lookup. It is good while breakers.gen is gen.
 type lastBreaker struct {
 	tenant string
 	b      *breaker
 	gen    uint64
 }
 
-// of returns the breaker of b for tenant, from b's last lookup when that
-// is the same tenant's and no breaker was dropped since.
+// of returns the breaker of b for tenant, from b's remembered lookup when
+// that is the same tenant's and no breaker was dropped since. A binding
+// remembers the first tenant it looks up (again after a drop), not the
+// last: a chain serving tenants in turn then looks the others up as before,
+// rather than replacing the memory, an allocation, at every step.
 func (bs *breakers) of(b *bound, tenant string) *breaker {
 	gen := bs.gen.Load()
-	if last := b.lastBreaker.Load(); last != nil && last.gen == gen && last.tenant == tenant {
+	last := b.lastBreaker.Load()
+	if last != nil && last.gen == gen && last.tenant == tenant {
 		return last.b
 	}
 	br := bs.get(b.key, tenant)
-	b.lastBreaker.Store(&lastBreaker{tenant: tenant, b: br, gen: gen})
+	if last == nil || last.gen != gen {
+		b.lastBreaker.Store(&lastBreaker{tenant: tenant, b: br, gen: gen})
+	}
 	return br
 }
 
