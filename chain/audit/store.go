@@ -385,17 +385,84 @@ func VerifyStore(ctx context.Context, s Store, opts VerifyOptions) (int, error) 
 	return v.end(err)
 }
 
+// VerifyStoreFrom is VerifyStore from checkpoint from (checked under
+// opts.Key, which it requires) on: it reads the chain from from's last
+// record, which must still be there with from's head and a valid MAC, and
+// verifies the records after it as VerifyStore does, against opts'
+// checkpoints too (none may count fewer records than from). Records before
+// from's last are not read: a chain rewritten before it is found by
+// VerifyStore (or VerifyStoreFrom from an older checkpoint). It returns
+// the number of records the chain holds, and nil, or a *VerifyError naming
+// the first broken record (Index = its Seq); records cut from the end
+// before from's last are reported as VerifyStore reports them against
+// from. read is how many stored lines it read.
+func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyOptions) (n int, read int, err error) {
+	if opts.Key == nil {
+		return 0, 0, fmt.Errorf("audit: a checkpoint is verified under the key: VerifyOptions.Key is required")
+	}
+	if err := from.Check(opts.Key); err != nil {
+		return 0, 0, err
+	}
+	v, err := newLineVerifier(opts)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range v.ends.c {
+		if v.ends.c[i].Records < from.Records {
+			return 0, 0, fmt.Errorf("audit: a checkpoint of %d records is not checked by reading from one of %d", v.ends.c[i].Records, from.Records)
+		}
+	}
+	if from.Records == 0 {
+		n, err := VerifyStore(ctx, s, opts)
+		return n, n, err
+	}
+	// The checkpoint's last record is the first line read; the verifier
+	// continues from it.
+	v.prev, v.seq, v.n = from.Head, from.Records, int(from.Records)
+	v.ends.after(v.seq, v.prev)
+	last := from.Records - 1
+	err = s.Read(ctx, last, func(line []byte) error {
+		read++
+		if read > 1 {
+			return v.line(v.n, line)
+		}
+		return v.k.checkAt(int(last), last, from.Head, line)
+	})
+	if err == nil && read == 0 {
+		// The chain ends before the checkpoint's last record: where?
+		next, _, herr := s.Head(ctx)
+		if herr != nil {
+			return 0, 0, herr
+		}
+		return int(next), 0, &VerifyError{Index: int(next), Seq: next, Cut: true, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", next, from.Records)}
+	}
+	n, err = v.end(err)
+	return n, read, err
+}
+
+// checkAt checks that line is record seq (Index i) with hash head and a
+// valid MAC: the last record of a checkpoint.
+func (k *keys) checkAt(i int, seq uint64, head string, line []byte) error {
+	gotSeq, h, err := parseLine(line)
+	switch {
+	case err != nil:
+		return &VerifyError{Index: i, Seq: seq, Reason: err.Error()}
+	case gotSeq != seq:
+		return &VerifyError{Index: i, Seq: gotSeq, Reason: fmt.Sprintf("seq is %d, want %d (a record was deleted or inserted)", gotSeq, seq)}
+	case h != head:
+		return &VerifyError{Index: i, Seq: seq, Reason: fmt.Sprintf("record %d's hash is not the head of the checkpoint, which counts %d records (the log was rewritten)", seq, seq+1)}
+	}
+	return k.checkLine(i, seq, line)
+}
+
 // lineVerifier checks stored lines one by one (VerifyFileWith,
 // VerifyStore).
 type lineVerifier struct {
-	opts VerifyOptions
 	k    *keys
 	prev string
 	seq  uint64
 	n    int
-	// atCheckpoint is the hash of the record at which the chain held as
-	// many records as opts.Checkpoint counts ("" before it).
-	atCheckpoint string
+	ends ends
 }
 
 func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
@@ -403,7 +470,7 @@ func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lineVerifier{opts: opts, k: k}, nil
+	return &lineVerifier{k: k, ends: opts.ends()}, nil
 }
 
 // line checks line i.
@@ -429,17 +496,17 @@ func (v *lineVerifier) line(i int, line []byte) error {
 		}
 	}
 	v.prev, v.seq = head.Hash, head.Seq+1
-	v.atCheckpoint = v.opts.atCheckpoint(v.seq, v.prev, v.atCheckpoint)
+	v.ends.after(v.seq, v.prev)
 	v.n++
 	return nil
 }
 
-// end returns the count and err, or the checkpoint's verdict on the end.
+// end returns the count and err, or the checkpoints' verdict on the end.
 func (v *lineVerifier) end(err error) (int, error) {
 	if err != nil {
 		return v.n, err
 	}
-	return v.n, v.opts.checkEnd(v.n, v.seq, v.prev, v.atCheckpoint)
+	return v.n, v.ends.check(v.n, v.seq, v.prev)
 }
 
 // MemoryStore is a Store in memory: for tests, and for a chain whose records
