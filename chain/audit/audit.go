@@ -424,7 +424,7 @@ func (e *ends) check(n int, seq uint64, head string) error {
 		c := &e.c[i]
 		switch {
 		case seq < c.Records:
-			return &VerifyError{Index: n, Seq: seq, Cut: true, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, c.Records)}
+			return cutError(n, seq, c.Records)
 		case seq == c.Records && head != c.Head:
 			return &VerifyError{Index: max(n-1, 0), Seq: seq - 1, Reason: "the last record's hash is not the checkpoint's head (the log was rewritten)"}
 		case e.at[i] != c.Head:
@@ -432,6 +432,12 @@ func (e *ends) check(n int, seq uint64, head string) error {
 		}
 	}
 	return nil
+}
+
+// cutError reports a chain of n records whose next seq is seq, cut short
+// of a checkpoint of records records.
+func cutError(n int, seq, records uint64) *VerifyError {
+	return &VerifyError{Index: n, Seq: seq, Cut: true, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, records)}
 }
 
 func check(i int, prev string, seq, gotSeq uint64, gotPrev, gotHash string, hash func() (string, error)) error {

@@ -385,59 +385,77 @@ func VerifyStore(ctx context.Context, s Store, opts VerifyOptions) (int, error) 
 	return v.end(err)
 }
 
+// StoreVerified is what VerifyStoreFrom verified.
+type StoreVerified struct {
+	// Records is the number of records the chain holds, all verified;
+	// after a failure, the number before the first broken (or missing)
+	// one.
+	Records int
+	// Read is how many stored lines were read.
+	Read int
+	// End is the checkpoint of the chain's end as verified, MACed under
+	// the key: to keep (or hand to whoever will ask for the next
+	// verification) and verify from next time. Zero after a failure.
+	End Checkpoint
+}
+
 // VerifyStoreFrom is VerifyStore from checkpoint from (checked under
 // opts.Key, which it requires) on: it reads the chain from from's last
 // record, which must still be there with from's head and a valid MAC, and
 // verifies the records after it as VerifyStore does, against opts'
-// checkpoints too (none may count fewer records than from). Records before
-// from's last are not read: a chain rewritten before it is found by
-// VerifyStore (or VerifyStoreFrom from an older checkpoint). It returns
-// the number of records the chain holds, and nil, or a *VerifyError naming
+// checkpoints too (none may count fewer records than from). A from of no
+// records verifies the whole chain. Records before from's last are not
+// read: a chain rewritten before it is found by a verification from an
+// older checkpoint (or record 0). It returns nil or a *VerifyError naming
 // the first broken record (Index = its Seq); records cut from the end
 // before from's last are reported as VerifyStore reports them against
-// from. read is how many stored lines it read.
-func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyOptions) (n int, read int, err error) {
+// from (Cut).
+func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyOptions) (StoreVerified, error) {
+	var res StoreVerified
 	if opts.Key == nil {
-		return 0, 0, fmt.Errorf("audit: a checkpoint is verified under the key: VerifyOptions.Key is required")
+		return res, fmt.Errorf("audit: a checkpoint is verified under the key: VerifyOptions.Key is required")
 	}
 	if err := from.Check(opts.Key); err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	v, err := newLineVerifier(opts)
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	for i := range v.ends.c {
 		if v.ends.c[i].Records < from.Records {
-			return 0, 0, fmt.Errorf("audit: a checkpoint of %d records is not checked by reading from one of %d", v.ends.c[i].Records, from.Records)
+			return res, fmt.Errorf("audit: a checkpoint of %d records is not checked by reading from one of %d", v.ends.c[i].Records, from.Records)
 		}
-	}
-	if from.Records == 0 {
-		n, err := VerifyStore(ctx, s, opts)
-		return n, n, err
 	}
 	// The checkpoint's last record is the first line read; the verifier
 	// continues from it.
 	v.prev, v.seq, v.n = from.Head, from.Records, int(from.Records)
 	v.ends.after(v.seq, v.prev)
-	last := from.Records - 1
-	err = s.Read(ctx, last, func(line []byte) error {
-		read++
-		if read > 1 {
-			return v.line(v.n, line)
+	start := from.Records
+	if start > 0 {
+		start--
+	}
+	err = s.Read(ctx, start, func(line []byte) error {
+		res.Read++
+		if from.Records > 0 && res.Read == 1 {
+			return v.k.checkAt(int(start), start, from.Head, line)
 		}
-		return v.k.checkAt(int(last), last, from.Head, line)
+		return v.line(v.n, line)
 	})
-	if err == nil && read == 0 {
+	if err == nil && from.Records > 0 && res.Read == 0 {
 		// The chain ends before the checkpoint's last record: where?
 		next, _, herr := s.Head(ctx)
 		if herr != nil {
-			return 0, 0, herr
+			return res, herr
 		}
-		return int(next), 0, &VerifyError{Index: int(next), Seq: next, Cut: true, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", next, from.Records)}
+		res.Records = int(next)
+		return res, cutError(int(next), next, from.Records)
 	}
-	n, err = v.end(err)
-	return n, read, err
+	if res.Records, err = v.end(err); err != nil {
+		return res, err
+	}
+	res.End = v.k.checkpoint(v.seq, v.prev)
+	return res, nil
 }
 
 // checkAt checks that line is record seq (Index i) with hash head and a

@@ -292,16 +292,13 @@ func TestVerifyStoreFrom(t *testing.T) {
 			if tt.tamper != nil {
 				tt.tamper(s)
 			}
-			var (
-				n, read int
-				err     error
-			)
+			from, opts := c, VerifyOptions{Key: key}
 			if tt.full {
-				n, err = VerifyStore(ctx, s, VerifyOptions{Key: key, Checkpoint: &c})
-				read = n
-			} else {
-				n, read, err = VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key})
+				from, _ = NewCheckpoint(key, 0, "")
+				opts.Checkpoint = &c
 			}
+			res, err := VerifyStoreFrom(ctx, s, from, opts)
+			n, read := res.Records, res.Read
 			var ve *VerifyError
 			if tt.wantErr {
 				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Cut != tt.cut || ve.Index != int(tt.seq) {
@@ -309,8 +306,16 @@ func TestVerifyStoreFrom(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || n != tt.n || (!tt.full && read != tt.read) {
+			if err != nil || n != tt.n || read != tt.read {
 				t.Fatalf("got %d records, %d read, %v; want %d, %d", n, read, err, tt.n, tt.read)
+			}
+			// The end's checkpoint is the chain's: verifying from it reads
+			// only its last record.
+			if res.End.Records != uint64(n) {
+				t.Fatalf("end %+v", res.End)
+			}
+			if again, err := VerifyStoreFrom(ctx, s, res.End, VerifyOptions{Key: key}); err != nil || again.Records != n || again.Read != 1 {
+				t.Fatalf("from the end: %+v %v", again, err)
 			}
 		})
 	}
@@ -321,20 +326,20 @@ func TestVerifyStoreFrom(t *testing.T) {
 			t.Fatal(err)
 		}
 		at10, _ := l.Checkpoint()
-		if n, _, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); err != nil || n != 10 {
-			t.Fatalf("%d %v", n, err)
+		if res, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); err != nil || res.Records != 10 || res.End != at10 {
+			t.Fatalf("%+v %v", res, err)
 		}
 		s.lines = s.lines[:9]
 		var ve *VerifyError
-		if _, _, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 9 {
+		if _, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 9 {
 			t.Fatalf("cut under the second: %v", err)
 		}
-		if _, _, err := VerifyStoreFrom(ctx, s, at10, VerifyOptions{Key: key, Checkpoints: []Checkpoint{c}}); err == nil {
+		if _, err := VerifyStoreFrom(ctx, s, at10, VerifyOptions{Key: key, Checkpoints: []Checkpoint{c}}); err == nil {
 			t.Fatal("a checkpoint older than from: accepted")
 		}
 		bad := c
 		bad.Records++
-		if _, _, err := VerifyStoreFrom(ctx, s, bad, VerifyOptions{Key: key}); !errors.Is(err, ErrCheckpoint) {
+		if _, err := VerifyStoreFrom(ctx, s, bad, VerifyOptions{Key: key}); !errors.Is(err, ErrCheckpoint) {
 			t.Fatalf("a forged checkpoint: %v", err)
 		}
 	})

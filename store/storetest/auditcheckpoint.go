@@ -106,8 +106,8 @@ func RunAuditCheckpoint(t *testing.T, tg Target) {
 	// 4 (the checkpoint's last) and the three.
 	appendN(t, db, 3)
 	cs := &countingStore{Store: s}
-	if n, read, err := audit.VerifyStoreFrom(ctx, cs, at5, audit.VerifyOptions{Key: key}); err != nil || n != 8 || read != 4 || cs.lines != 4 {
-		t.Fatalf("from the checkpoint: %d records, %d read (%d rows), %v", n, read, cs.lines, err)
+	if res, err := audit.VerifyStoreFrom(ctx, cs, at5, audit.VerifyOptions{Key: key}); err != nil || res.Records != 8 || res.Read != 4 || cs.lines != 4 {
+		t.Fatalf("from the checkpoint: %+v (%d rows), %v", res, cs.lines, err)
 	}
 	exec := func(q string, args ...any) {
 		t.Helper()
@@ -118,8 +118,8 @@ func RunAuditCheckpoint(t *testing.T, tg Target) {
 	// Record 6 deleted, the head row left: the store reports it missing
 	// after the verifier had the records before it (in the same page).
 	exec(`DELETE FROM audit_records WHERE chain = $1 AND seq = 6`, []byte("acme"))
-	if n, _, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.Is(err, store.ErrCorrupt) || n != 6 {
-		t.Fatalf("records deleted, the head row left: %d %v", n, err)
+	if res, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.Is(err, store.ErrCorrupt) || res.Records != 6 {
+		t.Fatalf("records deleted, the head row left: %+v %v", res, err)
 	}
 	// Records 3 to 5 deleted too and the head row rewound to record 2:
 	// the checkpoint says 5, the first missing is 3.
@@ -130,7 +130,7 @@ func RunAuditCheckpoint(t *testing.T, tg Target) {
 	}
 	exec(`UPDATE audit_chains SET next = 3, head = $1 WHERE chain = $2`, h2, []byte("acme"))
 	var ve *audit.VerifyError
-	if _, _, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 3 {
+	if _, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 3 {
 		t.Fatalf("records cut, the head row rewound: %v", err)
 	}
 	if _, err := audit.VerifyStore(ctx, s, audit.VerifyOptions{Key: key, Checkpoint: &at5}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 3 {
