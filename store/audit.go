@@ -195,7 +195,9 @@ func (s *AuditStore) SaveCheckpoint(ctx context.Context, c audit.Checkpoint) (bo
 
 // Read implements audit.Store: the lines from seq from to the head as it
 // was when Read began, a page per query. A record missing is a CodeCorrupt
-// error, after f has had the lines before it.
+// error wrapping an *audit.MissingError, after f has had the lines before
+// it; when it is the first asked, the error names the first missing
+// before it, back to the last record stored.
 func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) error) error {
 	end, _, err := s.Head(ctx)
 	if err != nil {
@@ -203,11 +205,11 @@ func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) 
 	}
 	for cur := from; cur < end; {
 		var (
-			page    [][]byte
-			missing error // a record missing after the page's lines
+			page [][]byte
+			gap  bool // a record missing after the page's lines
 		)
 		err := s.db.retry(ctx, "audit read", func() error {
-			page, missing = page[:0], nil
+			page, gap = page[:0], false
 			rows, err := s.db.sql.QueryContext(ctx, s.db.q(`SELECT seq, line FROM audit_records
 				WHERE chain = $1 AND seq >= $2 AND seq < $3 ORDER BY seq LIMIT $4`), s.chain, int64(cur), int64(end), auditReadPage)
 			if err != nil {
@@ -224,7 +226,7 @@ func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) 
 					return err
 				}
 				if seq != want {
-					missing = &Error{Code: CodeCorrupt, Op: "audit read", Msg: fmt.Sprintf("chain %q: record %d is missing", s.chain, want)}
+					gap = true
 					break
 				}
 				want++
@@ -235,9 +237,6 @@ func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) 
 		if err != nil {
 			return err
 		}
-		if len(page) == 0 {
-			return &Error{Code: CodeCorrupt, Op: "audit read", Msg: fmt.Sprintf("chain %q: record %d is missing", s.chain, cur)}
-		}
 		for _, line := range page {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -246,10 +245,30 @@ func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) 
 				return err
 			}
 		}
-		if missing != nil {
-			return missing
-		}
 		cur += uint64(len(page))
+		if gap || len(page) == 0 {
+			return s.missing(ctx, cur, cur == from)
+		}
 	}
 	return nil
+}
+
+// missing returns the error of record seq missing; if first (no record
+// before it was read), of the first missing before it, back to the last
+// record stored.
+func (s *AuditStore) missing(ctx context.Context, seq uint64, first bool) error {
+	if first && seq > 0 {
+		var last sql.NullInt64
+		err := s.db.retry(ctx, "audit read", func() error {
+			return s.db.sql.QueryRowContext(ctx, s.db.q(`SELECT MAX(seq) FROM audit_records WHERE chain = $1 AND seq < $2`), s.chain, int64(seq)).Scan(&last)
+		})
+		if err != nil {
+			return err
+		}
+		seq = 0
+		if last.Valid {
+			seq = uint64(last.Int64) + 1
+		}
+	}
+	return &Error{Code: CodeCorrupt, Op: "audit read", Msg: fmt.Sprintf("chain %q: record %d is missing", s.chain, seq), Err: &audit.MissingError{Seq: seq}}
 }

@@ -291,9 +291,10 @@ type VerifyError struct {
 	Seq uint64
 	// Reason says what is wrong.
 	Reason string
-	// Cut says the chain ends before a checkpoint's records: records were
-	// cut from its end, and Seq is the first of them missing.
-	Cut bool
+	// Missing says records are missing from Seq on: the chain ends before
+	// a checkpoint's records (they were cut from its end), or its store
+	// lacks them (a *MissingError).
+	Missing bool
 }
 
 func (e *VerifyError) Error() string {
@@ -437,7 +438,7 @@ func (e *ends) check(n int, seq uint64, head string) error {
 // cutError reports a chain of n records whose next seq is seq, cut short
 // of a checkpoint of records records.
 func cutError(n int, seq, records uint64) *VerifyError {
-	return &VerifyError{Index: n, Seq: seq, Cut: true, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, records)}
+	return &VerifyError{Index: n, Seq: seq, Missing: true, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, records)}
 }
 
 func check(i int, prev string, seq, gotSeq uint64, gotPrev, gotHash string, hash func() (string, error)) error {

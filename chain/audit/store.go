@@ -75,6 +75,18 @@ type Store interface {
 	Read(ctx context.Context, from uint64, f func(line []byte) error) error
 }
 
+// MissingError is what a Store's Read returns (or wraps) when records are
+// missing from the chain it keeps, from Seq on: deleted, or the chain cut
+// while the store's head says it holds more. When the first record asked
+// is missing, Seq is the first of those missing before it, back to the
+// last one the store holds. VerifyStore and VerifyStoreFrom report it as a
+// *VerifyError with Missing set.
+type MissingError struct {
+	Seq uint64
+}
+
+func (e *MissingError) Error() string { return fmt.Sprintf("audit: record %d is missing", e.Seq) }
+
 // CheckpointStore keeps a keyed chain's newest Checkpoint apart from its
 // records (another file, volume or host). It belongs to one writer: two
 // Logs saving to one CheckpointStore overwrite each other's checkpoints.
@@ -409,7 +421,7 @@ type StoreVerified struct {
 // older checkpoint (or record 0). It returns nil or a *VerifyError naming
 // the first broken record (Index = its Seq); records cut from the end
 // before from's last are reported as VerifyStore reports them against
-// from (Cut).
+// from (Missing).
 func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyOptions) (StoreVerified, error) {
 	var res StoreVerified
 	if opts.Key == nil {
@@ -520,7 +532,12 @@ func (v *lineVerifier) line(i int, line []byte) error {
 }
 
 // end returns the count and err, or the checkpoints' verdict on the end.
+// A store's *MissingError is reported as a *VerifyError.
 func (v *lineVerifier) end(err error) (int, error) {
+	var me *MissingError
+	if errors.As(err, &me) {
+		return int(me.Seq), &VerifyError{Index: int(me.Seq), Seq: me.Seq, Missing: true, Reason: fmt.Sprintf("record %d is missing from the store (deleted, or the chain cut while its head says more): %v", me.Seq, err)}
+	}
 	if err != nil {
 		return v.n, err
 	}

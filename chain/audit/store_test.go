@@ -273,14 +273,14 @@ func TestVerifyStoreFrom(t *testing.T) {
 		n, read int
 		seq     uint64 // the broken record's, when wantErr
 		wantErr bool
-		cut     bool
+		missing bool
 	}{
 		{name: "intact", n: 10, read: 5},
 		{name: "intact full", full: true, n: 10, read: 10},
 		{name: "cut after the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:8] }, n: 8, read: 3},
-		{name: "cut before the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:4] }, wantErr: true, cut: true, seq: 4},
-		{name: "cut at the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:5] }, wantErr: true, cut: true, seq: 5},
-		{name: "cut before the checkpoint, full", full: true, tamper: func(s *MemoryStore) { s.lines = s.lines[:3] }, wantErr: true, cut: true, seq: 3},
+		{name: "cut before the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:4] }, wantErr: true, missing: true, seq: 4},
+		{name: "cut at the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:5] }, wantErr: true, missing: true, seq: 5},
+		{name: "cut before the checkpoint, full", full: true, tamper: func(s *MemoryStore) { s.lines = s.lines[:3] }, wantErr: true, missing: true, seq: 3},
 		{name: "the checkpoint's record rewritten", tamper: func(s *MemoryStore) { forge(s, 5) }, wantErr: true, seq: 5},
 		{name: "a record after it rewritten", tamper: func(s *MemoryStore) { forge(s, 7) }, wantErr: true, seq: 7},
 		{name: "a record before it rewritten: not read", tamper: func(s *MemoryStore) { forge(s, 2) }, n: 10, read: 5},
@@ -301,8 +301,8 @@ func TestVerifyStoreFrom(t *testing.T) {
 			n, read := res.Records, res.Read
 			var ve *VerifyError
 			if tt.wantErr {
-				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Cut != tt.cut || ve.Index != int(tt.seq) {
-					t.Fatalf("got %d %v (%+v), want the error at seq %d, cut %v", n, err, ve, tt.seq, tt.cut)
+				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Missing != tt.missing || ve.Index != int(tt.seq) {
+					t.Fatalf("got %d %v (%+v), want the error at seq %d, missing %v", n, err, ve, tt.seq, tt.missing)
 				}
 				return
 			}
@@ -331,7 +331,7 @@ func TestVerifyStoreFrom(t *testing.T) {
 		}
 		s.lines = s.lines[:9]
 		var ve *VerifyError
-		if _, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 9 {
+		if _, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); !errors.As(err, &ve) || !ve.Missing || ve.Seq != 9 {
 			t.Fatalf("cut under the second: %v", err)
 		}
 		if _, err := VerifyStoreFrom(ctx, s, at10, VerifyOptions{Key: key, Checkpoints: []Checkpoint{c}}); err == nil {

@@ -5,22 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/store"
 )
 
-// countingStore counts the lines an audit.Store's Read hands out: the rows
-// a verification read.
-type countingStore struct {
+// ReadCounter is an audit.Store that counts in N the lines its Store's Read
+// hands out: the rows a verification read.
+type ReadCounter struct {
 	audit.Store
-	lines int
+	N *atomic.Int64
 }
 
-func (s *countingStore) Read(ctx context.Context, from uint64, f func([]byte) error) error {
+// Read implements audit.Store.
+func (s ReadCounter) Read(ctx context.Context, from uint64, f func([]byte) error) error {
 	return s.Store.Read(ctx, from, func(line []byte) error {
-		s.lines++
+		s.N.Add(1)
 		return f(line)
 	})
 }
@@ -105,9 +107,9 @@ func RunAuditCheckpoint(t *testing.T, tg Target) {
 	// Three more records: a verification from the checkpoint reads record
 	// 4 (the checkpoint's last) and the three.
 	appendN(t, db, 3)
-	cs := &countingStore{Store: s}
-	if res, err := audit.VerifyStoreFrom(ctx, cs, at5, audit.VerifyOptions{Key: key}); err != nil || res.Records != 8 || res.Read != 4 || cs.lines != 4 {
-		t.Fatalf("from the checkpoint: %+v (%d rows), %v", res, cs.lines, err)
+	rows := new(atomic.Int64)
+	if res, err := audit.VerifyStoreFrom(ctx, ReadCounter{Store: s, N: rows}, at5, audit.VerifyOptions{Key: key}); err != nil || res.Records != 8 || res.Read != 4 || rows.Load() != 4 {
+		t.Fatalf("from the checkpoint: %+v (%d rows), %v", res, rows.Load(), err)
 	}
 	exec := func(q string, args ...any) {
 		t.Helper()
@@ -118,22 +120,28 @@ func RunAuditCheckpoint(t *testing.T, tg Target) {
 	// Record 6 deleted, the head row left: the store reports it missing
 	// after the verifier had the records before it (in the same page).
 	exec(`DELETE FROM audit_records WHERE chain = $1 AND seq = 6`, []byte("acme"))
-	if res, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.Is(err, store.ErrCorrupt) || res.Records != 6 {
-		t.Fatalf("records deleted, the head row left: %+v %v", res, err)
+	var ve *audit.VerifyError
+	if res, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.As(err, &ve) || !ve.Missing || ve.Seq != 6 || res.Records != 6 {
+		t.Fatalf("record 6 deleted, the head row left: %+v %v", res, err)
 	}
-	// Records 3 to 5 deleted too and the head row rewound to record 2:
-	// the checkpoint says 5, the first missing is 3.
+	// Records 3 to 5 deleted too, the head row left: reading from the
+	// checkpoint's last (4), the store finds the first missing before it.
+	exec(`DELETE FROM audit_records WHERE chain = $1 AND seq >= 3 AND seq <= 5`, []byte("acme"))
+	if res, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.As(err, &ve) || !ve.Missing || ve.Seq != 3 || res.Records != 3 {
+		t.Fatalf("records 3 to 6 deleted, the head row left: %+v %v", res, err)
+	}
+	// Records from 3 on deleted and the head row rewound to record 2: the
+	// checkpoint says 5, the first missing is 3.
 	exec(`DELETE FROM audit_records WHERE chain = $1 AND seq >= 3`, []byte("acme"))
 	var h2 string
 	if err := db.SQL().QueryRowContext(ctx, d.Rebind(`SELECT hash FROM audit_records WHERE chain = $1 AND seq = 2`), []byte("acme")).Scan(&h2); err != nil {
 		t.Fatal(err)
 	}
 	exec(`UPDATE audit_chains SET next = 3, head = $1 WHERE chain = $2`, h2, []byte("acme"))
-	var ve *audit.VerifyError
-	if _, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 3 {
+	if _, err := audit.VerifyStoreFrom(ctx, s, at5, audit.VerifyOptions{Key: key}); !errors.As(err, &ve) || !ve.Missing || ve.Seq != 3 {
 		t.Fatalf("records cut, the head row rewound: %v", err)
 	}
-	if _, err := audit.VerifyStore(ctx, s, audit.VerifyOptions{Key: key, Checkpoint: &at5}); !errors.As(err, &ve) || !ve.Cut || ve.Seq != 3 {
+	if _, err := audit.VerifyStore(ctx, s, audit.VerifyOptions{Key: key, Checkpoint: &at5}); !errors.As(err, &ve) || !ve.Missing || ve.Seq != 3 {
 		t.Fatalf("the same, verified in full: %v", err)
 	}
 	// The checkpoint row changed in the database: its MAC refuses it.
