@@ -703,9 +703,8 @@ func (s *Server) verifyChain(ctx context.Context, tenant string, full bool, give
 		if ve.Missing {
 			doc.Cause = api.AuditCauseMissing
 		}
-	case errors.Is(err, store.ErrCorrupt): // a record missing: the first after those verified
-		seq := uint64(res.Records)
-		doc.Seq, doc.Error, doc.Cause = &seq, err.Error(), api.AuditCauseMissing
+	case errors.Is(err, store.ErrCorrupt): // the chain's head row contradicts itself
+		doc.Error, doc.Cause = err.Error(), api.AuditCauseRecord
 	case err != nil:
 		return nil, err
 	default:
