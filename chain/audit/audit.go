@@ -7,7 +7,9 @@
 // sequence numbers, so several Logs, in one process or several, append to
 // one chain without forking it. MemorySink and FileSink are a Log over
 // MemoryStore and FileStore; a database store implements Store, and
-// audittest checks it. VerifyStore, VerifyFileWith and VerifyWith verify.
+// audittest checks it. VerifyStore, VerifyFileWith and VerifyWith verify;
+// VerifyStoreFrom verifies a store from a checkpoint on, reading only the
+// records after it.
 //
 // Every record carries the hash of the record before it (Prev) and its own
 // (Hash): the sha256 of its stored JSON without the hash field. Verify and
