@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -37,23 +36,7 @@ func (s ReadCounter) Read(ctx context.Context, from uint64, f func([]byte) error
 func RunAuditCheckpoint(t *testing.T, tg Target) {
 	tg.require(t)
 	ctx := context.Background()
-	ms, err := tg.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(ms, func(m store.Migration) bool { return m.Version == 8 })
-	if i < 0 {
-		t.Fatal("no migration 8")
-	}
-	d := tg.OpenFresh(t).Dialect()
-	where := tg.Fresh(t)
-	raw, err := tg.OpenSQL(where)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := store.Migrate(ctx, raw, d, ms[:i]); err != nil || v != 7 {
-		t.Fatalf("migrating to 7: %d %v", v, err)
-	}
+	where, raw, d, ms := tg.before(t, 8)
 	raw.Close()
 	// The chain, written at version 7: the store's Append is version 7's.
 	key := []byte("storetest audit checkpoint key, 32 bytes")
