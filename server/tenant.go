@@ -614,9 +614,9 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ *Principa
 		writeProblem(w, p)
 		return
 	}
-	// A full verification reads the whole chain: one at a time per tenant
-	// (in this process), so that a tenant's operators cannot load the
-	// shared database with many at once.
+	// A verification may read the whole chain (a full one, or the first):
+	// one at a time per tenant (in this process), so that a tenant's
+	// operators cannot load the shared database with many at once.
 	end, ok := s.verifies.start(tenant, 1)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
