@@ -6,10 +6,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
+	"github.com/wasmhooks/wasmhooks/server/api"
 	"github.com/wasmhooks/wasmhooks/server/client"
 )
 
@@ -71,8 +74,10 @@ func TestAuditPerTenantVerify(t *testing.T) {
 	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = 1`), forged, []byte("ta")); err != nil {
 		t.Fatal(err)
 	}
-	v, err := ops["ta"].op.VerifyAudit(ctx, "ta")
-	if err != nil || v.Verified || v.Seq == nil || *v.Seq != 1 || v.Records != 1 || v.Error == "" {
+	// The verification from the checkpoint the first one kept reads the
+	// chain from record 2 on: the rewrite before it is found by a full one.
+	v, err := ops["ta"].op.VerifyAuditFrom(ctx, "ta", true, nil)
+	if err != nil || v.Verified || v.Seq == nil || *v.Seq != 1 || v.Records != 1 || v.Error == "" || v.Cause != api.AuditCauseRecord {
 		t.Fatalf("verify of a rewritten chain: %+v %v", v, err)
 	}
 	if v, err := ops["tb"].op.VerifyAudit(ctx, "tb"); err != nil || !v.Verified {
@@ -103,6 +108,217 @@ func TestAuditVerifyOneAtATime(t *testing.T) {
 	if v, err := ta.op.VerifyAudit(ctx, "ta"); err != nil || !v.Verified {
 		t.Fatalf("after the first ended: %+v %v", v, err)
 	}
+}
+
+// auditChain is a tenant whose audit chain holds records, as verified once
+// (its checkpoint kept), and how to verify it counting the rows read.
+type auditChain struct {
+	t      *testing.T
+	p      *platform
+	tenant string
+	keys   tenantKeys
+	reads  *atomic.Int64
+	first  *api.AuditCheckpoint // the checkpoint of the first verification
+}
+
+// newAuditChain makes tenant with n audit records, verified once.
+func newAuditChain(t *testing.T, p *platform, pin, tenant string, reads *atomic.Int64, n int) *auditChain {
+	t.Helper()
+	c := &auditChain{t: t, p: p, tenant: tenant, keys: newTenant(t, p, tenant, false), reads: reads}
+	c.keys.bind(t, chainConfig(pin))
+	c.run(n)
+	v, rows := c.verify(false, nil)
+	if !v.Verified || !v.Full || v.From != 0 || v.Records != n || v.Read != n || rows != int64(n) || v.Checkpoint == nil || v.Checkpoint.Records != uint64(n) {
+		t.Fatalf("the first verification: %+v, %d rows", v, rows)
+	}
+	c.first = v.Checkpoint
+	return c
+}
+
+// run makes n records.
+func (c *auditChain) run(n int) {
+	c.t.Helper()
+	for range n {
+		if _, err := c.keys.rt.Run(context.Background(), c.tenant, "message.outbound", map[string]any{"outgoing": "hello"}, ""); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// verify verifies the chain and returns the answer and the rows it read.
+func (c *auditChain) verify(full bool, given *api.AuditCheckpoint) (*api.AuditVerifyDoc, int64) {
+	c.t.Helper()
+	c.reads.Store(0)
+	v, err := c.keys.op.VerifyAuditFrom(context.Background(), c.tenant, full, given)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return v, c.reads.Load()
+}
+
+// exec runs a statement on the database, as an attacker who can write it.
+func (c *auditChain) exec(query string, args ...any) {
+	c.t.Helper()
+	if _, err := c.p.db.Exec(q(query), args...); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// cut deletes the records from seq on and, if rewind, puts the chain's head
+// row back to the record before, as a writer hiding the cut would.
+func (c *auditChain) cut(seq int, rewind bool) {
+	c.t.Helper()
+	c.exec(`DELETE FROM audit_records WHERE chain = $1 AND seq >= $2`, []byte(c.tenant), seq)
+	if rewind {
+		var h string
+		if err := c.p.db.QueryRow(q(`SELECT hash FROM audit_records WHERE chain = $1 AND seq = $2`), []byte(c.tenant), seq-1).Scan(&h); err != nil {
+			c.t.Fatal(err)
+		}
+		c.exec(`UPDATE audit_chains SET next = $1, head = $2 WHERE chain = $3`, seq, h, []byte(c.tenant))
+	}
+}
+
+// wantBroken checks a verification's answer: not verified, for cause, at
+// seq (none for the checkpoint's cause).
+func (c *auditChain) wantBroken(v *api.AuditVerifyDoc, cause string, seq uint64) {
+	c.t.Helper()
+	if v.Verified || v.Cause != cause || v.Error == "" || v.Checkpoint != nil {
+		c.t.Fatalf("got %+v, want a failure for %s", v, cause)
+	}
+	if cause == api.AuditCauseCheckpoint {
+		if v.Seq != nil {
+			c.t.Fatalf("got %+v, want no seq", v)
+		}
+		return
+	}
+	if v.Seq == nil || *v.Seq != seq || v.Records != int(seq) {
+		c.t.Fatalf("got %+v, want the failure at seq %d", v, seq)
+	}
+}
+
+// TestAuditVerifyCheckpoint: a verification keeps the checkpoint of the
+// end it verified (records counted and head hash, MACed under the host key)
+// in the database, and the next one reads the chain from there (only the
+// checkpoint's last record and those after it: counted as rows read)
+// unless ?full=true; records cut from the end after a checkpoint are
+// reported as missing with the first missing seq, the database's head row
+// rewound or not; a record rewritten before the checkpoint is found by a
+// full verification; a checkpoint row changed in the database is refused as
+// such; and a checkpoint the client kept and passes back catches what a
+// writer of the database can hide (the checkpoint row deleted, or rolled
+// back with the chain to an older pair).
+func TestAuditVerifyCheckpoint(t *testing.T) {
+	p := newPlatform(t)
+	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
+	reads := server.CountVerifyReads(p.srv)
+
+	t.Run("incremental", func(t *testing.T) {
+		c := newAuditChain(t, p, pin, "inc", reads, 4)
+		var kept int64
+		if err := p.db.QueryRow(q(`SELECT records FROM audit_checkpoints WHERE chain = $1`), []byte("inc")).Scan(&kept); err != nil || kept != 4 {
+			t.Fatalf("the checkpoint kept: %d %v", kept, err)
+		}
+		c.run(3)
+		// Record 3 (the checkpoint's last) and the three after it.
+		if v, rows := c.verify(false, nil); !v.Verified || v.Full || v.From != 4 || v.Records != 7 || v.Read != 4 || rows != 4 || v.Checkpoint.Records != 7 {
+			t.Fatalf("from the checkpoint: %+v, %d rows", v, rows)
+		}
+		if v, rows := c.verify(false, nil); !v.Verified || v.From != 7 || v.Records != 7 || rows != 1 {
+			t.Fatalf("nothing new: %+v, %d rows", v, rows)
+		}
+		if v, rows := c.verify(true, nil); !v.Verified || !v.Full || v.From != 0 || v.Records != 7 || rows != 7 {
+			t.Fatalf("full: %+v, %d rows", v, rows)
+		}
+		// The client's older checkpoint: read from it.
+		if v, rows := c.verify(false, c.first); !v.Verified || v.From != 4 || v.Records != 7 || rows != 4 {
+			t.Fatalf("from the client's checkpoint: %+v, %d rows", v, rows)
+		}
+	})
+	for _, rewind := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cut, head row rewound %v", rewind), func(t *testing.T) {
+			tenant := fmt.Sprintf("cut%v", rewind)
+			c := newAuditChain(t, p, pin, tenant, reads, 7)
+			c.cut(5, rewind)
+			v, _ := c.verify(false, nil)
+			c.wantBroken(v, api.AuditCauseMissing, 5)
+			v, _ = c.verify(true, nil)
+			c.wantBroken(v, api.AuditCauseMissing, 5)
+		})
+	}
+	t.Run("rewritten before the checkpoint", func(t *testing.T) {
+		c := newAuditChain(t, p, pin, "rew", reads, 5)
+		var line []byte
+		if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`), []byte("rew")).Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		forged := bytes.Replace(line, []byte(`"continue"`), []byte(`"block"`), 1)
+		if bytes.Equal(forged, line) {
+			t.Fatalf("record 1 has no verdict to rewrite: %s", line)
+		}
+		c.exec(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = 1`, forged, []byte("rew"))
+		// From the checkpoint: record 1 is not read.
+		if v, rows := c.verify(false, nil); !v.Verified || v.From != 5 || rows != 1 {
+			t.Fatalf("from the checkpoint: %+v, %d rows", v, rows)
+		}
+		v, _ := c.verify(true, nil)
+		c.wantBroken(v, api.AuditCauseRecord, 1)
+	})
+	t.Run("the checkpoint row changed", func(t *testing.T) {
+		c := newAuditChain(t, p, pin, "ckpt", reads, 7)
+		// A cut hidden by moving the checkpoint back with the head row:
+		// its MAC does not verify.
+		c.cut(5, true)
+		var h string
+		if err := p.db.QueryRow(q(`SELECT head FROM audit_chains WHERE chain = $1`), []byte("ckpt")).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		c.exec(`UPDATE audit_checkpoints SET records = 5, head = $1 WHERE chain = $2`, h, []byte("ckpt"))
+		for _, full := range []bool{false, true} {
+			v, rows := c.verify(full, nil)
+			c.wantBroken(v, api.AuditCauseCheckpoint, 0)
+			if rows != 0 {
+				t.Fatalf("%d rows read", rows)
+			}
+		}
+	})
+	t.Run("what the client kept", func(t *testing.T) {
+		c := newAuditChain(t, p, pin, "client", reads, 4)
+		c.run(3)
+		v, _ := c.verify(false, nil)
+		at7 := v.Checkpoint
+		// The checkpoint row deleted and the chain cut: the database alone
+		// cannot tell (a full verification of 5 records holds)...
+		c.cut(5, true)
+		c.exec(`DELETE FROM audit_checkpoints WHERE chain = $1`, []byte("client"))
+		if v, _ := c.verify(false, nil); !v.Verified || !v.Full || v.Records != 5 {
+			t.Fatalf("the chain cut, its checkpoint deleted: %+v", v)
+		}
+		// ... the client's checkpoint can.
+		v, _ = c.verify(false, at7)
+		c.wantBroken(v, api.AuditCauseMissing, 5)
+		v, _ = c.verify(true, at7)
+		c.wantBroken(v, api.AuditCauseMissing, 5)
+		// Rolled back to an older pair (the checkpoint of 4 records, kept
+		// from the first answer): the same.
+		c.exec(`UPDATE audit_checkpoints SET records = $1, head = $2, mac = $3 WHERE chain = $4`, int64(c.first.Records), c.first.Head, c.first.MAC, []byte("client"))
+		if v, _ := c.verify(false, nil); !v.Verified || v.From != 4 {
+			t.Fatalf("rolled back to an older pair: %+v", v)
+		}
+		v, _ = c.verify(false, at7)
+		c.wantBroken(v, api.AuditCauseMissing, 5)
+	})
+	t.Run("bad parameters", func(t *testing.T) {
+		c := newAuditChain(t, p, pin, "bad", reads, 2)
+		forged := *c.first
+		forged.Records++
+		_, err := c.keys.op.VerifyAuditFrom(context.Background(), "bad", false, &forged)
+		wantCode(t, err, 422, server.CodeInvalidRequest)
+		for _, query := range []string{"?full=maybe", "?checkpoint=%7Bnot", `?checkpoint=%7B%22records%22%3A1%2C%22extra%22%3A1%7D`} {
+			var d api.AuditVerifyDoc
+			err := c.keys.op.Do(context.Background(), "GET", "/v1/tenants/bad/audit/verify"+query, "", nil, &d)
+			wantCode(t, err, 422, server.CodeInvalidRequest)
+		}
+	})
 }
 
 // TestApprovalOutcomeUnrecorded: an approval the store resolved whose

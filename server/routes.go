@@ -91,7 +91,7 @@ func (s *Server) table() []Route {
 		{Method: "GET", Path: "/v1/tenants/{tenant}/hooks", ID: "listHooks", Summary: "List the modules the tenant's chain names, with signatures and validation reports", Roles: op, Scope: ScopeTenant, h: s.listHooks},
 		{Method: "GET", Path: "/v1/tenants/{tenant}/usage", ID: "getUsage", Summary: "Read a tenant's credit and usage", Roles: []Role{RoleAdmin, RoleOperator}, Scope: ScopeTenant, h: s.getUsage},
 		{Method: "GET", Path: "/v1/me", ID: "getMe", Summary: "Read the caller's key: its id, role and tenant", Roles: []Role{RoleAdmin, RolePublisher, RoleOperator, RoleRuntime}, Scope: ScopeSelf, h: s.getMe},
-		{Method: "GET", Path: "/v1/tenants/{tenant}/audit/verify", ID: "verifyAudit", Summary: "Verify the tenant's audit chain with the platform's key", Roles: op, Scope: ScopeTenant, h: s.verifyAudit},
+		{Method: "GET", Path: "/v1/tenants/{tenant}/audit/verify", ID: "verifyAudit", Summary: "Verify the tenant's audit chain with the platform's key, from its checkpoint on (?full=true: from record 0; ?checkpoint=JSON: a previous answer's checkpoint, which the chain must still hold)", Roles: op, Scope: ScopeTenant, h: s.verifyAudit},
 		{Method: "POST", Path: "/v1/tenants/{tenant}/runs", ID: "run", Summary: "Run the tenant's chain at a point", Roles: []Role{RoleRuntime}, Scope: ScopeTenant, Body: jsonType, h: withBody(s, s.run)},
 	}
 }

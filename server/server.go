@@ -191,6 +191,8 @@ type Server struct {
 	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
 	uploads  inFlight        // each publisher's uploads in flight (UploadQuota.MaxInFlight)
 	verifies inFlight        // each tenant's audit verifications running (one at a time)
+	// verifyStore, when set (tests), wraps the store a verification reads.
+	verifyStore atomic.Pointer[func(audit.Store) audit.Store]
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves

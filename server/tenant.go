@@ -1,19 +1,24 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 	"github.com/wasmhooks/wasmhooks/runtime"
+	"github.com/wasmhooks/wasmhooks/server/api"
 	"github.com/wasmhooks/wasmhooks/store"
 )
 
@@ -594,16 +599,24 @@ func scanLine(rows *sql.Rows) (rec json.RawMessage, err error) {
 	return
 }
 
-// verifyAudit verifies the tenant's whole audit chain as stored, with the
-// host key (audit.VerifyStore): each record's hash and MAC, each linked to
-// the one before, numbered from 0. It reads every record, a page at a time;
-// the chain has no checkpoint kept apart, so records cut from its end are
-// not seen (RATIONALE.md#the-audit-log-over-a-store).
+// verifyAudit verifies the tenant's audit chain as stored, with the host
+// key (audit.VerifyStoreFrom): each record's hash and MAC, each linked to
+// the one before, against the chain's checkpoint kept in the database
+// (audit_checkpoints) and the one the request gives (?checkpoint=, a
+// previous answer's). It reads the chain from the older of the two on,
+// or from record 0 with ?full=true or when there is none; a verification
+// that holds keeps the checkpoint of the end it reached, for the next one
+// (RATIONALE.md#the-audit-log-over-a-store).
 func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	tenant := r.PathValue("tenant")
-	// A verification reads the whole chain: one at a time per tenant (in
-	// this process), so that a tenant's operators cannot load the shared
-	// database with many at once.
+	full, given, p := s.verifyParams(r)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	// A verification may read the whole chain (a full one, or the first):
+	// one at a time per tenant (in this process), so that a tenant's
+	// operators cannot load the shared database with many at once.
 	end, ok := s.verifies.start(tenant, 1)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
@@ -611,17 +624,100 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ *Principa
 		return
 	}
 	defer end()
-	n, err := audit.VerifyStore(r.Context(), store.NewAuditStore(s.sdb, tenant), audit.VerifyOptions{Key: s.opts.HostKey})
-	doc := AuditVerifyDoc{Tenant: tenant, Records: n, Verified: err == nil}
-	var ve *audit.VerifyError
-	switch {
-	case errors.As(err, &ve):
-		doc.Records, doc.Seq, doc.Error = ve.Index, &ve.Seq, ve.Reason
-	case errors.Is(err, store.ErrCorrupt): // a record missing from the chain
-		doc.Error = err.Error()
-	case err != nil:
+	doc, err := s.verifyChain(r.Context(), tenant, full, given)
+	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	writeJSON(w, 200, doc)
+}
+
+// verifyParams reads a verification's ?full= and ?checkpoint= (the JSON of
+// an audit.Checkpoint, whose MAC must verify under the host key).
+func (s *Server) verifyParams(r *http.Request) (full bool, given *audit.Checkpoint, p *Problem) {
+	q := r.URL.Query()
+	if v := q.Get("full"); v != "" {
+		var err error
+		if full, err = strconv.ParseBool(v); err != nil {
+			return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "full is true or false")
+		}
+	}
+	if v := q.Get("checkpoint"); v != "" {
+		var c api.AuditCheckpoint
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil || dec.More() {
+			return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "checkpoint is the JSON of a verification's checkpoint ({\"records\":N,\"head\":\"...\",\"mac\":\"...\"})")
+		}
+		given = (*audit.Checkpoint)(&c)
+		if err := given.Check(s.opts.HostKey); err != nil {
+			return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "the checkpoint does not verify under the platform's key (changed, or made by another platform)")
+		}
+	}
+	return full, given, nil
+}
+
+// verifyChain verifies tenant's chain (see verifyAudit) and keeps the
+// checkpoint of the end it verified.
+func (s *Server) verifyChain(ctx context.Context, tenant string, full bool, given *audit.Checkpoint) (*AuditVerifyDoc, error) {
+	key := s.opts.HostKey
+	as := store.NewAuditStore(s.sdb, tenant)
+	var st audit.Store = as
+	if wrap := s.verifyStore.Load(); wrap != nil {
+		st = (*wrap)(st)
+	}
+	doc := &AuditVerifyDoc{Tenant: tenant}
+	kept, err := as.Checkpoint(ctx)
+	if err == nil && kept != nil {
+		err = kept.Check(key)
+	}
+	switch {
+	case errors.Is(err, audit.ErrCheckpoint), errors.Is(err, store.ErrCorrupt):
+		doc.Cause = api.AuditCauseCheckpoint
+		doc.Error = fmt.Sprintf("the chain's checkpoint kept in the database was changed there (%v); nothing was verified: compare the chain with a copy kept elsewhere, then delete its audit_checkpoints row", err)
+		return doc, nil
+	case err != nil:
+		return nil, err
+	}
+	var checks []audit.Checkpoint
+	for _, c := range []*audit.Checkpoint{kept, given} {
+		if c != nil {
+			checks = append(checks, *c)
+		}
+	}
+	from, err := audit.NewCheckpoint(key, 0, "")
+	if err != nil {
+		return nil, err
+	}
+	if !full && len(checks) > 0 {
+		slices.SortFunc(checks, func(a, b audit.Checkpoint) int { return cmp.Compare(a.Records, b.Records) })
+		from, checks = checks[0], checks[1:]
+	}
+	doc.Full, doc.From = from.Records == 0, from.Records
+	res, err := audit.VerifyStoreFrom(ctx, st, from, audit.VerifyOptions{Key: key, Checkpoints: checks})
+	doc.Records, doc.Read = res.Records, res.Read
+	var ve *audit.VerifyError
+	switch {
+	case errors.As(err, &ve):
+		doc.Records, doc.Seq, doc.Error, doc.Cause = ve.Index, &ve.Seq, ve.Reason, api.AuditCauseRecord
+		if ve.Missing {
+			doc.Cause = api.AuditCauseMissing
+		}
+	case errors.Is(err, store.ErrCorrupt): // the chain's head row contradicts itself
+		doc.Error, doc.Cause = err.Error(), api.AuditCauseRecord
+	case err != nil:
+		return nil, err
+	default:
+		doc.Verified = true
+		c := api.AuditCheckpoint(res.End)
+		doc.Checkpoint = &c
+		if res.End.Records > 0 {
+			if _, err := as.SaveCheckpoint(ctx, res.End); err != nil {
+				// The verification holds; the next one starts from the
+				// checkpoint kept before.
+				s.log.Warn("server: keeping the audit chain's checkpoint", "tenant", tenant, "err", err)
+			}
+		}
+	}
+	return doc, nil
 }

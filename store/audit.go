@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/wasmhooks/wasmhooks/chain/audit"
@@ -141,17 +142,74 @@ func (s *AuditStore) append1(ctx context.Context, tx *sql.Tx, link audit.LinkFun
 	return nil
 }
 
+// Checkpoint returns the chain's checkpoint as SaveCheckpoint kept it (the
+// audit_checkpoints row), nil if none. Its MAC is not checked:
+// audit.Checkpoint.Check (or audit.VerifyOptions) does.
+func (s *AuditStore) Checkpoint(ctx context.Context) (*audit.Checkpoint, error) {
+	var (
+		c       audit.Checkpoint
+		records int64
+		found   bool
+	)
+	err := s.db.retry(ctx, "audit checkpoint", func() error {
+		err := s.db.sql.QueryRowContext(ctx, s.db.q(`SELECT records, head, mac FROM audit_checkpoints WHERE chain = $1`), s.chain).Scan(&records, &c.Head, &c.MAC)
+		found = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || !found {
+		return nil, err
+	}
+	if records < 0 {
+		return nil, &Error{Code: CodeCorrupt, Op: "audit checkpoint", Msg: fmt.Sprintf("chain %q: checkpoint of %d records", s.chain, records)}
+	}
+	c.Records = uint64(records)
+	return &c, nil
+}
+
+// SaveCheckpoint keeps c as the chain's checkpoint, unless the one kept
+// counts as many records or more (checkpoints only move forward, whichever
+// process saves them), and reports whether it did. The chain must have a
+// record. The store does not check c: its caller verified the chain
+// against it.
+func (s *AuditStore) SaveCheckpoint(ctx context.Context, c audit.Checkpoint) (bool, error) {
+	if c.Records == 0 || c.Records > math.MaxInt64 {
+		return false, fmt.Errorf("store: a checkpoint of %d records is not kept", c.Records)
+	}
+	var saved bool
+	err := s.db.retry(ctx, "audit save checkpoint", func() error {
+		r, err := s.db.sql.ExecContext(ctx, s.db.q(`INSERT INTO audit_checkpoints (chain, records, head, mac) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (chain) DO UPDATE SET records = excluded.records, head = excluded.head, mac = excluded.mac
+			WHERE audit_checkpoints.records < excluded.records`), s.chain, int64(c.Records), c.Head, c.MAC)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		saved = n == 1
+		return err
+	})
+	return saved, err
+}
+
 // Read implements audit.Store: the lines from seq from to the head as it
-// was when Read began, a page per query.
+// was when Read began, a page per query. A record missing is a CodeCorrupt
+// error wrapping an *audit.MissingError, after f has had the lines before
+// it; when it is the first asked, the error names the first missing
+// before it, back to the last record stored.
 func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) error) error {
 	end, _, err := s.Head(ctx)
 	if err != nil {
 		return err
 	}
 	for cur := from; cur < end; {
-		var page [][]byte
+		var (
+			page [][]byte
+			gap  bool // a record missing after the page's lines
+		)
 		err := s.db.retry(ctx, "audit read", func() error {
-			page = page[:0]
+			page, gap = page[:0], false
 			rows, err := s.db.sql.QueryContext(ctx, s.db.q(`SELECT seq, line FROM audit_records
 				WHERE chain = $1 AND seq >= $2 AND seq < $3 ORDER BY seq LIMIT $4`), s.chain, int64(cur), int64(end), auditReadPage)
 			if err != nil {
@@ -168,7 +226,8 @@ func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) 
 					return err
 				}
 				if seq != want {
-					return &Error{Code: CodeCorrupt, Op: "audit read", Msg: fmt.Sprintf("chain %q: record %d is missing", s.chain, want)}
+					gap = true
+					break
 				}
 				want++
 				page = append(page, line)
@@ -177,9 +236,6 @@ func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) 
 		})
 		if err != nil {
 			return err
-		}
-		if len(page) == 0 {
-			return &Error{Code: CodeCorrupt, Op: "audit read", Msg: fmt.Sprintf("chain %q: record %d is missing", s.chain, cur)}
 		}
 		for _, line := range page {
 			if err := ctx.Err(); err != nil {
@@ -190,6 +246,29 @@ func (s *AuditStore) Read(ctx context.Context, from uint64, f func(line []byte) 
 			}
 		}
 		cur += uint64(len(page))
+		if gap || len(page) == 0 {
+			return s.missing(ctx, cur, cur == from)
+		}
 	}
 	return nil
+}
+
+// missing returns the error of record seq missing; if first (no record
+// before it was read), of the first missing before it, back to the last
+// record stored.
+func (s *AuditStore) missing(ctx context.Context, seq uint64, first bool) error {
+	if first && seq > 0 {
+		var last sql.NullInt64
+		err := s.db.retry(ctx, "audit read", func() error {
+			return s.db.sql.QueryRowContext(ctx, s.db.q(`SELECT MAX(seq) FROM audit_records WHERE chain = $1 AND seq < $2`), s.chain, int64(seq)).Scan(&last)
+		})
+		if err != nil {
+			return err
+		}
+		seq = 0
+		if last.Valid {
+			seq = uint64(last.Int64) + 1
+		}
+	}
+	return &Error{Code: CodeCorrupt, Op: "audit read", Msg: fmt.Sprintf("chain %q: record %d is missing", s.chain, seq), Err: &audit.MissingError{Seq: seq}}
 }

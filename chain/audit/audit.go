@@ -7,7 +7,9 @@
 // sequence numbers, so several Logs, in one process or several, append to
 // one chain without forking it. MemorySink and FileSink are a Log over
 // MemoryStore and FileStore; a database store implements Store, and
-// audittest checks it. VerifyStore, VerifyFileWith and VerifyWith verify.
+// audittest checks it. VerifyStore, VerifyFileWith and VerifyWith verify;
+// VerifyStoreFrom verifies a store from a checkpoint on, reading only the
+// records after it.
 //
 // Every record carries the hash of the record before it (Prev) and its own
 // (Hash): the sha256 of its stored JSON without the hash field. Verify and
@@ -285,12 +287,16 @@ func (s *MemorySink) Checkpoint() (c Checkpoint, ok bool) {
 // VerifyError reports the first record that breaks the chain.
 type VerifyError struct {
 	// Index is the record's position in what was verified (the line
-	// number minus one, for a file).
+	// number minus one, for a file; its Seq, for a store).
 	Index int
 	// Seq is the Seq the record claims.
 	Seq uint64
 	// Reason says what is wrong.
 	Reason string
+	// Missing says records are missing from Seq on: the chain ends before
+	// a checkpoint's records (they were cut from its end), or its store
+	// lacks them (a *MissingError).
+	Missing bool
 }
 
 func (e *VerifyError) Error() string {
@@ -335,6 +341,10 @@ type VerifyOptions struct {
 	// the writer stopped between a record and its checkpoint, or when it
 	// is a copy shipped elsewhere earlier).
 	Checkpoint *Checkpoint
+	// Checkpoints are more checkpoints of the chain, each checked as
+	// Checkpoint is (one kept beside the log and a copy shipped
+	// elsewhere, say).
+	Checkpoints []Checkpoint
 }
 
 // VerifyWith is Verify with the checks of opts.
@@ -344,7 +354,7 @@ func VerifyWith(records []Record, opts VerifyOptions) error {
 		return err
 	}
 	prev, seq := "", uint64(0)
-	var atCheckpoint string
+	e := opts.ends()
 	for i := range records {
 		r := &records[i]
 		if err := check(i, prev, seq, r.Seq, r.Prev, r.Hash, func() (string, error) { return Hash(r) }); err != nil {
@@ -356,14 +366,14 @@ func VerifyWith(records []Record, opts VerifyOptions) error {
 			}
 		}
 		prev, seq = r.Hash, r.Seq+1
-		atCheckpoint = opts.atCheckpoint(seq, prev, atCheckpoint)
+		e.after(seq, prev)
 	}
-	return opts.checkEnd(len(records), seq, prev, atCheckpoint)
+	return e.check(len(records), seq, prev)
 }
 
 func (o *VerifyOptions) keys() (*keys, error) {
 	if o.Key == nil {
-		if o.Checkpoint != nil {
+		if o.Checkpoint != nil || len(o.Checkpoints) > 0 {
 			return nil, fmt.Errorf("audit: a checkpoint is verified under the key: VerifyOptions.Key is required")
 		}
 		return nil, nil
@@ -372,42 +382,65 @@ func (o *VerifyOptions) keys() (*keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Checkpoint != nil {
-		if err := o.Checkpoint.Check(o.Key); err != nil {
+	e := o.ends()
+	for i := range e.c {
+		if err := e.c[i].Check(o.Key); err != nil {
 			return nil, err
 		}
 	}
 	return k, nil
 }
 
-// atCheckpoint returns head if a chain whose next seq is seq and head is
-// head holds as many records as the checkpoint counts, else was: called
-// after each record, it ends as the hash of the checkpoint's last record.
-func (o *VerifyOptions) atCheckpoint(seq uint64, head, was string) string {
-	if o.Checkpoint != nil && seq == o.Checkpoint.Records {
-		return head
+// ends returns the checkpoints o checks, none of them reached yet.
+func (o *VerifyOptions) ends() ends {
+	var c []Checkpoint
+	if o.Checkpoint != nil {
+		c = append(c, *o.Checkpoint)
 	}
-	return was
+	c = append(c, o.Checkpoints...)
+	return ends{c: c, at: make([]string, len(c))}
 }
 
-// checkEnd checks that a chain of n records whose next seq is seq and head
-// is head holds the checkpoint's records, the last of them (whose hash is
-// atCheckpoint) the checkpoint's head. Records after the checkpoint's carry
-// MACs the caller checked.
-func (o *VerifyOptions) checkEnd(n int, seq uint64, head, atCheckpoint string) error {
-	c := o.Checkpoint
-	if c == nil {
-		return nil
+// ends follows the checkpoints a verification checks: at[i] is the hash of
+// the record at which the chain held as many records as c[i] counts (""
+// before it).
+type ends struct {
+	c  []Checkpoint
+	at []string
+}
+
+// after notes that the chain's next seq is seq and its head head: called
+// after each record.
+func (e *ends) after(seq uint64, head string) {
+	for i := range e.c {
+		if seq == e.c[i].Records {
+			e.at[i] = head
+		}
 	}
-	switch {
-	case seq < c.Records:
-		return &VerifyError{Index: n, Seq: seq, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, c.Records)}
-	case seq == c.Records && head != c.Head:
-		return &VerifyError{Index: max(n-1, 0), Seq: seq - 1, Reason: "the last record's hash is not the checkpoint's head (the log was rewritten)"}
-	case atCheckpoint != c.Head:
-		return &VerifyError{Index: max(int(c.Records)-1, 0), Seq: c.Records - 1, Reason: fmt.Sprintf("record %d's hash is not the head of the checkpoint, which counts %d records (the log was rewritten)", c.Records-1, c.Records)}
+}
+
+// check checks that a chain of n records whose next seq is seq and head is
+// head holds each checkpoint's records, the last of them its head. Records
+// after a checkpoint's carry MACs the caller checked.
+func (e *ends) check(n int, seq uint64, head string) error {
+	for i := range e.c {
+		c := &e.c[i]
+		switch {
+		case seq < c.Records:
+			return cutError(n, seq, c.Records)
+		case seq == c.Records && head != c.Head:
+			return &VerifyError{Index: max(n-1, 0), Seq: seq - 1, Reason: "the last record's hash is not the checkpoint's head (the log was rewritten)"}
+		case e.at[i] != c.Head:
+			return &VerifyError{Index: max(int(c.Records)-1, 0), Seq: c.Records - 1, Reason: fmt.Sprintf("record %d's hash is not the head of the checkpoint, which counts %d records (the log was rewritten)", c.Records-1, c.Records)}
+		}
 	}
 	return nil
+}
+
+// cutError reports a chain of n records whose next seq is seq, cut short
+// of a checkpoint of records records.
+func cutError(n int, seq, records uint64) *VerifyError {
+	return &VerifyError{Index: n, Seq: seq, Missing: true, Reason: fmt.Sprintf("the log ends at %d records; its checkpoint says %d (records were cut from the end)", seq, records)}
 }
 
 func check(i int, prev string, seq, gotSeq uint64, gotPrev, gotHash string, hash func() (string, error)) error {

@@ -75,6 +75,18 @@ type Store interface {
 	Read(ctx context.Context, from uint64, f func(line []byte) error) error
 }
 
+// MissingError is what a Store's Read returns (or wraps) when records are
+// missing from the chain it keeps, from Seq on: deleted, or the chain cut
+// while the store's head says it holds more. When the first record asked
+// is missing, Seq is the first of those missing before it, back to the
+// last one the store holds. VerifyStore and VerifyStoreFrom report it as a
+// *VerifyError with Missing set.
+type MissingError struct {
+	Seq uint64
+}
+
+func (e *MissingError) Error() string { return fmt.Sprintf("audit: record %d is missing", e.Seq) }
+
 // CheckpointStore keeps a keyed chain's newest Checkpoint apart from its
 // records (another file, volume or host). It belongs to one writer: two
 // Logs saving to one CheckpointStore overwrite each other's checkpoints.
@@ -385,17 +397,102 @@ func VerifyStore(ctx context.Context, s Store, opts VerifyOptions) (int, error) 
 	return v.end(err)
 }
 
+// StoreVerified is what VerifyStoreFrom verified.
+type StoreVerified struct {
+	// Records is the number of records the chain holds, all verified;
+	// after a failure, the number before the first broken (or missing)
+	// one.
+	Records int
+	// Read is how many stored lines were read.
+	Read int
+	// End is the checkpoint of the chain's end as verified, MACed under
+	// the key: to keep (or hand to whoever will ask for the next
+	// verification) and verify from next time. Zero after a failure.
+	End Checkpoint
+}
+
+// VerifyStoreFrom is VerifyStore from checkpoint from (checked under
+// opts.Key, which it requires) on: it reads the chain from from's last
+// record, which must still be there with from's head and a valid MAC, and
+// verifies the records after it as VerifyStore does, against opts'
+// checkpoints too (none may count fewer records than from). A from of no
+// records verifies the whole chain. Records before from's last are not
+// read: a chain rewritten before it is found by a verification from an
+// older checkpoint (or record 0). It returns nil or a *VerifyError naming
+// the first broken record (Index = its Seq); records cut from the end
+// before from's last are reported as VerifyStore reports them against
+// from (Missing).
+func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyOptions) (StoreVerified, error) {
+	var res StoreVerified
+	if opts.Key == nil {
+		return res, fmt.Errorf("audit: a checkpoint is verified under the key: VerifyOptions.Key is required")
+	}
+	if err := from.Check(opts.Key); err != nil {
+		return res, err
+	}
+	v, err := newLineVerifier(opts)
+	if err != nil {
+		return res, err
+	}
+	for i := range v.ends.c {
+		if v.ends.c[i].Records < from.Records {
+			return res, fmt.Errorf("audit: a checkpoint of %d records is not checked by reading from one of %d", v.ends.c[i].Records, from.Records)
+		}
+	}
+	// The checkpoint's last record is the first line read; the verifier
+	// continues from it.
+	v.prev, v.seq, v.n = from.Head, from.Records, int(from.Records)
+	v.ends.after(v.seq, v.prev)
+	start := from.Records
+	if start > 0 {
+		start--
+	}
+	err = s.Read(ctx, start, func(line []byte) error {
+		res.Read++
+		if from.Records > 0 && res.Read == 1 {
+			return v.k.checkAt(int(start), start, from.Head, line)
+		}
+		return v.line(v.n, line)
+	})
+	if err == nil && from.Records > 0 && res.Read == 0 {
+		// The chain ends before the checkpoint's last record: where?
+		next, _, herr := s.Head(ctx)
+		if herr != nil {
+			return res, herr
+		}
+		res.Records = int(next)
+		return res, cutError(int(next), next, from.Records)
+	}
+	if res.Records, err = v.end(err); err != nil {
+		return res, err
+	}
+	res.End = v.k.checkpoint(v.seq, v.prev)
+	return res, nil
+}
+
+// checkAt checks that line is record seq (Index i) with hash head and a
+// valid MAC: the last record of a checkpoint.
+func (k *keys) checkAt(i int, seq uint64, head string, line []byte) error {
+	gotSeq, h, err := parseLine(line)
+	switch {
+	case err != nil:
+		return &VerifyError{Index: i, Seq: seq, Reason: err.Error()}
+	case gotSeq != seq:
+		return &VerifyError{Index: i, Seq: gotSeq, Reason: fmt.Sprintf("seq is %d, want %d (a record was deleted or inserted)", gotSeq, seq)}
+	case h != head:
+		return &VerifyError{Index: i, Seq: seq, Reason: fmt.Sprintf("record %d's hash is not the head of the checkpoint, which counts %d records (the log was rewritten)", seq, seq+1)}
+	}
+	return k.checkLine(i, seq, line)
+}
+
 // lineVerifier checks stored lines one by one (VerifyFileWith,
 // VerifyStore).
 type lineVerifier struct {
-	opts VerifyOptions
 	k    *keys
 	prev string
 	seq  uint64
 	n    int
-	// atCheckpoint is the hash of the record at which the chain held as
-	// many records as opts.Checkpoint counts ("" before it).
-	atCheckpoint string
+	ends ends
 }
 
 func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
@@ -403,7 +500,7 @@ func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lineVerifier{opts: opts, k: k}, nil
+	return &lineVerifier{k: k, ends: opts.ends()}, nil
 }
 
 // line checks line i.
@@ -429,17 +526,22 @@ func (v *lineVerifier) line(i int, line []byte) error {
 		}
 	}
 	v.prev, v.seq = head.Hash, head.Seq+1
-	v.atCheckpoint = v.opts.atCheckpoint(v.seq, v.prev, v.atCheckpoint)
+	v.ends.after(v.seq, v.prev)
 	v.n++
 	return nil
 }
 
-// end returns the count and err, or the checkpoint's verdict on the end.
+// end returns the count and err, or the checkpoints' verdict on the end.
+// A store's *MissingError is reported as a *VerifyError.
 func (v *lineVerifier) end(err error) (int, error) {
+	var me *MissingError
+	if errors.As(err, &me) {
+		return int(me.Seq), &VerifyError{Index: int(me.Seq), Seq: me.Seq, Missing: true, Reason: fmt.Sprintf("record %d is missing from the store (deleted, or the chain cut while its head says more): %v", me.Seq, err)}
+	}
 	if err != nil {
 		return v.n, err
 	}
-	return v.n, v.opts.checkEnd(v.n, v.seq, v.prev, v.atCheckpoint)
+	return v.n, v.ends.check(v.n, v.seq, v.prev)
 }
 
 // MemoryStore is a Store in memory: for tests, and for a chain whose records

@@ -235,3 +235,112 @@ func TestLogCheckpointBehindItsStore(t *testing.T) {
 		t.Errorf("NewLog with a checkpoint ahead of the chain = %v, want ErrCheckpoint", err)
 	}
 }
+
+// TestVerifyStoreFrom: a verification from a checkpoint reads only the
+// checkpoint's last record and the records after it, and finds records cut
+// from the end (the first missing seq), the checkpoint's record rewritten,
+// and a record after it forged; a chain rewritten before the checkpoint is
+// found by a full verification against it, not by one from it; a second
+// checkpoint (a copy kept elsewhere) is checked too.
+func TestVerifyStoreFrom(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	// build returns a store of 10 records and the checkpoint at 6.
+	build := func(t *testing.T) (*MemoryStore, Checkpoint) {
+		s := NewMemoryStore()
+		l, err := NewLog(ctx, s, LogOptions{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c Checkpoint
+		for i := range 10 {
+			if err := l.Append(ctx, &Record{Tenant: "acme", Decision: "continue", Reason: strings.Repeat("x", i)}); err != nil {
+				t.Fatal(err)
+			}
+			if i == 5 {
+				c, _ = l.Checkpoint()
+			}
+		}
+		return s, c
+	}
+	forge := func(s *MemoryStore, seq int) {
+		s.lines[seq] = []byte(strings.Replace(string(s.lines[seq]), `"continue"`, `"block"`, 1))
+	}
+	tests := []struct {
+		name    string
+		tamper  func(*MemoryStore)
+		full    bool
+		n, read int
+		seq     uint64 // the broken record's, when wantErr
+		wantErr bool
+		missing bool
+	}{
+		{name: "intact", n: 10, read: 5},
+		{name: "intact full", full: true, n: 10, read: 10},
+		{name: "cut after the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:8] }, n: 8, read: 3},
+		{name: "cut before the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:4] }, wantErr: true, missing: true, seq: 4},
+		{name: "cut at the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:5] }, wantErr: true, missing: true, seq: 5},
+		{name: "cut before the checkpoint, full", full: true, tamper: func(s *MemoryStore) { s.lines = s.lines[:3] }, wantErr: true, missing: true, seq: 3},
+		{name: "the checkpoint's record rewritten", tamper: func(s *MemoryStore) { forge(s, 5) }, wantErr: true, seq: 5},
+		{name: "a record after it rewritten", tamper: func(s *MemoryStore) { forge(s, 7) }, wantErr: true, seq: 7},
+		{name: "a record before it rewritten: not read", tamper: func(s *MemoryStore) { forge(s, 2) }, n: 10, read: 5},
+		{name: "a record before it rewritten, full", full: true, tamper: func(s *MemoryStore) { forge(s, 2) }, wantErr: true, seq: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c := build(t)
+			if tt.tamper != nil {
+				tt.tamper(s)
+			}
+			from, opts := c, VerifyOptions{Key: key}
+			if tt.full {
+				from, _ = NewCheckpoint(key, 0, "")
+				opts.Checkpoint = &c
+			}
+			res, err := VerifyStoreFrom(ctx, s, from, opts)
+			n, read := res.Records, res.Read
+			var ve *VerifyError
+			if tt.wantErr {
+				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Missing != tt.missing || ve.Index != int(tt.seq) {
+					t.Fatalf("got %d %v (%+v), want the error at seq %d, missing %v", n, err, ve, tt.seq, tt.missing)
+				}
+				return
+			}
+			if err != nil || n != tt.n || read != tt.read {
+				t.Fatalf("got %d records, %d read, %v; want %d, %d", n, read, err, tt.n, tt.read)
+			}
+			// The end's checkpoint is the chain's: verifying from it reads
+			// only its last record.
+			if res.End.Records != uint64(n) {
+				t.Fatalf("end %+v", res.End)
+			}
+			if again, err := VerifyStoreFrom(ctx, s, res.End, VerifyOptions{Key: key}); err != nil || again.Records != n || again.Read != 1 {
+				t.Fatalf("from the end: %+v %v", again, err)
+			}
+		})
+	}
+	t.Run("a second checkpoint", func(t *testing.T) {
+		s, c := build(t)
+		l, err := NewLog(ctx, s, LogOptions{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at10, _ := l.Checkpoint()
+		if res, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); err != nil || res.Records != 10 || res.End != at10 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.lines = s.lines[:9]
+		var ve *VerifyError
+		if _, err := VerifyStoreFrom(ctx, s, c, VerifyOptions{Key: key, Checkpoints: []Checkpoint{at10}}); !errors.As(err, &ve) || !ve.Missing || ve.Seq != 9 {
+			t.Fatalf("cut under the second: %v", err)
+		}
+		if _, err := VerifyStoreFrom(ctx, s, at10, VerifyOptions{Key: key, Checkpoints: []Checkpoint{c}}); err == nil {
+			t.Fatal("a checkpoint older than from: accepted")
+		}
+		bad := c
+		bad.Records++
+		if _, err := VerifyStoreFrom(ctx, s, bad, VerifyOptions{Key: key}); !errors.Is(err, ErrCheckpoint) {
+			t.Fatalf("a forged checkpoint: %v", err)
+		}
+	})
+}

@@ -14,7 +14,8 @@ import (
 //
 // It keeps a Log per tenant seen, for the life of the sink: tenants are the
 // platform's, not the hooks'. It takes no CheckpointStore: with several
-// writers per chain, checkpoints come from each Store's head, taken apart.
+// writers per chain, checkpoints come from each Store's head, taken apart
+// (the server keeps the one its last verification reached: VerifyStoreFrom).
 type TenantLogs struct {
 	open func(ctx context.Context, tenant string) (Store, error)
 	key  []byte

@@ -117,14 +117,58 @@ func SigningKeyID(pub []byte) string {
 
 // AuditVerifyDoc is the verification of a tenant's audit chain, with the
 // platform's key: every record's hash and MAC, and each linked to the one
-// before. Records counts the records verified; when Verified is false, Seq
-// is the first broken record and Error says why.
+// before, against the chain's checkpoint kept in the database and the one
+// the request gave (?checkpoint=). Records counts the records verified (the
+// chain's, from 0); when Verified is false, Seq is the first broken or
+// missing record, Cause says which and Error why.
+//
+// A verification is full (from record 0) when asked (?full=true) or when
+// the chain has no checkpoint yet; otherwise it reads the chain from the
+// older of the two checkpoints on (From; the record before it is checked
+// against the checkpoint's head): records cut from the end are found, a
+// record rewritten before From only by a full one.
 type AuditVerifyDoc struct {
 	Tenant   string  `json:"tenant"`
 	Records  int     `json:"records"`
 	Verified bool    `json:"verified"`
 	Seq      *uint64 `json:"seq,omitempty"`
 	Error    string  `json:"error,omitempty"`
+	// Full says the verification read the chain from record 0.
+	Full bool `json:"full"`
+	// From is the first record it verified after the checkpoint it
+	// started from (the checkpoint's record count; 0 when Full).
+	From uint64 `json:"from"`
+	// Read counts the records it read.
+	Read int `json:"read"`
+	// Cause, when Verified is false, is one of the AuditCause values.
+	Cause string `json:"cause,omitempty"`
+	// Checkpoint, when Verified, is the chain's checkpoint at its end as
+	// verified (also kept in the database): pass it back as ?checkpoint=
+	// (its JSON) to have the next verification check that the chain still
+	// holds it, whatever the database says by then.
+	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
+}
+
+// The causes of a failed verification (AuditVerifyDoc.Cause).
+const (
+	// AuditCauseRecord: record Seq's hash, MAC or link is wrong, or it is
+	// not the head a checkpoint says (the chain was rewritten).
+	AuditCauseRecord = "record"
+	// AuditCauseMissing: records are missing from Seq on (cut from the
+	// chain's end, or deleted).
+	AuditCauseMissing = "missing"
+	// AuditCauseCheckpoint: the checkpoint kept in the database does not
+	// verify under the key (it was changed there); nothing was verified.
+	AuditCauseCheckpoint = "checkpoint"
+)
+
+// AuditCheckpoint is a checkpoint of an audit chain: how many records it
+// held, the last one's hash, and the MAC of the two under the platform's
+// key (the JSON of chain/audit.Checkpoint).
+type AuditCheckpoint struct {
+	Records uint64 `json:"records"`
+	Head    string `json:"head"`
+	MAC     string `json:"mac"`
 }
 
 // CreditDoc is a tenant's credit.

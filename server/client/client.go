@@ -357,10 +357,34 @@ func (c *Client) DistrustSigningKey(ctx context.Context, publisher, id string) (
 	return call[api.SigningKeyDoc](ctx, c, "DELETE", "/v1/publishers/"+esc(publisher)+"/signing-keys/"+esc(id)+"/approval", nil)
 }
 
-// VerifyAudit verifies the tenant's audit chain with the platform's key.
+// VerifyAudit verifies the tenant's audit chain with the platform's key,
+// from the checkpoint the platform keeps (from record 0 when it has none).
 func (c *Client) VerifyAudit(ctx context.Context, tenant string) (*api.AuditVerifyDoc, error) {
+	return c.VerifyAuditFrom(ctx, tenant, false, nil)
+}
+
+// VerifyAuditFrom is VerifyAudit reading the chain from record 0 when full
+// is set, and checking that it still holds checkpoint when not nil (a
+// previous answer's Checkpoint, kept by the caller: the platform's database
+// cannot roll back what it says).
+func (c *Client) VerifyAuditFrom(ctx context.Context, tenant string, full bool, checkpoint *api.AuditCheckpoint) (*api.AuditVerifyDoc, error) {
+	q := url.Values{}
+	if full {
+		q.Set("full", "true")
+	}
+	if checkpoint != nil {
+		b, err := json.Marshal(checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		q.Set("checkpoint", string(b))
+	}
+	path := "/v1/tenants/" + esc(tenant) + "/audit/verify"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var d api.AuditVerifyDoc
-	if err := c.doJSON(ctx, "GET", "/v1/tenants/"+esc(tenant)+"/audit/verify", nil, &d); err != nil {
+	if err := c.doJSON(ctx, "GET", path, nil, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil

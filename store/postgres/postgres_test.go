@@ -128,4 +128,6 @@ func TestAuditPostgres(t *testing.T) { storetest.RunAudit(t, target) }
 
 func TestAuditUpgradePostgres(t *testing.T) { storetest.RunAuditUpgrade(t, target) }
 
+func TestAuditCheckpointPostgres(t *testing.T) { storetest.RunAuditCheckpoint(t, target) }
+
 func TestModulesPostgres(t *testing.T) { storetest.RunModules(t, target) }

@@ -46,6 +46,8 @@ func TestAuditSQLite(t *testing.T) { storetest.RunAudit(t, target) }
 
 func TestAuditUpgradeSQLite(t *testing.T) { storetest.RunAuditUpgrade(t, target) }
 
+func TestAuditCheckpointSQLite(t *testing.T) { storetest.RunAuditCheckpoint(t, target) }
+
 // Corrupt rows get typed errors and change nothing: an approval whose data
 // does not decode stays pending; an audit chain missing its last record
 // refuses appends and reads.

@@ -146,6 +146,31 @@ func RunAudit(t *testing.T, tg Target) {
 	})
 }
 
+// before makes a fresh database migrated up to the migration before
+// version (which must exist) and returns where it is, a connection to it,
+// the dialect, and all the migrations.
+func (tg Target) before(t *testing.T, version int) (where string, raw *sql.DB, d store.Dialect, ms []store.Migration) {
+	t.Helper()
+	ms, err := tg.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m store.Migration) bool { return m.Version == version })
+	if i < 1 {
+		t.Fatalf("no migration %d after another", version)
+	}
+	d = tg.OpenFresh(t).Dialect() // the dialect, from another database
+	where = tg.Fresh(t)
+	if raw, err = tg.OpenSQL(where); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := store.Migrate(context.Background(), raw, d, ms[:i]); err != nil || v != ms[i-1].Version {
+		raw.Close()
+		t.Fatalf("migrating to %d: %d %v", ms[i-1].Version, v, err)
+	}
+	return where, raw, d, ms
+}
+
 // RunAuditUpgrade checks migration 0007 (the run of each audit record, in
 // an indexed column) on a database at version 6 holding an audit chain, as
 // that version wrote it: the migration applies, the old records keep run
@@ -154,24 +179,8 @@ func RunAudit(t *testing.T, tg Target) {
 func RunAuditUpgrade(t *testing.T, tg Target) {
 	tg.require(t)
 	ctx := context.Background()
-	ms, err := tg.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(ms, func(m store.Migration) bool { return m.Version == 7 })
-	if i < 0 {
-		t.Fatal("no migration 7")
-	}
-	d := tg.OpenFresh(t).Dialect() // the dialect, from another database
-	where := tg.Fresh(t)
-	raw, err := tg.OpenSQL(where)
-	if err != nil {
-		t.Fatal(err)
-	}
+	where, raw, d, ms := tg.before(t, 7)
 	defer raw.Close()
-	if v, err := store.Migrate(ctx, raw, d, ms[:i]); err != nil || v != 6 {
-		t.Fatalf("migrating to 6: %d %v", v, err)
-	}
 	// Version 6's chain: records linked by a Log, stored with version 6's
 	// columns.
 	key := []byte("storetest audit upgrade key, 32 bytes or more")
