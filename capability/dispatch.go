@@ -1,6 +1,7 @@
 package capability
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -289,23 +290,14 @@ func newDispatchQueue(d Dispatcher, o DispatchOptions, log *slog.Logger) (*dispa
 		o.MaxBackoff < 0 || o.AttemptTimeout < 0 || o.MaxPerCall < 0 {
 		return nil, errors.New("capability: NewRunner: negative dispatch option")
 	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&o.QueueSize, DefaultDispatchQueue)
-	def(&o.Workers, DefaultDispatchWorkers)
-	def(&o.MaxAttempts, DefaultDispatchAttempts)
-	def(&o.MaxPerCall, DefaultMaxFollowUps)
-	defDur(&o.Backoff, DefaultDispatchBackoff)
-	defDur(&o.MaxBackoff, DefaultDispatchMaxBackoff)
-	defDur(&o.AttemptTimeout, DefaultDispatchAttemptTimeout)
+	// Zero means the default (negatives were refused above).
+	o.QueueSize = cmp.Or(o.QueueSize, DefaultDispatchQueue)
+	o.Workers = cmp.Or(o.Workers, DefaultDispatchWorkers)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, DefaultDispatchAttempts)
+	o.MaxPerCall = cmp.Or(o.MaxPerCall, DefaultMaxFollowUps)
+	o.Backoff = cmp.Or(o.Backoff, DefaultDispatchBackoff)
+	o.MaxBackoff = cmp.Or(o.MaxBackoff, DefaultDispatchMaxBackoff)
+	o.AttemptTimeout = cmp.Or(o.AttemptTimeout, DefaultDispatchAttemptTimeout)
 	q := &dispatchQueue{d: d, opts: o, log: log, workersDone: make(chan struct{})}
 	q.stop, q.abort = context.WithCancel(context.Background())
 	if d != nil {

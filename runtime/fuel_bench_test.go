@@ -21,14 +21,8 @@ import (
 // today), and fuel with its slices (the default since issue 6). Issue 4
 // also measured fuel with close-on-context-done, which no configuration
 // gives any more.
-func meteringConfigs() []struct {
-	name string
-	cfg  runtime.Config
-} {
-	return []struct {
-		name string
-		cfg  runtime.Config
-	}{
+func meteringConfigs() []namedConfig {
+	return []namedConfig{
 		{"plain", benchmode.With(runtime.Config{}, benchmode.Bare)},
 		{"plain+close", benchmode.With(runtime.Config{}, benchmode.Unmetered)},
 		{"fuel", runtime.Config{}},
@@ -136,10 +130,7 @@ func BenchmarkFuelRate(b *testing.B) {
 // host's Go heap, with the stack limiter and without it.
 func BenchmarkRunawayRecursion(b *testing.B) {
 	wasm := testutil.WAT(b, recursionGuest)
-	for _, c := range []struct {
-		name string
-		cfg  runtime.Config
-	}{{"metered", runtime.Config{}}, {"unmetered", benchmode.With(runtime.Config{}, benchmode.Unmetered)}} {
+	for _, c := range []namedConfig{{"metered", runtime.Config{}}, {"unmetered", benchmode.With(runtime.Config{}, benchmode.Unmetered)}} {
 		b.Run(c.name, func(b *testing.B) {
 			r, m := loaded(b, c.cfg, wasm)
 			var before, after goruntime.MemStats
@@ -160,10 +151,7 @@ func BenchmarkRunawayRecursion(b *testing.B) {
 // compilation, with and without metering.
 func BenchmarkLoadGoHook(b *testing.B) {
 	wasm := testutil.BuildHook(b, "hooks-examples/redact-secrets")
-	for _, c := range []struct {
-		name string
-		cfg  runtime.Config
-	}{{"plain", benchmode.With(runtime.Config{}, benchmode.Unmetered)}, {"fuel", runtime.Config{}}} {
+	for _, c := range []namedConfig{{"plain", benchmode.With(runtime.Config{}, benchmode.Unmetered)}, {"fuel", runtime.Config{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				r := newRuntime(b, c.cfg)

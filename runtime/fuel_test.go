@@ -49,14 +49,8 @@ var (
     `+strings.Repeat("(i64.add (local.get $x) ", 64)+`(call $big (i64.add (local.get $x) (i64.const 1)))`+strings.Repeat(")", 64)+`)`)
 )
 
-func engines() []struct {
-	name string
-	cfg  runtime.Config
-} {
-	return []struct {
-		name string
-		cfg  runtime.Config
-	}{{"compiler", runtime.Config{}}, {"interpreter", runtime.Config{Interpreter: true}}}
+func engines() []namedConfig {
+	return []namedConfig{{"compiler", runtime.Config{}}, {"interpreter", runtime.Config{Interpreter: true}}}
 }
 
 // TestRunawayGuestsStopped runs the three shapes a wall-clock deadline does

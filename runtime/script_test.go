@@ -104,6 +104,13 @@ func keep[T closer](t testing.TB, v T, err error) T {
 	return v
 }
 
+// namedConfig is a runtime configuration a test or benchmark runs under,
+// with the name of its subtest.
+type namedConfig struct {
+	name string
+	cfg  runtime.Config
+}
+
 func newRuntime(t testing.TB, cfg runtime.Config) *runtime.Runtime {
 	t.Helper()
 	r, err := runtime.New(context.Background(), cfg)

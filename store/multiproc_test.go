@@ -125,13 +125,11 @@ func inParallel(n int, f func(g int) error) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for g := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := f(g); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

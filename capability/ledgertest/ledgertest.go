@@ -190,9 +190,7 @@ func Run(t *testing.T, newLedger func(t *testing.T) Harness) {
 		var wg sync.WaitGroup
 		errs := make(chan error, Callers)
 		for g := range Callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := range 5 {
 					id, err := h.Ledger.Reserve(ctx, "acme", 3, "")
 					if errors.Is(err, capability.ErrInsufficientCredit) {
@@ -213,7 +211,7 @@ func Run(t *testing.T, newLedger func(t *testing.T) Harness) {
 					}
 					ok.Add(1)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		close(errs)
@@ -236,9 +234,7 @@ func Run(t *testing.T, newLedger func(t *testing.T) Harness) {
 			var wins atomic.Int64
 			var wg sync.WaitGroup
 			for g := range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					var err error
 					if g%2 == 0 {
 						_, err = h.Ledger.Settle(ctx, id, 10)
@@ -251,7 +247,7 @@ func Run(t *testing.T, newLedger func(t *testing.T) Harness) {
 					case !errors.Is(err, capability.ErrReservationResolved):
 						t.Error(err)
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			if wins.Load() != 1 {
@@ -268,15 +264,13 @@ func Run(t *testing.T, newLedger func(t *testing.T) Harness) {
 		ids := make([]string, Callers)
 		var wg sync.WaitGroup
 		for g := range Callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				id, err := h.Ledger.Reserve(ctx, "acme", 10, "same")
 				if err != nil {
 					t.Error(err)
 				}
 				ids[g] = id
-			}()
+			})
 		}
 		wg.Wait()
 		for _, id := range ids {

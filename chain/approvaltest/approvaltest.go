@@ -232,9 +232,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		var won atomic.Int32
 		var wg sync.WaitGroup
 		for i := range Callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				s := next
 				if i%2 == 1 {
 					s = h.A
@@ -244,7 +242,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 				} else if k := code(err); k != chain.ApprovalClaimed {
 					t.Errorf("losing Take: %v", err)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if won.Load() != 1 {
@@ -276,9 +274,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 		wins := make([]atomic.Int32, approvals)
 		var wg sync.WaitGroup
 		for g := range Callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				s := h.A
 				if h.B != nil && g%2 == 1 {
 					s = h.B
@@ -296,7 +292,7 @@ func Run(t *testing.T, open func(t *testing.T, c Clock) Harness) {
 						t.Errorf("losing Take: %v", err)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		for i := range wins {

@@ -142,16 +142,14 @@ func Run(t *testing.T, open func(t *testing.T) runtime.ModuleStore) {
 		wasm, info := Module(7, 2048)
 		var wg sync.WaitGroup
 		for range Callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				if err := s.Put(ctx, wasm, info); err != nil {
 					t.Errorf("Put: %v", err)
 				}
 				if got, _, err := s.Get(ctx, info.Digest); err != nil || !bytes.Equal(got, wasm) {
 					t.Errorf("Get: %v", err)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if ds, err := s.List(ctx); err != nil || len(ds) != 1 || ds[0] != info.Digest {

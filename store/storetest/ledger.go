@@ -122,9 +122,7 @@ func RunLedger(t *testing.T, open Open) {
 		var settled, swept atomic.Int64
 		var wg sync.WaitGroup
 		for g := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := g; i < holds; i += 2 {
 					_, err := owner.Settle(ctx, ids[i], amount)
 					switch {
@@ -134,11 +132,9 @@ func RunLedger(t *testing.T, open Open) {
 						t.Error(err)
 					}
 				}
-			}()
+			})
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for range 5 {
 				n, err := sweeper.Sweep(ctx, start.Add(2*time.Minute))
 				if err != nil {
@@ -146,7 +142,7 @@ func RunLedger(t *testing.T, open Open) {
 				}
 				swept.Add(int64(n))
 			}
-		}()
+		})
 		wg.Wait()
 		if settled.Load()+swept.Load() != holds {
 			t.Fatalf("%d settled + %d swept, want %d resolutions", settled.Load(), swept.Load(), holds)

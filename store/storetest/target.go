@@ -70,15 +70,13 @@ func RunMigrations(t *testing.T, tg Target) {
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
 	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			db, err := tg.Open(ctx, where)
 			if err == nil {
 				db.Close()
 			}
 			errs[i] = err
-		}()
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {

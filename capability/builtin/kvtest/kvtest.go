@@ -113,9 +113,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		var stored, full atomic.Int64
 		var wg sync.WaitGroup
 		for g := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := range h.MaxKeysPerScope {
 					err := h.Store.Set(ctx, a, fmt.Sprintf("g%d-%d", g, i), []byte("1"))
 					switch {
@@ -128,7 +126,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 						return
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if stored.Load() != int64(h.MaxKeysPerScope) {
@@ -139,9 +137,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 		s := newStore(t).Store
 		var wg sync.WaitGroup
 		for g := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := range 10 {
 					if err := s.Set(ctx, a, "k", fmt.Appendf(nil, "%d", g*100+i)); err != nil {
 						t.Error(err)
@@ -150,7 +146,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Harness) {
 						t.Error(err)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if v, ok := get(t, s, a, "k"); !ok || len(v) == 0 || bytes.ContainsAny(v, "\x00") {
