@@ -111,6 +111,25 @@ var upgrades = [][]string{
 	// the node resuming it: a row still pending long after it is
 	// unrecorded (its node died before storing the outcome).
 	{`ALTER TABLE serve_approvals ADD COLUMN done_at BIGINT`},
+	// 3: what the per-key and per-publisher limits share between nodes.
+	// serve_rate_buckets: each API key's bucket as GCRA keeps it, the
+	// theoretical arrival time of its next request (Unix ns), taken by one
+	// conditional upsert per request (ratelimit.go). serve_locks: a row per
+	// name, upserted first by a transaction that must run alone for that
+	// name (an upload's quota check and insert); Postgres locks the row,
+	// SQLite's write transactions are exclusive anyway (lockName).
+	// serve_leases: what is in flight under a name (a publisher's uploads),
+	// each row until its expiry (Unix ns), renewed while it runs and
+	// deleted when it ends, so a dead node's expire (leases.go).
+	{`CREATE TABLE serve_rate_buckets (
+		key_id TEXT PRIMARY KEY,
+		tat BIGINT NOT NULL)`,
+		`CREATE TABLE serve_locks (name TEXT PRIMARY KEY)`,
+		`CREATE TABLE serve_leases (
+		name TEXT NOT NULL,
+		id TEXT NOT NULL,
+		expires BIGINT NOT NULL,
+		PRIMARY KEY (name, id))`},
 }
 
 // blobRE is the BLOB type in schema and upgrades.

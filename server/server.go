@@ -134,6 +134,11 @@ type Options struct {
 	// RateLimit is each API key's request rate; the zero value means
 	// DefaultRatePerSecond with DefaultRateBurst.
 	RateLimit RateLimit
+	// RateLimitScope is where RateLimit's buckets are kept: "" means
+	// RateLimitCluster (in the database, one bucket per key for every
+	// node; about one database write per request), RateLimitNode in each
+	// process's memory. Another value is refused by New.
+	RateLimitScope RateLimitScope
 	// MaxPollsPerKey bounds each key's open long polls; zero means
 	// DefaultMaxPollsPerKey.
 	MaxPollsPerKey int
@@ -177,9 +182,10 @@ type Server struct {
 	log         *slog.Logger
 	mux         *http.ServeMux
 	bootKey     string
-	limiter     *limiter
-	authFails   *failLimiter // failed authentications by remote address
-	keys        *keyCache    // authenticated keys, for KeyCacheTTL
+	limiter     *limiter       // the per-key buckets of RateLimitNode
+	shared      *sharedLimiter // the per-key buckets of RateLimitCluster
+	authFails   *failLimiter   // failed authentications by remote address
+	keys        *keyCache      // authenticated keys, for KeyCacheTTL
 
 	mu        sync.Mutex // guards chains and versions
 	chains    map[string]*chain.Chain
@@ -248,7 +254,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	_, _ = rand.Read(name[:])
 	s.owner = "node-" + hex.EncodeToString(name[:])
 	s.approvalKey = derive(opts.HostKey, "wasmhooks approval key v1")
-	s.limiter = newLimiter(opts.RateLimit)
+	switch opts.RateLimitScope {
+	case "", RateLimitCluster:
+		s.shared = newSharedLimiter(s.db, opts.RateLimit)
+	case RateLimitNode:
+		s.limiter = newLimiter(opts.RateLimit)
+	default:
+		return nil, fmt.Errorf("server: RateLimitScope %q is neither %q nor %q", opts.RateLimitScope, RateLimitCluster, RateLimitNode)
+	}
 	s.authFails = newFailLimiter(opts.AuthFailLimit)
 	zeroDefault(&opts.KeyCacheTTL, DefaultKeyCacheTTL)
 	s.keys = newKeyCache(opts.KeyCacheTTL)
