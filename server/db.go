@@ -257,6 +257,22 @@ func dollars(query string) string {
 	return b.String()
 }
 
+// rowQuerier reads one row: a sqlDB, or a sqlTx.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// lockName makes tx the only transaction, on any node, that holds name
+// until it ends: it upserts name's row of serve_locks, which Postgres then
+// keeps locked until tx commits or rolls back (another waits at its own
+// upsert, then reads what the first committed); on SQLite every write
+// transaction is exclusive already (BEGIN IMMEDIATE), across processes
+// sharing the file too.
+func lockName(ctx context.Context, tx *sqlTx, name string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO serve_locks (name) VALUES (?) ON CONFLICT (name) DO UPDATE SET name = excluded.name`, name)
+	return err
+}
+
 // queryAll runs query and returns its rows as scan reads each: a failure
 // of the query, of a scan or of reading the rows is err.
 func queryAll[T any](ctx context.Context, db *sqlDB, scan func(*sql.Rows) (T, error), query string, args ...any) ([]T, error) {

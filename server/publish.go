@@ -55,10 +55,11 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 	// quota does not get the server compiling its modules); again below,
 	// under the publisher's lock, where it is exact.
 	sum := sha256.Sum256(wasm)
-	if pr := s.checkUploadQuota(r.Context(), p.Tenant, hex.EncodeToString(sum[:]), int64(len(wasm))); pr != nil {
+	if pr := s.checkUploadQuota(r.Context(), s.db, p.Tenant, hex.EncodeToString(sum[:]), int64(len(wasm))); pr != nil {
 		writeProblem(w, pr)
 		return
 	}
+	s.testHook("upload prechecked")
 	m, err := s.rt.Load(r.Context(), wasm)
 	if err != nil {
 		pr := problem(http.StatusUnprocessableEntity, string(runtime.Code(err)), "%v", err)
@@ -76,19 +77,24 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 		return
 	}
 	report, _ := json.Marshal(info)
-	// The quota check and the insert are one step per publisher (in this
-	// process): two concurrent uploads cannot both pass the last slot.
-	defer s.runLocks.Lock("\x00upload\x00" + p.Tenant)()
-	if pr := s.checkUploadQuota(r.Context(), p.Tenant, info.Digest, int64(len(wasm))); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
+	// The quota check and the insert are one transaction holding the
+	// publisher's lock (lockName): on every node, one publisher's uploads
+	// take their turn, so two cannot both pass the last slot.
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	defer tx.Rollback()
+	if err := lockName(r.Context(), tx, "upload-quota:"+p.Tenant); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	if pr := s.checkUploadQuota(r.Context(), tx, p.Tenant, info.Digest, int64(len(wasm))); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	s.testHook("upload checked")
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_modules (digest, wasm, report, created) VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING`,
 		info.Digest, wasm, string(report), now()); err != nil {
 		writeProblem(w, s.internal(err))
@@ -390,9 +396,10 @@ func init() {
 // Upload quota per publisher, with its defaults: what a publisher has
 // uploaded, in modules and in bytes, summed over every module it uploaded
 // (a module uploaded again is not counted twice). An upload past either is
-// 403 quota_exceeded and stores nothing. The check is exact within one
-// process; several nodes racing for a publisher's last slot may each pass
-// it once.
+// 403 quota_exceeded and stores nothing. The check is exact on every node
+// sharing the database: it and the insert are one transaction holding the
+// publisher's lock row (serve_locks), so of uploads racing for the last
+// slot, on any nodes, one passes.
 const (
 	DefaultMaxPublisherModules       = 1000
 	DefaultMaxPublisherBytes   int64 = 1 << 30 // 1 GiB
@@ -449,18 +456,20 @@ func (f *inFlight) start(key string, max int) (func(), bool) {
 }
 
 // checkUploadQuota refuses an upload of size bytes that would take
-// publisher past its quota; an upload of a digest it uploaded before passes.
-func (s *Server) checkUploadQuota(ctx context.Context, publisher, digest string, size int64) *Problem {
+// publisher past its quota, read through db (the database, or the
+// transaction that holds the publisher's lock); an upload of a digest it
+// uploaded before passes.
+func (s *Server) checkUploadQuota(ctx context.Context, db rowQuerier, publisher, digest string, size int64) *Problem {
 	q := s.opts.UploadQuota.withDefaults()
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_uploads WHERE publisher = ? AND digest = ?`, publisher, digest).Scan(&n); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_uploads WHERE publisher = ? AND digest = ?`, publisher, digest).Scan(&n); err != nil {
 		return s.internal(err)
 	}
 	if n > 0 {
 		return nil
 	}
 	var count, bytes int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(LENGTH(m.wasm)), 0) FROM serve_uploads u JOIN serve_modules m ON m.digest = u.digest WHERE u.publisher = ?`,
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(LENGTH(m.wasm)), 0) FROM serve_uploads u JOIN serve_modules m ON m.digest = u.digest WHERE u.publisher = ?`,
 		publisher).Scan(&count, &bytes); err != nil {
 		return s.internal(err)
 	}

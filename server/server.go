@@ -214,6 +214,16 @@ type Server struct {
 	// they replace): Close waits for it, so that none of it uses the
 	// Runtime after the caller closes it.
 	bg sync.WaitGroup
+	// testHookFn, if set (by a test, before any request), is called at the
+	// named points of a request, so a test can order two nodes' steps.
+	testHookFn func(point string)
+}
+
+// testHook calls s.testHookFn, if a test set one, at point.
+func (s *Server) testHook(point string) {
+	if s.testHookFn != nil {
+		s.testHookFn(point)
+	}
 }
 
 // background runs f in a goroutine that Close waits for. It is called by
