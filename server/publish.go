@@ -39,13 +39,22 @@ func ManifestDigest(m *abi.Manifest) string {
 // itself, then the settings schema check chain.New applies), and stores it
 // only if it passes.
 func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Principal) {
-	end, ok := s.uploads.start(p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight)
-	if !ok {
+	maxIn := s.opts.UploadQuota.withDefaults().MaxInFlight
+	end, ok, err := s.startLease(r.Context(), "upload:"+p.Tenant, maxIn)
+	switch {
+	case err != nil:
+		s.unavailable(w, "the uploads in flight", err)
+		return
+	case !ok:
 		w.Header().Set("Retry-After", "1")
-		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "publisher %s has %d uploads in flight already", p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight))
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "publisher %s has %d uploads in flight already", p.Tenant, maxIn))
 		return
 	}
-	defer end()
+	defer func() {
+		end()
+		s.testHook("upload ended")
+	}()
+	s.testHook("upload in flight")
 	wasm, prob := readBody(w, r, runtime.DefaultMaxModuleBytes)
 	if prob != nil {
 		writeProblem(w, prob)
@@ -403,9 +412,11 @@ func init() {
 const (
 	DefaultMaxPublisherModules       = 1000
 	DefaultMaxPublisherBytes   int64 = 1 << 30 // 1 GiB
-	// DefaultMaxUploadsInFlight bounds the uploads one publisher key has
-	// in flight at once (2); one more is 429 rate_limited (Retry-After),
-	// before its body is read.
+	// DefaultMaxUploadsInFlight bounds the uploads one publisher has in
+	// flight at once on all the nodes sharing the database (2); one more
+	// is 429 rate_limited (Retry-After), before its body is read. Each is
+	// a lease (serve_leases) renewed while it runs: a node that dies
+	// mid-upload holds its slot for leaseTTL (30 s) at most.
 	DefaultMaxUploadsInFlight = 2
 )
 
@@ -414,8 +425,8 @@ const (
 type UploadQuota struct {
 	MaxModules int
 	MaxBytes   int64
-	// MaxInFlight bounds the publisher's uploads in flight at once
-	// (DefaultMaxUploadsInFlight): each buffers up to
+	// MaxInFlight bounds the publisher's uploads in flight at once, on
+	// every node (DefaultMaxUploadsInFlight): each buffers up to
 	// runtime.DefaultMaxModuleBytes and then compiles it.
 	MaxInFlight int
 }

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +91,67 @@ func TestUploadQuotaAcrossNodes(t *testing.T) {
 			}
 			if stored != 1 || n != 2 {
 				t.Fatalf("%d of 2 racing uploads answered 201, %d modules stored; want 1 and 2 (the quota)", stored, n)
+			}
+		})
+	}
+}
+
+// TestUploadsInFlightAcrossNodes: a publisher's uploads in flight are
+// counted on every node sharing the database: with one allowed, an upload
+// on node 1 while one on node 0 is still arriving is 429 rate_limited
+// (each node counted its own: 201), and passes once that one has ended. A
+// lease whose node died (its expiry past) counts no more; a live one of
+// another node (written here) does.
+func TestUploadsInFlightAcrossNodes(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) { o.UploadQuota = server.UploadQuota{MaxInFlight: 1} })
+			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+			inFlight, ended := make(chan struct{}), make(chan struct{})
+			server.SetHook(cl.nodes[0].srv, func(point string) {
+				switch point {
+				case "upload in flight":
+					close(inFlight)
+				case "upload ended":
+					close(ended)
+				}
+			})
+			// Node 0's upload: headers saying 1 MiB, 64 KiB of it sent.
+			conn, err := net.Dial("tcp", cl.nodes[0].hs.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /v1/publishers/pubco/modules HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n", pub.Key, 1<<20)
+			if _, err := conn.Write(make([]byte, 64<<10)); err != nil {
+				t.Fatal(err)
+			}
+			<-inFlight
+			node1 := on(pub, cl.nodes[1])
+			policy := policyWasm(t)
+			_, err = node1.UploadModule(ctx, "pubco", policy)
+			wantCode(t, err, 429, server.CodeRateLimited)
+			conn.Close()
+			<-ended
+			if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
+				t.Fatalf("once node 0's upload ended: %v", err)
+			}
+			// Another node's live lease, then the same lease expired.
+			p := cl.nodes[1]
+			if _, err := p.db.Exec(p.q(`INSERT INTO serve_leases (name, id, expires) VALUES ('upload:pubco', 'other', $1)`), time.Now().Add(time.Hour).UnixNano()); err != nil {
+				t.Fatal(err)
+			}
+			_, err = node1.UploadModule(ctx, "pubco", policy)
+			wantCode(t, err, 429, server.CodeRateLimited)
+			if _, err := p.db.Exec(p.q(`UPDATE serve_leases SET expires = $1 WHERE id = 'other'`), time.Now().Add(-time.Second).UnixNano()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
+				t.Fatalf("past a dead node's lease: %v", err)
+			}
+			if n := p.count(t, "serve_leases"); n != 0 {
+				t.Fatalf("%d leases left", n)
 			}
 		})
 	}

@@ -204,6 +204,15 @@ func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time
 	return false, time.Duration(max(ahead-l.tolerance, int64(time.Millisecond))), nil
 }
 
+// unavailable answers 503 unavailable (Retry-After 1) for a limit, what,
+// that the database failed to check: the request is refused, not let
+// through unbounded.
+func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
+	s.log.Error("server: a shared limit could not be checked", "limit", what, "err", err)
+	w.Header().Set("Retry-After", "1")
+	writeProblem(w, problem(http.StatusServiceUnavailable, CodeUnavailable, "%s could not be checked: the database did not answer; retry", what))
+}
+
 // rateLimit takes a token of p's key (Options.RateLimitScope's bucket). A
 // key with none left is 429 rate_limited with Retry-After; a database that
 // fails to answer is 503 unavailable (the limit cannot be told, and letting
@@ -217,9 +226,7 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, p *Principal)
 	if s.shared != nil {
 		var err error
 		if ok, wait, err = s.shared.allow(r.Context(), p.KeyID, at); err != nil {
-			s.log.Error("server: the shared rate limit", "err", err, "key", p.KeyID)
-			w.Header().Set("Retry-After", "1")
-			writeProblem(w, problem(http.StatusServiceUnavailable, CodeUnavailable, "the rate limit could not be checked: the database did not answer; retry"))
+			s.unavailable(w, "the rate limit", err)
 			return false
 		}
 	} else {

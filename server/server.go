@@ -195,7 +195,6 @@ type Server struct {
 	owner     string           // this node's name in run claims
 
 	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
-	uploads  inFlight        // each publisher's uploads in flight (UploadQuota.MaxInFlight)
 	verifies inFlight        // each tenant's audit verifications running (one at a time)
 
 	waitMu  sync.Mutex
