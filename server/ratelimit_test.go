@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
 )
@@ -120,4 +121,38 @@ func TestRateLimitDatabaseFails(t *testing.T) {
 	if errors.As(err, &pr) && pr.RetryAfter != 1 {
 		t.Fatalf("Retry-After %d, want 1", pr.RetryAfter)
 	}
+}
+
+// TestLongPollsAcrossNodes: a key's open waits are counted on every node
+// sharing the database: with one allowed, a long poll on node 1 while one
+// is open on node 0 is 429 rate_limited. Each node counted its own: node 1
+// opened it (its hook then ends the test's wait).
+func TestLongPollsAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 2, func(_ int, o *server.Options) { o.MaxWait, o.MaxPollsPerKey = 30*time.Second, 1 })
+	a := newAsking(t, cl.nodes[0])
+	id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
+	open0 := make(chan struct{})
+	server.SetHook(cl.nodes[0].srv, func(point string) {
+		if point == "wait started" {
+			close(open0)
+		}
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	server.SetHook(cl.nodes[1].srv, func(point string) {
+		if point == "wait started" {
+			cancel()
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = on(a.rt, cl.nodes[0]).Result(wctx, "acme", id, 30)
+	}()
+	<-open0
+	_, err := on(a.rt, cl.nodes[1]).Result(wctx, "acme", id, 30)
+	wantCode(t, err, 429, server.CodeRateLimited)
+	cancel()
+	<-done
 }

@@ -30,7 +30,9 @@
 // its long polls on every node wake by notification (or read the index
 // again); a run id is claimed in the database, so one node runs it and the
 // others answer with its outcome; each tenant's audit chain is appended
-// under a row lock, so it never forks. Every node needs the same host key:
+// under a row lock, so it never forks; each key's rate limit, its open
+// waits and a publisher's uploads in flight and upload quota are counted in
+// the database, for the platform. Every node needs the same host key:
 // a node with another is refused at start (serve_host_key).
 package server
 
@@ -80,10 +82,11 @@ const (
 	// anyone, without a key, held connections by sending a byte now and
 	// then.
 	DefaultBodyTimeout = 2 * time.Minute
-	// DefaultMaxPollsPerKey bounds the long polls one API key has open at
-	// once (32); one more is 429 rate_limited. The rate limit alone let a
-	// key hold rate x MaxWait of them (12,000 at the defaults), each a
-	// goroutine reading the database twice a second.
+	// DefaultMaxPollsPerKey bounds the long polls and event streams one
+	// API key has open at once on all the nodes sharing the database (32;
+	// each a lease in serve_leases); one more is 429 rate_limited. The
+	// rate limit alone let a key hold rate x MaxWait of them (12,000 at
+	// the defaults), each a goroutine reading the database twice a second.
 	DefaultMaxPollsPerKey = 32
 )
 
@@ -199,7 +202,6 @@ type Server struct {
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves
-	polls   inFlight                 // key id -> its open long polls (MaxPollsPerKey)
 
 	observability // spans, access log, metrics (accesslog.go, metrics.go)
 
@@ -524,14 +526,23 @@ func (s *Server) waiter(id string) chan struct{} {
 }
 
 // startWait counts one more open wait (a long poll, an event stream; what
-// names them) of p's key, and returns its end. When the key has
-// MaxPollsPerKey open already, ok is false and it has answered 429.
-func (s *Server) startWait(w http.ResponseWriter, p *Principal, what string) (end func(), ok bool) {
-	if end, ok = s.polls.start(p.KeyID, s.opts.MaxPollsPerKey); !ok {
+// names them) of p's key, on every node sharing the database (a lease,
+// startLease), and returns its end. When the key has MaxPollsPerKey open
+// already, ok is false and it has answered 429 (503 when the database
+// could not tell).
+func (s *Server) startWait(w http.ResponseWriter, r *http.Request, p *Principal, what string) (end func(), ok bool) {
+	end, ok, err := s.startLease(r.Context(), "wait:"+p.KeyID, s.opts.MaxPollsPerKey)
+	switch {
+	case err != nil:
+		s.unavailable(w, "the key's open "+what, err)
+		return nil, false
+	case !ok:
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d %s open already", s.opts.MaxPollsPerKey, what))
+		return nil, false
 	}
-	return end, ok
+	s.testHook("wait started")
+	return end, true
 }
 
 func (s *Server) wake(id string) {
