@@ -68,7 +68,6 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 		writeProblem(w, pr)
 		return
 	}
-	s.testHook("upload prechecked")
 	m, err := s.rt.Load(r.Context(), wasm)
 	if err != nil {
 		pr := problem(http.StatusUnprocessableEntity, string(runtime.Code(err)), "%v", err)
@@ -225,15 +224,19 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 		return
 	}
 	id := SigningKeyID(req.PublicKey)
-	// The count of proposed keys and the insert are one step per publisher
-	// (in this process; several nodes may each pass the last slot once).
-	defer s.runLocks.Lock("\x00signing-keys\x00" + publisher)()
+	// The count of proposed keys and the insert are one transaction
+	// holding the publisher's lock (lockName): of proposals racing for the
+	// last slot, on any nodes, one passes.
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	defer tx.Rollback()
+	if err := lockName(r.Context(), tx, "signing-keys:"+publisher); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
 	if p.Role != RoleAdmin {
 		var have, proposed int
 		if err := tx.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_signing_keys WHERE id = ?`, id).Scan(&have); err != nil {
@@ -249,6 +252,7 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 			writeProblem(w, problem(http.StatusForbidden, CodeQuotaExceeded, "publisher %s has %d signing keys no admin approved yet, its bound", publisher, proposed))
 			return
 		}
+		s.testHook("signing keys counted")
 	}
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_signing_keys (id, publisher, public_key, created) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		id, publisher, req.PublicKey, now()); err != nil {

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +13,33 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/server"
 )
+
+// raceAt makes the first request through point on each of cl's two nodes
+// wait there until the other node's is through it too (both in: the race
+// lost), or, if it is not within a grace, takes it as waiting for a lock
+// and goes on. The grace only makes the race certain when nothing locks;
+// with a lock the answer is the same whatever the timing.
+func raceAt(cl *cluster, point string) {
+	var at [2]chan struct{}
+	var once [2]sync.Once
+	for i, n := range cl.nodes {
+		at[i] = make(chan struct{})
+		server.SetHook(n.srv, func(p string) {
+			if p != point {
+				return
+			}
+			first := false
+			once[i].Do(func() { first = true; close(at[i]) })
+			if !first {
+				return
+			}
+			select {
+			case <-at[1-i]:
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
+}
 
 // variant returns wasm with a custom section holding i: the same module,
 // another digest.
@@ -22,7 +51,7 @@ func variant(wasm []byte, i int) []byte {
 // quota uploads two others at once, one on each of two nodes sharing the
 // database; exactly one is stored, the other is 403 quota_exceeded. The
 // nodes' hooks hold the first upload through the exact quota check there
-// until the other is through it too, or waits. Each node used to check
+// until the other is through it too, or waits (raceAt). Each node used to check
 // under a lock of its own process, so both passed (three stored); now the
 // check and the insert are one transaction holding the publisher's lock
 // row, and the second upload waits for the first's commit, then sees the
@@ -41,29 +70,7 @@ func TestUploadQuotaAcrossNodes(t *testing.T) {
 			if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
 				t.Fatal(err)
 			}
-			// Node i's upload, once through the exact check, waits for the
-			// other's to pass its early check, then for it to pass the exact
-			// check too (both in: the race lost) or, if it does not within
-			// a grace, takes it as waiting for the lock. The grace only
-			// makes the race certain without the lock; with it the answer
-			// is the same whatever the timing.
-			var pre, checked [2]chan struct{}
-			for i, n := range cl.nodes {
-				pre[i], checked[i] = make(chan struct{}), make(chan struct{})
-				server.SetHook(n.srv, func(point string) {
-					switch point {
-					case "upload prechecked":
-						close(pre[i])
-					case "upload checked":
-						close(checked[i])
-						<-pre[1-i]
-						select {
-						case <-checked[1-i]:
-						case <-time.After(300 * time.Millisecond):
-						}
-					}
-				})
-			}
+			raceAt(cl, "upload checked")
 			scripted := guestWasm(t, "scripted")
 			errs := make([]error, 2)
 			var wg sync.WaitGroup
@@ -152,6 +159,59 @@ func TestUploadsInFlightAcrossNodes(t *testing.T) {
 			}
 			if n := p.count(t, "serve_leases"); n != 0 {
 				t.Fatalf("%d leases left", n)
+			}
+		})
+	}
+}
+
+// TestProposedSigningKeysAcrossNodes: a publisher with one proposed
+// signing key left of MaxProposedSigningKeys proposes two at once, one on
+// each of two nodes sharing the database: one is stored, the other is 403
+// quota_exceeded. On Postgres each node counted under a lock of its own
+// process, so both passed (raceAt holds the first there) before the count
+// and the insert held the publisher's lock row; on SQLite the transaction
+// was exclusive already.
+func TestProposedSigningKeysAcrossNodes(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
+			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+			newPub := func() ed25519.PublicKey {
+				k, _, err := ed25519.GenerateKey(rand.Reader)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return k
+			}
+			for i := range server.MaxProposedSigningKeys - 1 {
+				if _, err := pub.RegisterSigningKey(ctx, "pubco", newPub()); err != nil {
+					t.Fatalf("key %d: %v", i, err)
+				}
+			}
+			raceAt(cl, "signing keys counted")
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for i := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[i] = on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPub())
+				}()
+			}
+			wg.Wait()
+			stored := 0
+			for i, err := range errs {
+				var p *server.Problem
+				switch {
+				case err == nil:
+					stored++
+				case !errors.As(err, &p) || p.Status != 403 || p.Code != server.CodeQuotaExceeded:
+					t.Errorf("proposal on node %d: %v", i, err)
+				}
+			}
+			if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
+				t.Fatalf("%d of 2 racing proposals answered 201, %d keys stored (%v); want 1 and %d", stored, len(keys), err, server.MaxProposedSigningKeys)
 			}
 		})
 	}
