@@ -49,25 +49,19 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	if err := tx.Commit(); err != nil {
 		return nil, false, err
 	}
-	stop, stopped := make(chan struct{}), make(chan struct{})
+	renew, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := time.NewTicker(leaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if _, err := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE serve_leases SET expires = ? WHERE name = ? AND id = ?`,
-					time.Now().Add(leaseTTL).UnixNano(), name, id); err != nil {
-					s.log.Warn("server: renewing a lease", "name", name, "err", err)
-				}
+		every(renew, leaseTTL/3, func(ctx context.Context) {
+			if _, err := s.db.ExecContext(ctx, `UPDATE serve_leases SET expires = ? WHERE name = ? AND id = ?`,
+				time.Now().Add(leaseTTL).UnixNano(), name, id); err != nil && ctx.Err() == nil {
+				s.log.Warn("server: renewing a lease", "name", name, "err", err)
 			}
-		}
+		})
 	}()
 	return func() {
-		close(stop)
+		stop()
 		<-stopped
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

@@ -41,6 +41,32 @@ func raceAt(cl *cluster, point string) {
 	}
 }
 
+// raceTwo runs do on node 0 and node 1 at once and returns how many
+// passed; every other answer must be 403 quota_exceeded.
+func raceTwo(t *testing.T, do func(node int) error) (passed int) {
+	t.Helper()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = do(i)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var p *server.Problem
+		switch {
+		case err == nil:
+			passed++
+		case !errors.As(err, &p) || p.Status != 403 || p.Code != server.CodeQuotaExceeded:
+			t.Errorf("on node %d: %v", i, err)
+		}
+	}
+	return passed
+}
+
 // variant returns wasm with a custom section holding i: the same module,
 // another digest.
 func variant(wasm []byte, i int) []byte {
@@ -72,26 +98,10 @@ func TestUploadQuotaAcrossNodes(t *testing.T) {
 			}
 			raceAt(cl, "upload checked")
 			scripted := guestWasm(t, "scripted")
-			errs := make([]error, 2)
-			var wg sync.WaitGroup
-			for i := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, errs[i] = on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(scripted, i))
-				}()
-			}
-			wg.Wait()
-			stored := 0
-			for i, err := range errs {
-				var p *server.Problem
-				switch {
-				case err == nil:
-					stored++
-				case !errors.As(err, &p) || p.Status != 403 || p.Code != server.CodeQuotaExceeded:
-					t.Errorf("upload on node %d: %v", i, err)
-				}
-			}
+			stored := raceTwo(t, func(i int) error {
+				_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(scripted, i))
+				return err
+			})
 			var n int
 			if err := cl.nodes[0].db.QueryRow(cl.nodes[0].q(`SELECT COUNT(*) FROM serve_uploads WHERE publisher = $1`), "pubco").Scan(&n); err != nil {
 				t.Fatal(err)
@@ -190,26 +200,10 @@ func TestProposedSigningKeysAcrossNodes(t *testing.T) {
 				}
 			}
 			raceAt(cl, "signing keys counted")
-			errs := make([]error, 2)
-			var wg sync.WaitGroup
-			for i := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, errs[i] = on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPub())
-				}()
-			}
-			wg.Wait()
-			stored := 0
-			for i, err := range errs {
-				var p *server.Problem
-				switch {
-				case err == nil:
-					stored++
-				case !errors.As(err, &p) || p.Status != 403 || p.Code != server.CodeQuotaExceeded:
-					t.Errorf("proposal on node %d: %v", i, err)
-				}
-			}
+			stored := raceTwo(t, func(i int) error {
+				_, err := on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPub())
+				return err
+			})
 			if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
 				t.Fatalf("%d of 2 racing proposals answered 201, %d keys stored (%v); want 1 and %d", stored, len(keys), err, server.MaxProposedSigningKeys)
 			}
