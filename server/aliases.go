@@ -47,6 +47,7 @@ const (
 	CodeTimeout           = api.CodeTimeout
 	CodeInternal          = api.CodeInternal
 	CodeRateLimited       = api.CodeRateLimited
+	CodeUnavailable       = api.CodeUnavailable
 	CodeAuthLimited       = api.CodeAuthLimited
 	CodeMethodNotAllowed  = api.CodeMethodNotAllowed
 	CodeQuotaExceeded     = api.CodeQuotaExceeded

@@ -111,6 +111,25 @@ var upgrades = [][]string{
 	// the node resuming it: a row still pending long after it is
 	// unrecorded (its node died before storing the outcome).
 	{`ALTER TABLE serve_approvals ADD COLUMN done_at BIGINT`},
+	// 3: what the per-key and per-publisher limits share between nodes.
+	// serve_rate_buckets: each API key's bucket as GCRA keeps it, the
+	// theoretical arrival time of its next request (Unix ns), taken by one
+	// conditional upsert per request (ratelimit.go). serve_locks: a row per
+	// name, upserted first by a transaction that must run alone for that
+	// name (an upload's quota check and insert); Postgres locks the row,
+	// SQLite's write transactions are exclusive anyway (lockName).
+	// serve_leases: what is in flight under a name (a publisher's uploads),
+	// each row until its expiry (Unix ns), renewed while it runs and
+	// deleted when it ends, so a dead node's expire (leases.go).
+	{`CREATE TABLE serve_rate_buckets (
+		key_id TEXT PRIMARY KEY,
+		tat BIGINT NOT NULL)`,
+		`CREATE TABLE serve_locks (name TEXT PRIMARY KEY)`,
+		`CREATE TABLE serve_leases (
+		name TEXT NOT NULL,
+		id TEXT NOT NULL,
+		expires BIGINT NOT NULL,
+		PRIMARY KEY (name, id))`},
 }
 
 // blobRE is the BLOB type in schema and upgrades.
@@ -236,6 +255,22 @@ func dollars(query string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// rowQuerier reads one row: a sqlDB, or a sqlTx.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// lockName makes tx the only transaction, on any node, that holds name
+// until it ends: it upserts name's row of serve_locks, which Postgres then
+// keeps locked until tx commits or rolls back (another waits at its own
+// upsert, then reads what the first committed); on SQLite every write
+// transaction is exclusive already (BEGIN IMMEDIATE), across processes
+// sharing the file too.
+func lockName(ctx context.Context, tx *sqlTx, name string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO serve_locks (name) VALUES (?) ON CONFLICT (name) DO UPDATE SET name = excluded.name`, name)
+	return err
 }
 
 // queryAll runs query and returns its rows as scan reads each: a failure

@@ -350,7 +350,7 @@ func (s *Server) retryDB(ctx context.Context, fn func() error) error {
 // sweeps; the ledger's transactions make that safe. It also deletes the run
 // claims of dead nodes an hour after their lease ended (a claim is taken
 // over at once when its run id is posted again; this only keeps the table
-// small).
+// small), and the shared limits' rows that hold nothing (sweepLimits).
 func (s *Server) sweepOnce(ctx context.Context) {
 	if n, err := s.ledger.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
 		s.log.Warn("server: releasing the credit holds of stopped nodes", "err", err)
@@ -360,6 +360,7 @@ func (s *Server) sweepOnce(ctx context.Context) {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM serve_run_claims WHERE lease_until < ?`, time.Now().Add(-time.Hour).UnixNano()); err != nil && ctx.Err() == nil {
 		s.log.Warn("server: deleting the run claims of stopped nodes", "err", err)
 	}
+	s.sweepLimits(ctx)
 }
 
 // statusUnrecorded is an approval's status in the index when the store

@@ -39,13 +39,22 @@ func ManifestDigest(m *abi.Manifest) string {
 // itself, then the settings schema check chain.New applies), and stores it
 // only if it passes.
 func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Principal) {
-	end, ok := s.uploads.start(p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight)
-	if !ok {
+	maxIn := s.opts.UploadQuota.withDefaults().MaxInFlight
+	end, ok, err := s.startLease(r.Context(), "upload:"+p.Tenant, maxIn)
+	switch {
+	case err != nil:
+		s.unavailable(w, "the uploads in flight", err)
+		return
+	case !ok:
 		w.Header().Set("Retry-After", "1")
-		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "publisher %s has %d uploads in flight already", p.Tenant, s.opts.UploadQuota.withDefaults().MaxInFlight))
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "publisher %s has %d uploads in flight already", p.Tenant, maxIn))
 		return
 	}
-	defer end()
+	defer func() {
+		end()
+		s.testHook("upload ended")
+	}()
+	s.testHook("upload in flight")
 	wasm, prob := readBody(w, r, runtime.DefaultMaxModuleBytes)
 	if prob != nil {
 		writeProblem(w, prob)
@@ -55,7 +64,7 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 	// quota does not get the server compiling its modules); again below,
 	// under the publisher's lock, where it is exact.
 	sum := sha256.Sum256(wasm)
-	if pr := s.checkUploadQuota(r.Context(), p.Tenant, hex.EncodeToString(sum[:]), int64(len(wasm))); pr != nil {
+	if pr := s.checkUploadQuota(r.Context(), s.db, p.Tenant, hex.EncodeToString(sum[:]), int64(len(wasm))); pr != nil {
 		writeProblem(w, pr)
 		return
 	}
@@ -76,19 +85,24 @@ func (s *Server) uploadModule(w http.ResponseWriter, r *http.Request, p *Princip
 		return
 	}
 	report, _ := json.Marshal(info)
-	// The quota check and the insert are one step per publisher (in this
-	// process): two concurrent uploads cannot both pass the last slot.
-	defer s.runLocks.Lock("\x00upload\x00" + p.Tenant)()
-	if pr := s.checkUploadQuota(r.Context(), p.Tenant, info.Digest, int64(len(wasm))); pr != nil {
-		writeProblem(w, pr)
-		return
-	}
+	// The quota check and the insert are one transaction holding the
+	// publisher's lock (lockName): on every node, one publisher's uploads
+	// take their turn, so two cannot both pass the last slot.
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	defer tx.Rollback()
+	if err := lockName(r.Context(), tx, "upload-quota:"+p.Tenant); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
+	if pr := s.checkUploadQuota(r.Context(), tx, p.Tenant, info.Digest, int64(len(wasm))); pr != nil {
+		writeProblem(w, pr)
+		return
+	}
+	s.testHook("upload checked")
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_modules (digest, wasm, report, created) VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING`,
 		info.Digest, wasm, string(report), now()); err != nil {
 		writeProblem(w, s.internal(err))
@@ -210,15 +224,19 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 		return
 	}
 	id := SigningKeyID(req.PublicKey)
-	// The count of proposed keys and the insert are one step per publisher
-	// (in this process; several nodes may each pass the last slot once).
-	defer s.runLocks.Lock("\x00signing-keys\x00" + publisher)()
+	// The count of proposed keys and the insert are one transaction
+	// holding the publisher's lock (lockName): of proposals racing for the
+	// last slot, on any nodes, one passes.
 	tx, err := s.db.BeginTx(r.Context(), nil)
 	if err != nil {
 		writeProblem(w, s.internal(err))
 		return
 	}
 	defer tx.Rollback()
+	if err := lockName(r.Context(), tx, "signing-keys:"+publisher); err != nil {
+		writeProblem(w, s.internal(err))
+		return
+	}
 	if p.Role != RoleAdmin {
 		var have, proposed int
 		if err := tx.QueryRowContext(r.Context(), `SELECT COUNT(*) FROM serve_signing_keys WHERE id = ?`, id).Scan(&have); err != nil {
@@ -234,6 +252,7 @@ func (s *Server) addSigningKey(w http.ResponseWriter, r *http.Request, p *Princi
 			writeProblem(w, problem(http.StatusForbidden, CodeQuotaExceeded, "publisher %s has %d signing keys no admin approved yet, its bound", publisher, proposed))
 			return
 		}
+		s.testHook("signing keys counted")
 	}
 	if _, err := tx.ExecContext(r.Context(), `INSERT INTO serve_signing_keys (id, publisher, public_key, created) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		id, publisher, req.PublicKey, now()); err != nil {
@@ -390,15 +409,18 @@ func init() {
 // Upload quota per publisher, with its defaults: what a publisher has
 // uploaded, in modules and in bytes, summed over every module it uploaded
 // (a module uploaded again is not counted twice). An upload past either is
-// 403 quota_exceeded and stores nothing. The check is exact within one
-// process; several nodes racing for a publisher's last slot may each pass
-// it once.
+// 403 quota_exceeded and stores nothing. The check is exact on every node
+// sharing the database: it and the insert are one transaction holding the
+// publisher's lock row (serve_locks), so of uploads racing for the last
+// slot, on any nodes, one passes.
 const (
 	DefaultMaxPublisherModules       = 1000
 	DefaultMaxPublisherBytes   int64 = 1 << 30 // 1 GiB
-	// DefaultMaxUploadsInFlight bounds the uploads one publisher key has
-	// in flight at once (2); one more is 429 rate_limited (Retry-After),
-	// before its body is read.
+	// DefaultMaxUploadsInFlight bounds the uploads one publisher has in
+	// flight at once on all the nodes sharing the database (2); one more
+	// is 429 rate_limited (Retry-After), before its body is read. Each is
+	// a lease (serve_leases) renewed while it runs: a node that dies
+	// mid-upload holds its slot for leaseTTL (30 s) at most.
 	DefaultMaxUploadsInFlight = 2
 )
 
@@ -407,8 +429,8 @@ const (
 type UploadQuota struct {
 	MaxModules int
 	MaxBytes   int64
-	// MaxInFlight bounds the publisher's uploads in flight at once
-	// (DefaultMaxUploadsInFlight): each buffers up to
+	// MaxInFlight bounds the publisher's uploads in flight at once, on
+	// every node (DefaultMaxUploadsInFlight): each buffers up to
 	// runtime.DefaultMaxModuleBytes and then compiles it.
 	MaxInFlight int
 }
@@ -449,18 +471,20 @@ func (f *inFlight) start(key string, max int) (func(), bool) {
 }
 
 // checkUploadQuota refuses an upload of size bytes that would take
-// publisher past its quota; an upload of a digest it uploaded before passes.
-func (s *Server) checkUploadQuota(ctx context.Context, publisher, digest string, size int64) *Problem {
+// publisher past its quota, read through db (the database, or the
+// transaction that holds the publisher's lock); an upload of a digest it
+// uploaded before passes.
+func (s *Server) checkUploadQuota(ctx context.Context, db rowQuerier, publisher, digest string, size int64) *Problem {
 	q := s.opts.UploadQuota.withDefaults()
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_uploads WHERE publisher = ? AND digest = ?`, publisher, digest).Scan(&n); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_uploads WHERE publisher = ? AND digest = ?`, publisher, digest).Scan(&n); err != nil {
 		return s.internal(err)
 	}
 	if n > 0 {
 		return nil
 	}
 	var count, bytes int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(LENGTH(m.wasm)), 0) FROM serve_uploads u JOIN serve_modules m ON m.digest = u.digest WHERE u.publisher = ?`,
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(LENGTH(m.wasm)), 0) FROM serve_uploads u JOIN serve_modules m ON m.digest = u.digest WHERE u.publisher = ?`,
 		publisher).Scan(&count, &bytes); err != nil {
 		return s.internal(err)
 	}

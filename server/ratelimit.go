@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -13,8 +17,8 @@ import (
 // of DefaultRateBurst requests, refilled at DefaultRatePerSecond. They
 // defend the platform (and its other tenants) against one key's flood; a
 // request over the limit is 429 rate_limited with Retry-After, and does
-// nothing. The buckets are per process (several nodes would each allow the
-// rate).
+// nothing. Where the buckets are kept is Options.RateLimitScope: by default
+// in the database, one bucket per key for every node that shares it.
 const (
 	DefaultRatePerSecond = 100
 	DefaultRateBurst     = 200
@@ -26,6 +30,26 @@ type RateLimit struct {
 	PerSecond float64
 	Burst     int
 }
+
+// RateLimitScope is where the per-key rate limit's buckets are kept
+// (Options.RateLimitScope).
+type RateLimitScope string
+
+const (
+	// RateLimitCluster keeps each key's bucket in the database
+	// (serve_rate_buckets), taken by one conditional statement per
+	// request: the nodes sharing the database together allow the rate,
+	// and a restart refills nothing. An in-memory bucket of the same size
+	// is a first check, so a flood at one node is refused without a
+	// write. When the database fails to answer, the request is 503
+	// unavailable: refused, not let through. The default. See
+	// RATIONALE.md#why-a-shared-rate-limit.
+	RateLimitCluster RateLimitScope = "cluster"
+	// RateLimitNode keeps the buckets in the process's memory: each node
+	// allows the rate (N nodes, N times the rate) and a restart refills
+	// them; no database write per request.
+	RateLimitNode RateLimitScope = "node"
+)
 
 type bucket struct {
 	tokens float64
@@ -75,6 +99,144 @@ func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
 		return true, 0
 	}
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+// refund gives back the token allow took for key: the shared bucket
+// refused the request, so it counts against neither.
+func (l *limiter) refund(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.buckets[key]; ok {
+		b.tokens = math.Min(l.burst, b.tokens+1)
+	}
+}
+
+// sharedLimiter is the per-key rate limit of RateLimitCluster: GCRA over
+// serve_rate_buckets, which keeps each key's theoretical arrival time (tat,
+// Unix ns): the time its bucket would be full again had it taken every
+// request it let through. A request at now is allowed when
+// max(tat, now) - now <= tolerance (the burst less one, in intervals), and
+// then moves tat to max(tat, now) + interval. Both are one upsert, so
+// requests on any number of nodes take their turn at the row: two nodes
+// never together pass the burst. On Postgres now is the database's clock
+// (so nodes' clocks may differ); processes sharing a SQLite file share a
+// machine's.
+type sharedLimiter struct {
+	db        *sqlDB
+	interval  int64    // ns between two tokens: 1/rate
+	tolerance int64    // (burst-1) * interval
+	local     *limiter // the same bucket in memory: the first check
+	take      string   // the upsert; ? placeholders: key, [now], interval, tolerance
+	wait      string   // tat - now of a key, for Retry-After
+}
+
+// pgNow is the database's clock in Unix ns on Postgres: the statement's
+// start, one value however often the statement reads it.
+const pgNow = `CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000000 AS BIGINT)`
+
+// newSharedLimiter is rl's buckets kept in db; nil (no limit) when
+// rl.PerSecond is negative.
+func newSharedLimiter(db *sqlDB, rl RateLimit) *sharedLimiter {
+	local := newLimiter(rl)
+	if local == nil {
+		return nil
+	}
+	// An interval of at most an hour and a tolerance of at most a year
+	// keep every sum of the statement far from int64's end.
+	interval := int64(math.Min(float64(time.Hour), math.Max(1, float64(time.Second)/local.rate)))
+	tolerance := int64(math.Min(float64(365*24*time.Hour), (local.burst-1)*float64(interval)))
+	now := "?"
+	if db.pg {
+		now = pgNow
+	}
+	// The proposed row's tat is now + interval, so excluded.tat - interval
+	// is now in the update without reading the clock twice.
+	return &sharedLimiter{db: db, interval: interval, tolerance: tolerance, local: local,
+		take: `INSERT INTO serve_rate_buckets AS b (key_id, tat) VALUES (?, ` + now + ` + ?)
+			ON CONFLICT (key_id) DO UPDATE SET tat = CASE WHEN b.tat > excluded.tat - ? THEN b.tat ELSE excluded.tat - ? END + ?
+			WHERE b.tat - (excluded.tat - ?) <= ?
+			RETURNING tat`,
+		wait: `SELECT tat - ` + now + ` FROM serve_rate_buckets WHERE key_id = ?`}
+}
+
+// allow takes a token of key's bucket, in memory first, then in the
+// database; if there is none it returns how long until there is. err is
+// the database's failure: the caller refuses the request.
+func (l *sharedLimiter) allow(ctx context.Context, key string, at time.Time) (bool, time.Duration, error) {
+	if l == nil {
+		return true, 0, nil
+	}
+	if ok, wait := l.local.allow(key, at); !ok {
+		return false, wait, nil
+	}
+	ok, wait, err := l.takeShared(ctx, key, at)
+	if !ok || err != nil {
+		l.local.refund(key)
+	}
+	return ok, wait, err
+}
+
+// takeShared is allow's database part: the one statement.
+func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time) (bool, time.Duration, error) {
+	args := []any{key}
+	if !l.db.pg {
+		args = append(args, at.UnixNano())
+	}
+	args = append(args, l.interval, l.interval, l.interval, l.interval, l.interval, l.tolerance)
+	var tat int64
+	err := l.db.QueryRowContext(ctx, l.take, args...).Scan(&tat)
+	if err == nil {
+		return true, 0, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return false, 0, err
+	}
+	// Refused (the update's condition held no row). How long until the
+	// next token is for Retry-After only: read apart, it needs no lock.
+	args = args[:0]
+	if !l.db.pg {
+		args = append(args, at.UnixNano())
+	}
+	var ahead int64
+	if err := l.db.QueryRowContext(ctx, l.wait, append(args, key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, 0, err
+	}
+	return false, time.Duration(max(ahead-l.tolerance, int64(time.Millisecond))), nil
+}
+
+// unavailable answers 503 unavailable (Retry-After 1) for a limit, what,
+// that the database failed to check: the request is refused, not let
+// through unbounded.
+func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
+	s.log.Error("server: a shared limit could not be checked", "limit", what, "err", err)
+	w.Header().Set("Retry-After", "1")
+	writeProblem(w, problem(http.StatusServiceUnavailable, CodeUnavailable, "%s could not be checked: the database did not answer; retry", what))
+}
+
+// rateLimit takes a token of p's key (Options.RateLimitScope's bucket). A
+// key with none left is 429 rate_limited with Retry-After; a database that
+// fails to answer is 503 unavailable (the limit cannot be told, and letting
+// every request through would leave a flood unbounded exactly when the
+// database is struggling; the request needed the database anyway). It
+// reports whether the request may go on; if not, it has answered.
+func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, p *Principal) bool {
+	at := time.Now()
+	var ok bool
+	var wait time.Duration
+	if s.shared != nil {
+		var err error
+		if ok, wait, err = s.shared.allow(r.Context(), p.KeyID, at); err != nil {
+			s.unavailable(w, "the rate limit", err)
+			return false
+		}
+	} else {
+		ok, wait = s.limiter.allow(p.KeyID, at)
+	}
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key's rate limit is reached; retry in %s", wait.Round(time.Millisecond)))
+	}
+	return ok
 }
 
 // Failed authentications per remote address, with their defaults: each

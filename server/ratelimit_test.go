@@ -2,7 +2,11 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/server"
 )
@@ -28,4 +32,127 @@ func TestRateLimit(t *testing.T) {
 	if _, err := admin.Credit(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// twoNodes starts two servers on one database, each with tweak: the
+// Postgres cluster's (newCluster) or, for "sqlite", two on one SQLite file
+// (as TestNodesSQLiteSharedFile).
+func twoNodes(t *testing.T, db string, tweak func(*server.Options)) *cluster {
+	t.Helper()
+	if db == "postgres" {
+		return newCluster(t, 2, func(_ int, o *server.Options) { tweak(o) })
+	}
+	dir, key := t.TempDir(), hostKey()
+	c := &cluster{key: key}
+	for range 2 {
+		c.nodes = append(c.nodes, startPlatform(t, openSQLite(t, dir), key, tweak))
+	}
+	return c
+}
+
+// TestRateLimitAcrossNodes: one key's burst, sent over two nodes at once,
+// is served at most Burst times in all with the cluster scope (the
+// default), the rest 429 rate_limited with Retry-After; with the node
+// scope each node serves its own Burst. It fails without the shared
+// bucket (each node let Burst through: 2*Burst).
+func TestRateLimitAcrossNodes(t *testing.T) {
+	const burst = 6
+	for _, db := range []string{"sqlite", "postgres"} {
+		for _, c := range []struct {
+			scope server.RateLimitScope
+			want  int
+		}{{"", burst}, {server.RateLimitNode, 2 * burst}} {
+			t.Run(db+"/"+string(c.scope), func(t *testing.T) {
+				ctx := context.Background()
+				cl := twoNodes(t, db, func(o *server.Options) {
+					o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: burst}
+					o.RateLimitScope = c.scope
+				})
+				if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
+					t.Fatal(err)
+				}
+				op := cl.nodes[0].key(t, server.RoleOperator, "acme")
+				var served, limited atomic.Int32
+				var wg sync.WaitGroup
+				for i := range 4 * burst {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, err := on(op, cl.nodes[i%2]).Credit(ctx, "acme")
+						var p *server.Problem
+						switch {
+						case err == nil:
+							served.Add(1)
+						case errors.As(err, &p) && p.Status == 429 && p.Code == server.CodeRateLimited && p.RetryAfter > 0:
+							limited.Add(1)
+						default:
+							t.Errorf("request %d: %v", i, err)
+						}
+					}()
+				}
+				wg.Wait()
+				if got := int(served.Load()); got != c.want {
+					t.Fatalf("%d of %d requests served over two nodes, want %d (429: %d)", got, 4*burst, c.want, limited.Load())
+				}
+			})
+		}
+	}
+}
+
+// TestRateLimitDatabaseFails: when the shared bucket cannot be read the
+// request is 503 unavailable with Retry-After, not served (nor a panic, nor
+// a 500 that says nothing).
+func TestRateLimitDatabaseFails(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+		t.Fatal(err)
+	}
+	op := p.key(t, server.RoleOperator, "acme")
+	if _, err := op.Credit(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.db.Exec(`DROP TABLE serve_rate_buckets`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := op.Credit(ctx, "acme")
+	wantCode(t, err, 503, server.CodeUnavailable)
+	var pr *server.Problem
+	if errors.As(err, &pr) && pr.RetryAfter != 1 {
+		t.Fatalf("Retry-After %d, want 1", pr.RetryAfter)
+	}
+}
+
+// TestLongPollsAcrossNodes: a key's open waits are counted on every node
+// sharing the database: with one allowed, a long poll on node 1 while one
+// is open on node 0 is 429 rate_limited. Each node counted its own: node 1
+// opened it (its hook then ends the test's wait).
+func TestLongPollsAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, 2, func(_ int, o *server.Options) { o.MaxWait, o.MaxPollsPerKey = 30*time.Second, 1 })
+	a := newAsking(t, cl.nodes[0])
+	id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
+	open0 := make(chan struct{})
+	server.SetHook(cl.nodes[0].srv, func(point string) {
+		if point == "wait started" {
+			close(open0)
+		}
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	server.SetHook(cl.nodes[1].srv, func(point string) {
+		if point == "wait started" {
+			cancel()
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = on(a.rt, cl.nodes[0]).Result(wctx, "acme", id, 30)
+	}()
+	<-open0
+	_, err := on(a.rt, cl.nodes[1]).Result(wctx, "acme", id, 30)
+	wantCode(t, err, 429, server.CodeRateLimited)
+	cancel()
+	<-done
 }

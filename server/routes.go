@@ -1,12 +1,9 @@
 package server
 
 import (
-	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // Scope says whose objects a route touches, and so which keys reach them.
@@ -164,9 +161,7 @@ func (s *Server) guard(rt Route) http.Handler {
 			return
 		}
 		noteKey(r, p)
-		if ok, wait := s.limiter.allow(p.KeyID, time.Now()); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key's rate limit is reached; retry in %s", wait.Round(time.Millisecond)))
+		if !s.rateLimit(w, r, p) {
 			return
 		}
 		if !slices.Contains(rt.Roles, p.Role) {

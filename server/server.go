@@ -30,7 +30,9 @@
 // its long polls on every node wake by notification (or read the index
 // again); a run id is claimed in the database, so one node runs it and the
 // others answer with its outcome; each tenant's audit chain is appended
-// under a row lock, so it never forks. Every node needs the same host key:
+// under a row lock, so it never forks; each key's rate limit, its open
+// waits and a publisher's uploads in flight and upload quota are counted in
+// the database, for the platform. Every node needs the same host key:
 // a node with another is refused at start (serve_host_key).
 package server
 
@@ -80,10 +82,11 @@ const (
 	// anyone, without a key, held connections by sending a byte now and
 	// then.
 	DefaultBodyTimeout = 2 * time.Minute
-	// DefaultMaxPollsPerKey bounds the long polls one API key has open at
-	// once (32); one more is 429 rate_limited. The rate limit alone let a
-	// key hold rate x MaxWait of them (12,000 at the defaults), each a
-	// goroutine reading the database twice a second.
+	// DefaultMaxPollsPerKey bounds the long polls and event streams one
+	// API key has open at once on all the nodes sharing the database (32;
+	// each a lease in serve_leases); one more is 429 rate_limited. The
+	// rate limit alone let a key hold rate x MaxWait of them (12,000 at
+	// the defaults), each a goroutine reading the database twice a second.
 	DefaultMaxPollsPerKey = 32
 )
 
@@ -134,6 +137,11 @@ type Options struct {
 	// RateLimit is each API key's request rate; the zero value means
 	// DefaultRatePerSecond with DefaultRateBurst.
 	RateLimit RateLimit
+	// RateLimitScope is where RateLimit's buckets are kept: "" means
+	// RateLimitCluster (in the database, one bucket per key for every
+	// node; about one database write per request), RateLimitNode in each
+	// process's memory. Another value is refused by New.
+	RateLimitScope RateLimitScope
 	// MaxPollsPerKey bounds each key's open long polls; zero means
 	// DefaultMaxPollsPerKey.
 	MaxPollsPerKey int
@@ -177,9 +185,10 @@ type Server struct {
 	log         *slog.Logger
 	mux         *http.ServeMux
 	bootKey     string
-	limiter     *limiter
-	authFails   *failLimiter // failed authentications by remote address
-	keys        *keyCache    // authenticated keys, for KeyCacheTTL
+	limiter     *limiter       // the per-key buckets of RateLimitNode
+	shared      *sharedLimiter // the per-key buckets of RateLimitCluster
+	authFails   *failLimiter   // failed authentications by remote address
+	keys        *keyCache      // authenticated keys, for KeyCacheTTL
 
 	mu        sync.Mutex // guards chains and versions
 	chains    map[string]*chain.Chain
@@ -189,14 +198,12 @@ type Server struct {
 	owner     string           // this node's name in run claims
 
 	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
-	uploads  inFlight        // each publisher's uploads in flight (UploadQuota.MaxInFlight)
 	verifies inFlight        // each tenant's audit verifications running (one at a time)
 	// verifyStore, when set (tests), wraps the store a verification reads.
 	verifyStore atomic.Pointer[func(audit.Store) audit.Store]
 
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{} // approval id, or runWaitKey -> closed when it resolves
-	polls   inFlight                 // key id -> its open long polls (MaxPollsPerKey)
 
 	observability // spans, access log, metrics (accesslog.go, metrics.go)
 
@@ -210,6 +217,16 @@ type Server struct {
 	// they replace): Close waits for it, so that none of it uses the
 	// Runtime after the caller closes it.
 	bg sync.WaitGroup
+	// testHookFn, if set (by a test, before any request), is called at the
+	// named points of a request, so a test can order two nodes' steps.
+	testHookFn func(point string)
+}
+
+// testHook calls s.testHookFn, if a test set one, at point.
+func (s *Server) testHook(point string) {
+	if s.testHookFn != nil {
+		s.testHookFn(point)
+	}
 }
 
 // background runs f in a goroutine that Close waits for. It is called by
@@ -250,7 +267,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	_, _ = rand.Read(name[:])
 	s.owner = "node-" + hex.EncodeToString(name[:])
 	s.approvalKey = derive(opts.HostKey, "wasmhooks approval key v1")
-	s.limiter = newLimiter(opts.RateLimit)
+	switch opts.RateLimitScope {
+	case "", RateLimitCluster:
+		s.shared = newSharedLimiter(s.db, opts.RateLimit)
+	case RateLimitNode:
+		s.limiter = newLimiter(opts.RateLimit)
+	default:
+		return nil, fmt.Errorf("server: RateLimitScope %q is neither %q nor %q", opts.RateLimitScope, RateLimitCluster, RateLimitNode)
+	}
 	s.authFails = newFailLimiter(opts.AuthFailLimit)
 	zeroDefault(&opts.KeyCacheTTL, DefaultKeyCacheTTL)
 	s.keys = newKeyCache(opts.KeyCacheTTL)
@@ -504,14 +528,23 @@ func (s *Server) waiter(id string) chan struct{} {
 }
 
 // startWait counts one more open wait (a long poll, an event stream; what
-// names them) of p's key, and returns its end. When the key has
-// MaxPollsPerKey open already, ok is false and it has answered 429.
-func (s *Server) startWait(w http.ResponseWriter, p *Principal, what string) (end func(), ok bool) {
-	if end, ok = s.polls.start(p.KeyID, s.opts.MaxPollsPerKey); !ok {
+// names them) of p's key, on every node sharing the database (a lease,
+// startLease), and returns its end. When the key has MaxPollsPerKey open
+// already, ok is false and it has answered 429 (503 when the database
+// could not tell).
+func (s *Server) startWait(w http.ResponseWriter, r *http.Request, p *Principal, what string) (end func(), ok bool) {
+	end, ok, err := s.startLease(r.Context(), "wait:"+p.KeyID, s.opts.MaxPollsPerKey)
+	switch {
+	case err != nil:
+		s.unavailable(w, "the key's open "+what, err)
+		return nil, false
+	case !ok:
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "this key has %d %s open already", s.opts.MaxPollsPerKey, what))
+		return nil, false
 	}
-	return end, ok
+	s.testHook("wait started")
+	return end, true
 }
 
 func (s *Server) wake(id string) {

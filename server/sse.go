@@ -69,7 +69,7 @@ func (s *Server) approvalEvents(w http.ResponseWriter, r *http.Request, p *Princ
 		writeProblem(w, pr)
 		return
 	}
-	end, ok := s.startWait(w, p, "waits")
+	end, ok := s.startWait(w, r, p, "waits")
 	if !ok {
 		return
 	}

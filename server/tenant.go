@@ -499,7 +499,7 @@ func (s *Server) approvalResult(w http.ResponseWriter, r *http.Request, p *Princ
 		return
 	}
 	if wait > 0 {
-		end, ok := s.startWait(w, p, "long polls")
+		end, ok := s.startWait(w, r, p, "long polls")
 		if !ok {
 			return
 		}

@@ -48,11 +48,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	metricsAddr := fs.String("metrics-addr", "", "also serve the Prometheus metrics, without a key, at /metrics on this address (a private one: only the scraper should reach it); on --addr they need an admin key")
 	data := fs.String("data", "wasmhooks-data", "the data directory")
 	dbURL := fs.String("db", "", "a Postgres database (postgres://user@host:port/db?...) instead of SQLite under --data")
+	scope := fs.String("rate-limit-scope", string(server.RateLimitCluster), "where each API key's rate limit is kept: cluster (in the database: every node on it shares one bucket per key) or node (in memory: each node allows the rate)")
 	if code, ok := parseFlags(fs, args, serveUsage, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprint(stderr, serveUsage)
+		return exitUsage
+	}
+	if s := server.RateLimitScope(*scope); s != server.RateLimitCluster && s != server.RateLimitNode {
+		fmt.Fprintf(stderr, "wasmhooks serve: --rate-limit-scope is cluster or node, not %q\n", *scope)
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
@@ -82,7 +87,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer rt.Close(context.Background())
 	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, DataDir: *data,
-		AdminKey: os.Getenv("WASMHOOKS_ADMIN_KEY"), Logger: logger})
+		AdminKey: os.Getenv("WASMHOOKS_ADMIN_KEY"), Logger: logger, RateLimitScope: server.RateLimitScope(*scope)})
 	if err != nil {
 		return fail(stdout, exitRefused, "internal", "%v", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -186,5 +187,26 @@ func TestServeFirstSliceData(t *testing.T) {
 	log := serveOnce(t, dir)
 	if _, err := os.Stat(approvals); !os.IsNotExist(err) || !strings.Contains(log, "approvals.imported-") || !strings.Contains(log, "audit log is no longer appended to") {
 		t.Fatalf("the approvals are not renamed (%v), or the log does not say so:\n%s", err, log)
+	}
+}
+
+// TestServeRateLimitScope: --rate-limit-scope takes cluster or node; another
+// value is a usage error before anything is opened.
+func TestServeRateLimitScope(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := cmdServe(context.Background(), []string{"--rate-limit-scope", "planet", "--data", dir}, &stdout, &stderr); code != exitUsage {
+		t.Fatalf("exit %d, want %d: %s", code, exitUsage, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "cluster or node") {
+		t.Fatalf("stderr: %s", stderr.String())
+	}
+	t.Setenv("WASMHOOKS_ADMIN_KEY", "")
+	s := startServe(t, "--rate-limit-scope", "node", "--data", dir)
+	if status, _ := httpGet(t, "http://"+s.addr+"/healthz"); status != 200 {
+		t.Fatalf("healthz: %d", status)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("exit %d: %s", code, s.stdout.String())
 	}
 }

@@ -52,6 +52,7 @@ const (
 	CodeShuttingDown      = "shutting_down"      // 503: the server is draining
 	CodeTimeout           = "timeout"            // 504: a run outlived the request
 	CodeInternal          = "internal"           // 500: see the server's log
+	CodeUnavailable       = "unavailable"        // 503: the database did not answer a check the request needs (the shared rate limit); retry (Retry-After)
 	CodeRateLimited       = "rate_limited"       // 429: the key's rate limit is reached (Retry-After)
 	CodeAuthLimited       = "auth_rate_limited"  // 429: too many failed authentications from the address (Retry-After)
 	CodeMethodNotAllowed  = "method_not_allowed" // 405: the path exists, not with this method (Allow lists those it has)

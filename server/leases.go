@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/store"
+)
+
+// leaseTTL is how long a lease of serve_leases outlives its last renewal
+// (store.DefaultLease, 30 s, as the ledger's credit holds): what a node that
+// died held in flight is counted that long at most.
+const leaseTTL = store.DefaultLease
+
+// startLease counts one more of what is in flight under name (a
+// publisher's uploads), on every node sharing the database, and returns
+// its end; ok is false when name has max in flight already. A negative max
+// is no bound: nothing is written. The count and the insert are one
+// transaction holding name's lock (lockName), after the leases whose
+// expiry passed (their node died) are deleted. While the caller runs, the
+// lease is renewed every leaseTTL/3; end stops that and deletes it.
+func (s *Server) startLease(ctx context.Context, name string, max int) (end func(), ok bool, err error) {
+	if max < 0 {
+		return func() {}, true, nil
+	}
+	id := randomID(12)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	defer tx.Rollback()
+	if err := lockName(ctx, tx, "lease:"+name); err != nil {
+		return nil, false, err
+	}
+	at := time.Now()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM serve_leases WHERE name = ? AND expires < ?`, name, at.UnixNano()); err != nil {
+		return nil, false, err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM serve_leases WHERE name = ?`, name).Scan(&n); err != nil {
+		return nil, false, err
+	}
+	if n >= max {
+		return nil, false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_leases (name, id, expires) VALUES (?, ?, ?)`, name, id, at.Add(leaseTTL).UnixNano()); err != nil {
+		return nil, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, err
+	}
+	renew, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		every(renew, leaseTTL/3, func(ctx context.Context) {
+			if _, err := s.db.ExecContext(ctx, `UPDATE serve_leases SET expires = ? WHERE name = ? AND id = ?`,
+				time.Now().Add(leaseTTL).UnixNano(), name, id); err != nil && ctx.Err() == nil {
+				s.log.Warn("server: renewing a lease", "name", name, "err", err)
+			}
+		})
+	}()
+	return func() {
+		stop()
+		<-stopped
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := s.db.ExecContext(dctx, `DELETE FROM serve_leases WHERE name = ? AND id = ?`, name, id); err != nil {
+			s.log.Warn("server: ending a lease (it expires in its time)", "name", name, "err", err)
+		}
+	}, true, nil
+}
+
+// sweepLimits deletes (from sweepOnce) the rows of the shared limits that
+// hold nothing an absent row would not: the rate buckets full again for an
+// hour (a revoked key's among them) and the leases expired for an hour (a
+// dead node's, under a name nobody started anything under since). Only
+// keeps the tables small: both are read as absent, or expired, anyway.
+func (s *Server) sweepLimits(ctx context.Context) {
+	cutoff := time.Now().Add(-time.Hour).UnixNano()
+	for _, q := range []string{`DELETE FROM serve_rate_buckets WHERE tat < ?`, `DELETE FROM serve_leases WHERE expires < ?`} {
+		if _, err := s.db.ExecContext(ctx, q, cutoff); err != nil && ctx.Err() == nil {
+			s.log.Warn("server: sweeping the shared limits", "err", err)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/server"
+)
+
+// raceAt makes the first request through point on each of cl's two nodes
+// wait there until the other node's is through it too (both in: the race
+// lost), or, if it is not within a grace, takes it as waiting for a lock
+// and goes on. The grace only makes the race certain when nothing locks;
+// with a lock the answer is the same whatever the timing.
+func raceAt(cl *cluster, point string) {
+	var at [2]chan struct{}
+	var once [2]sync.Once
+	for i, n := range cl.nodes {
+		at[i] = make(chan struct{})
+		server.SetHook(n.srv, func(p string) {
+			if p != point {
+				return
+			}
+			first := false
+			once[i].Do(func() { first = true; close(at[i]) })
+			if !first {
+				return
+			}
+			select {
+			case <-at[1-i]:
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
+}
+
+// raceTwo runs do on node 0 and node 1 at once and returns how many
+// passed; every other answer must be 403 quota_exceeded.
+func raceTwo(t *testing.T, do func(node int) error) (passed int) {
+	t.Helper()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = do(i)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var p *server.Problem
+		switch {
+		case err == nil:
+			passed++
+		case !errors.As(err, &p) || p.Status != 403 || p.Code != server.CodeQuotaExceeded:
+			t.Errorf("on node %d: %v", i, err)
+		}
+	}
+	return passed
+}
+
+// variant returns wasm with a custom section holding i: the same module,
+// another digest.
+func variant(wasm []byte, i int) []byte {
+	return append(append([]byte(nil), wasm...), 0x00, 0x03, 0x01, 'v', byte(i))
+}
+
+// TestUploadQuotaAcrossNodes: a publisher with one module left of its
+// quota uploads two others at once, one on each of two nodes sharing the
+// database; exactly one is stored, the other is 403 quota_exceeded. The
+// nodes' hooks hold the first upload through the exact quota check there
+// until the other is through it too, or waits (raceAt). Each node used to check
+// under a lock of its own process, so both passed (three stored); now the
+// check and the insert are one transaction holding the publisher's lock
+// row, and the second upload waits for the first's commit, then sees the
+// quota spent.
+func TestUploadQuotaAcrossNodes(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) {
+				o.UploadQuota = server.UploadQuota{MaxModules: 2, MaxInFlight: -1}
+				// In memory: a shared bucket is a write, which on SQLite would
+				// wait for the upload holding the write lock in its hook.
+				o.RateLimitScope = server.RateLimitNode
+			})
+			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+			if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
+				t.Fatal(err)
+			}
+			raceAt(cl, "upload checked")
+			scripted := guestWasm(t, "scripted")
+			stored := raceTwo(t, func(i int) error {
+				_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(scripted, i))
+				return err
+			})
+			var n int
+			if err := cl.nodes[0].db.QueryRow(cl.nodes[0].q(`SELECT COUNT(*) FROM serve_uploads WHERE publisher = $1`), "pubco").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if stored != 1 || n != 2 {
+				t.Fatalf("%d of 2 racing uploads answered 201, %d modules stored; want 1 and 2 (the quota)", stored, n)
+			}
+		})
+	}
+}
+
+// TestUploadsInFlightAcrossNodes: a publisher's uploads in flight are
+// counted on every node sharing the database: with one allowed, an upload
+// on node 1 while one on node 0 is still arriving is 429 rate_limited
+// (each node counted its own: 201), and passes once that one has ended. A
+// lease whose node died (its expiry past) counts no more; a live one of
+// another node (written here) does.
+func TestUploadsInFlightAcrossNodes(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) { o.UploadQuota = server.UploadQuota{MaxInFlight: 1} })
+			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+			inFlight, ended := make(chan struct{}), make(chan struct{})
+			server.SetHook(cl.nodes[0].srv, func(point string) {
+				switch point {
+				case "upload in flight":
+					close(inFlight)
+				case "upload ended":
+					close(ended)
+				}
+			})
+			// Node 0's upload: headers saying 1 MiB, 64 KiB of it sent.
+			conn, err := net.Dial("tcp", cl.nodes[0].hs.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /v1/publishers/pubco/modules HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n", pub.Key, 1<<20)
+			if _, err := conn.Write(make([]byte, 64<<10)); err != nil {
+				t.Fatal(err)
+			}
+			<-inFlight
+			node1 := on(pub, cl.nodes[1])
+			policy := policyWasm(t)
+			_, err = node1.UploadModule(ctx, "pubco", policy)
+			wantCode(t, err, 429, server.CodeRateLimited)
+			conn.Close()
+			<-ended
+			if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
+				t.Fatalf("once node 0's upload ended: %v", err)
+			}
+			// Another node's live lease, then the same lease expired.
+			p := cl.nodes[1]
+			if _, err := p.db.Exec(p.q(`INSERT INTO serve_leases (name, id, expires) VALUES ('upload:pubco', 'other', $1)`), time.Now().Add(time.Hour).UnixNano()); err != nil {
+				t.Fatal(err)
+			}
+			_, err = node1.UploadModule(ctx, "pubco", policy)
+			wantCode(t, err, 429, server.CodeRateLimited)
+			if _, err := p.db.Exec(p.q(`UPDATE serve_leases SET expires = $1 WHERE id = 'other'`), time.Now().Add(-time.Second).UnixNano()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
+				t.Fatalf("past a dead node's lease: %v", err)
+			}
+			if n := p.count(t, "serve_leases"); n != 0 {
+				t.Fatalf("%d leases left", n)
+			}
+		})
+	}
+}
+
+// TestProposedSigningKeysAcrossNodes: a publisher with one proposed
+// signing key left of MaxProposedSigningKeys proposes two at once, one on
+// each of two nodes sharing the database: one is stored, the other is 403
+// quota_exceeded. On Postgres each node counted under a lock of its own
+// process, so both passed (raceAt holds the first there) before the count
+// and the insert held the publisher's lock row; on SQLite the transaction
+// was exclusive already.
+func TestProposedSigningKeysAcrossNodes(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
+			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+			newPub := func() ed25519.PublicKey {
+				k, _, err := ed25519.GenerateKey(rand.Reader)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return k
+			}
+			for i := range server.MaxProposedSigningKeys - 1 {
+				if _, err := pub.RegisterSigningKey(ctx, "pubco", newPub()); err != nil {
+					t.Fatalf("key %d: %v", i, err)
+				}
+			}
+			raceAt(cl, "signing keys counted")
+			stored := raceTwo(t, func(i int) error {
+				_, err := on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPub())
+				return err
+			})
+			if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
+				t.Fatalf("%d of 2 racing proposals answered 201, %d keys stored (%v); want 1 and %d", stored, len(keys), err, server.MaxProposedSigningKeys)
+			}
+		})
+	}
+}
