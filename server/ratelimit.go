@@ -17,8 +17,9 @@ import (
 // of DefaultRateBurst requests, refilled at DefaultRatePerSecond. They
 // defend the platform (and its other tenants) against one key's flood; a
 // request over the limit is 429 rate_limited with Retry-After, and does
-// nothing. Where the buckets are kept is Options.RateLimitScope: by default
-// in the database, one bucket per key for every node that shares it.
+// nothing. Where the buckets are kept is Options.RateLimitScope: by default,
+// on Postgres, in the database, one bucket per key for every node that
+// shares it; on SQLite in the process's memory.
 const (
 	DefaultRatePerSecond = 100
 	DefaultRateBurst     = 200
@@ -42,12 +43,12 @@ const (
 	// and a restart refills nothing. An in-memory bucket of the same size
 	// is a first check, so a flood at one node is refused without a
 	// write. When the database fails to answer, the request is 503
-	// unavailable: refused, not let through. The default. See
+	// unavailable: refused, not let through. The default on Postgres. See
 	// RATIONALE.md#why-a-shared-rate-limit.
 	RateLimitCluster RateLimitScope = "cluster"
 	// RateLimitNode keeps the buckets in the process's memory: each node
 	// allows the rate (N nodes, N times the rate) and a restart refills
-	// them; no database write per request.
+	// them; no database write per request. The default on SQLite.
 	RateLimitNode RateLimitScope = "node"
 )
 

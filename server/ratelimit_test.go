@@ -52,16 +52,21 @@ func twoNodes(t *testing.T, db string, tweak func(*server.Options)) *cluster {
 
 // TestRateLimitAcrossNodes: one key's burst, sent over two nodes at once,
 // is served at most Burst times in all with the cluster scope (the
-// default), the rest 429 rate_limited with Retry-After; with the node
-// scope each node serves its own Burst. It fails without the shared
-// bucket (each node let Burst through: 2*Burst).
+// default on Postgres), the rest 429 rate_limited with Retry-After; with
+// the node scope (the default on SQLite) each node serves its own Burst.
+// It fails without the shared bucket (each node let Burst through:
+// 2*Burst).
 func TestRateLimitAcrossNodes(t *testing.T) {
 	const burst = 6
 	for _, db := range []string{"sqlite", "postgres"} {
+		byDefault := 2 * burst // SQLite: node
+		if db == "postgres" {
+			byDefault = burst
+		}
 		for _, c := range []struct {
 			scope server.RateLimitScope
 			want  int
-		}{{"", burst}, {server.RateLimitNode, 2 * burst}} {
+		}{{"", byDefault}, {server.RateLimitCluster, burst}, {server.RateLimitNode, 2 * burst}} {
 			t.Run(db+"/"+string(c.scope), func(t *testing.T) {
 				ctx := context.Background()
 				cl := twoNodes(t, db, func(o *server.Options) {
@@ -104,7 +109,7 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 // a 500 that says nothing).
 func TestRateLimitDatabaseFails(t *testing.T) {
 	ctx := context.Background()
-	p := newPlatform(t)
+	p := newPlatformTweaked(t, func(o *server.Options) { o.RateLimitScope = server.RateLimitCluster })
 	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
 		t.Fatal(err)
 	}

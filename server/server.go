@@ -137,10 +137,13 @@ type Options struct {
 	// RateLimit is each API key's request rate; the zero value means
 	// DefaultRatePerSecond with DefaultRateBurst.
 	RateLimit RateLimit
-	// RateLimitScope is where RateLimit's buckets are kept: "" means
-	// RateLimitCluster (in the database, one bucket per key for every
-	// node; about one database write per request), RateLimitNode in each
-	// process's memory. Another value is refused by New.
+	// RateLimitScope is where RateLimit's buckets are kept:
+	// RateLimitCluster in the database (one bucket per key for every node;
+	// about one database write per request), RateLimitNode in each
+	// process's memory. "" means RateLimitCluster on Postgres, the
+	// database of several nodes, and RateLimitNode on SQLite, usually one
+	// node's (processes sharing a SQLite file set RateLimitCluster).
+	// Another value is refused by New.
 	RateLimitScope RateLimitScope
 	// MaxPollsPerKey bounds each key's open long polls; zero means
 	// DefaultMaxPollsPerKey.
@@ -267,8 +270,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	_, _ = rand.Read(name[:])
 	s.owner = "node-" + hex.EncodeToString(name[:])
 	s.approvalKey = derive(opts.HostKey, "wasmhooks approval key v1")
-	switch opts.RateLimitScope {
-	case "", RateLimitCluster:
+	scope := opts.RateLimitScope
+	if scope == "" {
+		scope = RateLimitNode
+		if s.db.pg {
+			scope = RateLimitCluster
+		}
+	}
+	switch scope {
+	case RateLimitCluster:
 		s.shared = newSharedLimiter(s.db, opts.RateLimit)
 	case RateLimitNode:
 		s.limiter = newLimiter(opts.RateLimit)

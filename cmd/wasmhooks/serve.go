@@ -48,7 +48,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	metricsAddr := fs.String("metrics-addr", "", "also serve the Prometheus metrics, without a key, at /metrics on this address (a private one: only the scraper should reach it); on --addr they need an admin key")
 	data := fs.String("data", "wasmhooks-data", "the data directory")
 	dbURL := fs.String("db", "", "a Postgres database (postgres://user@host:port/db?...) instead of SQLite under --data")
-	scope := fs.String("rate-limit-scope", string(server.RateLimitCluster), "where each API key's rate limit is kept: cluster (in the database: every node on it shares one bucket per key) or node (in memory: each node allows the rate)")
+	scope := fs.String("rate-limit-scope", "auto", "where each API key's rate limit is kept: cluster (in the database: every node on it shares one bucket per key), node (in memory: each node allows the rate), or auto (cluster with --db, node on SQLite; processes sharing one SQLite file want cluster)")
 	if code, ok := parseFlags(fs, args, serveUsage, stdout, stderr); !ok {
 		return code
 	}
@@ -56,8 +56,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprint(stderr, serveUsage)
 		return exitUsage
 	}
-	if s := server.RateLimitScope(*scope); s != server.RateLimitCluster && s != server.RateLimitNode {
-		fmt.Fprintf(stderr, "wasmhooks serve: --rate-limit-scope is cluster or node, not %q\n", *scope)
+	rateScope := server.RateLimitScope(*scope)
+	switch rateScope {
+	case "auto":
+		rateScope = "" // the server's default for its database
+	case server.RateLimitCluster, server.RateLimitNode:
+	default:
+		fmt.Fprintf(stderr, "wasmhooks serve: --rate-limit-scope is auto, cluster or node, not %q\n", *scope)
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
@@ -87,7 +92,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer rt.Close(context.Background())
 	srv, err := server.New(ctx, server.Options{DB: db, Runtime: rt, HostKey: key, DataDir: *data,
-		AdminKey: os.Getenv("WASMHOOKS_ADMIN_KEY"), Logger: logger, RateLimitScope: server.RateLimitScope(*scope)})
+		AdminKey: os.Getenv("WASMHOOKS_ADMIN_KEY"), Logger: logger, RateLimitScope: rateScope})
 	if err != nil {
 		return fail(stdout, exitRefused, "internal", "%v", err)
 	}

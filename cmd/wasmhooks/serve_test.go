@@ -190,7 +190,7 @@ func TestServeFirstSliceData(t *testing.T) {
 	}
 }
 
-// TestServeRateLimitScope: --rate-limit-scope takes cluster or node; another
+// TestServeRateLimitScope: --rate-limit-scope takes auto, cluster or node; another
 // value is a usage error before anything is opened.
 func TestServeRateLimitScope(t *testing.T) {
 	dir := t.TempDir()
@@ -198,7 +198,7 @@ func TestServeRateLimitScope(t *testing.T) {
 	if code := cmdServe(context.Background(), []string{"--rate-limit-scope", "planet", "--data", dir}, &stdout, &stderr); code != exitUsage {
 		t.Fatalf("exit %d, want %d: %s", code, exitUsage, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "cluster or node") {
+	if !strings.Contains(stderr.String(), "auto, cluster or node") {
 		t.Fatalf("stderr: %s", stderr.String())
 	}
 	t.Setenv("WASMHOOKS_ADMIN_KEY", "")
