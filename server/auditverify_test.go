@@ -417,3 +417,31 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 		t.Fatalf("an approval being resumed: %+v %v", res, err)
 	}
 }
+
+// TestRunReadAnotherTenantsRecord: the console's run read checks each
+// record is the tenant's: another tenant's record of the same run id,
+// MACed under the one key and put in the tenant's chain in its place, is
+// shown failed, not verified.
+func TestRunReadAnotherTenantsRecord(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
+	ops := map[string]tenantKeys{}
+	for _, tenant := range []string{"ta", "tb"} {
+		ops[tenant] = newTenant(t, p, tenant, false)
+		ops[tenant].bind(t, chainConfig(pin))
+		if _, err := ops[tenant].rt.Run(ctx, tenant, "message.outbound", map[string]any{"outgoing": "hello"}, "r_1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1"); err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "verified" {
+		t.Fatalf("ta's run: %+v %v", run, err)
+	}
+	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = (SELECT line FROM audit_records WHERE chain = $1 AND seq = 0) WHERE chain = $2 AND seq = 0`), []byte("tb"), []byte("ta")); err != nil {
+		t.Fatal(err)
+	}
+	run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1")
+	if err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "failed" || run.Audit[0].Problem == "" || strings.Contains(run.Audit[0].Problem, "tb") {
+		t.Fatalf("tb's record in ta's chain: %+v %v", run, err)
+	}
+}
