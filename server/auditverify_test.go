@@ -26,12 +26,7 @@ import (
 func TestAuditPerTenantVerify(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
-	ops := map[string]tenantKeys{}
-	for _, tenant := range []string{"ta", "tb"} {
-		ops[tenant] = newTenant(t, p, tenant, false)
-		ops[tenant].bind(t, chainConfig(pin))
-	}
+	ops := boundTenants(t, p, "ta", "tb")
 	// Interleaved traffic: ta 3 runs, tb 2.
 	for i, tenant := range []string{"ta", "tb", "ta", "tb", "ta"} {
 		msg := "hello"
@@ -87,8 +82,21 @@ func TestAuditPerTenantVerify(t *testing.T) {
 	}
 }
 
-// TestAuditVerifyOneAtATime: a verification reads the tenant's whole chain,
-// so a tenant's second one while the first runs is refused (429
+// boundTenants makes tenants on p, each bound to a chain of a published
+// policy hook, and returns their keys.
+func boundTenants(t *testing.T, p *platform, tenants ...string) map[string]tenantKeys {
+	t.Helper()
+	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
+	ops := map[string]tenantKeys{}
+	for _, tenant := range tenants {
+		ops[tenant] = newTenant(t, p, tenant, false)
+		ops[tenant].bind(t, chainConfig(pin))
+	}
+	return ops
+}
+
+// TestAuditVerifyOneAtATime: a verification may read the tenant's whole
+// chain (a full one), so a tenant's second one while the first runs is refused (429
 // rate_limited, Retry-After) instead of loading the shared database with
 // both; another tenant's goes on, and the tenant's next one, once the first
 // ended, runs.
@@ -425,12 +433,9 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 func TestRunReadAnotherTenantsRecord(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
-	ops := map[string]tenantKeys{}
-	for _, tenant := range []string{"ta", "tb"} {
-		ops[tenant] = newTenant(t, p, tenant, false)
-		ops[tenant].bind(t, chainConfig(pin))
-		if _, err := ops[tenant].rt.Run(ctx, tenant, "message.outbound", map[string]any{"outgoing": "hello"}, "r_1"); err != nil {
+	ops := boundTenants(t, p, "ta", "tb")
+	for tenant, keys := range ops {
+		if _, err := keys.rt.Run(ctx, tenant, "message.outbound", map[string]any{"outgoing": "hello"}, "r_1"); err != nil {
 			t.Fatal(err)
 		}
 	}
