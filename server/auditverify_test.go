@@ -96,10 +96,10 @@ func boundTenants(t *testing.T, p *platform, tenants ...string) map[string]tenan
 }
 
 // TestAuditVerifyOneAtATime: a verification may read the tenant's whole
-// chain (a full one), so a tenant's second one while the first runs is refused (429
-// rate_limited, Retry-After) instead of loading the shared database with
-// both; another tenant's goes on, and the tenant's next one, once the first
-// ended, runs.
+// chain (a full one), so a tenant's second one while the first runs is
+// refused (429 rate_limited, Retry-After) instead of loading the shared
+// database with both; another tenant's goes on, and the tenant's next one,
+// once the first ended, runs.
 func TestAuditVerifyOneAtATime(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
