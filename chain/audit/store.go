@@ -464,6 +464,10 @@ func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyO
 		return res, cutError(int(next), next, from.Records)
 	}
 	if res.Records, err = v.end(err); err != nil {
+		var ve *VerifyError
+		if errors.As(err, &ve) {
+			res.Records = ve.Index // the records before it (Index = Seq)
+		}
 		return res, err
 	}
 	res.End = v.k.checkpoint(v.seq, v.prev)

@@ -322,7 +322,7 @@ func TestVerifyStoreFrom(t *testing.T) {
 			n, read := res.Records, res.Read
 			var ve *VerifyError
 			if tt.wantErr {
-				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Missing != tt.missing || ve.Index != int(tt.seq) {
+				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Missing != tt.missing || ve.Index != int(tt.seq) || n != int(tt.seq) {
 					t.Fatalf("got %d %v (%+v), want the error at seq %d, missing %v", n, err, ve, tt.seq, tt.missing)
 				}
 				return
