@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,12 +26,7 @@ import (
 func TestAuditPerTenantVerify(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
-	ops := map[string]tenantKeys{}
-	for _, tenant := range []string{"ta", "tb"} {
-		ops[tenant] = newTenant(t, p, tenant, false)
-		ops[tenant].bind(t, chainConfig(pin))
-	}
+	ops := boundTenants(t, p, "ta", "tb")
 	// Interleaved traffic: ta 3 runs, tb 2.
 	for i, tenant := range []string{"ta", "tb", "ta", "tb", "ta"} {
 		msg := "hello"
@@ -85,11 +82,24 @@ func TestAuditPerTenantVerify(t *testing.T) {
 	}
 }
 
-// TestAuditVerifyOneAtATime: a verification reads the tenant's whole chain,
-// so a tenant's second one while the first runs is refused (429
-// rate_limited, Retry-After) instead of loading the shared database with
-// both; another tenant's goes on, and the tenant's next one, once the first
-// ended, runs.
+// boundTenants makes tenants on p, each bound to a chain of a published
+// policy hook, and returns their keys.
+func boundTenants(t *testing.T, p *platform, tenants ...string) map[string]tenantKeys {
+	t.Helper()
+	pin := publishPolicy(t, p.key(t, server.RolePublisher, "pubco"))
+	ops := map[string]tenantKeys{}
+	for _, tenant := range tenants {
+		ops[tenant] = newTenant(t, p, tenant, false)
+		ops[tenant].bind(t, chainConfig(pin))
+	}
+	return ops
+}
+
+// TestAuditVerifyOneAtATime: a verification may read the tenant's whole
+// chain (a full one), so a tenant's second one while the first runs is
+// refused (429 rate_limited, Retry-After) instead of loading the shared
+// database with both; another tenant's goes on, and the tenant's next one,
+// once the first ended, runs.
 func TestAuditVerifyOneAtATime(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
@@ -223,8 +233,14 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 		if v, rows := c.verify(false, nil); !v.Verified || v.Full || v.From != 4 || v.Records != 7 || v.Read != 4 || rows != 4 || v.Checkpoint.Records != 7 {
 			t.Fatalf("from the checkpoint: %+v, %d rows", v, rows)
 		}
-		if v, rows := c.verify(false, nil); !v.Verified || v.From != 7 || v.Records != 7 || rows != 1 {
+		v, rows := c.verify(false, nil)
+		if !v.Verified || v.From != 7 || v.Records != 7 || rows != 1 {
 			t.Fatalf("nothing new: %+v, %d rows", v, rows)
+		}
+		// The answer's checkpoint passed back, nothing new: the kept one
+		// and the client's count the same records.
+		if v, rows := c.verify(false, v.Checkpoint); !v.Verified || v.From != 7 || v.Records != 7 || rows != 1 {
+			t.Fatalf("nothing new, the answer's checkpoint passed back: %+v, %d rows", v, rows)
 		}
 		if v, rows := c.verify(true, nil); !v.Verified || !v.Full || v.From != 0 || v.Records != 7 || rows != 7 {
 			t.Fatalf("full: %+v, %d rows", v, rows)
@@ -245,6 +261,38 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 			c.wantBroken(v, api.AuditCauseMissing, 5)
 		})
 	}
+	// Records cut (the head row rewound) and the chain grown again by
+	// runs (records MACed by the platform, as after a cut it did not see):
+	// the checkpoint's last record is not the one it names, to its count
+	// or past it.
+	for _, more := range []int{3, 5} {
+		t.Run(fmt.Sprintf("cut and regrown by %d", more), func(t *testing.T) {
+			c := newAuditChain(t, p, pin, fmt.Sprintf("regrown%d", more), reads, 7)
+			c.cut(4, true)
+			c.run(more)
+			v, _ := c.verify(false, nil)
+			c.wantBroken(v, api.AuditCauseRecord, 6)
+		})
+	}
+	// Another tenant's records, head row and checkpoint row put in the
+	// place of the tenant's (one key MACs every tenant's chain): refused
+	// at the first record read, without naming the other tenant.
+	t.Run("another tenant's chain", func(t *testing.T) {
+		donor := newAuditChain(t, p, pin, "donor", reads, 6)
+		c := newAuditChain(t, p, pin, "victim", reads, 4)
+		victim, from := []byte("victim"), []byte("donor")
+		c.exec(`DELETE FROM audit_records WHERE chain = $1`, victim)
+		c.exec(`INSERT INTO audit_records (chain, seq, prev, hash, run, line) SELECT $1, seq, prev, hash, run, line FROM audit_records WHERE chain = $2`, victim, from)
+		c.exec(`UPDATE audit_chains SET next = (SELECT next FROM audit_chains WHERE chain = $2), head = (SELECT head FROM audit_chains WHERE chain = $2) WHERE chain = $1`, victim, from)
+		c.exec(`UPDATE audit_checkpoints SET records = $1, head = $2, mac = $3 WHERE chain = $4`, int64(donor.first.Records), donor.first.Head, donor.first.MAC, victim)
+		v, _ := c.verify(false, nil)
+		c.wantBroken(v, api.AuditCauseRecord, 5)
+		v, _ = c.verify(true, nil)
+		c.wantBroken(v, api.AuditCauseRecord, 0)
+		if strings.Contains(v.Error, "donor") {
+			t.Fatalf("the error names the other tenant: %s", v.Error)
+		}
+	})
 	t.Run("rewritten before the checkpoint", func(t *testing.T) {
 		c := newAuditChain(t, p, pin, "rew", reads, 5)
 		var line []byte
@@ -313,10 +361,25 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 		forged.Records++
 		_, err := c.keys.op.VerifyAuditFrom(context.Background(), "bad", false, &forged)
 		wantCode(t, err, 422, server.CodeInvalidRequest)
-		for _, query := range []string{"?full=maybe", "?checkpoint=%7Bnot", `?checkpoint=%7B%22records%22%3A1%2C%22extra%22%3A1%7D`} {
+		good, err := json.Marshal(c.first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra := append(bytes.TrimSuffix(good, []byte("}")), `,"extra":1}`...)
+		for _, query := range []string{
+			"?full=maybe", "?full=true&full=false",
+			"?checkpoint=%7Bnot", "?checkpoint=" + url.QueryEscape(string(extra)),
+			"?checkpoint=" + url.QueryEscape(string(good)) + "&checkpoint=" + url.QueryEscape(string(good)),
+			"?checkpoint=" + url.QueryEscape(string(good)) + "&x=%zz",
+			"?checkpoint=" + url.QueryEscape(string(good)+strings.Repeat(" ", server.MaxVerifyCheckpointBytes)),
+		} {
 			var d api.AuditVerifyDoc
 			err := c.keys.op.Do(context.Background(), "GET", "/v1/tenants/bad/audit/verify"+query, "", nil, &d)
 			wantCode(t, err, 422, server.CodeInvalidRequest)
+		}
+		var d api.AuditVerifyDoc
+		if err := c.keys.op.Do(context.Background(), "GET", "/v1/tenants/bad/audit/verify?checkpoint="+url.QueryEscape(string(good)), "", nil, &d); err != nil || !d.Verified {
+			t.Fatalf("the good checkpoint: %+v %v", d, err)
 		}
 	})
 }
@@ -360,5 +423,30 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 	}
 	if res, err := rtk.Result(ctx, "acme", id2, 1); err != nil || res != nil {
 		t.Fatalf("an approval being resumed: %+v %v", res, err)
+	}
+}
+
+// TestRunReadAnotherTenantsRecord: the console's run read checks each
+// record is the tenant's: another tenant's record of the same run id,
+// MACed under the one key and put in the tenant's chain in its place, is
+// shown failed, not verified.
+func TestRunReadAnotherTenantsRecord(t *testing.T) {
+	ctx := context.Background()
+	p := newPlatform(t)
+	ops := boundTenants(t, p, "ta", "tb")
+	for tenant, keys := range ops {
+		if _, err := keys.rt.Run(ctx, tenant, "message.outbound", map[string]any{"outgoing": "hello"}, "r_1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1"); err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "verified" {
+		t.Fatalf("ta's run: %+v %v", run, err)
+	}
+	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = (SELECT line FROM audit_records WHERE chain = $1 AND seq = 0) WHERE chain = $2 AND seq = 0`), []byte("tb"), []byte("ta")); err != nil {
+		t.Fatal(err)
+	}
+	run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1")
+	if err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "failed" || run.Audit[0].Problem == "" || strings.Contains(run.Audit[0].Problem, "tb") {
+		t.Fatalf("tb's record in ta's chain: %+v %v", run, err)
 	}
 }

@@ -215,7 +215,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, _ *Principal) {
 		return
 	}
 	for i := range run1 {
-		rd := s.verifyRecord(&run1[i], prev)
+		rd := s.verifyRecord(tenant, &run1[i], prev)
 		rd.Record = raws[i]
 		doc.Audit = append(doc.Audit, rd)
 	}
@@ -260,9 +260,11 @@ func (s *Server) prevHashes(ctx context.Context, tenant string, recs []audit.Rec
 	return prev, rows.Err()
 }
 
-// verifyRecord checks rec on its own (audit.VerifyRecord, under the host
-// key when it carries a MAC) and its prev against prev (prevHashes).
-func (s *Server) verifyRecord(rec *audit.Record, prev map[uint64][]string) RecordDoc {
+// verifyRecord checks rec, read from tenant's chain, on its own
+// (audit.VerifyRecord, under the host key when it carries a MAC; and the
+// record must be the tenant's: one key MACs every tenant's records) and its
+// prev against prev (prevHashes).
+func (s *Server) verifyRecord(tenant string, rec *audit.Record, prev map[uint64][]string) RecordDoc {
 	var d RecordDoc
 	var key []byte
 	if rec.MAC != "" {
@@ -271,6 +273,8 @@ func (s *Server) verifyRecord(rec *audit.Record, prev map[uint64][]string) Recor
 	switch err := audit.VerifyRecord(rec, key); {
 	case err != nil:
 		d.Verified, d.Problem = "failed", err.Error()
+	case rec.Tenant != tenant:
+		d.Verified, d.Problem = "failed", "the record is another tenant's (moved into this tenant's chain)"
 	case key == nil:
 		d.Verified = "unkeyed"
 	default:

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -632,19 +633,37 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ *Principa
 	writeJSON(w, 200, doc)
 }
 
+// MaxVerifyCheckpointBytes bounds a verification's ?checkpoint= (1 KiB;
+// the JSON of a checkpoint is under 200 bytes): a longer one is 422.
+const MaxVerifyCheckpointBytes = 1 << 10
+
 // verifyParams reads a verification's ?full= and ?checkpoint= (the JSON of
-// an audit.Checkpoint, whose MAC must verify under the host key).
+// an audit.Checkpoint, whose MAC must verify under the host key). A query
+// that does not parse, or that gives either twice, is refused: a
+// checkpoint dropped (url.Values drops a pair it cannot parse) or one of
+// two ignored would leave a verification answering for a checkpoint it
+// never checked.
 func (s *Server) verifyParams(r *http.Request) (full bool, given *audit.Checkpoint, p *Problem) {
-	q := r.URL.Query()
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "the query does not parse")
+	}
+	for _, name := range []string{"full", "checkpoint"} {
+		if len(q[name]) > 1 {
+			return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%s is given more than once", name)
+		}
+	}
 	if v := q.Get("full"); v != "" {
-		var err error
 		if full, err = strconv.ParseBool(v); err != nil {
 			return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "full is true or false")
 		}
 	}
-	if v := q.Get("checkpoint"); v != "" {
+	if v, ok := q["checkpoint"]; ok {
+		if len(v[0]) > MaxVerifyCheckpointBytes {
+			return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "checkpoint is longer than %d bytes", MaxVerifyCheckpointBytes)
+		}
 		var c api.AuditCheckpoint
-		dec := json.NewDecoder(strings.NewReader(v))
+		dec := json.NewDecoder(strings.NewReader(v[0]))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c); err != nil || dec.More() {
 			return false, nil, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "checkpoint is the JSON of a verification's checkpoint ({\"records\":N,\"head\":\"...\",\"mac\":\"...\"})")
@@ -694,7 +713,9 @@ func (s *Server) verifyChain(ctx context.Context, tenant string, full bool, give
 		from, checks = checks[0], checks[1:]
 	}
 	doc.Full, doc.From = from.Records == 0, from.Records
-	res, err := audit.VerifyStoreFrom(ctx, st, from, audit.VerifyOptions{Key: key, Checkpoints: checks})
+	// Tenant: the records of another tenant's chain, MACed under the same
+	// key, do not verify as this one's.
+	res, err := audit.VerifyStoreFrom(ctx, st, from, audit.VerifyOptions{Key: key, Checkpoints: checks, Tenant: tenant})
 	doc.Records, doc.Read = res.Records, res.Read
 	var ve *audit.VerifyError
 	switch {

@@ -345,6 +345,13 @@ type VerifyOptions struct {
 	// Checkpoint is (one kept beside the log and a copy shipped
 	// elsewhere, say).
 	Checkpoints []Checkpoint
+	// Tenant, when set, requires every record to be the tenant's (its
+	// Tenant field): a chain of TenantLogs holds one tenant's records, and
+	// its records and checkpoints are MACed under the key every tenant's
+	// chain shares, so a chain replaced by another tenant's records (and
+	// checkpoint) verifies only with it. The error does not name the
+	// tenant the record claims.
+	Tenant string
 }
 
 // VerifyWith is Verify with the checks of opts.
@@ -364,6 +371,9 @@ func VerifyWith(records []Record, opts VerifyOptions) error {
 			if err := k.checkRecord(i, r); err != nil {
 				return err
 			}
+		}
+		if err := checkTenant(opts.Tenant, i, r.Seq, r.Tenant); err != nil {
+			return err
 		}
 		prev, seq = r.Hash, r.Seq+1
 		e.after(seq, prev)
@@ -389,6 +399,15 @@ func (o *VerifyOptions) keys() (*keys, error) {
 		}
 	}
 	return k, nil
+}
+
+// checkTenant checks that record i (seq), which says it is got's, is
+// want's (VerifyOptions.Tenant; "" for any tenant).
+func checkTenant(want string, i int, seq uint64, got string) error {
+	if want == "" || got == want {
+		return nil
+	}
+	return &VerifyError{Index: i, Seq: seq, Reason: "the record is another tenant's: the chain's records were replaced by another chain's"}
 }
 
 // ends returns the checkpoints o checks, none of them reached yet.

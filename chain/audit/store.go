@@ -450,7 +450,7 @@ func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyO
 	err = s.Read(ctx, start, func(line []byte) error {
 		res.Read++
 		if from.Records > 0 && res.Read == 1 {
-			return v.k.checkAt(int(start), start, from.Head, line)
+			return v.at(int(start), start, from.Head, line)
 		}
 		return v.line(v.n, line)
 	})
@@ -464,15 +464,19 @@ func VerifyStoreFrom(ctx context.Context, s Store, from Checkpoint, opts VerifyO
 		return res, cutError(int(next), next, from.Records)
 	}
 	if res.Records, err = v.end(err); err != nil {
+		var ve *VerifyError
+		if errors.As(err, &ve) {
+			res.Records = ve.Index // the records before it (Index = Seq)
+		}
 		return res, err
 	}
 	res.End = v.k.checkpoint(v.seq, v.prev)
 	return res, nil
 }
 
-// checkAt checks that line is record seq (Index i) with hash head and a
-// valid MAC: the last record of a checkpoint.
-func (k *keys) checkAt(i int, seq uint64, head string, line []byte) error {
+// at checks that line is record seq (Index i) with hash head, a valid MAC
+// and the tenant required, if any: the last record of a checkpoint.
+func (v *lineVerifier) at(i int, seq uint64, head string, line []byte) error {
 	gotSeq, h, err := parseLine(line)
 	switch {
 	case err != nil:
@@ -482,7 +486,19 @@ func (k *keys) checkAt(i int, seq uint64, head string, line []byte) error {
 	case h != head:
 		return &VerifyError{Index: i, Seq: seq, Reason: fmt.Sprintf("record %d's hash is not the head of the checkpoint, which counts %d records (the log was rewritten)", seq, seq+1)}
 	}
-	return k.checkLine(i, seq, line)
+	if err := v.k.checkLine(i, seq, line); err != nil {
+		return err
+	}
+	if v.tenant == "" {
+		return nil
+	}
+	var r struct {
+		Tenant string `json:"tenant"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return &VerifyError{Index: i, Seq: seq, Reason: "not an audit record: " + err.Error()}
+	}
+	return checkTenant(v.tenant, i, seq, r.Tenant)
 }
 
 // lineVerifier checks stored lines one by one (VerifyFileWith,
@@ -493,6 +509,8 @@ type lineVerifier struct {
 	seq  uint64
 	n    int
 	ends ends
+	// tenant is VerifyOptions.Tenant.
+	tenant string
 }
 
 func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
@@ -500,15 +518,16 @@ func newLineVerifier(opts VerifyOptions) (*lineVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lineVerifier{k: k, ends: opts.ends()}, nil
+	return &lineVerifier{k: k, ends: opts.ends(), tenant: opts.Tenant}, nil
 }
 
 // line checks line i.
 func (v *lineVerifier) line(i int, line []byte) error {
 	var head struct {
-		Seq  uint64 `json:"seq"`
-		Prev string `json:"prev"`
-		Hash string `json:"hash"`
+		Seq    uint64 `json:"seq"`
+		Tenant string `json:"tenant"`
+		Prev   string `json:"prev"`
+		Hash   string `json:"hash"`
 	}
 	if err := json.Unmarshal(line, &head); err != nil {
 		return &VerifyError{Index: i, Reason: "not an audit record: " + err.Error()}
@@ -524,6 +543,9 @@ func (v *lineVerifier) line(i int, line []byte) error {
 		if err := v.k.checkLine(i, head.Seq, line); err != nil {
 			return err
 		}
+	}
+	if err := checkTenant(v.tenant, i, head.Seq, head.Tenant); err != nil {
+		return err
 	}
 	v.prev, v.seq = head.Hash, head.Seq+1
 	v.ends.after(v.seq, v.prev)

@@ -266,6 +266,25 @@ func TestVerifyStoreFrom(t *testing.T) {
 	forge := func(s *MemoryStore, seq int) {
 		s.lines[seq] = []byte(strings.Replace(string(s.lines[seq]), `"continue"`, `"block"`, 1))
 	}
+	// regrow cuts the chain to cut records and appends others (MACed:
+	// what the key's holder appends after a cut it did not see) up to n.
+	regrow := func(s *MemoryStore, cut, n int) {
+		s.lines = s.lines[:cut]
+		_, h, err := parseLine(s.lines[cut-1])
+		if err != nil {
+			panic(err)
+		}
+		s.head = h
+		l, err := NewLog(ctx, s, LogOptions{Key: key})
+		if err != nil {
+			panic(err)
+		}
+		for range n - cut {
+			if err := l.Append(ctx, &Record{Tenant: "acme", Decision: "block"}); err != nil {
+				panic(err)
+			}
+		}
+	}
 	tests := []struct {
 		name    string
 		tamper  func(*MemoryStore)
@@ -282,6 +301,8 @@ func TestVerifyStoreFrom(t *testing.T) {
 		{name: "cut at the checkpoint", tamper: func(s *MemoryStore) { s.lines = s.lines[:5] }, wantErr: true, missing: true, seq: 5},
 		{name: "cut before the checkpoint, full", full: true, tamper: func(s *MemoryStore) { s.lines = s.lines[:3] }, wantErr: true, missing: true, seq: 3},
 		{name: "the checkpoint's record rewritten", tamper: func(s *MemoryStore) { forge(s, 5) }, wantErr: true, seq: 5},
+		{name: "cut and regrown to the checkpoint's count", tamper: func(s *MemoryStore) { regrow(s, 3, 6) }, wantErr: true, seq: 5},
+		{name: "cut and regrown past it", tamper: func(s *MemoryStore) { regrow(s, 3, 9) }, wantErr: true, seq: 5},
 		{name: "a record after it rewritten", tamper: func(s *MemoryStore) { forge(s, 7) }, wantErr: true, seq: 7},
 		{name: "a record before it rewritten: not read", tamper: func(s *MemoryStore) { forge(s, 2) }, n: 10, read: 5},
 		{name: "a record before it rewritten, full", full: true, tamper: func(s *MemoryStore) { forge(s, 2) }, wantErr: true, seq: 2},
@@ -301,7 +322,7 @@ func TestVerifyStoreFrom(t *testing.T) {
 			n, read := res.Records, res.Read
 			var ve *VerifyError
 			if tt.wantErr {
-				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Missing != tt.missing || ve.Index != int(tt.seq) {
+				if !errors.As(err, &ve) || ve.Seq != tt.seq || ve.Missing != tt.missing || ve.Index != int(tt.seq) || n != int(tt.seq) {
 					t.Fatalf("got %d %v (%+v), want the error at seq %d, missing %v", n, err, ve, tt.seq, tt.missing)
 				}
 				return
@@ -341,6 +362,45 @@ func TestVerifyStoreFrom(t *testing.T) {
 		bad.Records++
 		if _, err := VerifyStoreFrom(ctx, s, bad, VerifyOptions{Key: key}); !errors.Is(err, ErrCheckpoint) {
 			t.Fatalf("a forged checkpoint: %v", err)
+		}
+	})
+	// Another tenant's chain and checkpoint, MACed under the same key (a
+	// TenantLogs keys every tenant's chain with one), put in the place of
+	// acme's: only VerifyOptions.Tenant finds it, at the first record read
+	// (the checkpoint's last, or record 0), without naming that tenant.
+	t.Run("another tenant's chain", func(t *testing.T) {
+		s, _ := build(t)
+		other := NewMemoryStore()
+		l, err := NewLog(ctx, other, LogOptions{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			if err := l.Append(ctx, &Record{Tenant: "globex", Decision: "continue"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		theirs, _ := l.Checkpoint()
+		s.lines = other.lines
+		zero, _ := NewCheckpoint(key, 0, "")
+		for _, from := range []Checkpoint{theirs, zero} {
+			if _, err := VerifyStoreFrom(ctx, s, from, VerifyOptions{Key: key}); err != nil {
+				t.Fatalf("from %d, no tenant required: %v", from.Records, err)
+			}
+			var ve *VerifyError
+			_, err := VerifyStoreFrom(ctx, s, from, VerifyOptions{Key: key, Tenant: "acme"})
+			if want := max(from.Records, 1) - 1; !errors.As(err, &ve) || ve.Seq != want || ve.Missing || strings.Contains(ve.Reason, "globex") {
+				t.Fatalf("from %d: %v, want a broken record %d not naming the tenant", from.Records, err, want)
+			}
+		}
+		var ve *VerifyError
+		if err := VerifyWith(nil, VerifyOptions{Tenant: "acme"}); err != nil {
+			t.Fatal(err)
+		}
+		recs := []Record{{Tenant: "globex"}}
+		recs[0].Hash, _ = Hash(&recs[0])
+		if err := VerifyWith(recs, VerifyOptions{Tenant: "acme"}); !errors.As(err, &ve) || ve.Seq != 0 {
+			t.Fatalf("VerifyWith: %v", err)
 		}
 	})
 }

@@ -118,10 +118,12 @@ func SigningKeyID(pub []byte) string {
 
 // AuditVerifyDoc is the verification of a tenant's audit chain, with the
 // platform's key: every record's hash and MAC, and each linked to the one
-// before, against the chain's checkpoint kept in the database and the one
-// the request gave (?checkpoint=). Records counts the records verified (the
-// chain's, from 0); when Verified is false, Seq is the first broken or
-// missing record, Cause says which and Error why.
+// before, and each the tenant's, against the chain's checkpoint kept in the
+// database and the one the request gave (?checkpoint=). Records counts the
+// chain's records the answer vouches for, from 0: those before From by the
+// checkpoint it started from (read by an earlier verification), those after
+// it read now; when Verified is false, Seq is the first broken or missing
+// record, Cause says which and Error why.
 //
 // A verification is full (from record 0) when asked (?full=true) or when
 // the chain has no checkpoint yet; otherwise it reads the chain from the
@@ -144,16 +146,19 @@ type AuditVerifyDoc struct {
 	// Cause, when Verified is false, is one of the AuditCause values.
 	Cause string `json:"cause,omitempty"`
 	// Checkpoint, when Verified, is the chain's checkpoint at its end as
-	// verified (also kept in the database): pass it back as ?checkpoint=
-	// (its JSON) to have the next verification check that the chain still
-	// holds it, whatever the database says by then.
+	// verified (kept in the database too, unless the chain is empty or the
+	// write failed, which the server logs): pass it back as ?checkpoint=
+	// (its JSON, at most server.MaxVerifyCheckpointBytes) to have the next
+	// verification check that the chain still holds it, whatever the
+	// database says by then.
 	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
 }
 
 // The causes of a failed verification (AuditVerifyDoc.Cause).
 const (
-	// AuditCauseRecord: record Seq's hash, MAC or link is wrong, or it is
-	// not the head a checkpoint says (the chain was rewritten).
+	// AuditCauseRecord: record Seq's hash, MAC or link is wrong, it is
+	// another tenant's, or it is not the head a checkpoint says (the chain
+	// was rewritten).
 	AuditCauseRecord = "record"
 	// AuditCauseMissing: records are missing from Seq on (cut from the
 	// chain's end, or deleted).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -32,7 +34,8 @@ func (s ReadCounter) Read(ctx context.Context, from uint64, f func([]byte) error
 // counting more records; a verification from it reads only its last record
 // and those after it; records cut from the end (the head row rewound with
 // them, or not) are found with the first missing seq; a checkpoint row
-// changed in the database no longer verifies under the key.
+// changed in the database no longer verifies under the key; two nodes
+// saving at once keep the checkpoint counting the most records.
 func RunAuditCheckpoint(t *testing.T, tg Target) {
 	tg.require(t)
 	ctx := context.Background()
@@ -135,5 +138,56 @@ func RunAuditCheckpoint(t *testing.T, tg Target) {
 	}
 	if err := c.Check(key); !errors.Is(err, audit.ErrCheckpoint) {
 		t.Fatalf("a checkpoint row rewritten: %v", err)
+	}
+
+	// Two nodes (two pools on the database) saving a new chain's
+	// checkpoints at once, the first ones racing to insert its row: the
+	// one kept counts the most records; then older ones saved at once are
+	// all refused and move nothing back.
+	exec(`INSERT INTO audit_chains (chain, next, head) VALUES ($1, 0, '')`, []byte("race"))
+	nodes := []*store.AuditStore{store.NewAuditStore(db, "race"), store.NewAuditStore(tg.OpenAt(t, where), "race")}
+	at := func(n int) audit.Checkpoint {
+		c, err := audit.NewCheckpoint(key, uint64(n), fmt.Sprintf("head %d", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	const racers = 16
+	save := func(n func(i int) int) (saved int) {
+		var (
+			wg    sync.WaitGroup
+			count atomic.Int64
+		)
+		errs := make(chan error, racers)
+		for i := range racers {
+			wg.Go(func() {
+				ok, err := nodes[i%2].SaveCheckpoint(ctx, at(n(i)))
+				if ok {
+					count.Add(1)
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return int(count.Load())
+	}
+	if saved := save(func(i int) int { return i + 1 }); saved < 1 {
+		t.Fatalf("%d saves at once: none saved", racers)
+	}
+	if c, err := nodes[1].Checkpoint(ctx); err != nil || c == nil || *c != at(racers) {
+		t.Fatalf("after %d saves at once: %+v %v, want the checkpoint of %d records", racers, c, err, racers)
+	}
+	if saved := save(func(i int) int { return i%(racers-1) + 1 }); saved != 0 {
+		t.Fatalf("%d older checkpoints saved over a newer", saved)
+	}
+	if c, err := nodes[0].Checkpoint(ctx); err != nil || c == nil || *c != at(racers) {
+		t.Fatalf("after older saves at once: %+v %v", c, err)
 	}
 }
