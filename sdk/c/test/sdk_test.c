@@ -156,7 +156,7 @@ static void test_regex(void) {
 		/* Unicode simple case folding under (?i), as Go's (the corpus's
 		 * redact-secrets/regexp-fold-*.json hold the engines to Go's answers) */
 		{"(?i)k", "\xe2\x84\xaa", 0, 3}, {"(?i)[a-z]+", "s\xc5\xbfK", 0, 4}, {"(?i)[^a-z]", "\xe2\x84\xaa\xc5\xbf-", 5, 6},
-		{"(?i)\xc3\xa9+", "\xc3\x89\xc3\xa9", 0, 4}, {"(?i)\\W", "\xe2\x84\xaa!", 3, 4}, {"(?i)[\\Wk]+", "\xe2\x84\xaa!", 0, 4},
+		{"(?i)\xc3\xa9+", "\xc3\x89\xc3\xa9", 0, 4}, {"(?i)\\W", "\xe2\x84\xaa!", 3, 4}, {"(?i)[\\Ws]+", "\xe2\x84\xaa!\xc5\xbf", 3, 6},
 		{"(?i)\xcf\x83+", "\xce\xa3\xcf\x82", 0, 4}, {"(?i)\xc3\x9f", "ss", -1, -1}, {"k", "\xe2\x84\xaa", -1, -1},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
