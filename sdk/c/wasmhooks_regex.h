@@ -237,20 +237,24 @@ WH_API int wh__rparse_class(wh__rp *p) {
 	if (n >= 0) p->re->nodes[n].cls = k;
 	return n;
 }
-/* wh__rliteral parses the literal byte b, or under (?i) the character at
- * p->s - 1 (b its first byte): a class of its fold orbit if it has one. */
+/* wh__rliteral parses the literal byte b, or the character at p->s - 1 (b
+ * its first byte) as one class: under (?i) when it has a fold orbit, and
+ * when it has several bytes and a repetition follows (so é+ repeats é, not
+ * its last byte). */
 WH_API int wh__rliteral(wh__rp *p, int b) {
+	int fold = p->flags & WH_RF_I;
 	uint32_t r = (uint32_t)b;
 	size_t l = 1;
-	if ((p->flags & WH_RF_I) && b >= 0x80) {
+	if (b >= 0x80) {
 		l = wh_utf8_len((const unsigned char *)p->s - 1, (size_t)(p->end - p->s + 1), &r);
 		if (!l) l = 1, r = (uint32_t)b;
 	}
-	if ((p->flags & WH_RF_I) && wh__fold_next(r) != r) {
+	int rep = l > 1 && p->s + l - 1 < p->end && memchr("*+?{", p->s[l - 1], 4);
+	if (rep || (fold && wh__fold_next(r) != r)) {
 		p->s += l - 1;
 		int k = wh__rclass(p);
 		if (k < 0) return -1;
-		wh__cfold(&p->re->cls[k], r, 1);
+		wh__cfold(&p->re->cls[k], r, fold);
 		int n = wh__rnode(p, WH_RN_CLASS);
 		if (n >= 0) p->re->nodes[n].cls = k;
 		return n;

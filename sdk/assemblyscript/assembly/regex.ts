@@ -241,20 +241,24 @@ class P {
     this.classes.push(c);
     return node(N_CLASS, this.classes.length - 1);
   }
-  // literal parses the literal byte b, or under (?i) the character at
-  // this.i - 1 (b its first byte): a class of its fold orbit if it has one.
+  // literal parses the literal byte b, or the character at this.i - 1 (b
+  // its first byte) as one class: under (?i) when it has a fold orbit, and
+  // when it has several bytes and a repetition follows (so é+ repeats é,
+  // not its last byte).
   literal(b: i32): Node {
-    if ((this.flags & FI) == 0) return node(N_BYTE, b);
+    const fold = (this.flags & FI) != 0;
     let r = b, l = 1;
     if (b >= 0x80) {
       l = runeLen(this.s, this.i - 1);
       r = decodeRune(this.s, this.i - 1, l);
       if (r < 0) { r = b; l = 1; }
     }
-    if (foldNext(r) != r) {
+    const q = l > 1 && this.i + l - 1 < this.s.length ? <i32>this.s[this.i + l - 1] : 0;
+    const rep = q == 0x2a || q == 0x2b || q == 0x3f || q == 0x7b;
+    if (rep || (fold && foldNext(r) != r)) {
       this.i += l - 1;
       const c = new Class();
-      c.fold(r, true);
+      c.fold(r, fold);
       this.classes.push(c);
       return node(N_CLASS, this.classes.length - 1);
     }

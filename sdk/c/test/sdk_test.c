@@ -158,6 +158,8 @@ static void test_regex(void) {
 		{"(?i)k", "\xe2\x84\xaa", 0, 3}, {"(?i)[a-z]+", "s\xc5\xbfK", 0, 4}, {"(?i)[^a-z]", "\xe2\x84\xaa\xc5\xbf-", 5, 6},
 		{"(?i)\xc3\xa9+", "\xc3\x89\xc3\xa9", 0, 4}, {"(?i)\\W", "\xe2\x84\xaa!", 3, 4}, {"(?i)[\\Ws]+", "\xe2\x84\xaa!\xc5\xbf", 3, 6},
 		{"(?i)\xcf\x83+", "\xce\xa3\xcf\x82", 0, 4}, {"(?i)\xc3\x9f", "ss", -1, -1}, {"k", "\xe2\x84\xaa", -1, -1},
+		/* a repetition of a character of several bytes repeats the character */
+		{"\xc3\xbc{2}", "\xc3\xbc\xc3\xbc", 0, 4}, {"x\xc3\xa9+", "x\xc3\xa9\xc3\xa9", 0, 5},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		const char *err = NULL;

@@ -333,17 +333,18 @@ impl<'a> P<'a> {
         self.classes.push(c);
         Ok(Node::Class(self.classes.len() - 1))
     }
-    /// The literal byte b, or under (?i) the character at self.i - 1 (b its
-    /// first byte): a class of its fold orbit if it has one.
+    /// The literal byte b, or the character at self.i - 1 (b its first
+    /// byte) as one class: under (?i) when it has a fold orbit, and when it
+    /// has several bytes and a repetition follows (so é+ repeats é, not its
+    /// last byte).
     fn literal(&mut self, b: u8) -> Node {
-        if self.flags & FI == 0 {
-            return Node::Byte(b);
-        }
+        let fold = self.flags & FI != 0;
         let (r, l) = if b >= 0x80 { decode(&self.s[self.i - 1..]).unwrap_or((b as u32, 1)) } else { (b as u32, 1) };
-        if fold_next(r) != r {
+        let rep = l > 1 && matches!(self.s.get(self.i + l - 1), Some(b'*' | b'+' | b'?' | b'{'));
+        if rep || (fold && fold_next(r) != r) {
             self.i += l - 1;
             let mut c = Class::default();
-            c.fold(r, true);
+            c.fold(r, fold);
             self.classes.push(c);
             return Node::Class(self.classes.len() - 1);
         }

@@ -113,6 +113,8 @@ fn regex() {
         ("(?i)k", "\u{212a}", Some((0, 3))), ("(?i)[a-z]+", "s\u{17f}K", Some((0, 4))), ("(?i)[^a-z]", "\u{212a}\u{17f}-", Some((5, 6))),
         ("(?i)é+", "Éé", Some((0, 4))), (r"(?i)\W", "\u{212a}!", Some((3, 4))), (r"(?i)[\Ws]+", "\u{212a}!\u{17f}", Some((3, 6))),
         ("(?i)σ+", "Σς", Some((0, 4))), ("(?i)ß", "ss", None), ("k", "\u{212a}", None),
+        // a repetition of a character of several bytes repeats the character
+        ("ü{2}", "üü", Some((0, 4))), ("xé+", "xéé", Some((0, 5))),
     ];
     for (re, text, want) in cases {
         let r = Regex::new(re).unwrap_or_else(|e| panic!("{}: {}", re, e));
