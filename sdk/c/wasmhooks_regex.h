@@ -126,12 +126,12 @@ WH_API void wh__crune(wh_re_class *c, uint32_t r) {
 /* wh__cfold makes r a member of c, and under fold its whole orbit of
  * Unicode simple case folding, as Go's regexp does ((?i)k matches U+212A
  * KELVIN SIGN). */
-WH_API void wh__cfold(wh_re_class *c, uint32_t r, int fold) {
+WH_API __attribute__((noinline)) void wh__cfold(wh_re_class *c, uint32_t r, int fold) {
 	wh__crune(c, r);
 	if (fold)
 		for (uint32_t f = wh__fold_next(r); f != r; f = wh__fold_next(f)) wh__crune(c, f);
 }
-WH_API void wh__crange(wh_re_class *c, int lo, int hi, int fold) {
+WH_API __attribute__((noinline)) void wh__crange(wh_re_class *c, int lo, int hi, int fold) {
 	for (int b = lo; b <= hi; b++) wh__cfold(c, (uint32_t)b, fold);
 }
 /* wh__cperl adds \d \w \s (or their negations) to c, folded as Go folds

@@ -13,7 +13,9 @@
 // to r+delta, or, for delta 0, pairs them up (lo and lo+1, lo+2 and
 // lo+3, ...). A rune in no range folds to itself. The orbit of r is r,
 // next(r), next(next(r)), ... back to r. Each range is packed into one
-// 32-bit word, lo<<7 | (n-1), beside its delta.
+// 32-bit word, lo<<7 | (n-1), beside its delta in 16 bits: a fold stays in
+// its plane of 65,536 runes, so next(r) is r with its low 16 bits moved by
+// the delta, modulo 65,536 (check verifies both).
 //
 //go:generate go run . -root ../../..
 package main
@@ -84,7 +86,7 @@ func next(t []foldRange, r rune) rune {
 	if e.delta == 0 {
 		return e.lo + ((r - e.lo) ^ 1)
 	}
-	return r + e.delta
+	return r&^0xffff | (r+rune(uint16(e.delta)))&0xffff
 }
 
 // checksum is FNV-1a over next(r) (four bytes, little-endian) for every
@@ -108,7 +110,7 @@ const maxOrbit = 4
 // that no orbit is larger than maxOrbit.
 func check(t []foldRange) error {
 	for r := rune(0); r <= unicode.MaxRune; r++ {
-		if got, want := next(t, r), unicode.SimpleFold(r); got != want {
+		if got, want := next(t, r), unicode.SimpleFold(r); got != want || got>>16 != r>>16 {
 			return fmt.Errorf("next(%U) = %U, SimpleFold %U", r, got, want)
 		}
 		n := 1
@@ -151,15 +153,16 @@ func files() ([]file, error) {
 		}
 	}
 	packed := func(e foldRange) string { return fmt.Sprintf("0x%08x", uint32(e.lo)<<7|uint32(e.n-1)) }
-	delta := func(e foldRange) string { return fmt.Sprint(e.delta) }
+	delta := func(e foldRange) string { return fmt.Sprint(uint16(e.delta)) }
 
 	var c bytes.Buffer
 	fmt.Fprintf(&c, "/* %s\n *\n", header)
 	c.WriteString(` * Unicode simple case folding (Go's unicode.SimpleFold) for
  * wasmhooks_regex.h: entry i covers the runes [lo, lo+n) with
- * wh__fold_ranges[i] = lo<<7 | (n-1), and maps r to r+wh__fold_deltas[i],
- * or, for a delta of 0, pairs them up (lo and lo+1, lo+2 and lo+3, ...).
- * A rune in no range folds to itself. */
+ * wh__fold_ranges[i] = lo<<7 | (n-1), and maps r to r+wh__fold_deltas[i]
+ * (in r's low 16 bits, modulo 65,536: a fold stays in its plane), or, for
+ * a delta of 0, pairs them up (lo and lo+1, lo+2 and lo+3, ...). A rune in
+ * no range folds to itself. */
 #ifndef WASMHOOKS_FOLD_H
 #define WASMHOOKS_FOLD_H
 
@@ -169,7 +172,7 @@ func files() ([]file, error) {
 	fmt.Fprintf(&c, "/* WH__FOLD_SUM is FNV-1a over wh__fold_next(r) for every rune (sdk_test.c). */\n#define WH__FOLD_SUM 0x%08xu\n\n", sum)
 	fmt.Fprintf(&c, "static const uint32_t wh__fold_ranges[%d] = {\n", len(t))
 	words(&c, "\t", packed)
-	fmt.Fprintf(&c, "};\nstatic const int32_t wh__fold_deltas[%d] = {\n", len(t))
+	fmt.Fprintf(&c, "};\nstatic const uint16_t wh__fold_deltas[%d] = {\n", len(t))
 	words(&c, "\t", delta)
 	c.WriteString(`};
 
@@ -184,8 +187,8 @@ static __attribute__((unused)) uint32_t wh__fold_next(uint32_t r) {
 	if (i == 0) return r;
 	uint32_t lo = wh__fold_ranges[i - 1] >> 7, n = (wh__fold_ranges[i - 1] & 127) + 1;
 	if (r >= lo + n) return r;
-	int32_t d = wh__fold_deltas[i - 1];
-	return d ? (uint32_t)((int32_t)r + d) : lo + ((r - lo) ^ 1);
+	uint32_t d = wh__fold_deltas[i - 1];
+	return d ? (r & ~0xffffu) | ((r + d) & 0xffff) : lo + ((r - lo) ^ 1);
 }
 
 #endif /* WASMHOOKS_FOLD_H */
@@ -195,15 +198,16 @@ static __attribute__((unused)) uint32_t wh__fold_next(uint32_t r) {
 	fmt.Fprintf(&rs, "// %s\n//\n", header)
 	rs.WriteString(`// Unicode simple case folding (Go's unicode.SimpleFold) for regex.rs,
 // which includes this file: entry i covers the runes [lo, lo+n) with
-// FOLD_RANGES[i] = lo<<7 | (n-1), and maps r to r+FOLD_DELTAS[i], or, for
-// a delta of 0, pairs them up (lo and lo+1, lo+2 and lo+3, ...). A rune in
-// no range folds to itself.
+// FOLD_RANGES[i] = lo<<7 | (n-1), and maps r to r+FOLD_DELTAS[i] (in r's
+// low 16 bits, modulo 65,536: a fold stays in its plane), or, for a delta
+// of 0, pairs them up (lo and lo+1, lo+2 and lo+3, ...). A rune in no range
+// folds to itself.
 
 `)
 	fmt.Fprintf(&rs, "/// FNV-1a over fold_next(r) for every rune (tests.rs).\n#[cfg(test)]\npub(crate) const FOLD_SUM: u32 = 0x%08x;\n\n", sum)
 	fmt.Fprintf(&rs, "#[rustfmt::skip]\nstatic FOLD_RANGES: [u32; %d] = [\n", len(t))
 	words(&rs, "    ", packed)
-	fmt.Fprintf(&rs, "];\n#[rustfmt::skip]\nstatic FOLD_DELTAS: [i32; %d] = [\n", len(t))
+	fmt.Fprintf(&rs, "];\n#[rustfmt::skip]\nstatic FOLD_DELTAS: [u16; %d] = [\n", len(t))
 	words(&rs, "    ", delta)
 	rs.WriteString(`];
 
@@ -218,9 +222,9 @@ pub(crate) fn fold_next(r: u32) -> u32 {
     if r >= lo + n {
         return r;
     }
-    match FOLD_DELTAS[i - 1] {
+    match FOLD_DELTAS[i - 1] as u32 {
         0 => lo + ((r - lo) ^ 1),
-        d => (r as i32 + d) as u32,
+        d => (r & !0xffff) | ((r + d) & 0xffff),
     }
 }
 `)
@@ -229,14 +233,15 @@ pub(crate) fn fold_next(r: u32) -> u32 {
 	fmt.Fprintf(&as, "// %s\n//\n", header)
 	as.WriteString(`// Unicode simple case folding (Go's unicode.SimpleFold) for regex.ts:
 // entry i covers the runes [lo, lo+n) with FOLD_RANGES[i] = lo<<7 | (n-1),
-// and maps r to r+FOLD_DELTAS[i], or, for a delta of 0, pairs them up (lo
-// and lo+1, lo+2 and lo+3, ...). A rune in no range folds to itself.
+// and maps r to r+FOLD_DELTAS[i] (in r's low 16 bits, modulo 65,536: a fold
+// stays in its plane), or, for a delta of 0, pairs them up (lo and lo+1,
+// lo+2 and lo+3, ...). A rune in no range folds to itself.
 
 `)
 	fmt.Fprintf(&as, "// FOLD_SUM is FNV-1a over foldNext(r) for every rune (test/prefilter.ts).\nexport const FOLD_SUM: u32 = 0x%08x;\n\n", sum)
 	as.WriteString("const FOLD_RANGES: StaticArray<u32> = [\n")
 	words(&as, "  ", packed)
-	as.WriteString("];\nconst FOLD_DELTAS: StaticArray<i32> = [\n")
+	as.WriteString("];\nconst FOLD_DELTAS: StaticArray<u16> = [\n")
 	words(&as, "  ", delta)
 	as.WriteString(`];
 
@@ -252,8 +257,8 @@ export function foldNext(r: i32): i32 {
   const w = unchecked(FOLD_RANGES[i - 1]);
   const lo = <i32>(w >> 7), n = <i32>(w & 127) + 1;
   if (r >= lo + n) return r;
-  const d = unchecked(FOLD_DELTAS[i - 1]);
-  return d != 0 ? r + d : lo + ((r - lo) ^ 1);
+  const d = <i32>unchecked(FOLD_DELTAS[i - 1]);
+  return d != 0 ? (r & ~0xffff) | ((r + d) & 0xffff) : lo + ((r - lo) ^ 1);
 }
 `)
 	return []file{
