@@ -747,10 +747,8 @@ impl Regex {
                     if !c.nonascii {
                         // the runes' first bytes
                         for &r in c.runes() {
-                            let mut buf = [0u8; 4];
-                            if let Some(ch) = char::from_u32(r) {
-                                self.first[ch.encode_utf8(&mut buf).as_bytes()[0] as usize] = true;
-                            }
+                            let lead = if r < 0x800 { 0xc0 | r >> 6 } else if r < 0x10000 { 0xe0 | r >> 12 } else { 0xf0 | r >> 18 };
+                            self.first[lead as usize] = true;
                         }
                     }
                 }
