@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"unicode"
+	"unicode/utf8"
 )
 
 // A foldRange maps the runes [lo, lo+n) to r+delta, or to their partner in
@@ -106,9 +107,22 @@ func checksum(next func(rune) rune) uint32 {
 // maxOrbit is the largest orbit the engines' classes make room for.
 const maxOrbit = 4
 
-// check verifies the table against unicode.SimpleFold for every rune and
-// that no orbit is larger than maxOrbit.
+// check verifies the table against unicode.SimpleFold for every rune, that
+// no orbit is larger than maxOrbit, and that the ASCII runes' orbits hold at
+// most maxOrbit non-ASCII runes in all (a class's members are ASCII: its
+// non-ASCII folds fit the same room).
 func check(t []foldRange) error {
+	outside := map[rune]bool{}
+	for r := rune(0); r < utf8.RuneSelf; r++ {
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f >= utf8.RuneSelf {
+				outside[f] = true
+			}
+		}
+	}
+	if len(outside) > maxOrbit {
+		return fmt.Errorf("the ASCII runes fold to %d non-ASCII runes, over %d", len(outside), maxOrbit)
+	}
 	for r := rune(0); r <= unicode.MaxRune; r++ {
 		if got, want := next(t, r), unicode.SimpleFold(r); got != want || got>>16 != r>>16 {
 			return fmt.Errorf("next(%U) = %U, SimpleFold %U", r, got, want)
