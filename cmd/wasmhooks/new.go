@@ -44,8 +44,8 @@ var newLangs = map[string]struct {
 }{
 	"go": {"Go", [][2]string{{"go.mod", "wasmhooks-sdk/go.mod"}, {"abi", "wasmhooks-sdk/abi"}, {"sdk", "wasmhooks-sdk/sdk"}},
 		"The Go SDK is the copy in `wasmhooks-sdk/`, which `go.mod` replaces the module with (the module path is not on the module proxy)."},
-	"c": {"C", [][2]string{{"sdk/c/wasmhooks.h", "wasmhooks.h"}, {"sdk/c/wasmhooks_regex.h", "wasmhooks_regex.h"}},
-		"The C SDK is `wasmhooks.h` (and `wasmhooks_regex.h`, Go's regular-expression syntax), written here."},
+	"c": {"C", [][2]string{{"sdk/c/wasmhooks.h", "wasmhooks.h"}, {"sdk/c/wasmhooks_regex.h", "wasmhooks_regex.h"}, {"sdk/c/wasmhooks_fold.h", "wasmhooks_fold.h"}},
+		"The C SDK is `wasmhooks.h` (and `wasmhooks_regex.h`, Go's regular-expression syntax, with its case-folding table `wasmhooks_fold.h`), written here."},
 	"rust": {"Rust", [][2]string{{"sdk/rust/src", "wasmhooks/src"}, {"sdk/rust/Cargo.toml", "wasmhooks/Cargo.toml"}},
 		"The Rust SDK is the dependency-free crate source in `wasmhooks/src`, built by the Makefile with rustc, or by Debian's cargo offline (`make cargo`; no crates registry)."},
 	"assemblyscript": {"AssemblyScript", [][2]string{{"sdk/assemblyscript/assembly", "wasmhooks/assembly"}, {"sdk/assemblyscript/test/mockhost.mjs", "wasmhooks/test/mockhost.mjs"}},

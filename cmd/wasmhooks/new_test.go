@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,19 @@ func TestNew(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			if code := run(ctx, []string{"new", "--lang", lang, hook}, nil, &stdout, &stderr); code != exitOK {
 				t.Fatalf("new: exit %d\n%s%s", code, stdout.String(), stderr.String())
+			}
+			if lang == "c" {
+				// the optional regex header compiles in the new folder: every
+				// header it includes is written there too
+				src, err := os.ReadFile(filepath.Join(hook, "wasmhooks_regex.h"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range regexp.MustCompile(`#include "([^"]+)"`).FindAllSubmatch(src, -1) {
+					if _, err := os.Stat(filepath.Join(hook, string(m[1]))); err != nil {
+						t.Errorf("wasmhooks_regex.h includes %s, which new did not write: %v", m[1], err)
+					}
+				}
 			}
 			vars := []string{"WASMHOOKS=" + cli}
 			// The repository's AssemblyScript compiler, when make deps

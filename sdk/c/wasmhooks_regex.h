@@ -6,12 +6,16 @@
  *
  * Supported: literals; . ; [...] and [^...] with ranges and \d \w \s \D \W
  * \S inside (ASCII members only; a negated class matches every non-ASCII
- * character); \d \w \s \D \W \S \b \B \A \z ^ $; escapes \n \t \r \f \v \a
+ * character but the folds of its members under (?i)); \d \w \s \D \W \S \b \B \A \z ^ $; escapes \n \t \r \f \v \a
  * \xHH and escaped punctuation; groups (...), (?:...), (?P<name>...),
  * (?<name>...); flags (?i) (?s) (?m) (?U) and (?flags:...); quantifiers
  * * + ? {n} {n,} {n,m} (n, m <= 1000) and their lazy forms. A group named
  * "secret" is captured (wh_re_match's sub). Anything else (\p{..}, [[:alpha:]],
  * non-ASCII class members) is refused at compile time with a message.
+ * Under (?i) a literal, a class's members and \w \W fold by Unicode simple
+ * case folding, as Go's regexp: (?i)k matches U+212A KELVIN SIGN, (?i)\xc3\xa9
+ * (e acute) its capital, (?i)[^a-z] not U+017F LONG S (wasmhooks_fold.h,
+ * generated from Go's unicode package by sdk/internal/foldgen).
  *
  * Matching is byte-wise over UTF-8 with whole characters for ., classes and
  * their negations, by backtracking in priority order (so the first match
@@ -24,11 +28,15 @@
 #define WASMHOOKS_REGEX_H
 
 #include "wasmhooks.h"
+#include "wasmhooks_fold.h"
 
 enum { WH_RI_BYTE, WH_RI_CLASS, WH_RI_ANY, WH_RI_ANYNL, WH_RI_ASSERT, WH_RI_SPLIT, WH_RI_JMP, WH_RI_SAVE, WH_RI_CHECK, WH_RI_MATCH };
 enum { WH_RA_BOT, WH_RA_EOT, WH_RA_BOL, WH_RA_EOL, WH_RA_WORD, WH_RA_NOWORD };
 
-typedef struct { uint32_t bits[4]; uint8_t nonascii; } wh_re_class;
+/* A class: the ASCII members in bits; a non-ASCII character r is a member
+ * when nonascii differs from whether r is one of runes (at most 4: a fold
+ * orbit, or the non-ASCII folds of ASCII letters, U+017F and U+212A). */
+typedef struct { uint32_t bits[4]; uint8_t nonascii, nrunes; uint32_t runes[4]; } wh_re_class;
 typedef struct { uint8_t op; uint8_t arg; uint16_t pad; int32_t x, y; } wh_re_inst;
 
 /* AST */
@@ -102,25 +110,61 @@ WH_API int wh__rclass(wh__rp *p) {
 }
 WH_API void wh__cset(wh_re_class *c, int b) { c->bits[b >> 5] |= 1u << (b & 31); }
 WH_API int wh__ctest(const wh_re_class *c, int b) { return (c->bits[b >> 5] >> (b & 31)) & 1; }
-WH_API void wh__crange(wh_re_class *c, int lo, int hi, int fold) {
-	for (int b = lo; b <= hi; b++) {
-		wh__cset(c, b);
-		if (fold && b >= 'a' && b <= 'z') wh__cset(c, b - 32);
-		if (fold && b >= 'A' && b <= 'Z') wh__cset(c, b + 32);
-	}
+/* wh__cfind returns the index of r in c's runes, or -1. */
+WH_API int wh__cfind(const wh_re_class *c, uint32_t r) {
+	for (int i = 0; i < c->nrunes; i++)
+		if (c->runes[i] == r) return i;
+	return -1;
 }
-/* wh__cperl adds \d \w \s (or their negations) to c; 0 if e is not one. */
-WH_API int wh__cperl(wh_re_class *c, char e) {
-	wh_re_class t = {{0}, 0};
+/* wh__crune makes the character r a member of c. */
+WH_API void wh__crune(wh_re_class *c, uint32_t r) {
+	if (r < 0x80) { wh__cset(c, (int)r); return; }
+	int k = wh__cfind(c, r);
+	if (c->nonascii) { if (k >= 0) c->runes[k] = c->runes[--c->nrunes]; }
+	else if (k < 0 && c->nrunes < 4) c->runes[c->nrunes++] = r;
+}
+/* wh__cfold makes r a member of c, and under fold its whole orbit of
+ * Unicode simple case folding, as Go's regexp does ((?i)k matches U+212A
+ * KELVIN SIGN). */
+WH_API __attribute__((noinline)) void wh__cfold(wh_re_class *c, uint32_t r, int fold) {
+	wh__crune(c, r);
+	if (fold)
+		for (uint32_t f = wh__fold_next(r); f != r; f = wh__fold_next(f)) wh__crune(c, f);
+}
+WH_API __attribute__((noinline)) void wh__crange(wh_re_class *c, int lo, int hi, int fold) {
+	for (int b = lo; b <= hi; b++) wh__cfold(c, (uint32_t)b, fold);
+}
+/* wh__cperl adds \d \w \s (or their negations) to c, folded as Go folds
+ * them under (?i) ((?i)\w holds U+212A, (?i)\W does not); 0 if e is not
+ * one. */
+WH_API int wh__cperl(wh_re_class *c, char e, int fold) {
+	wh_re_class t;
+	memset(&t, 0, sizeof t);
 	int neg = e >= 'A' && e <= 'Z';
 	switch (e | 32) {
-	case 'd': wh__crange(&t, '0', '9', 0); break;
-	case 'w': wh__crange(&t, '0', '9', 0); wh__crange(&t, 'a', 'z', 0); wh__crange(&t, 'A', 'Z', 0); wh__cset(&t, '_'); break;
+	case 'd': wh__crange(&t, '0', '9', fold); break;
+	case 'w': wh__crange(&t, '0', '9', fold); wh__crange(&t, 'a', 'z', fold); wh__crange(&t, 'A', 'Z', fold); wh__cset(&t, '_'); break;
 	case 's': wh__cset(&t, '\t'); wh__cset(&t, '\n'); wh__cset(&t, '\f'); wh__cset(&t, '\r'); wh__cset(&t, ' '); break;
 	default: return 0;
 	}
 	for (int i = 0; i < 4; i++) c->bits[i] |= neg ? ~t.bits[i] : t.bits[i];
-	if (neg) c->nonascii = 1;
+	if (!neg) {
+		for (int i = 0; i < t.nrunes; i++) wh__crune(c, t.runes[i]);
+		return 1;
+	}
+	/* the union with every non-ASCII character but t's runes */
+	uint32_t out[4];
+	int n = 0;
+	if (c->nonascii) { /* excluded by both */
+		for (int i = 0; i < c->nrunes; i++)
+			if (wh__cfind(&t, c->runes[i]) >= 0) out[n++] = c->runes[i];
+	} else { /* excluded by t and not one of c's */
+		for (int i = 0; i < t.nrunes; i++)
+			if (wh__cfind(c, t.runes[i]) < 0) out[n++] = t.runes[i];
+	}
+	memcpy(c->runes, out, sizeof out);
+	c->nrunes = (uint8_t)n;
+	c->nonascii = 1;
 	return 1;
 }
 /* wh__rescape reads the escape at p->s (after the backslash) as a literal
@@ -153,7 +197,8 @@ WH_API int wh__rescape(wh__rp *p) {
 WH_API int wh__rparse_class(wh__rp *p) {
 	int k = wh__rclass(p);
 	if (k < 0) return -1;
-	wh_re_class c = {{0}, 0};
+	wh_re_class c;
+	memset(&c, 0, sizeof c);
 	int neg = 0, fold = p->flags & WH_RF_I;
 	if (p->s < p->end && *p->s == '^') { neg = 1; p->s++; }
 	int firstch = 1;
@@ -167,7 +212,7 @@ WH_API int wh__rparse_class(wh__rp *p) {
 		p->s++;
 		if ((unsigned char)ch >= 0x80) { p->re->err = "non-ASCII characters in a class are not supported"; return -1; }
 		if (ch == '\\') {
-			if (p->s < p->end && wh__cperl(&c, *p->s)) { p->s++; continue; }
+			if (p->s < p->end && wh__cperl(&c, *p->s, fold)) { p->s++; continue; }
 			lo = wh__rescape(p);
 			if (lo == -2) { p->re->err = "invalid escape sequence"; return -1; }
 			if (lo < 0) return -1;
@@ -192,11 +237,24 @@ WH_API int wh__rparse_class(wh__rp *p) {
 	if (n >= 0) p->re->nodes[n].cls = k;
 	return n;
 }
+/* wh__rliteral parses the literal byte b, or the character at p->s - 1 (b
+ * its first byte) as one class: under (?i) when it has a fold orbit, and
+ * when it has several bytes and a repetition follows (so é+ repeats é, not
+ * its last byte). */
 WH_API int wh__rliteral(wh__rp *p, int b) {
-	if ((p->flags & WH_RF_I) && ((b | 32) >= 'a' && (b | 32) <= 'z')) {
+	int fold = p->flags & WH_RF_I;
+	uint32_t r = (uint32_t)b;
+	size_t l = 1;
+	if (b >= 0x80) {
+		l = wh_utf8_len((const unsigned char *)p->s - 1, (size_t)(p->end - p->s + 1), &r);
+		if (!l) l = 1, r = (uint32_t)b;
+	}
+	int rep = l > 1 && p->s + l - 1 < p->end && memchr("*+?{", p->s[l - 1], 4);
+	if (rep || (fold && wh__fold_next(r) != r)) {
+		p->s += l - 1;
 		int k = wh__rclass(p);
 		if (k < 0) return -1;
-		wh__crange(&p->re->cls[k], b, b, 1);
+		wh__cfold(&p->re->cls[k], r, fold);
 		int n = wh__rnode(p, WH_RN_CLASS);
 		if (n >= 0) p->re->nodes[n].cls = k;
 		return n;
@@ -282,7 +340,7 @@ WH_API int wh__ratom(wh__rp *p, int depth) {
 				p->s++;
 				int k = wh__rclass(p);
 				if (k < 0) return -1;
-				wh__cperl(&p->re->cls[k], e);
+				wh__cperl(&p->re->cls[k], e, p->flags & WH_RF_I);
 				n = wh__rnode(p, WH_RN_CLASS);
 				if (n >= 0) p->re->nodes[n].cls = k;
 				return n;
@@ -486,6 +544,10 @@ WH_API void wh__rfirst(wh_re *re) {
 		case WH_RI_CLASS:
 			for (int b = 0; b < 128; b++) if (wh__ctest(&re->cls[i->x], b)) re->first[b] = 1;
 			if (re->cls[i->x].nonascii) for (int b = 128; b < 256; b++) re->first[b] = 1;
+			else for (int k = 0; k < re->cls[i->x].nrunes; k++) { /* the runes' first bytes */
+				uint32_t r = re->cls[i->x].runes[k];
+				re->first[r < 0x800 ? 0xC0 | r >> 6 : r < 0x10000 ? 0xE0 | r >> 12 : 0xF0 | r >> 18] = 1;
+			}
 			break;
 		case WH_RI_ANY: case WH_RI_ANYNL:
 			for (int b = 0; b < 256; b++) if (b != '\n' || i->op == WH_RI_ANYNL) re->first[b] = 1;
@@ -579,7 +641,14 @@ WH_API int wh__rrun(const wh_re *re, const char *s, size_t n, size_t start, int3
 				if (pos >= n) goto fail;
 				unsigned char c = (unsigned char)s[pos];
 				if (c < 0x80) { if (!wh__ctest(&re->cls[in->x], c)) goto fail; pos++; }
-				else { if (!re->cls[in->x].nonascii) goto fail; pos += wh__runelen(s + pos, n - pos); }
+				else {
+					const wh_re_class *k = &re->cls[in->x];
+					uint32_t r = 0xFFFD; /* an invalid byte is one U+FFFD, as in Go */
+					size_t l = k->nrunes ? wh_utf8_len((const unsigned char *)s + pos, n - pos, &r) : wh__runelen(s + pos, n - pos);
+					if (!l) l = 1, r = 0xFFFD;
+					if (k->nonascii == (k->nrunes && wh__cfind(k, r) >= 0)) goto fail;
+					pos += l;
+				}
 				pc++;
 				continue;
 			}

@@ -3,7 +3,11 @@
 // C SDK's wasmhooks_regex.h and the Rust SDK's regex module (see there for
 // the supported syntax). It matches UTF-8 bytes (Value.bytes), whole
 // characters for . and classes, by backtracking in priority order, with a
-// first-byte set and required bytes to skip start positions.
+// first-byte set and required bytes to skip start positions. Under (?i) a
+// literal, a class's members and \w \W fold by Unicode simple case folding,
+// as Go's regexp ((?i)k matches U+212A KELVIN SIGN), by fold.ts's table,
+// which sdk/internal/foldgen generates from Go's unicode package.
+import { foldNext } from "./fold";
 
 const I_BYTE = 0;
 const I_CLASS = 1;
@@ -39,25 +43,53 @@ const FM: i32 = 4;
 const FU: i32 = 8;
 const MAX_PROG = 40000;
 
+// A class: the ASCII members in bits; a non-ASCII character r is a member
+// when nonascii differs from whether r is one of runes (a fold orbit, or
+// the non-ASCII folds of ASCII letters, U+017F and U+212A).
 class Class {
   bits: StaticArray<bool> = new StaticArray<bool>(128);
   nonascii: bool = false;
-  range(lo: i32, hi: i32, fold: bool): void {
-    for (let b = lo; b <= hi; b++) {
-      this.bits[b] = true;
-      if (fold && ((b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a))) this.bits[b ^ 0x20] = true;
-    }
+  runes: i32[] = [];
+  // has reports whether the non-ASCII character r is a member.
+  has(r: i32): bool { return this.nonascii != this.runes.includes(r); }
+  // add makes the character r a member.
+  add(r: i32): void {
+    if (r < 0x80) { this.bits[r] = true; return; }
+    const k = this.runes.indexOf(r);
+    if (this.nonascii) { if (k >= 0) this.runes.splice(k, 1); }
+    else if (k < 0) this.runes.push(r);
   }
-  perl(e: i32): bool {
+  // fold makes r a member, and under fold its whole orbit of Unicode simple
+  // case folding, as Go's regexp does.
+  fold(r: i32, fold: bool): void {
+    this.add(r);
+    if (fold) for (let f = foldNext(r); f != r; f = foldNext(f)) this.add(f);
+  }
+  range(lo: i32, hi: i32, fold: bool): void {
+    for (let b = lo; b <= hi; b++) this.fold(b, fold);
+  }
+  // perl adds \d \w \s (or their negations), folded as Go folds them under
+  // (?i) ((?i)\w holds U+212A, (?i)\W does not); false if e is not one.
+  perl(e: i32, fold: bool): bool {
     const t = new Class();
     const l = e | 0x20;
-    if (l == 0x64) t.range(0x30, 0x39, false);
-    else if (l == 0x77) { t.range(0x30, 0x39, false); t.range(0x61, 0x7a, false); t.range(0x41, 0x5a, false); t.bits[0x5f] = true; }
+    if (l == 0x64) t.range(0x30, 0x39, fold);
+    else if (l == 0x77) { t.range(0x30, 0x39, fold); t.range(0x61, 0x7a, fold); t.range(0x41, 0x5a, fold); t.bits[0x5f] = true; }
     else if (l == 0x73) { t.bits[9] = true; t.bits[10] = true; t.bits[12] = true; t.bits[13] = true; t.bits[32] = true; }
     else return false;
     const neg = e >= 0x41 && e <= 0x5a;
     for (let i = 0; i < 128; i++) if (neg ? !t.bits[i] : t.bits[i]) this.bits[i] = true;
-    if (neg) this.nonascii = true;
+    if (!neg) {
+      for (let i = 0; i < t.runes.length; i++) this.add(t.runes[i]);
+      return true;
+    }
+    // the union with every non-ASCII character but t's runes: those
+    // excluded by both, or excluded by t and not one of this's
+    const out: i32[] = [];
+    const mine = this.nonascii ? this.runes : t.runes, theirs = this.nonascii ? t.runes : this.runes;
+    for (let i = 0; i < mine.length; i++) if (theirs.includes(mine[i]) == this.nonascii) out.push(mine[i]);
+    this.runes = out;
+    this.nonascii = true;
     return true;
   }
 }
@@ -103,6 +135,18 @@ function hexv(c: i32): i32 {
   if (c >= 0x61 && c <= 0x66) return c - 0x61 + 10;
   if (c >= 0x41 && c <= 0x46) return c - 0x41 + 10;
   return -1;
+}
+
+// decodeRune returns the UTF-8 character of length l (runeLen's) at s[i],
+// or -1 if it is invalid.
+function decodeRune(s: Uint8Array, i: i32, l: i32): i32 {
+  const c = <i32>s[i];
+  if (l == 1) return c < 0x80 ? c : -1;
+  let v = c & (l == 2 ? 0x1f : l == 3 ? 0x0f : 0x07);
+  for (let k = 1; k < l; k++) v = (v << 6) | (<i32>s[i + k] & 0x3f);
+  const min = l == 2 ? 0x80 : l == 3 ? 0x800 : 0x10000;
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return -1;
+  return v;
 }
 
 // runeLen is the length of the UTF-8 character at s[i] (1 if invalid).
@@ -170,7 +214,7 @@ class P {
       let lo = ch;
       if (ch == 0x5c) {
         const e = this.peek();
-        if (e >= 0 && c.perl(e)) { this.i++; continue; }
+        if (e >= 0 && c.perl(e, fold)) { this.i++; continue; }
         lo = this.escape();
         if (lo == -2) return this.fail("invalid escape sequence");
         if (lo < 0) return null;
@@ -197,10 +241,24 @@ class P {
     this.classes.push(c);
     return node(N_CLASS, this.classes.length - 1);
   }
+  // literal parses the literal byte b, or the character at this.i - 1 (b
+  // its first byte) as one class: under (?i) when it has a fold orbit, and
+  // when it has several bytes and a repetition follows (so é+ repeats é,
+  // not its last byte).
   literal(b: i32): Node {
-    if ((this.flags & FI) != 0 && ((b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a))) {
+    const fold = (this.flags & FI) != 0;
+    let r = b, l = 1;
+    if (b >= 0x80) {
+      l = runeLen(this.s, this.i - 1);
+      r = decodeRune(this.s, this.i - 1, l);
+      if (r < 0) { r = b; l = 1; }
+    }
+    const q = l > 1 && this.i + l - 1 < this.s.length ? <i32>this.s[this.i + l - 1] : 0;
+    const rep = q == 0x2a || q == 0x2b || q == 0x3f || q == 0x7b;
+    if (rep || (fold && foldNext(r) != r)) {
+      this.i += l - 1;
       const c = new Class();
-      c.range(b, b, true);
+      c.fold(r, fold);
       this.classes.push(c);
       return node(N_CLASS, this.classes.length - 1);
     }
@@ -265,7 +323,7 @@ class P {
       const a = e == 0x62 ? A_WORD : e == 0x42 ? A_NOWORD : e == 0x41 ? A_BOT : e == 0x7a ? A_EOT : -1;
       if (a >= 0) { this.i++; return node(N_ASSERT, a); }
       const c = new Class();
-      if (e >= 0 && c.perl(e)) {
+      if (e >= 0 && c.perl(e, (this.flags & FI) != 0)) {
         this.i++;
         this.classes.push(c);
         return node(N_CLASS, this.classes.length - 1);
@@ -476,6 +534,10 @@ export class Regex {
         const c = this.classes[i.x];
         for (let b = 0; b < 128; b++) if (c.bits[b]) this.first[b] = true;
         if (c.nonascii) for (let b = 128; b < 256; b++) this.first[b] = true;
+        else for (let k = 0; k < c.runes.length; k++) { // the runes' first bytes
+          const r = c.runes[k];
+          this.first[r < 0x800 ? 0xc0 | (r >> 6) : r < 0x10000 ? 0xe0 | (r >> 12) : 0xf0 | (r >> 18)] = true;
+        }
       } else if (i.op == I_ANY || i.op == I_ANYNL) {
         for (let b = 0; b < 256; b++) if (b != 10 || i.op == I_ANYNL) this.first[b] = true;
       } else if (i.op == I_MATCH) { this.firstAny = true; return; }
@@ -519,7 +581,14 @@ export class Regex {
           const c = <i32>unchecked(s[pos]);
           const k = unchecked(this.classes[ins.x]);
           if (c < 0x80) { if (!unchecked(k.bits[c])) break; pos++; }
-          else { if (!k.nonascii) break; pos += runeLen(s, pos); }
+          else if (k.runes.length == 0) { if (!k.nonascii) break; pos += runeLen(s, pos); }
+          else {
+            let l = runeLen(s, pos);
+            let r = decodeRune(s, pos, l);
+            if (r < 0) { r = 0xfffd; l = 1; } // an invalid byte is one U+FFFD, as in Go
+            if (!k.has(r)) break;
+            pos += l;
+          }
           pc++;
         } else if (op == I_ANY || op == I_ANYNL) {
           if (pos >= n || (op == I_ANY && s[pos] == 10)) break;

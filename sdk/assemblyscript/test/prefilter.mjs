@@ -13,6 +13,10 @@ const inst = await WebAssembly.instantiate(wasm, {
   env: { abort: (m, f, l, c) => { throw new Error(`abort: ${text(m)} at ${text(f)}:${l}:${c}`); } },
 });
 mem = inst.exports.memory;
+if (!inst.exports.foldOK()) {
+  console.error("fold table: foldNext differs from the sum sdk/internal/foldgen computed from Go's unicode.SimpleFold");
+  process.exit(1);
+}
 const rounds = 20000;
 const r = inst.exports.run(rounds);
 const bad = r >>> 16, compiled = (r & 0xffff) * 16;

@@ -1,17 +1,20 @@
 // The regex prefilters (required bytes, the first-byte set and its two-byte
 // search, Regex.mayMatch) never lose a match: random patterns over random
 // texts (case-insensitive letters, classes, alternations, assertions,
-// non-ASCII bytes and the Kelvin sign) match exactly as the same program
-// with no filter, and mayMatch is true whenever it matches. The C and Rust
+// non-ASCII bytes, the Kelvin sign, the long s and Greek sigmas) match
+// exactly as the same program with no filter, and mayMatch is true whenever
+// it matches. foldSum checks the fold table (fold.ts) over every rune. The C and Rust
 // SDKs' tests hold their engines to the same (test_prefilter_differential,
 // prefilter_differential). Built by make test-sdks; prefilter.mjs runs it.
 import { Regex, ByteSet } from "../assembly/regex";
 import { utf8 } from "../assembly/index";
+import { foldNext, FOLD_SUM } from "../assembly/fold";
 
 const atoms: string[] = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", "\\w", "\\s", "\\d", ".", "(?i)k", "(?i:ab)", "(a|b)",
   "(?:ab|c)", "\\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", "\\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+",
-  "(?i)s", "ſ", "[^\\x00-\\x7f]", "sk-", "(?i)bearer"];
-const chars: string[] = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u212a", "ſ", "s", "S"];
+  "(?i)s", "ſ", "[^\\x00-\\x7f]", "sk-", "(?i)bearer", "(?i)[^a-z]", "(?i)\\w", "(?i)\\W", "(?i)σ", "(?i)[\\Ws]",
+  "(?i)\u212a"];
+const chars: string[] = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u212a", "ſ", "s", "S", "Σ", "ς", "É"];
 
 let seed: u32 = 11;
 function rnd(n: i32): i32 {
@@ -29,6 +32,17 @@ function unfiltered(re: Regex): Regex {
   r.firstAny = true;
   r.nfirst = 0;
   return r;
+}
+
+// foldOK reports whether foldNext is unicode.SimpleFold for every rune: its
+// FNV-1a sum is the one sdk/internal/foldgen computed from Go's table.
+export function foldOK(): bool {
+  let h: u32 = 2166136261;
+  for (let r = 0; r <= 0x10ffff; r++) {
+    const v = <u32>foldNext(r);
+    for (let i: u32 = 0; i < 4; i++) h = (h ^ ((v >> (8 * i)) & 255)) * 16777619;
+  }
+  return h == FOLD_SUM;
 }
 
 // failure is the first disagreement found, for the driver to print.

@@ -153,6 +153,13 @@ static void test_regex(void) {
 		{"x{2,3}", "xxxxx", 0, 3}, {"x{2}", "x", -1, -1}, {"[^a-c]+", "abcdef", 3, 6}, {"a|ab", "ab", 0, 1},
 		{"(?:ab)*c", "ababc", 0, 5}, {"^a", "ba", -1, -1}, {"a$", "ba", 1, 2}, {"\\d{3}", "ab1234", 2, 5},
 		{"[\\s\\S]*?END", "x\nyEND", 0, 6}, {".", "\xc3\xa9", 0, 2}, {"(a*)*b", "aaab", 0, 4}, {"a{,2}", "a{,2}", 0, 5},
+		/* Unicode simple case folding under (?i), as Go's (the corpus's
+		 * redact-secrets/regexp-fold-*.json hold the engines to Go's answers) */
+		{"(?i)k", "\xe2\x84\xaa", 0, 3}, {"(?i)[a-z]+", "s\xc5\xbfK", 0, 4}, {"(?i)[^a-z]", "\xe2\x84\xaa\xc5\xbf-", 5, 6},
+		{"(?i)\xc3\xa9+", "\xc3\x89\xc3\xa9", 0, 4}, {"(?i)\\W", "\xe2\x84\xaa!", 3, 4}, {"(?i)[\\Ws]+", "\xe2\x84\xaa!\xc5\xbf", 3, 6},
+		{"(?i)\xcf\x83+", "\xce\xa3\xcf\x82", 0, 4}, {"(?i)\xc3\x9f", "ss", -1, -1}, {"k", "\xe2\x84\xaa", -1, -1},
+		/* a repetition of a character of several bytes repeats the character */
+		{"\xc3\xbc{2}", "\xc3\xbc\xc3\xbc", 0, 4}, {"x\xc3\xa9+", "x\xc3\xa9\xc3\xa9", 0, 5},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		const char *err = NULL;
@@ -194,6 +201,17 @@ static void test_regex(void) {
 		CHECK(re && wh_re_match(re, text, sizeof text, 0, m, sub) == 1 && m[0] == 0 && (size_t)m[1] == want,
 			"bound %zu: %s", i, re ? "no match" : err);
 	}
+}
+
+/* wh__fold_next is unicode.SimpleFold for every rune: its FNV-1a sum is
+ * the one sdk/internal/foldgen computed from Go's table. */
+static void test_fold_table(void) {
+	uint32_t h = 2166136261u;
+	for (uint32_t r = 0; r <= 0x10FFFF; r++) {
+		uint32_t v = wh__fold_next(r);
+		for (int i = 0; i < 4; i++) h = (h ^ ((v >> (8 * i)) & 255)) * 16777619u;
+	}
+	CHECK(h == WH__FOLD_SUM, "fold table sum %08x, want %08x", h, WH__FOLD_SUM);
 }
 
 /* The eight-bytes-at-a-time scanners agree with a byte loop on every
@@ -253,14 +271,15 @@ static void test_may_match(void) {
 /* The prefilters (required bytes, the first-byte set and its two-byte
  * search, wh_re_may_match) never lose a match: random patterns over random
  * texts (case-insensitive letters, classes, alternations, assertions,
- * non-ASCII bytes and the Kelvin sign) match exactly as the same program
- * run at every position with no filter, and may_match is 1 whenever it
- * matches. */
+ * non-ASCII bytes, the Kelvin sign, the long s and Greek sigmas) match
+ * exactly as the same program run at every position with no filter, and
+ * may_match is 1 whenever it matches. */
 static void test_prefilter_differential(void) {
 	static const char *atoms[] = {"a", "b", "k", "K", "-", "[a-c]", "[^a]", "\\w", "\\s", "\\d", ".", "(?i)k",
 		"(?i:ab)", "(a|b)", "(?:ab|c)", "\\b", "^", "$", "\xc3\xa9", "[\xc3\xa9-\xc3\xaa]", "x?", "(?i)\xc3\xa9", "\\S",
-		"(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "\xc5\xbf", "[^\\x00-\\x7f]", "sk-", "(?i)bearer"};
-	static const char *chars[] = {"a", "b", "k", "K", "-", " ", "x", "\xc3\xa9", "\n", "_", "\xe2\x84\xaa", "\xc5\xbf", "s", "S"};
+		"(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "\xc5\xbf", "[^\\x00-\\x7f]", "sk-", "(?i)bearer",
+		"(?i)[^a-z]", "(?i)\\w", "(?i)\\W", "(?i)\xcf\x83", "(?i)[\\Ws]", "(?i)\xe2\x84\xaa"};
+	static const char *chars[] = {"a", "b", "k", "K", "-", " ", "x", "\xc3\xa9", "\n", "_", "\xe2\x84\xaa", "\xc5\xbf", "s", "S", "\xce\xa3", "\xcf\x82", "\xc3\x89"};
 	unsigned seed = 11;
 #define RND(n) ((seed = seed * 1103515245u + 12345u), (seed >> 16) % (unsigned)(n))
 	char pat[256], txt[128];
@@ -300,6 +319,7 @@ static void test_prefilter_differential(void) {
 }
 
 int main(void) {
+	test_fold_table();
 	test_prefilter_differential();
 	test_may_match();
 	test_swar();

@@ -3,7 +3,12 @@
 //! as the C SDK's wasmhooks_regex.h (see there for the supported syntax).
 //! Matching backtracks in priority order over UTF-8 bytes, whole characters
 //! for `.` and classes; a first-byte set and the literal bytes every match
-//! must contain skip most start positions.
+//! must contain skip most start positions. Under `(?i)` a literal, a class's
+//! members and `\w` `\W` fold by Unicode simple case folding, as Go's regexp
+//! (`(?i)k` matches U+212A KELVIN SIGN), by fold.rs's table, which
+//! sdk/internal/foldgen generates from Go's unicode package.
+
+include!("fold.rs");
 
 #[derive(Clone, Copy)]
 enum Inst {
@@ -28,10 +33,16 @@ enum Assertion {
     NoWord,
 }
 
+/// A class: the ASCII members in bits; a non-ASCII character r is a member
+/// when nonascii differs from whether r is one of runes[..nrunes] (at most
+/// 4: a fold orbit, or the non-ASCII folds of ASCII letters, U+017F and
+/// U+212A).
 #[derive(Clone, Copy, Default)]
 struct Class {
     bits: [u32; 4],
     nonascii: bool,
+    nrunes: u8,
+    runes: [u32; 4],
 }
 
 impl Class {
@@ -41,22 +52,57 @@ impl Class {
     fn test(&self, b: u8) -> bool {
         b < 128 && (self.bits[(b >> 5) as usize] >> (b & 31)) & 1 == 1
     }
-    fn range(&mut self, lo: u8, hi: u8, fold: bool) {
-        for b in lo..=hi {
-            self.set(b);
-            if fold && b.is_ascii_alphabetic() {
-                self.set(b ^ 0x20);
+    fn runes(&self) -> &[u32] {
+        &self.runes[..self.nrunes as usize]
+    }
+    /// Whether the non-ASCII character r is a member.
+    fn has(&self, r: u32) -> bool {
+        self.nonascii != self.runes().contains(&r)
+    }
+    /// Makes the character r a member.
+    fn add(&mut self, r: u32) {
+        if r < 0x80 {
+            self.set(r as u8);
+            return;
+        }
+        let k = self.runes().iter().position(|&x| x == r);
+        if self.nonascii {
+            if let Some(k) = k {
+                self.nrunes -= 1;
+                self.runes[k] = self.runes[self.nrunes as usize];
+            }
+        } else if k.is_none() && self.nrunes < 4 {
+            self.runes[self.nrunes as usize] = r;
+            self.nrunes += 1;
+        }
+    }
+    /// Makes r a member, and under fold its whole orbit of Unicode simple
+    /// case folding, as Go's regexp does.
+    fn fold(&mut self, r: u32, fold: bool) {
+        self.add(r);
+        if fold {
+            let mut f = fold_next(r);
+            while f != r {
+                self.add(f);
+                f = fold_next(f);
             }
         }
     }
-    fn perl(&mut self, e: u8) -> bool {
+    fn range(&mut self, lo: u8, hi: u8, fold: bool) {
+        for b in lo..=hi {
+            self.fold(b as u32, fold);
+        }
+    }
+    /// Adds \d \w \s (or their negations), folded as Go folds them under
+    /// (?i) ((?i)\w holds U+212A, (?i)\W does not); false if e is not one.
+    fn perl(&mut self, e: u8, fold: bool) -> bool {
         let mut t = Class::default();
         match e.to_ascii_lowercase() {
-            b'd' => t.range(b'0', b'9', false),
+            b'd' => t.range(b'0', b'9', fold),
             b'w' => {
-                t.range(b'0', b'9', false);
-                t.range(b'a', b'z', false);
-                t.range(b'A', b'Z', false);
+                t.range(b'0', b'9', fold);
+                t.range(b'a', b'z', fold);
+                t.range(b'A', b'Z', fold);
                 t.set(b'_');
             }
             b's' => {
@@ -70,9 +116,26 @@ impl Class {
         for i in 0..4 {
             self.bits[i] |= if neg { !t.bits[i] } else { t.bits[i] };
         }
-        if neg {
-            self.nonascii = true;
+        if !neg {
+            for &r in t.runes() {
+                self.add(r);
+            }
+            return true;
         }
+        // the union with every non-ASCII character but t's runes
+        let mut out = [0u32; 4];
+        let mut n = 0;
+        let (mine, theirs) = if self.nonascii { (self.runes(), t.runes()) } else { (t.runes(), self.runes()) };
+        for &r in mine {
+            // excluded by both, or excluded by t and not one of self's
+            if theirs.contains(&r) == self.nonascii {
+                out[n] = r;
+                n += 1;
+            }
+        }
+        self.runes = out;
+        self.nrunes = n as u8;
+        self.nonascii = true;
         true
     }
 }
@@ -237,7 +300,7 @@ impl<'a> P<'a> {
             }
             let lo = if ch == b'\\' {
                 if let Some(e) = self.peek() {
-                    if c.perl(e) {
+                    if c.perl(e, fold) {
                         self.i += 1;
                         continue;
                     }
@@ -270,10 +333,18 @@ impl<'a> P<'a> {
         self.classes.push(c);
         Ok(Node::Class(self.classes.len() - 1))
     }
+    /// The literal byte b, or the character at self.i - 1 (b its first
+    /// byte) as one class: under (?i) when it has a fold orbit, and when it
+    /// has several bytes and a repetition follows (so é+ repeats é, not its
+    /// last byte).
     fn literal(&mut self, b: u8) -> Node {
-        if self.flags & FI != 0 && b.is_ascii_alphabetic() {
+        let fold = self.flags & FI != 0;
+        let (r, l) = if b >= 0x80 { decode(&self.s[self.i - 1..]).unwrap_or((b as u32, 1)) } else { (b as u32, 1) };
+        let rep = l > 1 && matches!(self.s.get(self.i + l - 1), Some(b'*' | b'+' | b'?' | b'{'));
+        if rep || (fold && fold_next(r) != r) {
+            self.i += l - 1;
             let mut c = Class::default();
-            c.range(b, b, true);
+            c.fold(r, fold);
             self.classes.push(c);
             return Node::Class(self.classes.len() - 1);
         }
@@ -373,7 +444,7 @@ impl<'a> P<'a> {
                         return Ok(Node::Assert(a));
                     }
                     let mut c = Class::default();
-                    if c.perl(e) {
+                    if c.perl(e, self.flags & FI != 0) {
                         self.i += 1;
                         self.classes.push(c);
                         return Ok(Node::Class(self.classes.len() - 1));
@@ -600,6 +671,15 @@ fn is_word(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
 
+/// The UTF-8 character at s[0] and its length, if valid.
+fn decode(s: &[u8]) -> Option<(u32, usize)> {
+    let l = rune_len(s);
+    if l == 1 && s[0] >= 0x80 {
+        return None;
+    }
+    std::str::from_utf8(&s[..l]).ok()?.chars().next().map(|c| (c as u32, l))
+}
+
 /// The length of the UTF-8 character at s[0] (1 for an invalid byte).
 pub fn rune_len(s: &[u8]) -> usize {
     let c = s[0];
@@ -658,9 +738,17 @@ impl Regex {
             match self.prog[pc] {
                 Inst::Byte(b) => self.first[b as usize] = true,
                 Inst::Class(k) => {
+                    let c = &self.classes[k];
                     for b in 0..=255u8 {
-                        if self.classes[k].test(b) || (b >= 0x80 && self.classes[k].nonascii) {
+                        if c.test(b) || (b >= 0x80 && c.nonascii) {
                             self.first[b as usize] = true;
+                        }
+                    }
+                    if !c.nonascii {
+                        // the runes' first bytes
+                        for &r in c.runes() {
+                            let lead = if r < 0x800 { 0xc0 | r >> 6 } else if r < 0x10000 { 0xe0 | r >> 12 } else { 0xf0 | r >> 18 };
+                            self.first[lead as usize] = true;
                         }
                     }
                 }
@@ -733,10 +821,20 @@ impl Regex {
                             }
                             pos += 1;
                         } else {
-                            if !self.classes[k].nonascii {
-                                break;
+                            let k = &self.classes[k];
+                            if k.nrunes == 0 {
+                                if !k.nonascii {
+                                    break;
+                                }
+                                pos += rune_len(&s[pos..]);
+                            } else {
+                                // an invalid byte is one U+FFFD, as in Go
+                                let (r, l) = decode(&s[pos..]).unwrap_or((0xfffd, 1));
+                                if !k.has(r) {
+                                    break;
+                                }
+                                pos += l;
                             }
-                            pos += rune_len(&s[pos..]);
                         }
                         pc += 1;
                     }

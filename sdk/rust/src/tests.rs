@@ -108,6 +108,13 @@ fn regex() {
         ("^a", "ba", None), ("a$", "ba", Some((1, 2))), (r"\d{3}", "ab1234", Some((2, 5))),
         (r"[\s\S]*?END", "x\nyEND", Some((0, 6))), (".", "\u{e9}", Some((0, 2))), ("(a*)*b", "aaab", Some((0, 4))),
         ("a{,2}", "a{,2}", Some((0, 5))),
+        // Unicode simple case folding under (?i), as Go's (the corpus's
+        // redact-secrets/regexp-fold-*.json hold the engines to Go's answers)
+        ("(?i)k", "\u{212a}", Some((0, 3))), ("(?i)[a-z]+", "s\u{17f}K", Some((0, 4))), ("(?i)[^a-z]", "\u{212a}\u{17f}-", Some((5, 6))),
+        ("(?i)é+", "Éé", Some((0, 4))), (r"(?i)\W", "\u{212a}!", Some((3, 4))), (r"(?i)[\Ws]+", "\u{212a}!\u{17f}", Some((3, 6))),
+        ("(?i)σ+", "Σς", Some((0, 4))), ("(?i)ß", "ss", None), ("k", "\u{212a}", None),
+        // a repetition of a character of several bytes repeats the character
+        ("ü{2}", "üü", Some((0, 4))), ("xé+", "xéé", Some((0, 5))),
     ];
     for (re, text, want) in cases {
         let r = Regex::new(re).unwrap_or_else(|e| panic!("{}: {}", re, e));
@@ -118,6 +125,19 @@ fn regex() {
     }
     let r = Regex::new(r"(?i)bearer\s+(?P<secret>\w+)").unwrap();
     assert_eq!(r.find_at(b"Bearer abc", 0).unwrap().secret, Some((7, 10)));
+}
+
+/// fold_next is unicode.SimpleFold for every rune: its FNV-1a sum is the
+/// one sdk/internal/foldgen computed from Go's table.
+#[test]
+fn fold_table() {
+    let mut h: u32 = 2166136261;
+    for r in 0..=0x10ffffu32 {
+        for b in crate::regex::fold_next(r).to_le_bytes() {
+            h = (h ^ b as u32).wrapping_mul(16777619);
+        }
+    }
+    assert_eq!(h, crate::regex::FOLD_SUM, "fold table sum");
 }
 
 /// The eight-bytes-at-a-time scanners agree with a byte loop on every
@@ -160,13 +180,13 @@ fn may_match() {
 /// The prefilters (required bytes, the first-byte set and its two-byte
 /// search, may_match) never lose a match: random patterns over random texts
 /// (case-insensitive letters, classes, alternations, assertions, non-ASCII
-/// bytes and the Kelvin sign) match exactly as the same program with no
+/// bytes, the Kelvin sign, the long s and Greek sigmas) match exactly as the same program with no
 /// filter, and may_match is true whenever it matches.
 #[test]
 fn prefilter_differential() {
     use crate::regex::ByteSet;
-    let atoms = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", r"\w", r"\s", r"\d", ".", "(?i)k", "(?i:ab)", "(a|b)", "(?:ab|c)", r"\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", r"\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "ſ", r"[^\x00-\x7f]", "sk-", "(?i)bearer"];
-    let chars = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u{212a}", "ſ", "s", "S"];
+    let atoms = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", r"\w", r"\s", r"\d", ".", "(?i)k", "(?i:ab)", "(a|b)", "(?:ab|c)", r"\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", r"\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "ſ", r"[^\x00-\x7f]", "sk-", "(?i)bearer", "(?i)[^a-z]", r"(?i)\w", r"(?i)\W", "(?i)σ", r"(?i)[\Ws]", "(?i)\u{212a}"];
+    let chars = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u{212a}", "ſ", "s", "S", "Σ", "ς", "É"];
     let mut seed: u32 = 11;
     let mut rnd = |n: usize| {
         seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
