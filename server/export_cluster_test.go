@@ -1,5 +1,11 @@
 package server
 
+import "time"
+
 // SetHook makes s call f at the named points of its requests (testHook).
 // Set it before s serves any request.
 func SetHook(s *Server, f func(point string)) { s.testHookFn = f }
+
+// SetClock makes f s's clock where the shared limits read it (a node whose
+// clock is off). Set it before s serves any request.
+func SetClock(s *Server, f func() time.Time) { s.testClock = f }

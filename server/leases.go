@@ -32,8 +32,8 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	if err := lockName(ctx, tx, "lease:"+name); err != nil {
 		return nil, false, err
 	}
-	at := time.Now()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM serve_leases WHERE name = ? AND expires < ?`, name, at.UnixNano()); err != nil {
+	now := s.db.nowSQL()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM serve_leases WHERE name = ? AND expires < `+now, append([]any{name}, s.db.nowArgs(s.clock())...)...); err != nil {
 		return nil, false, err
 	}
 	var n int
@@ -43,7 +43,8 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	if n >= max {
 		return nil, false, nil
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_leases (name, id, expires) VALUES (?, ?, ?)`, name, id, at.Add(leaseTTL).UnixNano()); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_leases (name, id, expires) VALUES (?, ?, `+now+` + ?)`,
+		append(append([]any{name, id}, s.db.nowArgs(s.clock())...), int64(leaseTTL))...); err != nil {
 		return nil, false, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -54,8 +55,8 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	go func() {
 		defer close(stopped)
 		every(renew, leaseTTL/3, func(ctx context.Context) {
-			if _, err := s.db.ExecContext(ctx, `UPDATE serve_leases SET expires = ? WHERE name = ? AND id = ?`,
-				time.Now().Add(leaseTTL).UnixNano(), name, id); err != nil && ctx.Err() == nil {
+			if _, err := s.db.ExecContext(ctx, `UPDATE serve_leases SET expires = `+now+` + ? WHERE name = ? AND id = ?`,
+				append(s.db.nowArgs(s.clock()), int64(leaseTTL), name, id)...); err != nil && ctx.Err() == nil {
 				s.log.Warn("server: renewing a lease", "name", name, "err", err)
 			}
 		})
@@ -77,9 +78,9 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 // dead node's, under a name nobody started anything under since). Only
 // keeps the tables small: both are read as absent, or expired, anyway.
 func (s *Server) sweepLimits(ctx context.Context) {
-	cutoff := time.Now().Add(-time.Hour).UnixNano()
-	for _, q := range []string{`DELETE FROM serve_rate_buckets WHERE tat < ?`, `DELETE FROM serve_leases WHERE expires < ?`} {
-		if _, err := s.db.ExecContext(ctx, q, cutoff); err != nil && ctx.Err() == nil {
+	now := s.db.nowSQL()
+	for _, q := range []string{`DELETE FROM serve_rate_buckets WHERE tat < ` + now + ` - ?`, `DELETE FROM serve_leases WHERE expires < ` + now + ` - ?`} {
+		if _, err := s.db.ExecContext(ctx, q, append(s.db.nowArgs(s.clock()), int64(time.Hour))...); err != nil && ctx.Err() == nil {
 			s.log.Warn("server: sweeping the shared limits", "err", err)
 		}
 	}

@@ -131,10 +131,6 @@ type sharedLimiter struct {
 	wait      string   // tat - now of a key, for Retry-After
 }
 
-// pgNow is the database's clock in Unix ns on Postgres: the statement's
-// start, one value however often the statement reads it.
-const pgNow = `CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000000 AS BIGINT)`
-
 // newSharedLimiter is rl's buckets kept in db; nil (no limit) when
 // rl.PerSecond is negative.
 func newSharedLimiter(db *sqlDB, rl RateLimit) *sharedLimiter {
@@ -146,10 +142,7 @@ func newSharedLimiter(db *sqlDB, rl RateLimit) *sharedLimiter {
 	// keep every sum of the statement far from int64's end.
 	interval := int64(math.Min(float64(time.Hour), math.Max(1, float64(time.Second)/local.rate)))
 	tolerance := int64(math.Min(float64(365*24*time.Hour), (local.burst-1)*float64(interval)))
-	now := "?"
-	if db.pg {
-		now = pgNow
-	}
+	now := db.nowSQL()
 	// The proposed row's tat is now + interval, so excluded.tat - interval
 	// is now in the update without reading the clock twice.
 	return &sharedLimiter{db: db, interval: interval, tolerance: tolerance, local: local,
@@ -179,10 +172,7 @@ func (l *sharedLimiter) allow(ctx context.Context, key string, at time.Time) (bo
 
 // takeShared is allow's database part: the one statement.
 func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time) (bool, time.Duration, error) {
-	args := []any{key}
-	if !l.db.pg {
-		args = append(args, at.UnixNano())
-	}
+	args := append([]any{key}, l.db.nowArgs(at)...)
 	args = append(args, l.interval, l.interval, l.interval, l.interval, l.interval, l.tolerance)
 	var tat int64
 	err := l.db.QueryRowContext(ctx, l.take, args...).Scan(&tat)
@@ -194,12 +184,8 @@ func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time
 	}
 	// Refused (the update's condition held no row). How long until the
 	// next token is for Retry-After only: read apart, it needs no lock.
-	args = args[:0]
-	if !l.db.pg {
-		args = append(args, at.UnixNano())
-	}
 	var ahead int64
-	if err := l.db.QueryRowContext(ctx, l.wait, append(args, key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := l.db.QueryRowContext(ctx, l.wait, append(l.db.nowArgs(at), key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, 0, err
 	}
 	return false, time.Duration(max(ahead-l.tolerance, int64(time.Millisecond))), nil
@@ -221,7 +207,7 @@ func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
 // database is struggling; the request needed the database anyway). It
 // reports whether the request may go on; if not, it has answered.
 func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, p *Principal) bool {
-	at := time.Now()
+	at := s.clock()
 	var ok bool
 	var wait time.Duration
 	if s.shared != nil {

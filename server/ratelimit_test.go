@@ -131,33 +131,51 @@ func TestRateLimitDatabaseFails(t *testing.T) {
 // TestLongPollsAcrossNodes: a key's open waits are counted on every node
 // sharing the database: with one allowed, a long poll on node 1 while one
 // is open on node 0 is 429 rate_limited. Each node counted its own: node 1
-// opened it (its hook then ends the test's wait).
+// opened it (its hook then ends the test's wait). The leases' times are
+// the database's, so a node whose clock is an hour off still counts the
+// other's: when each node wrote and compared its own clock's, the node
+// ahead took the other's live lease for one expired long ago, deleted it
+// and opened its wait.
 func TestLongPollsAcrossNodes(t *testing.T) {
-	ctx := context.Background()
-	cl := newCluster(t, 2, func(_ int, o *server.Options) { o.MaxWait, o.MaxPollsPerKey = 30*time.Second, 1 })
-	a := newAsking(t, cl.nodes[0])
-	id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
-	open0 := make(chan struct{})
-	server.SetHook(cl.nodes[0].srv, func(point string) {
-		if point == "wait started" {
-			close(open0)
-		}
-	})
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	server.SetHook(cl.nodes[1].srv, func(point string) {
-		if point == "wait started" {
+	for _, c := range []struct {
+		name   string
+		clocks [2]time.Duration // each node's clock's offset
+	}{
+		{"same clocks", [2]time.Duration{0, 0}},
+		{"node 1 an hour ahead", [2]time.Duration{0, time.Hour}},
+		{"node 0 an hour behind", [2]time.Duration{-time.Hour, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			cl := newCluster(t, 2, func(_ int, o *server.Options) { o.MaxWait, o.MaxPollsPerKey = 30*time.Second, 1 })
+			for i, n := range cl.nodes {
+				server.SetClock(n.srv, func() time.Time { return time.Now().Add(c.clocks[i]) })
+			}
+			a := newAsking(t, cl.nodes[0])
+			id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
+			open0 := make(chan struct{})
+			server.SetHook(cl.nodes[0].srv, func(point string) {
+				if point == "wait started" {
+					close(open0)
+				}
+			})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			server.SetHook(cl.nodes[1].srv, func(point string) {
+				if point == "wait started" {
+					cancel()
+				}
+			})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = on(a.rt, cl.nodes[0]).Result(wctx, "acme", id, 30)
+			}()
+			<-open0
+			_, err := on(a.rt, cl.nodes[1]).Result(wctx, "acme", id, 30)
+			wantCode(t, err, 429, server.CodeRateLimited)
 			cancel()
-		}
-	})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = on(a.rt, cl.nodes[0]).Result(wctx, "acme", id, 30)
-	}()
-	<-open0
-	_, err := on(a.rt, cl.nodes[1]).Result(wctx, "acme", id, 30)
-	wantCode(t, err, 429, server.CodeRateLimited)
-	cancel()
-	<-done
+			<-done
+		})
+	}
 }
