@@ -43,6 +43,7 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	if n >= max {
 		return nil, false, nil
 	}
+	s.testHook("lease counted")
 	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_leases (name, id, expires) VALUES (?, ?, `+now+` + ?)`,
 		append(append([]any{name, id}, s.db.nowArgs(s.clock())...), int64(leaseTTL))...); err != nil {
 		return nil, false, err

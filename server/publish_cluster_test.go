@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,11 +21,19 @@ import (
 // and goes on. The grace only makes the race certain when nothing locks;
 // with a lock the answer is the same whatever the timing.
 func raceAt(cl *cluster, point string) {
+	for i, h := range raceHooks(point) {
+		server.SetHook(cl.nodes[i].srv, h)
+	}
+}
+
+// raceHooks is what raceAt makes each node's hook (a test that needs
+// other points too calls them from its own).
+func raceHooks(point string) (hooks [2]func(string)) {
 	var at [2]chan struct{}
 	var once [2]sync.Once
-	for i, n := range cl.nodes {
+	for i := range hooks {
 		at[i] = make(chan struct{})
-		server.SetHook(n.srv, func(p string) {
+		hooks[i] = func(p string) {
 			if p != point {
 				return
 			}
@@ -37,8 +46,9 @@ func raceAt(cl *cluster, point string) {
 			case <-at[1-i]:
 			case <-time.After(300 * time.Millisecond):
 			}
-		})
+		}
 	}
+	return hooks
 }
 
 // raceTwo runs do on node 0 and node 1 at once and returns how many
@@ -169,6 +179,70 @@ func TestUploadsInFlightAcrossNodes(t *testing.T) {
 			}
 			if n := p.count(t, "serve_leases"); n != 0 {
 				t.Fatalf("%d leases left", n)
+			}
+		})
+	}
+}
+
+// TestUploadsInFlightRaceAcrossNodes: with one upload in flight allowed,
+// two uploads of a publisher starting at once, one on each node, are one
+// 201 and one 429 rate_limited: the count of the leases and the insert of
+// one are a transaction holding the name's lock row. raceAt holds the
+// first between its count and its insert until the other has counted too,
+// or waits: without the lock row both counted none on Postgres, and both
+// passed.
+func TestUploadsInFlightRaceAcrossNodes(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) {
+				o.UploadQuota = server.UploadQuota{MaxInFlight: 1}
+				o.RateLimitScope = server.RateLimitNode
+			})
+			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+			// The upload that passes stays in flight (its hook) until the
+			// other has its answer; a second one in flight (both passed)
+			// lets both go.
+			race := raceHooks("lease counted")
+			release := make(chan struct{})
+			var inFlight atomic.Int32
+			var releaseOnce sync.Once
+			for i, n := range cl.nodes {
+				server.SetHook(n.srv, func(point string) {
+					race[i](point)
+					if point == "upload in flight" {
+						if inFlight.Add(1) == 2 {
+							releaseOnce.Do(func() { close(release) })
+						}
+						<-release
+					}
+				})
+			}
+			policy := policyWasm(t)
+			answers := make(chan error, 2)
+			for i := range 2 {
+				go func() {
+					_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(policy, i))
+					answers <- err
+				}()
+			}
+			errs := []error{<-answers}
+			releaseOnce.Do(func() { close(release) })
+			errs = append(errs, <-answers)
+			stored, limited := 0, 0
+			for i, err := range errs {
+				var p *server.Problem
+				switch {
+				case err == nil:
+					stored++
+				case errors.As(err, &p) && p.Status == 429 && p.Code == server.CodeRateLimited:
+					limited++
+				default:
+					t.Errorf("answer %d: %v", i, err)
+				}
+			}
+			if stored != 1 || limited != 1 {
+				t.Fatalf("%d of 2 uploads racing for the one slot answered 201, %d 429; want 1 and 1", stored, limited)
 			}
 		})
 	}
