@@ -179,3 +179,46 @@ func TestLongPollsAcrossNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestRateLimitRefund: a request the shared bucket refuses gives back the
+// token it took of its node's bucket in memory, so that bucket never
+// refuses what the shared one would pass. Node 0 spends the key's burst;
+// node 1's requests are refused by the shared bucket; once the shared
+// bucket is full again (its row deleted, as a refill does), node 1 serves
+// a whole burst. Without the refund its bucket in memory was spent by the
+// refusals, and it refused them (429 with the platform's bucket full).
+func TestRateLimitRefund(t *testing.T) {
+	const burst = 2
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) {
+				o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: burst}
+				o.RateLimitScope = server.RateLimitCluster
+			})
+			if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
+				t.Fatal(err)
+			}
+			op, doc := cl.nodes[0].keyDoc(t, server.RoleOperator, "acme")
+			for _, step := range []struct {
+				node int
+				want int // 0: served; else the status
+			}{{0, 0}, {0, 0}, {1, 429}, {1, 429}, {-1, 0}, {1, 0}, {1, 0}, {1, 429}} {
+				if step.node < 0 {
+					p := cl.nodes[0]
+					if _, err := p.db.Exec(p.q(`DELETE FROM serve_rate_buckets WHERE key_id = $1`), doc.ID); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				_, err := on(op, cl.nodes[step.node]).Credit(ctx, "acme")
+				if step.want == 0 && err != nil {
+					t.Fatalf("on node %d: %v", step.node, err)
+				}
+				if step.want != 0 {
+					wantCode(t, err, step.want, server.CodeRateLimited)
+				}
+			}
+		})
+	}
+}
