@@ -75,14 +75,27 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 
 // sweepLimits deletes (from sweepOnce) the rows of the shared limits that
 // hold nothing an absent row would not: the rate buckets full again for an
-// hour (a revoked key's among them) and the leases expired for an hour (a
-// dead node's, under a name nobody started anything under since). Only
-// keeps the tables small: both are read as absent, or expired, anyway.
+// hour (a revoked key's among them), the leases expired for an hour (a
+// dead node's, under a name nobody started anything under since), and the
+// lock rows no transaction holds (lockName upserts its row again; each
+// key that ever waited and each publisher that ever uploaded left one for
+// ever, a revoked key's too). Only keeps the tables small: buckets and
+// leases are read as absent, or expired, anyway. On Postgres the locks
+// held are skipped, not waited for: a sweep waiting for one publisher's
+// upload would hold the rows it had deleted, and every other name's
+// transactions waited for that upload too.
 func (s *Server) sweepLimits(ctx context.Context) {
 	now := s.db.nowSQL()
 	for _, q := range []string{`DELETE FROM serve_rate_buckets WHERE tat < ` + now + ` - ?`, `DELETE FROM serve_leases WHERE expires < ` + now + ` - ?`} {
 		if _, err := s.db.ExecContext(ctx, q, append(s.db.nowArgs(s.clock()), int64(time.Hour))...); err != nil && ctx.Err() == nil {
 			s.log.Warn("server: sweeping the shared limits", "err", err)
 		}
+	}
+	locks := `DELETE FROM serve_locks` // SQLite: the write lock is the database's
+	if s.db.pg {
+		locks = `DELETE FROM serve_locks WHERE name IN (SELECT name FROM serve_locks FOR UPDATE SKIP LOCKED)`
+	}
+	if _, err := s.db.ExecContext(ctx, locks); err != nil && ctx.Err() == nil {
+		s.log.Warn("server: sweeping the shared limits' lock rows", "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -280,6 +281,91 @@ func TestProposedSigningKeysAcrossNodes(t *testing.T) {
 			})
 			if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
 				t.Fatalf("%d of 2 racing proposals answered 201, %d keys stored (%v); want 1 and %d", stored, len(keys), err, server.MaxProposedSigningKeys)
+			}
+		})
+	}
+}
+
+// TestSweepLimits: the sweep deletes the shared limits' rows that hold
+// nothing (a bucket full again for an hour, a lease expired for an hour,
+// every lock row no transaction holds) and keeps the others (a bucket not
+// full, a lease not expired). The lock rows used to stay for ever, one per
+// key that ever waited and per publisher that ever uploaded, revoked keys'
+// too. On Postgres a lock row a transaction holds is skipped, not waited
+// for (a DELETE of the table waited for it, up to the context's end, and
+// then deleted nothing).
+func TestSweepLimits(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
+			p := cl.nodes[0]
+			pub := p.key(t, server.RolePublisher, "pubco")
+			if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
+				t.Fatal(err)
+			}
+			if n := p.count(t, "serve_locks"); n == 0 {
+				t.Fatal("an upload took no lock row")
+			}
+			now := time.Now()
+			for _, q := range []struct {
+				sql  string
+				args []any
+			}{
+				{`INSERT INTO serve_rate_buckets (key_id, tat) VALUES ('full', $1), ('spent', $2)`, []any{now.Add(-2 * time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()}},
+				{`INSERT INTO serve_leases (name, id, expires) VALUES ('dead', 'a', $1), ('live', 'b', $2)`, []any{now.Add(-2 * time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()}},
+			} {
+				if _, err := p.db.Exec(p.q(q.sql), q.args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantLocks := 0
+			if db == "postgres" {
+				tx, err := p.db.Begin()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				for _, db := range []interface {
+					Exec(string, ...any) (sql.Result, error)
+				}{p.db, tx} { // as lockName takes a row that exists
+					if _, err := db.Exec(`INSERT INTO serve_locks (name) VALUES ('held') ON CONFLICT (name) DO UPDATE SET name = excluded.name`); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wantLocks = 1
+			}
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			server.SweepLimits(sctx, cl.nodes[1].srv)
+			for _, c := range []struct {
+				table, key string
+				want       []string
+			}{
+				{"serve_rate_buckets", "key_id", []string{"spent"}},
+				{"serve_leases", "name", []string{"live"}},
+			} {
+				var got []string
+				rows, err := p.db.Query(`SELECT ` + c.key + ` FROM ` + c.table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var k string
+					if err := rows.Scan(&k); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, k)
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Errorf("%s after the sweep: %v, want %v", c.table, got, c.want)
+				}
+			}
+			if n := p.count(t, "serve_locks"); n != wantLocks {
+				t.Errorf("%d lock rows after the sweep, want %d (those held)", n, wantLocks)
 			}
 		})
 	}
