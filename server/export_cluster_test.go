@@ -15,3 +15,6 @@ func SetClock(s *Server, f func() time.Time) { s.testClock = f }
 
 // SweepLimits runs s's sweep of the shared limits' rows (sweepOnce's).
 func SweepLimits(ctx context.Context, s *Server) { s.sweepLimits(ctx) }
+
+// SharedTakes is how many times s's shared rate limit ran its statement.
+func SharedTakes(s *Server) int64 { return s.shared.takes.Load() }

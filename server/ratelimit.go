@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,8 +42,10 @@ const (
 	// (serve_rate_buckets), taken by one conditional statement per
 	// request: the nodes sharing the database together allow the rate,
 	// and a restart refills nothing. An in-memory bucket of the same size
-	// is a first check, so a flood at one node is refused without a
-	// write. When the database fails to answer, the request is 503
+	// is a first check, set down to the shared one's tokens when that
+	// refuses: a key's flood, at one node or spread over all, is refused
+	// in memory until the shared bucket may have a token again (about one
+	// statement a node per token, not one a request). When the database fails to answer, the request is 503
 	// unavailable: refused, not let through. The default on Postgres. See
 	// RATIONALE.md#why-a-shared-rate-limit.
 	RateLimitCluster RateLimitScope = "cluster"
@@ -102,13 +105,26 @@ func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
-// refund gives back the token allow took for key: the shared bucket
-// refused the request, so it counts against neither.
+// refund gives back the token allow took for key: the database failed to
+// take the shared bucket's, so the request counts against neither.
 func (l *limiter) refund(key string) {
+	l.settle(key, math.Inf(1))
+}
+
+// settle gives back the token allow took for key, whose request the shared
+// bucket refused, and lowers the bucket to the shared one's tokens if it
+// holds more. It never raises the bucket: this one counts only this node's
+// requests, so it holds at least what the shared one does, and never
+// refuses what the shared one would pass. With several nodes a key's flood
+// spread over them found tokens here at every node (each counts its own
+// share of what passed), so every request of the flood cost the database a
+// write; now, at each node, it is refused in memory until the shared bucket
+// may have a token again.
+func (l *limiter) settle(key string, shared float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b, ok := l.buckets[key]; ok {
-		b.tokens = math.Min(l.burst, b.tokens+1)
+		b.tokens = math.Min(math.Min(l.burst, b.tokens+1), shared)
 	}
 }
 
@@ -124,11 +140,12 @@ func (l *limiter) refund(key string) {
 // machine's.
 type sharedLimiter struct {
 	db        *sqlDB
-	interval  int64    // ns between two tokens: 1/rate
-	tolerance int64    // (burst-1) * interval
-	local     *limiter // the same bucket in memory: the first check
-	take      string   // the upsert; ? placeholders: key, [now], interval, tolerance
-	wait      string   // tat - now of a key, for Retry-After
+	interval  int64        // ns between two tokens: 1/rate
+	tolerance int64        // (burst-1) * interval
+	local     *limiter     // the same bucket in memory: the first check
+	take      string       // the upsert; ? placeholders: key, [now], interval, tolerance
+	wait      string       // tat - now of a key, for Retry-After
+	takes     atomic.Int64 // statements take ran (tests)
 }
 
 // newSharedLimiter is rl's buckets kept in db; nil (no limit) when
@@ -163,19 +180,26 @@ func (l *sharedLimiter) allow(ctx context.Context, key string, at time.Time) (bo
 	if ok, wait := l.local.allow(key, at); !ok {
 		return false, wait, nil
 	}
-	ok, wait, err := l.takeShared(ctx, key, at)
-	if !ok || err != nil {
+	ok, until, err := l.takeShared(ctx, key, at)
+	switch {
+	case err != nil:
 		l.local.refund(key)
+		return false, 0, err
+	case !ok:
+		l.local.settle(key, 1-float64(until)/float64(l.interval))
+		return false, max(until, time.Millisecond), nil
 	}
-	return ok, wait, err
+	return true, 0, nil
 }
 
-// takeShared is allow's database part: the one statement.
-func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time) (bool, time.Duration, error) {
+// takeShared is allow's database part: the one statement. When it
+// refuses, until is how long until the shared bucket has a token again.
+func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time) (ok bool, until time.Duration, err error) {
+	l.takes.Add(1)
 	args := append([]any{key}, l.db.nowArgs(at)...)
 	args = append(args, l.interval, l.interval, l.interval, l.interval, l.interval, l.tolerance)
 	var tat int64
-	err := l.db.QueryRowContext(ctx, l.take, args...).Scan(&tat)
+	err = l.db.QueryRowContext(ctx, l.take, args...).Scan(&tat)
 	if err == nil {
 		return true, 0, nil
 	}
@@ -183,12 +207,13 @@ func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time
 		return false, 0, err
 	}
 	// Refused (the update's condition held no row). How long until the
-	// next token is for Retry-After only: read apart, it needs no lock.
+	// next token is for Retry-After and the bucket in memory: read apart,
+	// it needs no lock (a row swept since reads as a full bucket).
 	var ahead int64
 	if err := l.db.QueryRowContext(ctx, l.wait, append(l.db.nowArgs(at), key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, 0, err
 	}
-	return false, time.Duration(max(ahead-l.tolerance, int64(time.Millisecond))), nil
+	return false, time.Duration(ahead - l.tolerance), nil
 }
 
 // unavailable answers 503 unavailable (Retry-After 1) for a limit, what,

@@ -180,45 +180,59 @@ func TestLongPollsAcrossNodes(t *testing.T) {
 	}
 }
 
-// TestRateLimitRefund: a request the shared bucket refuses gives back the
-// token it took of its node's bucket in memory, so that bucket never
-// refuses what the shared one would pass. Node 0 spends the key's burst;
-// node 1's requests are refused by the shared bucket; once the shared
-// bucket is full again (its row deleted, as a refill does), node 1 serves
-// a whole burst. Without the refund its bucket in memory was spent by the
-// refusals, and it refused them (429 with the platform's bucket full).
-func TestRateLimitRefund(t *testing.T) {
-	const burst = 2
+// TestRateLimitFloodInMemory: a request the shared bucket refuses sets
+// its node's bucket in memory down to the shared one's tokens, so a key's
+// flood is refused there, without a statement, until the shared bucket may
+// have a token again; and then that node's bucket has it too (it never
+// refuses what the shared one would pass). Node 0 spends the key's burst;
+// node 1 is refused three times with one statement (each was one: the
+// node's bucket in memory counted only its own requests, and with the
+// token given back kept them all); one interval later (node 1's clock, and
+// on Postgres the shared bucket's time moved by as much) node 1 serves one
+// request, then refuses again.
+func TestRateLimitFloodInMemory(t *testing.T) {
+	const burst, interval = 2, 1000 * time.Second
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			ctx := context.Background()
 			cl := twoNodes(t, db, func(o *server.Options) {
-				o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: burst}
+				o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(interval), Burst: burst}
 				o.RateLimitScope = server.RateLimitCluster
 			})
+			var ahead atomic.Int64 // node 1's clock's offset
+			server.SetClock(cl.nodes[1].srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
 			if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
 				t.Fatal(err)
 			}
 			op, doc := cl.nodes[0].keyDoc(t, server.RoleOperator, "acme")
-			for _, step := range []struct {
-				node int
-				want int // 0: served; else the status
-			}{{0, 0}, {0, 0}, {1, 429}, {1, 429}, {-1, 0}, {1, 0}, {1, 0}, {1, 429}} {
-				if step.node < 0 {
-					p := cl.nodes[0]
-					if _, err := p.db.Exec(p.q(`DELETE FROM serve_rate_buckets WHERE key_id = $1`), doc.ID); err != nil {
-						t.Fatal(err)
+			request := func(node, want int) {
+				t.Helper()
+				_, err := on(op, cl.nodes[node]).Credit(ctx, "acme")
+				if want == 200 {
+					if err != nil {
+						t.Fatalf("on node %d: %v", node, err)
 					}
-					continue
+					return
 				}
-				_, err := on(op, cl.nodes[step.node]).Credit(ctx, "acme")
-				if step.want == 0 && err != nil {
-					t.Fatalf("on node %d: %v", step.node, err)
-				}
-				if step.want != 0 {
-					wantCode(t, err, step.want, server.CodeRateLimited)
+				wantCode(t, err, want, server.CodeRateLimited)
+			}
+			request(0, 200)
+			request(0, 200)
+			for range 3 {
+				request(1, 429)
+			}
+			if n := server.SharedTakes(cl.nodes[1].srv); n != 1 {
+				t.Fatalf("node 1 ran the shared bucket's statement %d times for 3 requests refused, want 1", n)
+			}
+			ahead.Store(int64(interval))
+			if db == "postgres" { // the shared bucket reads the database's clock
+				p := cl.nodes[0]
+				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat - $1 WHERE key_id = $2`), int64(interval), doc.ID); err != nil {
+					t.Fatal(err)
 				}
 			}
+			request(1, 200)
+			request(1, 429)
 		})
 	}
 }
