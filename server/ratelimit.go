@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -27,7 +28,8 @@ const (
 )
 
 // RateLimit configures the per-key rate limit. The zero value means the
-// defaults; a negative PerSecond disables it.
+// defaults; a negative PerSecond disables it; New refuses one that is not a
+// finite number.
 type RateLimit struct {
 	PerSecond float64
 	Burst     int
@@ -66,6 +68,16 @@ type limiter struct {
 	buckets     map[string]*bucket // by key id: as many as there are keys
 	sweeps      int                // sweeps of a full table (tests)
 	lastSweep   time.Time          // the last sweep of a full table (failLimiter)
+}
+
+// check refuses a rate that is not a number or infinite (which made every
+// bucket refuse every request, with a Retry-After of nonsense): what names
+// the option.
+func (rl RateLimit) check(what string) error {
+	if math.IsNaN(rl.PerSecond) || math.IsInf(rl.PerSecond, 0) {
+		return fmt.Errorf("server: %s.PerSecond is %v: a finite number (negative: no limit)", what, rl.PerSecond)
+	}
+	return nil
 }
 
 func newLimiter(rl RateLimit) *limiter {

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,6 +235,38 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 			}
 			request(1, 200)
 			request(1, 429)
+		})
+	}
+}
+
+// TestNewRefusesBadRateLimit: New refuses a RateLimitScope it does not
+// know and a rate that is not a finite number (an infinite one made every
+// bucket refuse every request), naming the option.
+func TestNewRefusesBadRateLimit(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		tweak func(*server.Options)
+		want  string
+	}{
+		{"scope", func(o *server.Options) { o.RateLimitScope = "planet" }, `RateLimitScope "planet"`},
+		{"infinite rate", func(o *server.Options) { o.RateLimit.PerSecond = math.Inf(1) }, "RateLimit.PerSecond is +Inf"},
+		{"rate not a number", func(o *server.Options) { o.RateLimit.PerSecond = math.NaN() }, "RateLimit.PerSecond is NaN"},
+		{"cluster, infinite rate", func(o *server.Options) {
+			o.RateLimitScope, o.RateLimit.PerSecond = server.RateLimitCluster, math.Inf(-1)
+		}, "RateLimit.PerSecond is -Inf"},
+		{"failed authentications", func(o *server.Options) { o.AuthFailLimit.PerSecond = math.Inf(1) }, "AuthFailLimit.PerSecond is +Inf"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := server.Options{DB: openSQLite(t, t.TempDir()), Runtime: newRuntime(t), HostKey: hostKey()}
+			c.tweak(&opts)
+			srv, err := server.New(context.Background(), opts)
+			if err == nil {
+				srv.Close(context.Background())
+				t.Fatal("New accepted it")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %v; want it to say %q", err, c.want)
+			}
 		})
 	}
 }

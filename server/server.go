@@ -289,6 +289,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			scope = RateLimitCluster
 		}
 	}
+	for what, rl := range map[string]RateLimit{"RateLimit": opts.RateLimit, "AuthFailLimit": opts.AuthFailLimit} {
+		if err := rl.check(what); err != nil {
+			return nil, err
+		}
+	}
 	switch scope {
 	case RateLimitCluster:
 		s.shared = newSharedLimiter(s.db, opts.RateLimit)
