@@ -46,9 +46,10 @@ const (
 	// and a restart refills nothing. An in-memory bucket of the same size
 	// is a first check, set down to the shared one's tokens when that
 	// refuses: a key's flood, at one node or spread over all, is refused
-	// in memory until the shared bucket may have a token again (about one
-	// statement a node per token, not one a request). When the database fails to answer, the request is 503
-	// unavailable: refused, not let through. The default on Postgres. See
+	// in memory until the shared bucket may have a token again (a
+	// statement or two a node per token, not one a request). When the
+	// database fails to answer, the request is 503 unavailable: refused,
+	// not let through. The default on Postgres. See
 	// RATIONALE.md#why-a-shared-rate-limit.
 	RateLimitCluster RateLimitScope = "cluster"
 	// RateLimitNode keeps the buckets in the process's memory: each node
