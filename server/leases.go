@@ -18,7 +18,9 @@ const leaseTTL = store.DefaultLease
 // is no bound: nothing is written. The count and the insert are one
 // transaction holding name's lock (lockName), after the leases whose
 // expiry passed (their node died) are deleted. While the caller runs, the
-// lease is renewed every leaseTTL/3; end stops that and deletes it.
+// lease is renewed every leaseTTL/3; end stops that and deletes it. Expiries
+// are written and compared in nowSQL's clock: the database's on Postgres,
+// where the nodes' may disagree.
 func (s *Server) startLease(ctx context.Context, name string, max int) (end func(), ok bool, err error) {
 	if max < 0 {
 		return func() {}, true, nil
