@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/store"
 )
@@ -212,6 +213,30 @@ func (db *sqlDB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sqlTx, erro
 		return nil, err
 	}
 	return &sqlTx{Tx: tx, db: db}, nil
+}
+
+// pgNow is the database's clock in Unix ns on Postgres: the statement's
+// start, one value however often the statement reads it.
+const pgNow = `CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000000 AS BIGINT)`
+
+// nowSQL is "now" (Unix ns) in the statements that compare times several
+// nodes wrote (the shared limits' buckets and leases): on Postgres the
+// database's clock, so nodes' clocks may disagree; on SQLite a ? that
+// nowArgs fills with the node's clock (processes sharing a SQLite file
+// share a machine's).
+func (db *sqlDB) nowSQL() string {
+	if db.pg {
+		return pgNow
+	}
+	return "?"
+}
+
+// nowArgs is the argument of nowSQL's placeholder, at: none on Postgres.
+func (db *sqlDB) nowArgs(at time.Time) []any {
+	if db.pg {
+		return nil
+	}
+	return []any{at.UnixNano()}
 }
 
 // sqlTx is a transaction of a sqlDB: its queries are rewritten the same way.

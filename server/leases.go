@@ -18,7 +18,9 @@ const leaseTTL = store.DefaultLease
 // is no bound: nothing is written. The count and the insert are one
 // transaction holding name's lock (lockName), after the leases whose
 // expiry passed (their node died) are deleted. While the caller runs, the
-// lease is renewed every leaseTTL/3; end stops that and deletes it.
+// lease is renewed every leaseTTL/3; end stops that and deletes it. Expiries
+// are written and compared in nowSQL's clock: the database's on Postgres,
+// where the nodes' may disagree.
 func (s *Server) startLease(ctx context.Context, name string, max int) (end func(), ok bool, err error) {
 	if max < 0 {
 		return func() {}, true, nil
@@ -32,8 +34,8 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	if err := lockName(ctx, tx, "lease:"+name); err != nil {
 		return nil, false, err
 	}
-	at := time.Now()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM serve_leases WHERE name = ? AND expires < ?`, name, at.UnixNano()); err != nil {
+	now := s.db.nowSQL()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM serve_leases WHERE name = ? AND expires < `+now, append([]any{name}, s.db.nowArgs(s.clock())...)...); err != nil {
 		return nil, false, err
 	}
 	var n int
@@ -43,7 +45,9 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	if n >= max {
 		return nil, false, nil
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_leases (name, id, expires) VALUES (?, ?, ?)`, name, id, at.Add(leaseTTL).UnixNano()); err != nil {
+	s.testHook("lease counted")
+	if _, err := tx.ExecContext(ctx, `INSERT INTO serve_leases (name, id, expires) VALUES (?, ?, `+now+` + ?)`,
+		append(append([]any{name, id}, s.db.nowArgs(s.clock())...), int64(leaseTTL))...); err != nil {
 		return nil, false, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -54,8 +58,8 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 	go func() {
 		defer close(stopped)
 		every(renew, leaseTTL/3, func(ctx context.Context) {
-			if _, err := s.db.ExecContext(ctx, `UPDATE serve_leases SET expires = ? WHERE name = ? AND id = ?`,
-				time.Now().Add(leaseTTL).UnixNano(), name, id); err != nil && ctx.Err() == nil {
+			if _, err := s.db.ExecContext(ctx, `UPDATE serve_leases SET expires = `+now+` + ? WHERE name = ? AND id = ?`,
+				append(s.db.nowArgs(s.clock()), int64(leaseTTL), name, id)...); err != nil && ctx.Err() == nil {
 				s.log.Warn("server: renewing a lease", "name", name, "err", err)
 			}
 		})
@@ -73,14 +77,27 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 
 // sweepLimits deletes (from sweepOnce) the rows of the shared limits that
 // hold nothing an absent row would not: the rate buckets full again for an
-// hour (a revoked key's among them) and the leases expired for an hour (a
-// dead node's, under a name nobody started anything under since). Only
-// keeps the tables small: both are read as absent, or expired, anyway.
+// hour (a revoked key's among them), the leases expired for an hour (a
+// dead node's, under a name nobody started anything under since), and the
+// lock rows no transaction holds (lockName upserts its row again; each
+// key that ever waited and each publisher that ever uploaded left one for
+// ever, a revoked key's too). Only keeps the tables small: buckets and
+// leases are read as absent, or expired, anyway. On Postgres the locks
+// held are skipped, not waited for: a sweep waiting for one publisher's
+// upload would hold the rows it had deleted, and every other name's
+// transactions waited for that upload too.
 func (s *Server) sweepLimits(ctx context.Context) {
-	cutoff := time.Now().Add(-time.Hour).UnixNano()
-	for _, q := range []string{`DELETE FROM serve_rate_buckets WHERE tat < ?`, `DELETE FROM serve_leases WHERE expires < ?`} {
-		if _, err := s.db.ExecContext(ctx, q, cutoff); err != nil && ctx.Err() == nil {
+	now := s.db.nowSQL()
+	for _, q := range []string{`DELETE FROM serve_rate_buckets WHERE tat < ` + now + ` - ?`, `DELETE FROM serve_leases WHERE expires < ` + now + ` - ?`} {
+		if _, err := s.db.ExecContext(ctx, q, append(s.db.nowArgs(s.clock()), int64(time.Hour))...); err != nil && ctx.Err() == nil {
 			s.log.Warn("server: sweeping the shared limits", "err", err)
 		}
+	}
+	locks := `DELETE FROM serve_locks` // SQLite: the write lock is the database's
+	if s.db.pg {
+		locks = `DELETE FROM serve_locks WHERE name IN (SELECT name FROM serve_locks FOR UPDATE SKIP LOCKED)`
+	}
+	if _, err := s.db.ExecContext(ctx, locks); err != nil && ctx.Err() == nil {
+		s.log.Warn("server: sweeping the shared limits' lock rows", "err", err)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,11 +22,19 @@ import (
 // and goes on. The grace only makes the race certain when nothing locks;
 // with a lock the answer is the same whatever the timing.
 func raceAt(cl *cluster, point string) {
+	for i, h := range raceHooks(point) {
+		server.SetHook(cl.nodes[i].srv, h)
+	}
+}
+
+// raceHooks is what raceAt makes each node's hook (a test that needs
+// other points too calls them from its own).
+func raceHooks(point string) (hooks [2]func(string)) {
 	var at [2]chan struct{}
 	var once [2]sync.Once
-	for i, n := range cl.nodes {
+	for i := range hooks {
 		at[i] = make(chan struct{})
-		server.SetHook(n.srv, func(p string) {
+		hooks[i] = func(p string) {
 			if p != point {
 				return
 			}
@@ -37,8 +47,9 @@ func raceAt(cl *cluster, point string) {
 			case <-at[1-i]:
 			case <-time.After(300 * time.Millisecond):
 			}
-		})
+		}
 	}
+	return hooks
 }
 
 // raceTwo runs do on node 0 and node 1 at once and returns how many
@@ -174,6 +185,70 @@ func TestUploadsInFlightAcrossNodes(t *testing.T) {
 	}
 }
 
+// TestUploadsInFlightRaceAcrossNodes: with one upload in flight allowed,
+// two uploads of a publisher starting at once, one on each node, are one
+// 201 and one 429 rate_limited: the count of the leases and the insert of
+// one are a transaction holding the name's lock row. raceAt holds the
+// first between its count and its insert until the other has counted too,
+// or waits: without the lock row both counted none on Postgres, and both
+// passed.
+func TestUploadsInFlightRaceAcrossNodes(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) {
+				o.UploadQuota = server.UploadQuota{MaxInFlight: 1}
+				o.RateLimitScope = server.RateLimitNode
+			})
+			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+			// The upload that passes stays in flight (its hook) until the
+			// other has its answer; a second one in flight (both passed)
+			// lets both go.
+			race := raceHooks("lease counted")
+			release := make(chan struct{})
+			var inFlight atomic.Int32
+			var releaseOnce sync.Once
+			for i, n := range cl.nodes {
+				server.SetHook(n.srv, func(point string) {
+					race[i](point)
+					if point == "upload in flight" {
+						if inFlight.Add(1) == 2 {
+							releaseOnce.Do(func() { close(release) })
+						}
+						<-release
+					}
+				})
+			}
+			policy := policyWasm(t)
+			answers := make(chan error, 2)
+			for i := range 2 {
+				go func() {
+					_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(policy, i))
+					answers <- err
+				}()
+			}
+			errs := []error{<-answers}
+			releaseOnce.Do(func() { close(release) })
+			errs = append(errs, <-answers)
+			stored, limited := 0, 0
+			for i, err := range errs {
+				var p *server.Problem
+				switch {
+				case err == nil:
+					stored++
+				case errors.As(err, &p) && p.Status == 429 && p.Code == server.CodeRateLimited:
+					limited++
+				default:
+					t.Errorf("answer %d: %v", i, err)
+				}
+			}
+			if stored != 1 || limited != 1 {
+				t.Fatalf("%d of 2 uploads racing for the one slot answered 201, %d 429; want 1 and 1", stored, limited)
+			}
+		})
+	}
+}
+
 // TestProposedSigningKeysAcrossNodes: a publisher with one proposed
 // signing key left of MaxProposedSigningKeys proposes two at once, one on
 // each of two nodes sharing the database: one is stored, the other is 403
@@ -206,6 +281,91 @@ func TestProposedSigningKeysAcrossNodes(t *testing.T) {
 			})
 			if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
 				t.Fatalf("%d of 2 racing proposals answered 201, %d keys stored (%v); want 1 and %d", stored, len(keys), err, server.MaxProposedSigningKeys)
+			}
+		})
+	}
+}
+
+// TestSweepLimits: the sweep deletes the shared limits' rows that hold
+// nothing (a bucket full again for an hour, a lease expired for an hour,
+// every lock row no transaction holds) and keeps the others (a bucket not
+// full, a lease not expired). The lock rows used to stay for ever, one per
+// key that ever waited and per publisher that ever uploaded, revoked keys'
+// too. On Postgres a lock row a transaction holds is skipped, not waited
+// for (a DELETE of the table waited for it, up to the context's end, and
+// then deleted nothing).
+func TestSweepLimits(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
+			p := cl.nodes[0]
+			pub := p.key(t, server.RolePublisher, "pubco")
+			if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
+				t.Fatal(err)
+			}
+			if n := p.count(t, "serve_locks"); n == 0 {
+				t.Fatal("an upload took no lock row")
+			}
+			now := time.Now()
+			for _, q := range []struct {
+				sql  string
+				args []any
+			}{
+				{`INSERT INTO serve_rate_buckets (key_id, tat) VALUES ('full', $1), ('spent', $2)`, []any{now.Add(-2 * time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()}},
+				{`INSERT INTO serve_leases (name, id, expires) VALUES ('dead', 'a', $1), ('live', 'b', $2)`, []any{now.Add(-2 * time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()}},
+			} {
+				if _, err := p.db.Exec(p.q(q.sql), q.args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantLocks := 0
+			if db == "postgres" {
+				tx, err := p.db.Begin()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				for _, db := range []interface {
+					Exec(string, ...any) (sql.Result, error)
+				}{p.db, tx} { // as lockName takes a row that exists
+					if _, err := db.Exec(`INSERT INTO serve_locks (name) VALUES ('held') ON CONFLICT (name) DO UPDATE SET name = excluded.name`); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wantLocks = 1
+			}
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			server.SweepLimits(sctx, cl.nodes[1].srv)
+			for _, c := range []struct {
+				table, key string
+				want       []string
+			}{
+				{"serve_rate_buckets", "key_id", []string{"spent"}},
+				{"serve_leases", "name", []string{"live"}},
+			} {
+				var got []string
+				rows, err := p.db.Query(`SELECT ` + c.key + ` FROM ` + c.table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var k string
+					if err := rows.Scan(&k); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, k)
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Errorf("%s after the sweep: %v, want %v", c.table, got, c.want)
+				}
+			}
+			if n := p.count(t, "serve_locks"); n != wantLocks {
+				t.Errorf("%d lock rows after the sweep, want %d (those held)", n, wantLocks)
 			}
 		})
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +28,8 @@ const (
 )
 
 // RateLimit configures the per-key rate limit. The zero value means the
-// defaults; a negative PerSecond disables it.
+// defaults; a negative PerSecond disables it; New refuses one that is not a
+// finite number.
 type RateLimit struct {
 	PerSecond float64
 	Burst     int
@@ -41,9 +44,12 @@ const (
 	// (serve_rate_buckets), taken by one conditional statement per
 	// request: the nodes sharing the database together allow the rate,
 	// and a restart refills nothing. An in-memory bucket of the same size
-	// is a first check, so a flood at one node is refused without a
-	// write. When the database fails to answer, the request is 503
-	// unavailable: refused, not let through. The default on Postgres. See
+	// is a first check, set down to the shared one's tokens when that
+	// refuses: a key's flood, at one node or spread over all, is refused
+	// in memory until the shared bucket may have a token again (a
+	// statement or two a node per token, not one a request). When the
+	// database fails to answer, the request is 503 unavailable: refused,
+	// not let through. The default on Postgres. See
 	// RATIONALE.md#why-a-shared-rate-limit.
 	RateLimitCluster RateLimitScope = "cluster"
 	// RateLimitNode keeps the buckets in the process's memory: each node
@@ -63,6 +69,16 @@ type limiter struct {
 	buckets     map[string]*bucket // by key id: as many as there are keys
 	sweeps      int                // sweeps of a full table (tests)
 	lastSweep   time.Time          // the last sweep of a full table (failLimiter)
+}
+
+// check refuses a rate that is not a number or infinite (which made every
+// bucket refuse every request, with a Retry-After of nonsense): what names
+// the option.
+func (rl RateLimit) check(what string) error {
+	if math.IsNaN(rl.PerSecond) || math.IsInf(rl.PerSecond, 0) {
+		return fmt.Errorf("server: %s.PerSecond is %v: a finite number (negative: no limit)", what, rl.PerSecond)
+	}
+	return nil
 }
 
 func newLimiter(rl RateLimit) *limiter {
@@ -102,13 +118,26 @@ func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
-// refund gives back the token allow took for key: the shared bucket
-// refused the request, so it counts against neither.
+// refund gives back the token allow took for key: the database failed to
+// take the shared bucket's, so the request counts against neither.
 func (l *limiter) refund(key string) {
+	l.settle(key, math.Inf(1))
+}
+
+// settle gives back the token allow took for key, whose request the shared
+// bucket refused, and lowers the bucket to the shared one's tokens if it
+// holds more. It never raises the bucket: this one counts only this node's
+// requests, so it holds at least what the shared one does, and never
+// refuses what the shared one would pass. With several nodes a key's flood
+// spread over them found tokens here at every node (each counts its own
+// share of what passed), so every request of the flood cost the database a
+// write; now, at each node, it is refused in memory until the shared bucket
+// may have a token again.
+func (l *limiter) settle(key string, shared float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b, ok := l.buckets[key]; ok {
-		b.tokens = math.Min(l.burst, b.tokens+1)
+		b.tokens = math.Min(math.Min(l.burst, b.tokens+1), shared)
 	}
 }
 
@@ -124,16 +153,13 @@ func (l *limiter) refund(key string) {
 // machine's.
 type sharedLimiter struct {
 	db        *sqlDB
-	interval  int64    // ns between two tokens: 1/rate
-	tolerance int64    // (burst-1) * interval
-	local     *limiter // the same bucket in memory: the first check
-	take      string   // the upsert; ? placeholders: key, [now], interval, tolerance
-	wait      string   // tat - now of a key, for Retry-After
+	interval  int64        // ns between two tokens: 1/rate
+	tolerance int64        // (burst-1) * interval
+	local     *limiter     // the same bucket in memory: the first check
+	take      string       // the upsert; ? placeholders: key, [now], interval, tolerance
+	wait      string       // tat - now of a key, for Retry-After
+	takes     atomic.Int64 // statements take ran (tests)
 }
-
-// pgNow is the database's clock in Unix ns on Postgres: the statement's
-// start, one value however often the statement reads it.
-const pgNow = `CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000000 AS BIGINT)`
 
 // newSharedLimiter is rl's buckets kept in db; nil (no limit) when
 // rl.PerSecond is negative.
@@ -146,10 +172,7 @@ func newSharedLimiter(db *sqlDB, rl RateLimit) *sharedLimiter {
 	// keep every sum of the statement far from int64's end.
 	interval := int64(math.Min(float64(time.Hour), math.Max(1, float64(time.Second)/local.rate)))
 	tolerance := int64(math.Min(float64(365*24*time.Hour), (local.burst-1)*float64(interval)))
-	now := "?"
-	if db.pg {
-		now = pgNow
-	}
+	now := db.nowSQL()
 	// The proposed row's tat is now + interval, so excluded.tat - interval
 	// is now in the update without reading the clock twice.
 	return &sharedLimiter{db: db, interval: interval, tolerance: tolerance, local: local,
@@ -170,22 +193,26 @@ func (l *sharedLimiter) allow(ctx context.Context, key string, at time.Time) (bo
 	if ok, wait := l.local.allow(key, at); !ok {
 		return false, wait, nil
 	}
-	ok, wait, err := l.takeShared(ctx, key, at)
-	if !ok || err != nil {
+	ok, until, err := l.takeShared(ctx, key, at)
+	switch {
+	case err != nil:
 		l.local.refund(key)
+		return false, 0, err
+	case !ok:
+		l.local.settle(key, 1-float64(until)/float64(l.interval))
+		return false, max(until, time.Millisecond), nil
 	}
-	return ok, wait, err
+	return true, 0, nil
 }
 
-// takeShared is allow's database part: the one statement.
-func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time) (bool, time.Duration, error) {
-	args := []any{key}
-	if !l.db.pg {
-		args = append(args, at.UnixNano())
-	}
+// takeShared is allow's database part: the one statement. When it
+// refuses, until is how long until the shared bucket has a token again.
+func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time) (ok bool, until time.Duration, err error) {
+	l.takes.Add(1)
+	args := append([]any{key}, l.db.nowArgs(at)...)
 	args = append(args, l.interval, l.interval, l.interval, l.interval, l.interval, l.tolerance)
 	var tat int64
-	err := l.db.QueryRowContext(ctx, l.take, args...).Scan(&tat)
+	err = l.db.QueryRowContext(ctx, l.take, args...).Scan(&tat)
 	if err == nil {
 		return true, 0, nil
 	}
@@ -193,16 +220,13 @@ func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time
 		return false, 0, err
 	}
 	// Refused (the update's condition held no row). How long until the
-	// next token is for Retry-After only: read apart, it needs no lock.
-	args = args[:0]
-	if !l.db.pg {
-		args = append(args, at.UnixNano())
-	}
+	// next token is for Retry-After and the bucket in memory: read apart,
+	// it needs no lock (a row swept since reads as a full bucket).
 	var ahead int64
-	if err := l.db.QueryRowContext(ctx, l.wait, append(args, key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := l.db.QueryRowContext(ctx, l.wait, append(l.db.nowArgs(at), key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, 0, err
 	}
-	return false, time.Duration(max(ahead-l.tolerance, int64(time.Millisecond))), nil
+	return false, time.Duration(ahead - l.tolerance), nil
 }
 
 // unavailable answers 503 unavailable (Retry-After 1) for a limit, what,
@@ -221,7 +245,7 @@ func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
 // database is struggling; the request needed the database anyway). It
 // reports whether the request may go on; if not, it has answered.
 func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, p *Principal) bool {
-	at := time.Now()
+	at := s.clock()
 	var ok bool
 	var wait time.Duration
 	if s.shared != nil {

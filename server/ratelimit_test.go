@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,33 +133,140 @@ func TestRateLimitDatabaseFails(t *testing.T) {
 // TestLongPollsAcrossNodes: a key's open waits are counted on every node
 // sharing the database: with one allowed, a long poll on node 1 while one
 // is open on node 0 is 429 rate_limited. Each node counted its own: node 1
-// opened it (its hook then ends the test's wait).
+// opened it (its hook then ends the test's wait). The leases' times are
+// the database's, so a node whose clock is an hour off still counts the
+// other's: when each node wrote and compared its own clock's, the node
+// ahead took the other's live lease for one expired long ago, deleted it
+// and opened its wait.
 func TestLongPollsAcrossNodes(t *testing.T) {
-	ctx := context.Background()
-	cl := newCluster(t, 2, func(_ int, o *server.Options) { o.MaxWait, o.MaxPollsPerKey = 30*time.Second, 1 })
-	a := newAsking(t, cl.nodes[0])
-	id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
-	open0 := make(chan struct{})
-	server.SetHook(cl.nodes[0].srv, func(point string) {
-		if point == "wait started" {
-			close(open0)
-		}
-	})
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	server.SetHook(cl.nodes[1].srv, func(point string) {
-		if point == "wait started" {
+	for _, c := range []struct {
+		name   string
+		clocks [2]time.Duration // each node's clock's offset
+	}{
+		{"same clocks", [2]time.Duration{0, 0}},
+		{"node 1 an hour ahead", [2]time.Duration{0, time.Hour}},
+		{"node 0 an hour behind", [2]time.Duration{-time.Hour, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			cl := newCluster(t, 2, func(_ int, o *server.Options) { o.MaxWait, o.MaxPollsPerKey = 30*time.Second, 1 })
+			for i, n := range cl.nodes {
+				server.SetClock(n.srv, func() time.Time { return time.Now().Add(c.clocks[i]) })
+			}
+			a := newAsking(t, cl.nodes[0])
+			id := a.pending(t, "r-poll", map[string]any{"tool": "shell.exec"})
+			open0 := make(chan struct{})
+			server.SetHook(cl.nodes[0].srv, func(point string) {
+				if point == "wait started" {
+					close(open0)
+				}
+			})
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			server.SetHook(cl.nodes[1].srv, func(point string) {
+				if point == "wait started" {
+					cancel()
+				}
+			})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = on(a.rt, cl.nodes[0]).Result(wctx, "acme", id, 30)
+			}()
+			<-open0
+			_, err := on(a.rt, cl.nodes[1]).Result(wctx, "acme", id, 30)
+			wantCode(t, err, 429, server.CodeRateLimited)
 			cancel()
-		}
-	})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = on(a.rt, cl.nodes[0]).Result(wctx, "acme", id, 30)
-	}()
-	<-open0
-	_, err := on(a.rt, cl.nodes[1]).Result(wctx, "acme", id, 30)
-	wantCode(t, err, 429, server.CodeRateLimited)
-	cancel()
-	<-done
+			<-done
+		})
+	}
+}
+
+// TestRateLimitFloodInMemory: a request the shared bucket refuses sets
+// its node's bucket in memory down to the shared one's tokens, so a key's
+// flood is refused there, without a statement, until the shared bucket may
+// have a token again; and then that node's bucket has it too (it never
+// refuses what the shared one would pass). Node 0 spends the key's burst;
+// node 1 is refused three times with one statement (each was one: the
+// node's bucket in memory counted only its own requests, and with the
+// token given back kept them all); one interval later (node 1's clock, and
+// on Postgres the shared bucket's time moved by as much) node 1 serves one
+// request, then refuses again.
+func TestRateLimitFloodInMemory(t *testing.T) {
+	const burst, interval = 2, 1000 * time.Second
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) {
+				o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(interval), Burst: burst}
+				o.RateLimitScope = server.RateLimitCluster
+			})
+			var ahead atomic.Int64 // node 1's clock's offset
+			server.SetClock(cl.nodes[1].srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+			if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
+				t.Fatal(err)
+			}
+			op, doc := cl.nodes[0].keyDoc(t, server.RoleOperator, "acme")
+			request := func(node, want int) {
+				t.Helper()
+				_, err := on(op, cl.nodes[node]).Credit(ctx, "acme")
+				if want == 200 {
+					if err != nil {
+						t.Fatalf("on node %d: %v", node, err)
+					}
+					return
+				}
+				wantCode(t, err, want, server.CodeRateLimited)
+			}
+			request(0, 200)
+			request(0, 200)
+			for range 3 {
+				request(1, 429)
+			}
+			if n := server.SharedTakes(cl.nodes[1].srv); n != 1 {
+				t.Fatalf("node 1 ran the shared bucket's statement %d times for 3 requests refused, want 1", n)
+			}
+			ahead.Store(int64(interval))
+			if db == "postgres" { // the shared bucket reads the database's clock
+				p := cl.nodes[0]
+				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat - $1 WHERE key_id = $2`), int64(interval), doc.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			request(1, 200)
+			request(1, 429)
+		})
+	}
+}
+
+// TestNewRefusesBadRateLimit: New refuses a RateLimitScope it does not
+// know and a rate that is not a finite number (an infinite one made every
+// bucket refuse every request), naming the option.
+func TestNewRefusesBadRateLimit(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		tweak func(*server.Options)
+		want  string
+	}{
+		{"scope", func(o *server.Options) { o.RateLimitScope = "planet" }, `RateLimitScope "planet"`},
+		{"infinite rate", func(o *server.Options) { o.RateLimit.PerSecond = math.Inf(1) }, "RateLimit.PerSecond is +Inf"},
+		{"rate not a number", func(o *server.Options) { o.RateLimit.PerSecond = math.NaN() }, "RateLimit.PerSecond is NaN"},
+		{"cluster, infinite rate", func(o *server.Options) {
+			o.RateLimitScope, o.RateLimit.PerSecond = server.RateLimitCluster, math.Inf(-1)
+		}, "RateLimit.PerSecond is -Inf"},
+		{"failed authentications", func(o *server.Options) { o.AuthFailLimit.PerSecond = math.Inf(1) }, "AuthFailLimit.PerSecond is +Inf"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := server.Options{DB: openSQLite(t, t.TempDir()), Runtime: newRuntime(t), HostKey: hostKey()}
+			c.tweak(&opts)
+			srv, err := server.New(context.Background(), opts)
+			if err == nil {
+				srv.Close(context.Background())
+				t.Fatal("New accepted it")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %v; want it to say %q", err, c.want)
+			}
+		})
+	}
 }

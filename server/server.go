@@ -223,6 +223,9 @@ type Server struct {
 	// testHookFn, if set (by a test, before any request), is called at the
 	// named points of a request, so a test can order two nodes' steps.
 	testHookFn func(point string)
+	// testClock, if set (by a test, before any request), is the node's
+	// clock where the shared limits read it (clock).
+	testClock func() time.Time
 }
 
 // testHook calls s.testHookFn, if a test set one, at point.
@@ -230,6 +233,15 @@ func (s *Server) testHook(point string) {
 	if s.testHookFn != nil {
 		s.testHookFn(point)
 	}
+}
+
+// clock is the node's clock as the shared limits read it: time.Now, or a
+// test's.
+func (s *Server) clock() time.Time {
+	if s.testClock != nil {
+		return s.testClock()
+	}
+	return time.Now()
 }
 
 // background runs f in a goroutine that Close waits for. It is called by
@@ -275,6 +287,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		scope = RateLimitNode
 		if s.db.pg {
 			scope = RateLimitCluster
+		}
+	}
+	for what, rl := range map[string]RateLimit{"RateLimit": opts.RateLimit, "AuthFailLimit": opts.AuthFailLimit} {
+		if err := rl.check(what); err != nil {
+			return nil, err
 		}
 	}
 	switch scope {
