@@ -18,9 +18,13 @@ func Waiters(s *Server) int {
 func HoldBind(s *Server, tenant string) (release func()) { return s.bindLocks.Lock(tenant) }
 
 // HoldVerify counts a verification of tenant's audit chain as running, as
-// one in progress does, until release.
+// one in progress does (its lease), until release; nil when one runs
+// already or the database failed.
 func HoldVerify(s *Server, tenant string) (release func()) {
-	end, _ := s.verifies.start(tenant, 1)
+	end, ok, err := s.startLease(context.Background(), "verify:"+tenant, 1)
+	if !ok || err != nil {
+		return nil
+	}
 	return end
 }
 

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
-	"sync"
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/chain"
@@ -440,34 +439,6 @@ func (q UploadQuota) withDefaults() UploadQuota {
 	zeroDefault(&q.MaxBytes, DefaultMaxPublisherBytes)
 	zeroDefault(&q.MaxInFlight, DefaultMaxUploadsInFlight)
 	return q
-}
-
-// inFlight counts requests in flight by a key (a publisher's uploads, a
-// key's long polls).
-type inFlight struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// start counts one more of key's, and returns its end, or false when key
-// has max in flight already (a negative max: no bound).
-func (f *inFlight) start(key string, max int) (func(), bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if max >= 0 && f.n[key] >= max {
-		return nil, false
-	}
-	if f.n == nil {
-		f.n = map[string]int{}
-	}
-	f.n[key]++
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.n[key]--; f.n[key] <= 0 {
-			delete(f.n, key)
-		}
-	}, true
 }
 
 // checkUploadQuota refuses an upload of size bytes that would take

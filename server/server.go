@@ -201,7 +201,6 @@ type Server struct {
 	owner     string           // this node's name in run claims
 
 	runLocks keyedlock.Locks // by (tenant, run): one run per id at a time in this process
-	verifies inFlight        // each tenant's audit verifications running (one at a time)
 	// verifyStore, when set (tests), wraps the store a verification reads.
 	verifyStore atomic.Pointer[func(audit.Store) audit.Store]
 

@@ -616,10 +616,15 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ *Principa
 		return
 	}
 	// A verification may read the whole chain (a full one, or the first):
-	// one at a time per tenant (in this process), so that a tenant's
-	// operators cannot load the shared database with many at once.
-	end, ok := s.verifies.start(tenant, 1)
-	if !ok {
+	// one at a time per tenant on the whole platform (a lease: every node
+	// sharing the database counts it), so that a tenant's operators cannot
+	// load the shared database with many at once.
+	end, ok, err := s.startLease(r.Context(), "verify:"+tenant, 1)
+	switch {
+	case err != nil:
+		s.unavailable(w, "the tenant's running verifications", err)
+		return
+	case !ok:
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeRateLimited, "a verification of tenant %s's audit chain is running already", tenant))
 		return
