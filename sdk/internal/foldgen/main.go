@@ -253,7 +253,7 @@ pub(crate) fn fold_next(r: u32) -> u32 {
 
 `)
 	fmt.Fprintf(&as, "// FOLD_SUM is FNV-1a over foldNext(r) for every rune (test/prefilter.ts).\nexport const FOLD_SUM: u32 = 0x%08x;\n\n", sum)
-	as.WriteString("const FOLD_RANGES: StaticArray<u32> = [\n")
+	as.WriteString("// The runes with a fold orbit lie in these ranges (regex.ts's classes\n// fold a range by them).\nexport const FOLD_RANGES: StaticArray<u32> = [\n")
 	words(&as, "  ", packed)
 	as.WriteString("];\nconst FOLD_DELTAS: StaticArray<u16> = [\n")
 	words(&as, "  ", delta)
