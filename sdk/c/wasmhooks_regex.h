@@ -204,9 +204,11 @@ WH_API int wh__cdone(wh__rp *p, wh__cb *b, int neg) {
 	wh_re *re = p->re;
 	if (b->over) { re->err = "too many non-ASCII ranges in a character class"; return -1; }
 	if (b->perlneg) { /* every non-ASCII character but ex's in no range */
+		uint32_t out[8];
 		int n = 0;
 		for (int k = 0; k < b->nex; k++)
-			if (!wh__cin(&b->c, b->ex[k])) b->r[2 * n] = b->r[2 * n + 1] = b->ex[k], n++;
+			if (!wh__cin(&b->c, b->ex[k])) out[2 * n] = out[2 * n + 1] = b->ex[k], n++;
+		memcpy(b->r, out, sizeof *out * 2 * (size_t)n);
 		b->c.nr = (uint16_t)n;
 		b->c.nonascii = 1;
 	}
