@@ -5,13 +5,16 @@
  * compile again, or keep your own copy, per invocation).
  *
  * Supported: literals; . ; [...] and [^...] with ranges and \d \w \s \D \W
- * \S inside (ASCII members only; a negated class matches every non-ASCII
- * character but the folds of its members under (?i)); \d \w \s \D \W \S \b \B \A \z ^ $; escapes \n \t \r \f \v \a
- * \xHH and escaped punctuation; groups (...), (?:...), (?P<name>...),
- * (?<name>...); flags (?i) (?s) (?m) (?U) and (?flags:...); quantifiers
- * * + ? {n} {n,} {n,m} (n, m <= 1000) and their lazy forms. A group named
- * "secret" is captured (wh_re_match's sub). Anything else (\p{..}, [[:alpha:]],
- * non-ASCII class members) is refused at compile time with a message.
+ * \S inside, non-ASCII members and ranges included ([é-ë], [а-я],
+ * [a-é]; a negated class matches any character not in it, one whole UTF-8
+ * character at a time); \d \w \s \D \W \S \b \B \A \z ^ $; escapes \n \t
+ * \r \f \v \a \xHH \x{H...} and escaped punctuation; groups (...), (?:...),
+ * (?P<name>...), (?<name>...); flags (?i) (?s) (?m) (?U) and (?flags:...);
+ * quantifiers * + ? {n} {n,} {n,m} (n, m <= 1000) and their lazy forms. A
+ * group named "secret" is captured (wh_re_match's sub). Anything else
+ * (\p{..}, [[:alpha:]]) is refused at compile time with a message, as is a
+ * class of more than WH_RE_CLASS_RANGES (64) ranges of non-ASCII
+ * characters, or a pattern of more than WH_RE_MAX_RANGES (512) in all.
  * Under (?i) a literal, a class's members and \w \W fold by Unicode simple
  * case folding, as Go's regexp: (?i)k matches U+212A KELVIN SIGN, (?i)\xc3\xa9
  * (e acute) its capital, (?i)[^a-z] not U+017F LONG S (wasmhooks_fold.h,
@@ -34,9 +37,9 @@ enum { WH_RI_BYTE, WH_RI_CLASS, WH_RI_ANY, WH_RI_ANYNL, WH_RI_ASSERT, WH_RI_SPLI
 enum { WH_RA_BOT, WH_RA_EOT, WH_RA_BOL, WH_RA_EOL, WH_RA_WORD, WH_RA_NOWORD };
 
 /* A class: the ASCII members in bits; a non-ASCII character r is a member
- * when nonascii differs from whether r is one of runes (at most 4: a fold
- * orbit, or the non-ASCII folds of ASCII letters, U+017F and U+212A). */
-typedef struct { uint32_t bits[4]; uint8_t nonascii, nrunes; uint32_t runes[4]; } wh_re_class;
+ * when nonascii differs from whether r lies in one of the nr ranges
+ * r[2i]..r[2i+1] (sorted, disjoint, not adjacent). */
+typedef struct { uint32_t bits[4]; uint8_t nonascii; uint16_t nr; uint32_t *r; } wh_re_class;
 typedef struct { uint8_t op; uint8_t arg; uint16_t pad; int32_t x, y; } wh_re_inst;
 
 /* AST */
@@ -58,6 +61,7 @@ typedef struct {
 	int nfirstb;           /* 0: use first[] */
 	uint8_t required[16];  /* bytes every match contains */
 	int nrequired;
+	int nranges;           /* the classes' non-ASCII ranges, at most WH_RE_MAX_RANGES */
 	const char *err;
 } wh_re;
 
@@ -68,6 +72,10 @@ typedef struct { const char *s, *end; int flags; wh_re *re; } wh__rp;
 #define WH_RF_U 8
 #define WH_RE_MAX_PROG 40000
 #define WH_RE_MAX_NODES 4000
+/* A class holds at most 64 ranges of non-ASCII characters (as it is read,
+ * folds included), a pattern 512 in all: past either it is refused. */
+#define WH_RE_CLASS_RANGES 64
+#define WH_RE_MAX_RANGES 512
 
 /* wh__grow makes room for one more item in an array of n items of size sz
  * at items with capacity *cap (first at the start, then doubled), holding at
@@ -110,62 +118,119 @@ WH_API int wh__rclass(wh__rp *p) {
 }
 WH_API void wh__cset(wh_re_class *c, int b) { c->bits[b >> 5] |= 1u << (b & 31); }
 WH_API int wh__ctest(const wh_re_class *c, int b) { return (c->bits[b >> 5] >> (b & 31)) & 1; }
-/* wh__cfind returns the index of r in c's runes, or -1. */
-WH_API int wh__cfind(const wh_re_class *c, uint32_t r) {
-	for (int i = 0; i < c->nrunes; i++)
-		if (c->runes[i] == r) return i;
-	return -1;
+/* wh__cin reports whether the non-ASCII character r lies in one of c's
+ * ranges. */
+WH_API int wh__cin(const wh_re_class *c, uint32_t r) {
+	int i = 0, j = c->nr;
+	while (i < j) {
+		int h = (i + j) / 2;
+		if (c->r[2 * h + 1] < r) i = h + 1; else j = h;
+	}
+	return i < c->nr && c->r[2 * i] <= r;
 }
-/* wh__crune makes the character r a member of c. */
-WH_API void wh__crune(wh_re_class *c, uint32_t r) {
-	if (r < 0x80) { wh__cset(c, (int)r); return; }
-	int k = wh__cfind(c, r);
-	if (c->nonascii) { if (k >= 0) c->runes[k] = c->runes[--c->nrunes]; }
-	else if (k < 0 && c->nrunes < 4) c->runes[c->nrunes++] = r;
+/* A class as it is read: its ranges in r (c.r points there), and, once a
+ * \W \S \D was read, the non-ASCII characters every one of them leaves out
+ * (ex: the folds \W leaves out under (?i)); the class is then every
+ * non-ASCII character but those of ex in none of the ranges. */
+typedef struct { wh_re_class c; uint32_t r[2 * WH_RE_CLASS_RANGES]; int perlneg, nex, over; uint32_t ex[4]; } wh__cb;
+/* wh__cadd makes the characters lo..hi members of b. */
+WH_API void wh__cadd(wh__cb *b, uint32_t lo, uint32_t hi) {
+	for (; lo <= hi && lo < 0x80; lo++) wh__cset(&b->c, (int)lo);
+	if (lo > hi) return;
+	uint32_t *r = b->r;
+	int n = b->c.nr, i = 0;
+	while (i < n && r[2 * i + 1] + 1 < lo) i++; /* the first range not wholly before lo-1 */
+	int j = i;
+	while (j < n && r[2 * j] <= hi + 1) { /* the ranges lo..hi touches merge into it */
+		if (r[2 * j] < lo) lo = r[2 * j];
+		if (r[2 * j + 1] > hi) hi = r[2 * j + 1];
+		j++;
+	}
+	if (i == j && n == WH_RE_CLASS_RANGES) { b->over = 1; return; }
+	int d = 1 - (j - i); /* ranges i..j-1 become one */
+	memmove(r + 2 * (j + d), r + 2 * j, sizeof *r * 2 * (size_t)(n - j));
+	r[2 * i] = lo;
+	r[2 * i + 1] = hi;
+	b->c.nr = (uint16_t)(n + d);
 }
-/* wh__cfold makes r a member of c, and under fold its whole orbit of
- * Unicode simple case folding, as Go's regexp does ((?i)k matches U+212A
- * KELVIN SIGN). */
-WH_API __attribute__((noinline)) void wh__cfold(wh_re_class *c, uint32_t r, int fold) {
-	wh__crune(c, r);
-	if (fold)
-		for (uint32_t f = wh__fold_next(r); f != r; f = wh__fold_next(f)) wh__crune(c, f);
+/* wh__crange makes the characters lo..hi members of b, and under fold
+ * their whole orbits of Unicode simple case folding, as Go's regexp does
+ * ((?i)k matches U+212A KELVIN SIGN): the runes with an orbit are those of
+ * the fold table's ranges. */
+WH_API __attribute__((noinline)) void wh__crange(wh__cb *b, uint32_t lo, uint32_t hi, int fold) {
+	wh__cadd(b, lo, hi);
+	if (!fold) return;
+	for (size_t i = 0; i < sizeof wh__fold_ranges / sizeof *wh__fold_ranges; i++) {
+		uint32_t flo = wh__fold_ranges[i] >> 7, fhi = flo + (wh__fold_ranges[i] & 127);
+		for (uint32_t r = flo < lo ? lo : flo; r <= fhi && r <= hi; r++)
+			for (uint32_t f = wh__fold_next(r); f != r; f = wh__fold_next(f)) wh__cadd(b, f, f);
+	}
 }
-WH_API __attribute__((noinline)) void wh__crange(wh_re_class *c, int lo, int hi, int fold) {
-	for (int b = lo; b <= hi; b++) wh__cfold(c, (uint32_t)b, fold);
-}
-/* wh__cperl adds \d \w \s (or their negations) to c, folded as Go folds
+/* wh__cperl adds \d \w \s (or their negations) to b, folded as Go folds
  * them under (?i) ((?i)\w holds U+212A, (?i)\W does not); 0 if e is not
  * one. */
-WH_API int wh__cperl(wh_re_class *c, char e, int fold) {
-	wh_re_class t;
-	memset(&t, 0, sizeof t);
+WH_API int wh__cperl(wh__cb *b, char e, int fold) {
+	wh__cb t;
+	t.c = (wh_re_class){{0}, 0, 0, t.r};
+	t.over = 0;
 	int neg = e >= 'A' && e <= 'Z';
 	switch (e | 32) {
 	case 'd': wh__crange(&t, '0', '9', fold); break;
-	case 'w': wh__crange(&t, '0', '9', fold); wh__crange(&t, 'a', 'z', fold); wh__crange(&t, 'A', 'Z', fold); wh__cset(&t, '_'); break;
-	case 's': wh__cset(&t, '\t'); wh__cset(&t, '\n'); wh__cset(&t, '\f'); wh__cset(&t, '\r'); wh__cset(&t, ' '); break;
+	case 'w': wh__crange(&t, '0', '9', fold); wh__crange(&t, 'a', 'z', fold); wh__crange(&t, 'A', 'Z', fold); wh__cset(&t.c, '_'); break;
+	case 's': wh__cset(&t.c, '\t'); wh__cset(&t.c, '\n'); wh__cset(&t.c, '\f'); wh__cset(&t.c, '\r'); wh__cset(&t.c, ' '); break;
 	default: return 0;
 	}
-	for (int i = 0; i < 4; i++) c->bits[i] |= neg ? ~t.bits[i] : t.bits[i];
-	if (!neg) {
-		for (int i = 0; i < t.nrunes; i++) wh__crune(c, t.runes[i]);
-		return 1;
+	for (int i = 0; i < 4; i++) b->c.bits[i] |= neg ? ~t.c.bits[i] : t.c.bits[i];
+	for (int i = 0; i < t.c.nr; i++) /* the non-ASCII folds of \w: U+017F and U+212A */
+		if (!neg) wh__cadd(b, t.r[2 * i], t.r[2 * i + 1]);
+	if (neg) { /* the characters left out: t's, and those of every earlier one */
+		uint32_t ex[4];
+		int n = 0;
+		for (int i = 0; i < t.c.nr; i++) {
+			uint32_t r = t.r[2 * i];
+			int kept = !b->perlneg;
+			for (int k = 0; k < b->nex; k++) kept |= b->ex[k] == r;
+			if (kept && n < 4) ex[n++] = r;
+		}
+		memcpy(b->ex, ex, sizeof ex);
+		b->nex = n;
+		b->perlneg = 1;
 	}
-	/* the union with every non-ASCII character but t's runes */
-	uint32_t out[4];
-	int n = 0;
-	if (c->nonascii) { /* excluded by both */
-		for (int i = 0; i < c->nrunes; i++)
-			if (wh__cfind(&t, c->runes[i]) >= 0) out[n++] = c->runes[i];
-	} else { /* excluded by t and not one of c's */
-		for (int i = 0; i < t.nrunes; i++)
-			if (wh__cfind(c, t.runes[i]) < 0) out[n++] = t.runes[i];
-	}
-	memcpy(c->runes, out, sizeof out);
-	c->nrunes = (uint8_t)n;
-	c->nonascii = 1;
 	return 1;
+}
+/* wh__cdone stores b (negated when neg) as the pattern's next class and
+ * returns its node, or -1 with the error set. */
+WH_API int wh__cdone(wh__rp *p, wh__cb *b, int neg) {
+	wh_re *re = p->re;
+	if (b->over) { re->err = "too many non-ASCII ranges in a character class"; return -1; }
+	if (b->perlneg) { /* every non-ASCII character but ex's in no range */
+		uint32_t out[8];
+		int n = 0;
+		for (int k = 0; k < b->nex; k++)
+			if (!wh__cin(&b->c, b->ex[k])) out[2 * n] = out[2 * n + 1] = b->ex[k], n++;
+		memcpy(b->r, out, sizeof *out * 2 * (size_t)n);
+		b->c.nr = (uint16_t)n;
+		b->c.nonascii = 1;
+	}
+	if (neg) { for (int i = 0; i < 4; i++) b->c.bits[i] = ~b->c.bits[i]; b->c.nonascii = !b->c.nonascii; }
+	if (re->nranges + b->c.nr > WH_RE_MAX_RANGES) { re->err = "too many non-ASCII ranges in character classes"; return -1; }
+	int k = wh__rclass(p);
+	if (k < 0) return -1;
+	wh_re_class *c = &re->cls[k];
+	*c = b->c;
+	c->r = NULL;
+	if (c->nr) {
+		if (!(c->r = (uint32_t *)wh_alloc(sizeof *c->r * 2 * c->nr))) { re->err = "out of memory"; return -1; }
+		memcpy(c->r, b->r, sizeof *c->r * 2 * c->nr);
+		re->nranges += c->nr;
+	}
+	int n = wh__rnode(p, WH_RN_CLASS);
+	if (n >= 0) re->nodes[n].cls = k;
+	return n;
+}
+WH_API void wh__cinit(wh__cb *b) {
+	memset(b, 0, sizeof *b);
+	b->c.r = b->r;
 }
 /* wh__rescape reads the escape at p->s (after the backslash) as a literal
  * byte; -1 on error, -2 if it is not a literal escape. */
@@ -179,13 +244,12 @@ WH_API int wh__rescape(wh__rp *p) {
 	case 'f': return '\f';
 	case 'v': return '\v';
 	case 'a': return 7;
-	case 'x': {
-		if (p->end - p->s >= 2 && wh__hex(p->s[0]) >= 0 && wh__hex(p->s[1]) >= 0) {
-			int v = wh__hex(p->s[0]) * 16 + wh__hex(p->s[1]);
-			p->s += 2;
-			if (v >= 0x80) { p->re->err = "non-ASCII \\x escapes are not supported"; return -1; }
-			return v;
-		}
+	case 'x': { /* \xHH or \x{H...}: the character U+H... */
+		int v = 0, braces = p->s < p->end && *p->s == '{', nd = 0;
+		p->s += braces;
+		while (p->s < p->end && wh__hex(*p->s) >= 0 && (braces || nd < 2) && v <= 0x10FFFF) v = v * 16 + wh__hex(*p->s++), nd++;
+		if (braces && (p->s >= p->end || *p->s++ != '}')) nd = 0;
+		if (nd && (braces || nd == 2) && v <= 0x10FFFF) return v;
 		p->re->err = "invalid escape sequence";
 		return -1;
 	}
@@ -194,11 +258,26 @@ WH_API int wh__rescape(wh__rp *p) {
 	p->s--;
 	return -2;
 }
+/* wh__rclassch reads one member of a class at p->s: its character, or -1
+ * with the error set, or -2 after a \d \w \s (added to b). */
+WH_API int wh__rclassch(wh__rp *p, wh__cb *b) {
+	unsigned char ch = (unsigned char)*p->s++;
+	if (ch >= 0x80) {
+		uint32_t r;
+		size_t l = wh_utf8_len((const unsigned char *)p->s - 1, (size_t)(p->end - p->s + 1), &r);
+		if (!l) { p->re->err = "invalid UTF-8"; return -1; }
+		p->s += l - 1;
+		return (int)r;
+	}
+	if (ch != '\\') return ch;
+	if (b && p->s < p->end && wh__cperl(b, *p->s, p->flags & WH_RF_I)) { p->s++; return -2; }
+	int lo = wh__rescape(p);
+	if (lo == -2) p->re->err = "invalid escape sequence";
+	return lo < 0 ? -1 : lo;
+}
 WH_API int wh__rparse_class(wh__rp *p) {
-	int k = wh__rclass(p);
-	if (k < 0) return -1;
-	wh_re_class c;
-	memset(&c, 0, sizeof c);
+	wh__cb b;
+	wh__cinit(&b);
 	int neg = 0, fold = p->flags & WH_RF_I;
 	if (p->s < p->end && *p->s == '^') { neg = 1; p->s++; }
 	int firstch = 1;
@@ -208,56 +287,39 @@ WH_API int wh__rparse_class(wh__rp *p) {
 		if (ch == ']' && !firstch) { p->s++; break; }
 		firstch = 0;
 		if (ch == '[' && p->s + 1 < p->end && p->s[1] == ':') { p->re->err = "[:class:] is not supported"; return -1; }
-		int lo;
-		p->s++;
-		if ((unsigned char)ch >= 0x80) { p->re->err = "non-ASCII characters in a class are not supported"; return -1; }
-		if (ch == '\\') {
-			if (p->s < p->end && wh__cperl(&c, *p->s, fold)) { p->s++; continue; }
-			lo = wh__rescape(p);
-			if (lo == -2) { p->re->err = "invalid escape sequence"; return -1; }
-			if (lo < 0) return -1;
-		} else lo = (unsigned char)ch;
+		int lo = wh__rclassch(p, &b);
+		if (lo == -2) continue;
+		if (lo < 0) return -1;
 		int hi = lo;
 		if (p->s + 1 < p->end && *p->s == '-' && p->s[1] != ']') {
 			p->s++;
-			char h = *p->s++;
-			if ((unsigned char)h >= 0x80) { p->re->err = "non-ASCII characters in a class are not supported"; return -1; }
-			if (h == '\\') {
-				hi = wh__rescape(p);
-				if (hi == -2) { p->re->err = "invalid escape sequence"; return -1; }
-				if (hi < 0) return -1;
-			} else hi = (unsigned char)h;
+			if ((hi = wh__rclassch(p, NULL)) < 0) return -1;
 			if (hi < lo) { p->re->err = "invalid character class range"; return -1; }
 		}
-		wh__crange(&c, lo, hi, fold);
+		wh__crange(&b, (uint32_t)lo, (uint32_t)hi, fold);
 	}
-	if (neg) { for (int i = 0; i < 4; i++) c.bits[i] = ~c.bits[i]; c.nonascii = !c.nonascii; }
-	p->re->cls[k] = c;
-	int n = wh__rnode(p, WH_RN_CLASS);
-	if (n >= 0) p->re->nodes[n].cls = k;
-	return n;
+	return wh__cdone(p, &b, neg);
 }
 /* wh__rliteral parses the literal byte b, or the character at p->s - 1 (b
- * its first byte) as one class: under (?i) when it has a fold orbit, and
- * when it has several bytes and a repetition follows (so é+ repeats é, not
- * its last byte). */
-WH_API int wh__rliteral(wh__rp *p, int b) {
+ * its first byte), or the character b of an escape (esc), as one class:
+ * under (?i) when it has a fold orbit, when it has several bytes and a
+ * repetition follows (so é+ repeats é, not its last byte), and when it is
+ * a non-ASCII escape (\x{e9}). */
+WH_API int wh__rliteral(wh__rp *p, int b, int esc) {
 	int fold = p->flags & WH_RF_I;
 	uint32_t r = (uint32_t)b;
 	size_t l = 1;
-	if (b >= 0x80) {
+	if (b >= 0x80 && !esc) {
 		l = wh_utf8_len((const unsigned char *)p->s - 1, (size_t)(p->end - p->s + 1), &r);
 		if (!l) l = 1, r = (uint32_t)b;
 	}
 	int rep = l > 1 && p->s + l - 1 < p->end && memchr("*+?{", p->s[l - 1], 4);
-	if (rep || (fold && wh__fold_next(r) != r)) {
+	if (rep || (esc && b >= 0x80) || (fold && wh__fold_next(r) != r)) {
 		p->s += l - 1;
-		int k = wh__rclass(p);
-		if (k < 0) return -1;
-		wh__cfold(&p->re->cls[k], r, fold);
-		int n = wh__rnode(p, WH_RN_CLASS);
-		if (n >= 0) p->re->nodes[n].cls = k;
-		return n;
+		wh__cb c;
+		wh__cinit(&c);
+		wh__crange(&c, r, r, fold);
+		return wh__cdone(p, &c, 0);
 	}
 	int n = wh__rnode(p, WH_RN_BYTE);
 	if (n >= 0) p->re->nodes[n].arg = (uint8_t)b;
@@ -338,21 +400,19 @@ WH_API int wh__ratom(wh__rp *p, int depth) {
 			}
 			if (strchr("dwsDWS", e)) {
 				p->s++;
-				int k = wh__rclass(p);
-				if (k < 0) return -1;
-				wh__cperl(&p->re->cls[k], e, p->flags & WH_RF_I);
-				n = wh__rnode(p, WH_RN_CLASS);
-				if (n >= 0) p->re->nodes[n].cls = k;
-				return n;
+				wh__cb c;
+				wh__cinit(&c);
+				wh__cperl(&c, e, p->flags & WH_RF_I);
+				return wh__cdone(p, &c, 0);
 			}
 		}
 		int b = wh__rescape(p);
 		if (b == -2) { p->re->err = "invalid or unsupported escape sequence"; return -1; }
 		if (b < 0) return -1;
-		return wh__rliteral(p, b);
+		return wh__rliteral(p, b, 1);
 	}
 	}
-	return wh__rliteral(p, (unsigned char)ch);
+	return wh__rliteral(p, (unsigned char)ch, 0);
 }
 /* wh__rcount parses {n}, {n,} or {n,m} at p->s (after '{'); 0 if it is not
  * a repetition (then '{' is a literal), 1 if it is, -1 on error. */
@@ -526,6 +586,11 @@ WH_API int wh__rgen(wh_re *re, int n) {
 	}
 	return 0;
 }
+/* wh__lead returns the first byte of the non-ASCII character r's UTF-8: a
+ * range's characters start with the bytes from its first's to its last's,
+ * and every byte 0x80-0xFF when it holds U+FFFD (an invalid byte reads as
+ * one, as in Go). */
+WH_API int wh__lead(uint32_t r) { return r < 0x800 ? 0xC0 | r >> 6 : r < 0x10000 ? 0xE0 | r >> 12 : 0xF0 | r >> 18; }
 WH_API void wh__rfirst(wh_re *re) {
 	uint8_t *seen = (uint8_t *)wh_alloc((size_t)re->nprog);
 	int *stack = (int *)wh_alloc(sizeof(int) * (size_t)re->nprog * 2 + 2);
@@ -543,11 +608,13 @@ WH_API void wh__rfirst(wh_re *re) {
 		case WH_RI_BYTE: re->first[i->arg] = 1; break;
 		case WH_RI_CLASS:
 			for (int b = 0; b < 128; b++) if (wh__ctest(&re->cls[i->x], b)) re->first[b] = 1;
-			if (re->cls[i->x].nonascii) for (int b = 128; b < 256; b++) re->first[b] = 1;
-			else for (int k = 0; k < re->cls[i->x].nrunes; k++) { /* the runes' first bytes */
-				uint32_t r = re->cls[i->x].runes[k];
-				re->first[r < 0x800 ? 0xC0 | r >> 6 : r < 0x10000 ? 0xE0 | r >> 12 : 0xF0 | r >> 18] = 1;
+			for (int k = 0; k < re->cls[i->x].nr; k++) { /* the first bytes of the ranges' characters */
+				uint32_t lo = re->cls[i->x].r[2 * k], hi = re->cls[i->x].r[2 * k + 1];
+				int from = wh__lead(lo), to = wh__lead(hi);
+				if (lo <= 0xFFFD && hi >= 0xFFFD) from = 0x80, to = 0xFF;
+				memset(re->first + from, 1, (size_t)(to - from + 1));
 			}
+			if (re->cls[i->x].nonascii) memset(re->first + 0x80, 1, 0x80);
 			break;
 		case WH_RI_ANY: case WH_RI_ANYNL:
 			for (int b = 0; b < 256; b++) if (b != '\n' || i->op == WH_RI_ANYNL) re->first[b] = 1;
@@ -644,9 +711,9 @@ WH_API int wh__rrun(const wh_re *re, const char *s, size_t n, size_t start, int3
 				else {
 					const wh_re_class *k = &re->cls[in->x];
 					uint32_t r = 0xFFFD; /* an invalid byte is one U+FFFD, as in Go */
-					size_t l = k->nrunes ? wh_utf8_len((const unsigned char *)s + pos, n - pos, &r) : wh__runelen(s + pos, n - pos);
+					size_t l = k->nr ? wh_utf8_len((const unsigned char *)s + pos, n - pos, &r) : wh__runelen(s + pos, n - pos);
 					if (!l) l = 1, r = 0xFFFD;
-					if (k->nonascii == (k->nrunes && wh__cfind(k, r) >= 0)) goto fail;
+					if (k->nonascii == (k->nr && wh__cin(k, r))) goto fail;
 					pos += l;
 				}
 				pc++;

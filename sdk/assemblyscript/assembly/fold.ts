@@ -9,7 +9,9 @@
 // FOLD_SUM is FNV-1a over foldNext(r) for every rune (test/prefilter.ts).
 export const FOLD_SUM: u32 = 0xef332de5;
 
-const FOLD_RANGES: StaticArray<u32> = [
+// The runes with a fold orbit lie in these ranges (regex.ts's classes
+// fold a range by them).
+export const FOLD_RANGES: StaticArray<u32> = [
   0x00002099, 0x00003089, 0x00003580, 0x00003606, 0x00003980, 0x00003a06, 0x00005a80, 0x00006016,
   0x00006c06, 0x00006f80, 0x00007004, 0x00007280, 0x00007310, 0x00007c06, 0x00007f80, 0x0000802f,
   0x00009905, 0x00009c8f, 0x0000a52d, 0x0000bc00, 0x0000bc85, 0x0000bf80, 0x0000c000, 0x0000c080,

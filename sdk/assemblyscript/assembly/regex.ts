@@ -7,7 +7,7 @@
 // literal, a class's members and \w \W fold by Unicode simple case folding,
 // as Go's regexp ((?i)k matches U+212A KELVIN SIGN), by fold.ts's table,
 // which sdk/internal/foldgen generates from Go's unicode package.
-import { foldNext } from "./fold";
+import { foldNext, FOLD_RANGES } from "./fold";
 
 const I_BYTE = 0;
 const I_CLASS = 1;
@@ -43,53 +43,98 @@ const FM: i32 = 4;
 const FU: i32 = 8;
 const MAX_PROG = 40000;
 
+// A class holds at most CLASS_RANGES ranges of non-ASCII characters (as it
+// is read, folds included), a pattern MAX_RANGES in all: past either it is
+// refused.
+export const CLASS_RANGES = 64;
+export const MAX_RANGES = 512;
+
 // A class: the ASCII members in bits; a non-ASCII character r is a member
-// when nonascii differs from whether r is one of runes (a fold orbit, or
-// the non-ASCII folds of ASCII letters, U+017F and U+212A).
+// when nonascii differs from whether r lies in one of the ranges
+// r[2i]..r[2i+1] (sorted, disjoint, not adjacent).
 class Class {
   bits: StaticArray<bool> = new StaticArray<bool>(128);
   nonascii: bool = false;
-  runes: i32[] = [];
+  r: i32[] = [];
+  // within reports whether the non-ASCII character r lies in a range.
+  within(r: i32): bool {
+    let i = 0, j = this.r.length >> 1;
+    while (i < j) {
+      const h = (i + j) >> 1;
+      if (unchecked(this.r[2 * h + 1]) < r) i = h + 1; else j = h;
+    }
+    return i < this.r.length >> 1 && unchecked(this.r[2 * i]) <= r;
+  }
   // has reports whether the non-ASCII character r is a member.
-  has(r: i32): bool { return this.nonascii != this.runes.includes(r); }
-  // add makes the character r a member.
-  add(r: i32): void {
-    if (r < 0x80) { this.bits[r] = true; return; }
-    const k = this.runes.indexOf(r);
-    if (this.nonascii) { if (k >= 0) this.runes.splice(k, 1); }
-    else if (k < 0) this.runes.push(r);
+  has(r: i32): bool { return this.nonascii != this.within(r); }
+}
+
+// A class as it is read; once a \W \S \D was read (perlneg), ex holds the
+// non-ASCII characters every one of them leaves out (the folds \W leaves
+// out under (?i)), and the class is every non-ASCII character but those of
+// ex in none of the ranges.
+class ClassBuilder {
+  c: Class = new Class();
+  perlneg: bool = false;
+  ex: i32[] = [];
+  over: bool = false;
+  // add makes the characters lo..hi members.
+  add(lo: i32, hi: i32): void {
+    for (; lo <= hi && lo < 0x80; lo++) this.c.bits[lo] = true;
+    if (lo > hi) return;
+    const r = this.c.r, n = r.length >> 1;
+    let i = 0;
+    while (i < n && r[2 * i + 1] + 1 < lo) i++; // the first range not wholly before lo-1
+    let j = i;
+    while (j < n && r[2 * j] <= hi + 1) { // the ranges lo..hi touches merge into it
+      if (r[2 * j] < lo) lo = r[2 * j];
+      if (r[2 * j + 1] > hi) hi = r[2 * j + 1];
+      j++;
+    }
+    if (i == j && n == CLASS_RANGES) { this.over = true; return; }
+    r.splice(2 * i, 2 * (j - i)); // ranges i..j-1 become lo..hi
+    r.push(0);
+    r.push(0);
+    for (let k = r.length - 1; k >= 2 * i + 2; k--) r[k] = r[k - 2];
+    r[2 * i] = lo;
+    r[2 * i + 1] = hi;
   }
-  // fold makes r a member, and under fold its whole orbit of Unicode simple
-  // case folding, as Go's regexp does.
-  fold(r: i32, fold: bool): void {
-    this.add(r);
-    if (fold) for (let f = foldNext(r); f != r; f = foldNext(f)) this.add(f);
-  }
+  // range makes the characters lo..hi members, and under fold their whole
+  // orbits of Unicode simple case folding, as Go's regexp does ((?i)k
+  // matches U+212A KELVIN SIGN): the runes with an orbit are those of the
+  // fold table's ranges.
   range(lo: i32, hi: i32, fold: bool): void {
-    for (let b = lo; b <= hi; b++) this.fold(b, fold);
+    this.add(lo, hi);
+    if (!fold) return;
+    for (let i = 0; i < FOLD_RANGES.length; i++) {
+      const w = FOLD_RANGES[i];
+      const flo = <i32>(w >> 7), fhi = flo + <i32>(w & 127);
+      for (let r = flo < lo ? lo : flo; r <= fhi && r <= hi; r++)
+        for (let f = foldNext(r); f != r; f = foldNext(f)) this.add(f, f);
+    }
   }
   // perl adds \d \w \s (or their negations), folded as Go folds them under
   // (?i) ((?i)\w holds U+212A, (?i)\W does not); false if e is not one.
   perl(e: i32, fold: bool): bool {
-    const t = new Class();
+    const t = new ClassBuilder();
     const l = e | 0x20;
     if (l == 0x64) t.range(0x30, 0x39, fold);
-    else if (l == 0x77) { t.range(0x30, 0x39, fold); t.range(0x61, 0x7a, fold); t.range(0x41, 0x5a, fold); t.bits[0x5f] = true; }
-    else if (l == 0x73) { t.bits[9] = true; t.bits[10] = true; t.bits[12] = true; t.bits[13] = true; t.bits[32] = true; }
+    else if (l == 0x77) { t.range(0x30, 0x39, fold); t.range(0x61, 0x7a, fold); t.range(0x41, 0x5a, fold); t.c.bits[0x5f] = true; }
+    else if (l == 0x73) { t.c.bits[9] = true; t.c.bits[10] = true; t.c.bits[12] = true; t.c.bits[13] = true; t.c.bits[32] = true; }
     else return false;
     const neg = e >= 0x41 && e <= 0x5a;
-    for (let i = 0; i < 128; i++) if (neg ? !t.bits[i] : t.bits[i]) this.bits[i] = true;
+    for (let i = 0; i < 128; i++) if (neg ? !t.c.bits[i] : t.c.bits[i]) this.c.bits[i] = true;
+    // t's non-ASCII members: the folds of \w, U+017F and U+212A
+    const tr = t.c.r;
     if (!neg) {
-      for (let i = 0; i < t.runes.length; i++) this.add(t.runes[i]);
+      for (let i = 0; i < tr.length; i += 2) this.add(tr[i], tr[i + 1]);
       return true;
     }
-    // the union with every non-ASCII character but t's runes: those
-    // excluded by both, or excluded by t and not one of this's
-    const out: i32[] = [];
-    const mine = this.nonascii ? this.runes : t.runes, theirs = this.nonascii ? t.runes : this.runes;
-    for (let i = 0; i < mine.length; i++) if (theirs.includes(mine[i]) == this.nonascii) out.push(mine[i]);
-    this.runes = out;
-    this.nonascii = true;
+    // the characters left out: t's, and those of every earlier one
+    const ex: i32[] = [];
+    for (let i = 0; i < tr.length; i += 2) if (!this.perlneg || this.ex.includes(tr[i])) ex.push(tr[i]);
+    this.ex = ex;
+    this.perlneg = true;
     return true;
   }
 }
@@ -128,6 +173,9 @@ export class Match {
 // compileError says why the last compile returned null.
 export let compileError: string = "";
 
+// lead returns the first byte of the non-ASCII character r's UTF-8: a
+// range's characters start with the bytes from its first's to its last's.
+function lead(r: i32): i32 { return r < 0x800 ? 0xc0 | (r >> 6) : r < 0x10000 ? 0xe0 | (r >> 12) : 0xf0 | (r >> 18); }
 function isAlnum(c: i32): bool { return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a); }
 function isWord(c: i32): bool { return isAlnum(c) || c == 0x5f; }
 function hexv(c: i32): i32 {
@@ -170,6 +218,7 @@ class P {
   classes: Class[] = [];
   hasSecret: bool = false;
   nodes: i32 = 0;
+  nranges: i32 = 0;
   err: string | null = null;
   constructor(s: Uint8Array) { this.s = s; }
   peek(): i32 { return this.i < this.s.length ? <i32>this.s[this.i] : -1; }
@@ -185,20 +234,43 @@ class P {
     if (e == 0x66) return 12;
     if (e == 0x76) return 11;
     if (e == 0x61) return 7;
-    if (e == 0x78) {
-      const a = this.i + 1 < this.s.length ? hexv(this.s[this.i]) : -1;
-      const b = this.i + 1 < this.s.length ? hexv(this.s[this.i + 1]) : -1;
-      if (a < 0 || b < 0) { this.fail("invalid escape sequence"); return -1; }
-      if (a >= 8) { this.fail("non-ASCII \\x escapes are not supported"); return -1; }
-      this.i += 2;
-      return a * 16 + b;
+    if (e == 0x78) { // \xHH or \x{H...}: the character U+H...
+      const braces = this.peek() == 0x7b;
+      if (braces) this.i++;
+      let v = 0, nd = 0;
+      while (this.i < this.s.length && hexv(this.s[this.i]) >= 0 && (braces || nd < 2) && v <= 0x10ffff) {
+        v = v * 16 + hexv(this.s[this.i++]);
+        nd++;
+      }
+      if (braces && this.peek() != 0x7d) nd = 0;
+      else if (braces) this.i++;
+      if (nd == 0 || (!braces && nd < 2) || v > 0x10ffff) { this.fail("invalid escape sequence"); return -1; }
+      return v;
     }
     if (e < 0x80 && !isAlnum(e)) return e;
     this.i--;
     return -2;
   }
+  // classChar reads one member of a class at this.i: its character, -1 on
+  // error, or -2 after a \d \w \s (added to b).
+  classChar(b: ClassBuilder | null): i32 {
+    const ch = <i32>this.s[this.i];
+    if (ch >= 0x80) {
+      const l = runeLen(this.s, this.i), r = decodeRune(this.s, this.i, l);
+      if (r < 0) { this.fail("invalid UTF-8"); return -1; }
+      this.i += l;
+      return r;
+    }
+    this.i++;
+    if (ch != 0x5c) return ch;
+    const e = this.peek();
+    if (b !== null && e >= 0 && b.perl(e, (this.flags & FI) != 0)) { this.i++; return -2; }
+    const lo = this.escape();
+    if (lo == -2) this.fail("invalid escape sequence");
+    return lo < 0 ? -1 : lo;
+  }
   klass(): Node | null {
-    const c = new Class();
+    const c = new ClassBuilder();
     const fold = (this.flags & FI) != 0;
     const neg = this.peek() == 0x5e;
     if (neg) this.i++;
@@ -209,58 +281,59 @@ class P {
       if (ch == 0x5d && !first) { this.i++; break; }
       first = false;
       if (ch == 0x5b && this.i + 1 < this.s.length && this.s[this.i + 1] == 0x3a) return this.fail("[:class:] is not supported");
-      this.i++;
-      if (ch >= 0x80) return this.fail("non-ASCII characters in a class are not supported");
-      let lo = ch;
-      if (ch == 0x5c) {
-        const e = this.peek();
-        if (e >= 0 && c.perl(e, fold)) { this.i++; continue; }
-        lo = this.escape();
-        if (lo == -2) return this.fail("invalid escape sequence");
-        if (lo < 0) return null;
-      }
+      const lo = this.classChar(c);
+      if (lo == -2) continue;
+      if (lo < 0) return null;
       let hi = lo;
       if (this.peek() == 0x2d && this.i + 1 < this.s.length && this.s[this.i + 1] != 0x5d) {
         this.i++;
-        const h = <i32>this.s[this.i++];
-        if (h >= 0x80) return this.fail("non-ASCII characters in a class are not supported");
-        hi = h;
-        if (h == 0x5c) {
-          hi = this.escape();
-          if (hi == -2) return this.fail("invalid escape sequence");
-          if (hi < 0) return null;
-        }
+        hi = this.classChar(null);
+        if (hi < 0) return null;
         if (hi < lo) return this.fail("invalid character class range");
       }
       c.range(lo, hi, fold);
     }
+    return this.done(c, neg);
+  }
+  // done stores b (negated when neg) as the pattern's next class.
+  done(b: ClassBuilder, neg: bool): Node | null {
+    if (b.over) return this.fail("too many non-ASCII ranges in a character class");
+    const c = b.c;
+    if (b.perlneg) { // every non-ASCII character but ex's in no range
+      const r: i32[] = [];
+      for (let k = 0; k < b.ex.length; k++) if (!c.within(b.ex[k])) { r.push(b.ex[k]); r.push(b.ex[k]); }
+      c.r = r;
+      c.nonascii = true;
+    }
     if (neg) {
-      for (let b = 0; b < 128; b++) c.bits[b] = !c.bits[b];
+      for (let k = 0; k < 128; k++) c.bits[k] = !c.bits[k];
       c.nonascii = !c.nonascii;
     }
+    this.nranges += c.r.length >> 1;
+    if (this.nranges > MAX_RANGES) return this.fail("too many non-ASCII ranges in character classes");
     this.classes.push(c);
     return node(N_CLASS, this.classes.length - 1);
   }
   // literal parses the literal byte b, or the character at this.i - 1 (b
-  // its first byte) as one class: under (?i) when it has a fold orbit, and
-  // when it has several bytes and a repetition follows (so é+ repeats é,
-  // not its last byte).
-  literal(b: i32): Node {
+  // its first byte), or the character b of an escape (esc), as one class:
+  // under (?i) when it has a fold orbit, when it has several bytes and a
+  // repetition follows (so é+ repeats é, not its last byte), and when it is
+  // a non-ASCII escape (\x{e9}).
+  literal(b: i32, esc: bool): Node | null {
     const fold = (this.flags & FI) != 0;
     let r = b, l = 1;
-    if (b >= 0x80) {
+    if (b >= 0x80 && !esc) {
       l = runeLen(this.s, this.i - 1);
       r = decodeRune(this.s, this.i - 1, l);
       if (r < 0) { r = b; l = 1; }
     }
     const q = l > 1 && this.i + l - 1 < this.s.length ? <i32>this.s[this.i + l - 1] : 0;
     const rep = q == 0x2a || q == 0x2b || q == 0x3f || q == 0x7b;
-    if (rep || (fold && foldNext(r) != r)) {
+    if (rep || (esc && b >= 0x80) || (fold && foldNext(r) != r)) {
       this.i += l - 1;
-      const c = new Class();
-      c.fold(r, fold);
-      this.classes.push(c);
-      return node(N_CLASS, this.classes.length - 1);
+      const c = new ClassBuilder();
+      c.range(r, r, fold);
+      return this.done(c, false);
     }
     return node(N_BYTE, b);
   }
@@ -322,18 +395,17 @@ class P {
       const e = this.peek();
       const a = e == 0x62 ? A_WORD : e == 0x42 ? A_NOWORD : e == 0x41 ? A_BOT : e == 0x7a ? A_EOT : -1;
       if (a >= 0) { this.i++; return node(N_ASSERT, a); }
-      const c = new Class();
+      const c = new ClassBuilder();
       if (e >= 0 && c.perl(e, (this.flags & FI) != 0)) {
         this.i++;
-        this.classes.push(c);
-        return node(N_CLASS, this.classes.length - 1);
+        return this.done(c, false);
       }
       const b = this.escape();
       if (b == -2) return this.fail("invalid or unsupported escape sequence");
       if (b < 0) return null;
-      return this.literal(b);
+      return this.literal(b, true);
     }
-    return this.literal(ch);
+    return this.literal(ch, false);
   }
   num(): i32 {
     const st = this.i;
@@ -533,11 +605,11 @@ export class Regex {
       else if (i.op == I_CLASS) {
         const c = this.classes[i.x];
         for (let b = 0; b < 128; b++) if (c.bits[b]) this.first[b] = true;
-        if (c.nonascii) for (let b = 128; b < 256; b++) this.first[b] = true;
-        else for (let k = 0; k < c.runes.length; k++) { // the runes' first bytes
-          const r = c.runes[k];
-          this.first[r < 0x800 ? 0xc0 | (r >> 6) : r < 0x10000 ? 0xe0 | (r >> 12) : 0xf0 | (r >> 18)] = true;
+        for (let k = 0; k < c.r.length; k += 2) { // the first bytes of the ranges' characters
+          const lo = c.r[k], hi = c.r[k + 1], ffd = lo <= 0xfffd && hi >= 0xfffd; // an invalid byte reads as U+FFFD
+          for (let b = ffd ? 0x80 : lead(lo); b <= (ffd ? 0xff : lead(hi)); b++) this.first[b] = true;
         }
+        if (c.nonascii) for (let b = 128; b < 256; b++) this.first[b] = true;
       } else if (i.op == I_ANY || i.op == I_ANYNL) {
         for (let b = 0; b < 256; b++) if (b != 10 || i.op == I_ANYNL) this.first[b] = true;
       } else if (i.op == I_MATCH) { this.firstAny = true; return; }
@@ -581,7 +653,7 @@ export class Regex {
           const c = <i32>unchecked(s[pos]);
           const k = unchecked(this.classes[ins.x]);
           if (c < 0x80) { if (!unchecked(k.bits[c])) break; pos++; }
-          else if (k.runes.length == 0) { if (!k.nonascii) break; pos += runeLen(s, pos); }
+          else if (k.r.length == 0) { if (!k.nonascii) break; pos += runeLen(s, pos); }
           else {
             let l = runeLen(s, pos);
             let r = decodeRune(s, pos, l);

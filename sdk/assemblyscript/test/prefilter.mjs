@@ -17,6 +17,10 @@ if (!inst.exports.foldOK()) {
   console.error("fold table: foldNext differs from the sum sdk/internal/foldgen computed from Go's unicode.SimpleFold");
   process.exit(1);
 }
+if (!inst.exports.limitsOK()) {
+  console.error("regex: a class's or a pattern's limit of non-ASCII ranges, or a class of non-ASCII members, is wrong");
+  process.exit(1);
+}
 const rounds = 20000;
 const r = inst.exports.run(rounds);
 const bad = r >>> 16, compiled = (r & 0xffff) * 16;

@@ -1,20 +1,24 @@
 // The regex prefilters (required bytes, the first-byte set and its two-byte
 // search, Regex.mayMatch) never lose a match: random patterns over random
 // texts (case-insensitive letters, classes, alternations, assertions,
-// non-ASCII bytes, the Kelvin sign, the long s and Greek sigmas) match
+// non-ASCII bytes, the Kelvin sign, the long s and Greek sigmas, non-ASCII
+// class members and ranges, an invalid byte) match
 // exactly as the same program with no filter, and mayMatch is true whenever
 // it matches. foldSum checks the fold table (fold.ts) over every rune. The C and Rust
 // SDKs' tests hold their engines to the same (test_prefilter_differential,
 // prefilter_differential). Built by make test-sdks; prefilter.mjs runs it.
-import { Regex, ByteSet } from "../assembly/regex";
+import { Regex, ByteSet, compileError } from "../assembly/regex";
 import { utf8 } from "../assembly/index";
 import { foldNext, FOLD_SUM } from "../assembly/fold";
 
 const atoms: string[] = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", "\\w", "\\s", "\\d", ".", "(?i)k", "(?i:ab)", "(a|b)",
   "(?:ab|c)", "\\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", "\\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+",
   "(?i)s", "ſ", "[^\\x00-\\x7f]", "sk-", "(?i)bearer", "(?i)[^a-z]", "(?i)\\w", "(?i)\\W", "(?i)σ", "(?i)[\\Ws]",
-  "(?i)\u212a"];
-const chars: string[] = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u212a", "ſ", "s", "S", "Σ", "ς", "É"];
+  "(?i)\u212a", "[^ß]", "[a-é]", "(?i)[à-å]", "(?i)[^à-å]", "[а-я]", "(?i)[а-я]", "[\\x{1F600}-\\x{1F64F}]", "[α-ω]",
+  "[\\x{3a3}\\x{17F}]", "[^\\x{80}-\\x{10FFFF}]", "[\\x{FFFD}]", "\\x{e9}"];
+// "\xff" stands for the invalid byte 0xFF.
+const chars: string[] = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u212a", "ſ", "s", "S", "Σ", "ς", "É",
+  "ß", "À", "П", "р", "\u{1f601}", "\xff", "λ", "©"];
 
 let seed: u32 = 11;
 function rnd(n: i32): i32 {
@@ -68,8 +72,16 @@ export function run(rounds: i32): i32 {
     const ref = unfiltered(re);
     let text = "";
     const nc = rnd(24);
-    for (let i = 0; i < nc; i++) text += chars[rnd(chars.length)];
-    const t = utf8(text);
+    const bytes: u8[] = [];
+    for (let i = 0; i < nc; i++) {
+      const c = chars[rnd(chars.length)];
+      text += c;
+      if (c == "\xff") { bytes.push(0xff); continue; }
+      const u = utf8(c);
+      for (let k = 0; k < u.length; k++) bytes.push(u[k]);
+    }
+    const t = new Uint8Array(bytes.length);
+    for (let k = 0; k < bytes.length; k++) t[k] = bytes[k];
     for (let from = 0; from <= min(t.length, 3); from++) {
       const got = re.findAt(t, from), want = ref.findAt(t, from);
       const same = got === null ? want === null : want !== null && got.start == want.start && got.end == want.end;
@@ -84,4 +96,26 @@ export function run(rounds: i32): i32 {
     }
   }
   return (bad << 16) | (compiled >> 4);
+}
+
+// limitsOK reports whether a class holds at most CLASS_RANGES non-ASCII
+// ranges and a pattern MAX_RANGES: 64 separate characters fit in a class,
+// 65 do not; eight such classes fit in a pattern, nine do not; and whether
+// a class of non-ASCII members matches.
+export function limitsOK(): bool {
+  const cls = (n: i32): string => {
+    let s = "[";
+    for (let i = 0; i < n; i++) s += "\\x{" + (0x100 + 2 * i).toString(16) + "}";
+    return s + "]";
+  };
+  const c64 = cls(64);
+  const re = Regex.compile(utf8(c64));
+  if (re === null || re.findAt(utf8("\u0102"), 0) === null) return false;
+  if (Regex.compile(utf8(cls(65))) !== null || !compileError.includes("too many")) return false;
+  if (Regex.compile(utf8(c64.repeat(8))) === null) return false;
+  if (Regex.compile(utf8(c64.repeat(9))) !== null || !compileError.includes("too many")) return false;
+  const ok = Regex.compile(utf8("(?i)[а-я]+"));
+  if (ok === null) return false;
+  const m = ok.findAt(utf8("xПр"), 0);
+  return m !== null && m.start == 1 && m.end == 5;
 }

@@ -160,6 +160,11 @@ static void test_regex(void) {
 		{"(?i)\xcf\x83+", "\xce\xa3\xcf\x82", 0, 4}, {"(?i)\xc3\x9f", "ss", -1, -1}, {"k", "\xe2\x84\xaa", -1, -1},
 		/* a repetition of a character of several bytes repeats the character */
 		{"\xc3\xbc{2}", "\xc3\xbc\xc3\xbc", 0, 4}, {"x\xc3\xa9+", "x\xc3\xa9\xc3\xa9", 0, 5},
+		/* non-ASCII class members and ranges, negated a whole character at a time */
+		{"[\xc3\xa9-\xc3\xab]+", "e\xc3\xa9\xc3\xab", 1, 5}, {"[^\xc3\x9f]", "\xc3\x9fx", 2, 3}, {"[^a]", "\xf0\x9f\x98\x80", 0, 4},
+		{"[a-\xc3\xa9]+", "~\xc2\xa9\xc3\xaa", 0, 3}, {"[\\x{1F600}-\\x{1F64F}]", "a\xf0\x9f\x98\x81", 1, 5}, {"\\x{e9}", "\xc3\xa9", 0, 2},
+		{"(?i)[\xd0\xb0-\xd1\x8f]+", "\xd0\x9f\xd1\x80", 0, 4}, {"(?i)[^\xc3\xa0-\xc3\xa5]", "\xc3\x80\xc3\x86", 2, 4}, {"[^\xef\xbf\xbd]", "\xff", -1, -1},
+		{"[\xef\xbf\xbd]", "a\xff", 1, 2}, {"[\\w\\x{e9}]+", "\xc3\xa9" "a", 0, 3}, {"(?i)[\\W\\x{17F}]", "\xc5\xbf", 0, 2}, {"(?i)[K\\W]", "\xe2\x84\xaa", 0, 3},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		const char *err = NULL;
@@ -171,7 +176,8 @@ static void test_regex(void) {
 		if (cases[i].start < 0) CHECK(r == 0, "%s on %s matched", cases[i].re, cases[i].text);
 		else CHECK(r == 1 && m[0] == cases[i].start && m[1] == cases[i].end, "%s on %s: %d [%ld,%ld]", cases[i].re, cases[i].text, r, m[0], m[1]);
 	}
-	static const char *invalid[] = {"(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", "\\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\"};
+	static const char *invalid[] = {"(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", "\\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\",
+		"[\xc3\xaa-\xc3\xa9]", "[\xc3]", "\\x{110000}", "\\x{}", "\\x{41"};
 	for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
 		const char *err = NULL;
 		CHECK(!wh_re_compile(invalid[i], strlen(invalid[i]), &err) && err, "invalid %s compiled", invalid[i]);
@@ -181,6 +187,26 @@ static void test_regex(void) {
 	wh_re *re = wh_re_compile(pat, strlen(pat), &err);
 	long m[2], sub[2];
 	CHECK(re && wh_re_match(re, "Bearer abc", 10, 0, m, sub) == 1 && sub[0] == 7 && sub[1] == 10, "secret group");
+	/* A class holds at most WH_RE_CLASS_RANGES non-ASCII ranges, a pattern
+	 * WH_RE_MAX_RANGES: 64 separate characters fit in a class, 65 do not;
+	 * eight such classes fit in a pattern, nine do not. */
+	static char cls[1200];
+	for (int want = 64; want <= 65; want++) {
+		size_t n = 0;
+		cls[n++] = '[';
+		for (int i = 0; i < want; i++) n += (size_t)sprintf(cls + n, "\\x{%x}", 0x100 + 2 * i);
+		cls[n++] = ']';
+		err = NULL;
+		re = wh_re_compile(cls, n, &err);
+		CHECK(want == 64 ? re && wh_re_match(re, "\xc4\x82", 2, 0, m, sub) == 1 : !re && err && strstr(err, "too many"), "%d ranges: %s", want, err ? err : "compiled");
+		static char pat[12000];
+		for (int k = 8; k <= 9 && want == 64; k++) {
+			for (int i = 0; i < k; i++) memcpy(pat + n * (size_t)i, cls, n);
+			err = NULL;
+			re = wh_re_compile(pat, n * (size_t)k, &err);
+			CHECK(k == 8 ? re != NULL : !re && err && strstr(err, "too many"), "%d classes: %s", k, err ? err : "compiled");
+		}
+	}
 	/* The node and program arrays grow (wh__grow) up to their bounds, and
 	 * no further: 3,999 literals and a concatenation are 4,000 nodes; 39
 	 * copies of a{1000} are 39,003 instructions, 40 over 40,000. What grew
@@ -278,8 +304,11 @@ static void test_prefilter_differential(void) {
 	static const char *atoms[] = {"a", "b", "k", "K", "-", "[a-c]", "[^a]", "\\w", "\\s", "\\d", ".", "(?i)k",
 		"(?i:ab)", "(a|b)", "(?:ab|c)", "\\b", "^", "$", "\xc3\xa9", "[\xc3\xa9-\xc3\xaa]", "x?", "(?i)\xc3\xa9", "\\S",
 		"(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "\xc5\xbf", "[^\\x00-\\x7f]", "sk-", "(?i)bearer",
-		"(?i)[^a-z]", "(?i)\\w", "(?i)\\W", "(?i)\xcf\x83", "(?i)[\\Ws]", "(?i)\xe2\x84\xaa"};
-	static const char *chars[] = {"a", "b", "k", "K", "-", " ", "x", "\xc3\xa9", "\n", "_", "\xe2\x84\xaa", "\xc5\xbf", "s", "S", "\xce\xa3", "\xcf\x82", "\xc3\x89"};
+		"(?i)[^a-z]", "(?i)\\w", "(?i)\\W", "(?i)\xcf\x83", "(?i)[\\Ws]", "(?i)\xe2\x84\xaa",
+		"[^\xc3\x9f]", "[a-\xc3\xa9]", "(?i)[\xc3\xa0-\xc3\xa5]", "(?i)[^\xc3\xa0-\xc3\xa5]", "[\xd0\xb0-\xd1\x8f]", "(?i)[\xd0\xb0-\xd1\x8f]",
+		"[\\x{1F600}-\\x{1F64F}]", "[\xce\xb1-\xcf\x89]", "[\\x{3a3}\\x{17F}]", "[^\\x{80}-\\x{10FFFF}]", "[\\x{FFFD}]", "\\x{e9}"};
+	static const char *chars[] = {"a", "b", "k", "K", "-", " ", "x", "\xc3\xa9", "\n", "_", "\xe2\x84\xaa", "\xc5\xbf", "s", "S", "\xce\xa3", "\xcf\x82", "\xc3\x89",
+		"\xc3\x9f", "\xc3\x80", "\xd0\x9f", "\xd1\x80", "\xf0\x9f\x98\x81", "\xff", "\xce\xbb", "\xc2\xa9"};
 	unsigned seed = 11;
 #define RND(n) ((seed = seed * 1103515245u + 12345u), (seed >> 16) % (unsigned)(n))
 	char pat[256], txt[128];

@@ -104,13 +104,14 @@ func checksum(next func(rune) rune) uint32 {
 	return h.Sum32()
 }
 
-// maxOrbit is the largest orbit the engines' classes make room for.
+// maxOrbit is the room the engines make for the non-ASCII folds of ASCII
+// runes: a class read with \W \S \D keeps those its negations leave out in
+// four runes (wasmhooks_regex.h's wh__cb.ex). Orbits are that small too.
 const maxOrbit = 4
 
 // check verifies the table against unicode.SimpleFold for every rune, that
 // no orbit is larger than maxOrbit, and that the ASCII runes' orbits hold at
-// most maxOrbit non-ASCII runes in all (a class's members are ASCII: its
-// non-ASCII folds fit the same room).
+// most maxOrbit non-ASCII runes in all.
 func check(t []foldRange) error {
 	outside := map[rune]bool{}
 	for r := rune(0); r < utf8.RuneSelf; r++ {
@@ -253,7 +254,7 @@ pub(crate) fn fold_next(r: u32) -> u32 {
 
 `)
 	fmt.Fprintf(&as, "// FOLD_SUM is FNV-1a over foldNext(r) for every rune (test/prefilter.ts).\nexport const FOLD_SUM: u32 = 0x%08x;\n\n", sum)
-	as.WriteString("const FOLD_RANGES: StaticArray<u32> = [\n")
+	as.WriteString("// The runes with a fold orbit lie in these ranges (regex.ts's classes\n// fold a range by them).\nexport const FOLD_RANGES: StaticArray<u32> = [\n")
 	words(&as, "  ", packed)
 	as.WriteString("];\nconst FOLD_DELTAS: StaticArray<u16> = [\n")
 	words(&as, "  ", delta)

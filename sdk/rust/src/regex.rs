@@ -33,16 +33,20 @@ enum Assertion {
     NoWord,
 }
 
+/// A class holds at most 64 ranges of non-ASCII characters (as it is read,
+/// folds included), a pattern 512 in all: past either it is refused.
+pub const CLASS_RANGES: usize = 64;
+/// The non-ASCII ranges of all a pattern's classes (see CLASS_RANGES).
+pub const MAX_RANGES: usize = 512;
+
 /// A class: the ASCII members in bits; a non-ASCII character r is a member
-/// when nonascii differs from whether r is one of runes[..nrunes] (at most
-/// 4: a fold orbit, or the non-ASCII folds of ASCII letters, U+017F and
-/// U+212A).
-#[derive(Clone, Copy, Default)]
+/// when nonascii differs from whether r lies in one of ranges (sorted,
+/// disjoint, not adjacent).
+#[derive(Clone, Default)]
 struct Class {
     bits: [u32; 4],
     nonascii: bool,
-    nrunes: u8,
-    runes: [u32; 4],
+    ranges: Vec<(u32, u32)>,
 }
 
 impl Class {
@@ -52,90 +56,107 @@ impl Class {
     fn test(&self, b: u8) -> bool {
         b < 128 && (self.bits[(b >> 5) as usize] >> (b & 31)) & 1 == 1
     }
-    fn runes(&self) -> &[u32] {
-        &self.runes[..self.nrunes as usize]
+    /// Whether the non-ASCII character r lies in one of the ranges.
+    fn within(&self, r: u32) -> bool {
+        let i = self.ranges.partition_point(|&(_, hi)| hi < r);
+        i < self.ranges.len() && self.ranges[i].0 <= r
     }
     /// Whether the non-ASCII character r is a member.
     fn has(&self, r: u32) -> bool {
-        self.nonascii != self.runes().contains(&r)
+        self.nonascii != self.within(r)
     }
-    /// Makes the character r a member.
-    fn add(&mut self, r: u32) {
-        if r < 0x80 {
-            self.set(r as u8);
+}
+
+/// A class as it is read; once a \W \S \D was read, perlneg holds the
+/// non-ASCII characters every one of them leaves out (the folds \W leaves
+/// out under (?i)), and the class is every non-ASCII character but those
+/// in none of the ranges.
+#[derive(Default)]
+struct ClassBuilder {
+    c: Class,
+    perlneg: Option<Vec<u32>>,
+    over: bool,
+}
+
+impl ClassBuilder {
+    /// Makes the characters lo..=hi members.
+    fn add(&mut self, mut lo: u32, mut hi: u32) {
+        while lo <= hi && lo < 0x80 {
+            self.c.set(lo as u8);
+            lo += 1;
+        }
+        if lo > hi {
             return;
         }
-        let k = self.runes().iter().position(|&x| x == r);
-        if self.nonascii {
-            if let Some(k) = k {
-                self.nrunes -= 1;
-                self.runes[k] = self.runes[self.nrunes as usize];
-            }
-        } else if k.is_none() && self.nrunes < 4 {
-            self.runes[self.nrunes as usize] = r;
-            self.nrunes += 1;
+        let r = &mut self.c.ranges;
+        // the ranges lo..=hi touches (or is adjacent to) merge into it
+        let i = r.partition_point(|&(_, h)| h + 1 < lo);
+        let mut j = i;
+        while j < r.len() && r[j].0 <= hi + 1 {
+            lo = lo.min(r[j].0);
+            hi = hi.max(r[j].1);
+            j += 1;
         }
-    }
-    /// Makes r a member, and under fold its whole orbit of Unicode simple
-    /// case folding, as Go's regexp does.
-    fn fold(&mut self, r: u32, fold: bool) {
-        self.add(r);
-        if fold {
-            let mut f = fold_next(r);
-            while f != r {
-                self.add(f);
-                f = fold_next(f);
-            }
+        if i == j && r.len() == CLASS_RANGES {
+            self.over = true;
+            return;
         }
+        r.splice(i..j, [(lo, hi)]);
     }
-    fn range(&mut self, lo: u8, hi: u8, fold: bool) {
-        for b in lo..=hi {
-            self.fold(b as u32, fold);
+    /// Makes the characters lo..=hi members, and under fold their whole
+    /// orbits of Unicode simple case folding, as Go's regexp does ((?i)k
+    /// matches U+212A KELVIN SIGN): the runes with an orbit are those of
+    /// the fold table's ranges.
+    fn range(&mut self, lo: u32, hi: u32, fold: bool) {
+        self.add(lo, hi);
+        if !fold {
+            return;
+        }
+        for &w in FOLD_RANGES.iter() {
+            let (flo, fhi) = (w >> 7, (w >> 7) + (w & 127));
+            for r in flo.max(lo)..=fhi.min(hi) {
+                let mut f = fold_next(r);
+                while f != r {
+                    self.add(f, f);
+                    f = fold_next(f);
+                }
+            }
         }
     }
     /// Adds \d \w \s (or their negations), folded as Go folds them under
     /// (?i) ((?i)\w holds U+212A, (?i)\W does not); false if e is not one.
     fn perl(&mut self, e: u8, fold: bool) -> bool {
-        let mut t = Class::default();
+        let mut t = ClassBuilder::default();
         match e.to_ascii_lowercase() {
-            b'd' => t.range(b'0', b'9', fold),
+            b'd' => t.range(b'0' as u32, b'9' as u32, fold),
             b'w' => {
-                t.range(b'0', b'9', fold);
-                t.range(b'a', b'z', fold);
-                t.range(b'A', b'Z', fold);
-                t.set(b'_');
+                t.range(b'0' as u32, b'9' as u32, fold);
+                t.range(b'a' as u32, b'z' as u32, fold);
+                t.range(b'A' as u32, b'Z' as u32, fold);
+                t.c.set(b'_');
             }
             b's' => {
                 for c in [b'\t', b'\n', 0x0c, b'\r', b' '] {
-                    t.set(c);
+                    t.c.set(c);
                 }
             }
             _ => return false,
         }
         let neg = e.is_ascii_uppercase();
         for i in 0..4 {
-            self.bits[i] |= if neg { !t.bits[i] } else { t.bits[i] };
+            self.c.bits[i] |= if neg { !t.c.bits[i] } else { t.c.bits[i] };
         }
+        // t's non-ASCII members: the folds of \w, U+017F and U+212A
+        let runes = t.c.ranges.iter().map(|&(r, _)| r);
         if !neg {
-            for &r in t.runes() {
-                self.add(r);
+            for r in runes {
+                self.add(r, r);
             }
             return true;
         }
-        // the union with every non-ASCII character but t's runes
-        let mut out = [0u32; 4];
-        let mut n = 0;
-        let (mine, theirs) = if self.nonascii { (self.runes(), t.runes()) } else { (t.runes(), self.runes()) };
-        for &r in mine {
-            // excluded by both, or excluded by t and not one of self's
-            if theirs.contains(&r) == self.nonascii {
-                out[n] = r;
-                n += 1;
-            }
-        }
-        self.runes = out;
-        self.nrunes = n as u8;
-        self.nonascii = true;
+        // the characters left out: t's, and those of every earlier one
+        let ex = runes.filter(|r| self.perlneg.as_ref().map_or(true, |ex| ex.contains(r))).collect();
+        self.perlneg = Some(ex);
         true
     }
 }
@@ -231,6 +252,7 @@ struct P<'a> {
     classes: Vec<Class>,
     has_secret: bool,
     nodes: usize,
+    nranges: usize,
 }
 
 fn hexv(c: u8) -> Option<u8> {
@@ -248,36 +270,66 @@ impl<'a> P<'a> {
         }
         Ok(())
     }
-    fn escape(&mut self) -> Result<Option<u8>, String> {
+    fn escape(&mut self) -> Result<Option<u32>, String> {
         let e = self.peek().ok_or("trailing backslash at end of expression")?;
         self.i += 1;
         Ok(Some(match e {
-            b'n' => b'\n',
-            b't' => b'\t',
-            b'r' => b'\r',
+            b'n' => b'\n' as u32,
+            b't' => b'\t' as u32,
+            b'r' => b'\r' as u32,
             b'f' => 0x0c,
             b'v' => 0x0b,
             b'a' => 7,
             b'x' => {
-                let (a, b) = (self.s.get(self.i).and_then(|&c| hexv(c)), self.s.get(self.i + 1).and_then(|&c| hexv(c)));
-                match (a, b) {
-                    (Some(a), Some(b)) if a < 8 => {
-                        self.i += 2;
-                        a * 16 + b
+                // \xHH or \x{H...}: the character U+H...
+                let braces = self.peek() == Some(b'{');
+                self.i += braces as usize;
+                let (mut v, mut nd) = (0u32, 0);
+                while let Some(d) = self.peek().and_then(hexv) {
+                    if (!braces && nd == 2) || v > 0x10ffff {
+                        break;
                     }
-                    (Some(_), Some(_)) => return Err("non-ASCII \\x escapes are not supported".into()),
-                    _ => return Err("invalid escape sequence".into()),
+                    v = v * 16 + d as u32;
+                    nd += 1;
+                    self.i += 1;
                 }
+                let closed = !braces || self.peek() == Some(b'}');
+                self.i += braces as usize;
+                if nd == 0 || !closed || (!braces && nd < 2) || v > 0x10ffff {
+                    return Err("invalid escape sequence".into());
+                }
+                v
             }
-            c if c < 0x80 && !c.is_ascii_alphanumeric() => c,
+            c if c < 0x80 && !c.is_ascii_alphanumeric() => c as u32,
             _ => {
                 self.i -= 1;
                 return Ok(None);
             }
         }))
     }
+    /// One member of a class at self.i: its character, or None after a \d
+    /// \w \s (added to b).
+    fn class_char(&mut self, b: Option<&mut ClassBuilder>) -> Result<Option<u32>, String> {
+        let ch = self.s[self.i];
+        if ch >= 0x80 {
+            let (r, l) = decode(&self.s[self.i..]).ok_or("invalid UTF-8")?;
+            self.i += l;
+            return Ok(Some(r));
+        }
+        self.i += 1;
+        if ch != b'\\' {
+            return Ok(Some(ch as u32));
+        }
+        if let (Some(b), Some(e)) = (b, self.peek()) {
+            if b.perl(e, self.flags & FI != 0) {
+                self.i += 1;
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.escape()?.ok_or("invalid escape sequence")?))
+    }
     fn class(&mut self) -> Result<Node, String> {
-        let mut c = Class::default();
+        let mut c = ClassBuilder::default();
         let fold = self.flags & FI != 0;
         let neg = self.peek() == Some(b'^');
         if neg {
@@ -294,35 +346,32 @@ impl<'a> P<'a> {
             if ch == b'[' && self.s.get(self.i + 1) == Some(&b':') {
                 return Err("[:class:] is not supported".into());
             }
-            self.i += 1;
-            if ch >= 0x80 {
-                return Err("non-ASCII characters in a class are not supported".into());
-            }
-            let lo = if ch == b'\\' {
-                if let Some(e) = self.peek() {
-                    if c.perl(e, fold) {
-                        self.i += 1;
-                        continue;
-                    }
-                }
-                self.escape()?.ok_or("invalid escape sequence")?
-            } else {
-                ch
+            let lo = match self.class_char(Some(&mut c))? {
+                Some(lo) => lo,
+                None => continue,
             };
             let mut hi = lo;
             if self.peek() == Some(b'-') && self.s.get(self.i + 1).map_or(false, |&c| c != b']') {
                 self.i += 1;
-                let h = self.s[self.i];
-                self.i += 1;
-                if h >= 0x80 {
-                    return Err("non-ASCII characters in a class are not supported".into());
-                }
-                hi = if h == b'\\' { self.escape()?.ok_or("invalid escape sequence")? } else { h };
+                hi = self.class_char(None)?.ok_or("invalid escape sequence")?;
                 if hi < lo {
                     return Err("invalid character class range".into());
                 }
             }
             c.range(lo, hi, fold);
+        }
+        self.done(c, neg)
+    }
+    /// Stores b (negated when neg) as the pattern's next class.
+    fn done(&mut self, b: ClassBuilder, neg: bool) -> Result<Node, String> {
+        if b.over {
+            return Err("too many non-ASCII ranges in a character class".into());
+        }
+        let mut c = b.c;
+        if let Some(ex) = b.perlneg {
+            // every non-ASCII character but ex's in no range
+            c.ranges = ex.into_iter().filter(|&r| !c.within(r)).map(|r| (r, r)).collect();
+            c.nonascii = true;
         }
         if neg {
             for b in c.bits.iter_mut() {
@@ -330,25 +379,29 @@ impl<'a> P<'a> {
             }
             c.nonascii = !c.nonascii;
         }
+        self.nranges += c.ranges.len();
+        if self.nranges > MAX_RANGES {
+            return Err("too many non-ASCII ranges in character classes".into());
+        }
         self.classes.push(c);
         Ok(Node::Class(self.classes.len() - 1))
     }
     /// The literal byte b, or the character at self.i - 1 (b its first
-    /// byte) as one class: under (?i) when it has a fold orbit, and when it
-    /// has several bytes and a repetition follows (so é+ repeats é, not its
-    /// last byte).
-    fn literal(&mut self, b: u8) -> Node {
+    /// byte), or the character b of an escape (esc), as one class: under
+    /// (?i) when it has a fold orbit, when it has several bytes and a
+    /// repetition follows (so é+ repeats é, not its last byte), and when it
+    /// is a non-ASCII escape (\x{e9}).
+    fn literal(&mut self, b: u32, esc: bool) -> Result<Node, String> {
         let fold = self.flags & FI != 0;
-        let (r, l) = if b >= 0x80 { decode(&self.s[self.i - 1..]).unwrap_or((b as u32, 1)) } else { (b as u32, 1) };
+        let (r, l) = if b >= 0x80 && !esc { decode(&self.s[self.i - 1..]).unwrap_or((b, 1)) } else { (b, 1) };
         let rep = l > 1 && matches!(self.s.get(self.i + l - 1), Some(b'*' | b'+' | b'?' | b'{'));
-        if rep || (fold && fold_next(r) != r) {
+        if rep || (esc && b >= 0x80) || (fold && fold_next(r) != r) {
             self.i += l - 1;
-            let mut c = Class::default();
-            c.fold(r, fold);
-            self.classes.push(c);
-            return Node::Class(self.classes.len() - 1);
+            let mut c = ClassBuilder::default();
+            c.range(r, r, fold);
+            return self.done(c, false);
         }
-        Node::Byte(b)
+        Ok(Node::Byte(b as u8))
     }
     fn atom(&mut self, depth: usize) -> Result<Node, String> {
         self.count()?;
@@ -443,17 +496,16 @@ impl<'a> P<'a> {
                         self.i += 1;
                         return Ok(Node::Assert(a));
                     }
-                    let mut c = Class::default();
+                    let mut c = ClassBuilder::default();
                     if c.perl(e, self.flags & FI != 0) {
                         self.i += 1;
-                        self.classes.push(c);
-                        return Ok(Node::Class(self.classes.len() - 1));
+                        return self.done(c, false);
                     }
                 }
                 let b = self.escape()?.ok_or("invalid or unsupported escape sequence")?;
-                Ok(self.literal(b))
+                self.literal(b, true)
             }
-            c => Ok(self.literal(c)),
+            c => self.literal(c as u32, false),
         }
     }
     fn repeat_count(&mut self) -> Result<Option<(u32, Option<u32>)>, String> {
@@ -667,6 +719,12 @@ impl Gen {
     }
 }
 
+/// The first byte of the non-ASCII character r's UTF-8: a range's
+/// characters start with the bytes from its first's to its last's.
+fn lead(r: u32) -> usize {
+    (if r < 0x800 { 0xc0 | r >> 6 } else if r < 0x10000 { 0xe0 | r >> 12 } else { 0xf0 | r >> 18 }) as usize
+}
+
 fn is_word(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
@@ -704,7 +762,7 @@ pub fn rune_len(s: &[u8]) -> usize {
 impl Regex {
     /// Compiles pattern; Err with Go-like messages on a syntax error.
     pub fn new(pattern: &str) -> Result<Regex, String> {
-        let mut p = P { s: pattern.as_bytes(), i: 0, flags: 0, classes: Vec::new(), has_secret: false, nodes: 0 };
+        let mut p = P { s: pattern.as_bytes(), i: 0, flags: 0, classes: Vec::new(), has_secret: false, nodes: 0, nranges: 0 };
         let root = p.alt(0)?;
         if p.i < p.s.len() {
             return Err("unexpected )".into());
@@ -739,17 +797,19 @@ impl Regex {
                 Inst::Byte(b) => self.first[b as usize] = true,
                 Inst::Class(k) => {
                     let c = &self.classes[k];
-                    for b in 0..=255u8 {
-                        if c.test(b) || (b >= 0x80 && c.nonascii) {
+                    for b in 0..128u8 {
+                        if c.test(b) {
                             self.first[b as usize] = true;
                         }
                     }
-                    if !c.nonascii {
-                        // the runes' first bytes
-                        for &r in c.runes() {
-                            let lead = if r < 0x800 { 0xc0 | r >> 6 } else if r < 0x10000 { 0xe0 | r >> 12 } else { 0xf0 | r >> 18 };
-                            self.first[lead as usize] = true;
-                        }
+                    // the first bytes of the ranges' characters (any, negated;
+                    // all of 0x80-0xFF with U+FFFD, which an invalid byte reads as)
+                    for &(lo, hi) in c.ranges.iter() {
+                        let (from, to) = if lo <= 0xfffd && hi >= 0xfffd { (0x80, 0xff) } else { (lead(lo), lead(hi)) };
+                        self.first[from..=to].fill(true);
+                    }
+                    if c.nonascii {
+                        self.first[0x80..].fill(true);
                     }
                 }
                 Inst::Any(nl) => {
@@ -822,7 +882,7 @@ impl Regex {
                             pos += 1;
                         } else {
                             let k = &self.classes[k];
-                            if k.nrunes == 0 {
+                            if k.ranges.is_empty() {
                                 if !k.nonascii {
                                     break;
                                 }

@@ -115,14 +115,27 @@ fn regex() {
         ("(?i)σ+", "Σς", Some((0, 4))), ("(?i)ß", "ss", None), ("k", "\u{212a}", None),
         // a repetition of a character of several bytes repeats the character
         ("ü{2}", "üü", Some((0, 4))), ("xé+", "xéé", Some((0, 5))),
+        // non-ASCII class members and ranges, negated a whole character at a time
+        ("[é-ë]+", "eéë", Some((1, 5))), ("[^ß]", "ßx", Some((2, 3))), ("[^a]", "\u{1f600}", Some((0, 4))),
+        ("[a-é]+", "~©ê", Some((0, 3))), (r"[\x{1F600}-\x{1F64F}]", "a\u{1f601}", Some((1, 5))), (r"\x{e9}", "é", Some((0, 2))),
+        ("(?i)[а-я]+", "Пр", Some((0, 4))), ("(?i)[^à-å]", "ÀÆ", Some((2, 4))), (r"[\w\x{e9}]+", "éa", Some((0, 3))),
+        (r"(?i)[\W\x{17F}]", "ſ", Some((0, 2))), (r"(?i)[K\W]", "\u{212a}", Some((0, 3))),
     ];
     for (re, text, want) in cases {
         let r = Regex::new(re).unwrap_or_else(|e| panic!("{}: {}", re, e));
         assert_eq!(r.find_at(text.as_bytes(), 0).map(|m| (m.start, m.end)), *want, "{} on {}", re, text);
     }
-    for bad in ["(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", r"\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\"] {
+    for bad in ["(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", r"\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\", "[ê-é]", r"\x{110000}", r"\x{}", r"\x{41", r"\x4"] {
         assert!(Regex::new(bad).is_err(), "{}", bad);
     }
+    // A class holds at most CLASS_RANGES non-ASCII ranges, a pattern
+    // MAX_RANGES: 64 separate characters fit in a class, 65 do not; eight
+    // such classes fit in a pattern, nine do not.
+    let class = |n: u32| format!("[{}]", (0..n).map(|i| format!(r"\x{{{:x}}}", 0x100 + 2 * i)).collect::<String>());
+    assert!(Regex::new(&class(64)).unwrap().find_at("\u{102}".as_bytes(), 0).is_some());
+    assert!(Regex::new(&class(65)).err().map_or(false, |e| e.contains("too many")));
+    assert!(Regex::new(&class(64).repeat(8)).is_ok());
+    assert!(Regex::new(&class(64).repeat(9)).err().map_or(false, |e| e.contains("too many")));
     let r = Regex::new(r"(?i)bearer\s+(?P<secret>\w+)").unwrap();
     assert_eq!(r.find_at(b"Bearer abc", 0).unwrap().secret, Some((7, 10)));
 }
@@ -180,13 +193,16 @@ fn may_match() {
 /// The prefilters (required bytes, the first-byte set and its two-byte
 /// search, may_match) never lose a match: random patterns over random texts
 /// (case-insensitive letters, classes, alternations, assertions, non-ASCII
-/// bytes, the Kelvin sign, the long s and Greek sigmas) match exactly as the same program with no
-/// filter, and may_match is true whenever it matches.
+/// bytes, the Kelvin sign, the long s and Greek sigmas, non-ASCII class
+/// members and ranges, invalid bytes) match exactly as the same program
+/// with no filter, and may_match is true whenever it matches.
 #[test]
 fn prefilter_differential() {
     use crate::regex::ByteSet;
-    let atoms = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", r"\w", r"\s", r"\d", ".", "(?i)k", "(?i:ab)", "(a|b)", "(?:ab|c)", r"\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", r"\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "ſ", r"[^\x00-\x7f]", "sk-", "(?i)bearer", "(?i)[^a-z]", r"(?i)\w", r"(?i)\W", "(?i)σ", r"(?i)[\Ws]", "(?i)\u{212a}"];
-    let chars = ["a", "b", "k", "K", "-", " ", "x", "é", "\n", "_", "\u{212a}", "ſ", "s", "S", "Σ", "ς", "É"];
+    let atoms = ["a", "b", "k", "K", "-", "[a-c]", "[^a]", r"\w", r"\s", r"\d", ".", "(?i)k", "(?i:ab)", "(a|b)", "(?:ab|c)", r"\b", "^", "$", "é", "[é-ê]", "x?", "(?i)é", r"\S", "(?s).", "[[:alpha:]]", "(?i)[k-m]", "(?m)^", "a*", "b+", "(?i)s", "ſ", r"[^\x00-\x7f]", "sk-", "(?i)bearer", "(?i)[^a-z]", r"(?i)\w", r"(?i)\W", "(?i)σ", r"(?i)[\Ws]", "(?i)\u{212a}",
+        "[^ß]", "[a-é]", "(?i)[à-å]", "(?i)[^à-å]", "[а-я]", "(?i)[а-я]", r"[\x{1F600}-\x{1F64F}]", "[α-ω]", r"[\x{3a3}\x{17F}]", r"[^\x{80}-\x{10FFFF}]", r"[\x{FFFD}]", r"\x{e9}"];
+    let chars: [&[u8]; 26] = [b"a", b"b", b"k", b"K", b"-", b" ", b"x", "é".as_bytes(), b"\n", b"_", "\u{212a}".as_bytes(), "ſ".as_bytes(), b"s", b"S", "Σ".as_bytes(), "ς".as_bytes(), "É".as_bytes(),
+        "ß".as_bytes(), "À".as_bytes(), "П".as_bytes(), "р".as_bytes(), "\u{1f601}".as_bytes(), b"\xff", "λ".as_bytes(), "©".as_bytes(), b"\xc3"];
     let mut seed: u32 = 11;
     let mut rnd = |n: usize| {
         seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
@@ -211,11 +227,12 @@ fn prefilter_differential() {
         };
         compiled += 1;
         let reference = re.unfiltered();
-        let mut text = String::new();
+        let mut t = Vec::new();
         for _ in 0..rnd(24) {
-            text.push_str(chars[rnd(chars.len())]);
+            t.extend_from_slice(chars[rnd(chars.len())]);
         }
-        let t = text.as_bytes();
+        let t = &t[..];
+        let text = String::from_utf8_lossy(t);
         for from in 0..t.len().min(3) + 1 {
             let (got, want) = (re.find_at(t, from), reference.find_at(t, from));
             assert_eq!(got.map(|m| (m.start, m.end)), want.map(|m| (m.start, m.end)), "pattern {pat:?} on {text:?} from {from}");
