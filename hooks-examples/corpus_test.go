@@ -243,7 +243,7 @@ func loadCorpus(t *testing.T, hook string) []*hookcase.Case {
 
 // manifestOf reads an example hook's manifest: the corpus's modules are
 // built without one embedded, and its settings_schema applies to the cases.
-func manifestOf(t *testing.T, hook string) *abi.Manifest {
+func manifestOf(t testing.TB, hook string) *abi.Manifest {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot(), "hooks-examples", hook, "manifest.json"))
 	if err != nil {
