@@ -11,10 +11,11 @@
  * \r \f \v \a \xHH \x{H...} and escaped punctuation; groups (...), (?:...),
  * (?P<name>...), (?<name>...); flags (?i) (?s) (?m) (?U) and (?flags:...);
  * quantifiers * + ? {n} {n,} {n,m} (n, m <= 1000) and their lazy forms. A
- * group named "secret" is captured (wh_re_match's sub). Anything else
- * (\p{..}, [[:alpha:]]) is refused at compile time with a message, as is a
- * class of more than WH_RE_CLASS_RANGES (64) ranges of non-ASCII
- * characters, or a pattern of more than WH_RE_MAX_RANGES (512) in all.
+ * group named "secret" is captured (wh_re_match's sub; of two, the leftmost,
+ * as Go's SubexpIndex takes). Anything else (\p{..}, [[:alpha:]]) is
+ * refused at compile time with a message, as is a class of more than
+ * WH_RE_CLASS_RANGES (64) ranges of non-ASCII characters, or a pattern of
+ * more than WH_RE_MAX_RANGES (512) in all.
  * Under (?i) a literal, a class's members and \w \W fold by Unicode simple
  * case folding, as Go's regexp: (?i)k matches U+212A KELVIN SIGN, (?i)\xc3\xa9
  * (e acute) its capital, (?i)[^a-z] not U+017F LONG S (wasmhooks_fold.h,
@@ -341,8 +342,9 @@ WH_API int wh__ratom(wh__rp *p, int depth) {
 				while (p->s < p->end && *p->s != '>') p->s++;
 				if (p->s >= p->end || p->s == name) { p->re->err = "invalid named capture"; return -1; }
 				if (p->s - name == 6 && !memcmp(name, "secret", 6)) {
-					if (p->re->has_secret) { p->re->err = "duplicate capture group name"; return -1; }
-					p->re->has_secret = cap = 1;
+					/* Go accepts a name twice and its SubexpIndex takes the
+					 * leftmost: a later "secret" is a plain group. */
+					if (!p->re->has_secret) p->re->has_secret = cap = 1;
 				}
 				p->s++;
 			} else {

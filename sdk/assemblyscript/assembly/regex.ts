@@ -353,9 +353,12 @@ class P {
           while (this.peek() >= 0 && this.peek() != 0x3e) this.i++;
           if (this.peek() < 0 || this.i == start) return this.fail("invalid named capture");
           if (this.i - start == 6 && String.UTF8.decodeUnsafe(this.s.dataStart + <usize>start, 6) == "secret") {
-            if (this.hasSecret) return this.fail("duplicate capture group name");
-            this.hasSecret = true;
-            cap = true;
+            // Go accepts a name twice and its SubexpIndex takes the leftmost:
+            // a later "secret" is a plain group.
+            if (!this.hasSecret) {
+              this.hasSecret = true;
+              cap = true;
+            }
           }
           this.i++;
         } else {

@@ -429,11 +429,13 @@ impl<'a> P<'a> {
                             return Err("invalid named capture".into());
                         }
                         if &self.s[start..self.i] == b"secret" {
-                            if self.has_secret {
-                                return Err("duplicate capture group name".into());
+                            // Go accepts a name twice and its SubexpIndex
+                            // takes the leftmost: a later "secret" is a
+                            // plain group.
+                            if !self.has_secret {
+                                self.has_secret = true;
+                                cap = true;
                             }
-                            self.has_secret = true;
-                            cap = true;
                         }
                         self.i += 1;
                     } else {
