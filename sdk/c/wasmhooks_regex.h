@@ -67,6 +67,7 @@ typedef struct {
 } wh_re;
 
 typedef struct { const char *s, *end; int flags; wh_re *re; } wh__rp;
+WH_API int wh__isword(int c);
 #define WH_RF_I 1
 #define WH_RF_S 2
 #define WH_RF_M 4
@@ -339,8 +340,9 @@ WH_API int wh__ratom(wh__rp *p, int depth) {
 				if (*p->s == 'P') p->s++;
 				if (p->s >= p->end || *p->s != '<') { p->re->err = "invalid named capture"; return -1; }
 				const char *name = ++p->s;
-				while (p->s < p->end && *p->s != '>') p->s++;
-				if (p->s >= p->end || p->s == name) { p->re->err = "invalid named capture"; return -1; }
+				/* A name is word characters, as Go's. */
+				while (p->s < p->end && wh__isword((unsigned char)*p->s)) p->s++;
+				if (p->s >= p->end || *p->s != '>' || p->s == name) { p->re->err = "invalid named capture"; return -1; }
 				if (p->s - name == 6 && !memcmp(name, "secret", 6)) {
 					/* Go accepts a name twice and its SubexpIndex takes the
 					 * leftmost: a later "secret" is a plain group. */

@@ -350,8 +350,8 @@ class P {
           if (this.peek() != 0x3c) return this.fail("invalid named capture");
           this.i++;
           const start = this.i;
-          while (this.peek() >= 0 && this.peek() != 0x3e) this.i++;
-          if (this.peek() < 0 || this.i == start) return this.fail("invalid named capture");
+          while (isWord(this.peek())) this.i++; // a name is word characters, as Go's
+          if (this.peek() != 0x3e || this.i == start) return this.fail("invalid named capture");
           if (this.i - start == 6 && String.UTF8.decodeUnsafe(this.s.dataStart + <usize>start, 6) == "secret") {
             // Go accepts a name twice and its SubexpIndex takes the leftmost:
             // a later "secret" is a plain group.

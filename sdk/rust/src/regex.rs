@@ -422,10 +422,11 @@ impl<'a> P<'a> {
                         }
                         self.i += 1;
                         let start = self.i;
-                        while self.peek().map_or(false, |c| c != b'>') {
+                        // A name is word characters, as Go's.
+                        while self.peek().map_or(false, is_word) {
                             self.i += 1;
                         }
-                        if self.peek().is_none() || self.i == start {
+                        if self.peek() != Some(b'>') || self.i == start {
                             return Err("invalid named capture".into());
                         }
                         if &self.s[start..self.i] == b"secret" {
