@@ -6,9 +6,17 @@ package examples_test
 // engines the C, Rust and AssemblyScript ports of redact-secrets carry
 // (sdk/c/wasmhooks_regex.h, sdk/rust/src/regex.rs,
 // sdk/assemblyscript/assembly/regex.ts) against Go's regexp, through the real
-// hooks: the Go hook is the reference, as in TestCorpus. The plain `go test`
-// runs the seeds only; `make fuzz FUZZ=FuzzRedactEnginesAgree
-// FUZZPKGS=./hooks-examples` searches.
+// hooks: the Go hook is the reference, as in TestCorpus. Each input is a
+// pattern (set as the hook's "patterns") and a text; every port must decide
+// as the Go hook does, refuse what Go refuses, and may refuse what Go accepts
+// only for what the engines document as unsupported or over a limit.
+// The plain `go test` runs the seeds and testdata/fuzz/FuzzRedactEnginesAgree
+// (the divergences found, fixed, and Go's syntax edges); `make fuzz
+// FUZZ=FuzzRedactEnginesAgree FUZZPKGS=./hooks-examples` searches.
+//
+// Known divergence, left: a repetition right after a flag group (`\w(?i)*`,
+// which Go reads as `\w*`) is refused by the ports; the grammar does not
+// write it.
 
 import (
 	"context"
@@ -61,7 +69,7 @@ func (g *regexGen) expr(depth int) string {
 
 func (g *regexGen) seq(depth int) string {
 	var b strings.Builder
-	for n := 1 + g.next()%4; n > 0 && g.i < len(g.b); n-- {
+	for n := g.next() % 5; n > 0 && g.i < len(g.b); n-- { // n = 0: an empty alternative
 		a := g.atom(depth)
 		b.WriteString(a)
 		if q := g.quant(); !strings.HasSuffix(a, "i)") && !strings.HasSuffix(a, "U)") {
@@ -213,12 +221,12 @@ func FuzzRedactEnginesAgree(f *testing.F) {
 
 	// Seeds: (grammar bytes, text bytes), or 0xff and a pattern as it is;
 	// each comment is the pattern and text a seed gives.
-	f.Add([]byte{2, 3, 3, 4, 1, 5, 2}, []byte{2, 3, 4, 0, 1})                 // (?i)Kk over "kK\u212aab"
-	f.Add([]byte{0, 1, 8, 0, 1, 2, 3, 5}, []byte{5, 6, 7, 0, 8, 9, 10})       // [^K-sa] over "sS\u017faéÉσ"
-	f.Add([]byte{2, 0, 10, 1, 15, 1, 9, 4}, []byte{11, 12, 13, 14, 1, 32, 5}) // (?i)\W** (Go refuses: so must every port)
-	f.Add([]byte{3, 2, 16, 1, 0, 5, 2, 14, 1}, []byte{16, 17, 18, 33, 34})    // (?s)(?i)s() over "μΜΩ\t€"
-	f.Add(append([]byte{0xff}, `(?i)\p{Greek}+`...), []byte{9, 10, 11})       // \p{..}: documented as refused by the ports
-	f.Add(append([]byte{0xff}, `(?i)[^a-z\W]+`...), []byte{2, 3, 4, 5, 6, 7}) // \W's folds in a negated class
+	f.Add([]byte{2, 3, 3, 4, 1, 5, 2}, []byte{2, 3, 4, 0, 1})                    // (?i)Kk over "kK\u212aab"
+	f.Add([]byte{0, 1, 8, 0, 1, 2, 3, 5}, []byte{5, 6, 7, 0, 8, 9, 10})          // [^K-sa] over "sS\u017faéÉσ"
+	f.Add(append([]byte{0xff}, `(?i)\W**`...), []byte{11, 12, 13, 14, 1, 32, 5}) // Go refuses: so must every port
+	f.Add([]byte{3, 2, 16, 1, 0, 5, 2, 14, 1}, []byte{16, 17, 18, 33, 34})       // (?s)(?i)s over "μΜΩ\t€"
+	f.Add(append([]byte{0xff}, `(?i)\p{Greek}+`...), []byte{9, 10, 11})          // \p{..}: documented as refused by the ports
+	f.Add(append([]byte{0xff}, `(?i)[^a-z\W]+`...), []byte{2, 3, 4, 5, 6, 7})    // \W's folds in a negated class
 	f.Add(append([]byte{0xff}, `(?i)(?P<secret>[σß]+)\b`...), []byte{9, 10, 11, 12, 13, 14})
 
 	f.Fuzz(func(t *testing.T, pat, txt []byte) {
