@@ -756,10 +756,8 @@ WH_API int wh__rrun(const wh_re *re, const char *s, size_t n, size_t start, int3
 				pc++;
 				continue;
 			case WH_RI_CHECK:
-				/* An empty iteration leaves the loop (past the JMP that
-				 * follows), as Go's regexp drops the loop's state met again
-				 * at the same position: (|a)+ matches "" in "a". */
-				pc += slots[in->x] == (int32_t)pos ? 2 : 1;
+				if (slots[in->x] == (int32_t)pos) goto fail;
+				pc++;
 				continue;
 			case WH_RI_MATCH: return 1;
 			}

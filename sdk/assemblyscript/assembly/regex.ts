@@ -693,10 +693,8 @@ export class Regex {
           unchecked(slots[ins.x] = pos);
           pc++;
         } else if (op == I_CHECK) {
-          // An empty iteration leaves the loop (past the JMP that follows),
-          // as Go's regexp drops the loop's state met again at the same
-          // position: (|a)+ matches "" in "a".
-          pc += unchecked(slots[ins.x]) == pos ? 2 : 1;
+          if (unchecked(slots[ins.x]) == pos) break;
+          pc++;
         } else {
           return true;
         }

@@ -153,7 +153,6 @@ static void test_regex(void) {
 		{"x{2,3}", "xxxxx", 0, 3}, {"x{2}", "x", -1, -1}, {"[^a-c]+", "abcdef", 3, 6}, {"a|ab", "ab", 0, 1},
 		{"(?:ab)*c", "ababc", 0, 5}, {"^a", "ba", -1, -1}, {"a$", "ba", 1, 2}, {"\\d{3}", "ab1234", 2, 5},
 		{"[\\s\\S]*?END", "x\nyEND", 0, 6}, {".", "\xc3\xa9", 0, 2}, {"(a*)*b", "aaab", 0, 4}, {"a{,2}", "a{,2}", 0, 5},
-		{"(|a)+", "a", 0, 0}, {"(a|)+b", "aab", 0, 3},
 		/* Unicode simple case folding under (?i), as Go's (the corpus's
 		 * redact-secrets/regexp-fold-*.json hold the engines to Go's answers) */
 		{"(?i)k", "\xe2\x84\xaa", 0, 3}, {"(?i)[a-z]+", "s\xc5\xbfK", 0, 4}, {"(?i)[^a-z]", "\xe2\x84\xaa\xc5\xbf-", 5, 6},
@@ -177,7 +176,7 @@ static void test_regex(void) {
 		if (cases[i].start < 0) CHECK(r == 0, "%s on %s matched", cases[i].re, cases[i].text);
 		else CHECK(r == 1 && m[0] == cases[i].start && m[1] == cases[i].end, "%s on %s: %d [%ld,%ld]", cases[i].re, cases[i].text, r, m[0], m[1]);
 	}
-	static const char *invalid[] = {"(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", "\\p{L}", "x{1001}", "(?P<a b>x)", "\\",
+	static const char *invalid[] = {"(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", "\\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\",
 		"[\xc3\xaa-\xc3\xa9]", "[\xc3]", "\\x{110000}", "\\x{}", "\\x{41"};
 	for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
 		const char *err = NULL;

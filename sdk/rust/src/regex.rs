@@ -936,11 +936,10 @@ impl Regex {
                         pc += 1;
                     }
                     Inst::Check(k) => {
-                        // An empty iteration leaves the loop (past the Jmp
-                        // that follows), as Go's regexp drops the loop's
-                        // state met again at the same position: (|a)+
-                        // matches "" in "a".
-                        pc += if slots[k] == pos as isize { 2 } else { 1 };
+                        if slots[k] == pos as isize {
+                            break;
+                        }
+                        pc += 1;
                     }
                     Inst::Match => return true,
                 }

@@ -107,7 +107,7 @@ fn regex() {
         ("[^a-c]+", "abcdef", Some((3, 6))), ("a|ab", "ab", Some((0, 1))), ("(?:ab)*c", "ababc", Some((0, 5))),
         ("^a", "ba", None), ("a$", "ba", Some((1, 2))), (r"\d{3}", "ab1234", Some((2, 5))),
         (r"[\s\S]*?END", "x\nyEND", Some((0, 6))), (".", "\u{e9}", Some((0, 2))), ("(a*)*b", "aaab", Some((0, 4))),
-        ("a{,2}", "a{,2}", Some((0, 5))), ("(|a)+", "a", Some((0, 0))), ("(a|)+b", "aab", Some((0, 3))),
+        ("a{,2}", "a{,2}", Some((0, 5))),
         // Unicode simple case folding under (?i), as Go's (the corpus's
         // redact-secrets/regexp-fold-*.json hold the engines to Go's answers)
         ("(?i)k", "\u{212a}", Some((0, 3))), ("(?i)[a-z]+", "s\u{17f}K", Some((0, 4))), ("(?i)[^a-z]", "\u{212a}\u{17f}-", Some((5, 6))),
@@ -125,7 +125,7 @@ fn regex() {
         let r = Regex::new(re).unwrap_or_else(|e| panic!("{}: {}", re, e));
         assert_eq!(r.find_at(text.as_bytes(), 0).map(|m| (m.start, m.end)), *want, "{} on {}", re, text);
     }
-    for bad in ["(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", r"\p{L}", "x{1001}", "(?P<a b>x)", "\\", "[ê-é]", r"\x{110000}", r"\x{}", r"\x{41", r"\x4"] {
+    for bad in ["(", ")", "a**", "*", "a{2,1}", "[b-a]", "[a", r"\p{L}", "x{1001}", "(?P<secret>a)(?P<secret>b)", "\\", "[ê-é]", r"\x{110000}", r"\x{}", r"\x{41", r"\x4"] {
         assert!(Regex::new(bad).is_err(), "{}", bad);
     }
     // A class holds at most CLASS_RANGES non-ASCII ranges, a pattern
