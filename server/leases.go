@@ -13,7 +13,8 @@ import (
 const leaseTTL = store.DefaultLease
 
 // startLease counts one more of what is in flight under name (a
-// publisher's uploads), on every node sharing the database, and returns
+// publisher's uploads, a key's open waits, a tenant's audit
+// verification), on every node sharing the database, and returns
 // its end; ok is false when name has max in flight already. A negative max
 // is no bound: nothing is written. The count and the insert are one
 // transaction holding name's lock (lockName), after the leases whose
