@@ -591,7 +591,7 @@ func (c *Chain) resume(ctx context.Context, s *snapshot, ap *Approval, r Resolut
 		st.ShortCircuit = "" // the guard that gave it runs again
 
 	}
-	out, err := c.steps(ctx, s, &st, afterD)
+	out, err := c.steps(ctx, s, &st, afterD, time.Time{})
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err

@@ -131,6 +131,10 @@ type Chain struct {
 	tracer      trace.Tracer
 	log         *slog.Logger
 	now         func() time.Time
+	// wallClock is true when now is time.Now (Options.Now unset): a
+	// step's end is then the run's start moved by the monotonic time to
+	// the hook's return (perRun.endOf), with no clock read of its own.
+	wallClock bool
 	// tracing is false when tracer is OpenTelemetry's no-op one: spans
 	// are then not started at all (noSpan stands for them), which spares
 	// a context and the attributes per step.
@@ -191,7 +195,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Chain, error) {
 		c.log = slog.Default()
 	}
 	if c.now == nil {
-		c.now = time.Now
+		c.now, c.wallClock = time.Now, true
 	}
 	if err := c.Reload(ctx, cfg); err != nil {
 		return nil, err
@@ -547,9 +551,10 @@ func (c *Chain) Run(ctx context.Context, in Input) (*Outcome, error) {
 	defer s.release(ctx)
 	cur := audit.AcquireDigests() // the input's digests serve its first step too
 	cur.Reset(in.Context)
+	started := c.now()
 	st := &RunState{
 		Run: in.Run, Tenant: in.Tenant, Point: in.Point, Config: s.digest,
-		Context: in.Context, Input: cur.Digest(), Started: c.now().UTC(),
+		Context: in.Context, Input: cur.Digest(), Started: started.UTC(),
 	}
-	return c.execute(ctx, s, st, "chain.run", cur)
+	return c.execute(ctx, s, st, "chain.run", cur, started)
 }

@@ -56,8 +56,9 @@ type RunState struct {
 }
 
 // execute runs st's remaining bindings on s and returns the outcome. cur,
-// if not nil, holds the digests of st.Context; steps releases it.
-func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName string, cur *audit.Digests) (*Outcome, error) {
+// if not nil, holds the digests of st.Context; steps releases it. started
+// is c.now() when the run started, or the zero time (see steps).
+func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName string, cur *audit.Digests, started time.Time) (*Outcome, error) {
 	span := noSpan
 	if c.tracing {
 		ctx, span = c.tracer.Start(ctx, spanName, trace.WithAttributes(
@@ -68,7 +69,7 @@ func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName
 		))
 	}
 	defer span.End()
-	out, err := c.steps(ctx, s, st, cur)
+	out, err := c.steps(ctx, s, st, cur, started)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -88,7 +89,7 @@ func (c *Chain) execute(ctx context.Context, s *snapshot, st *RunState, spanName
 
 // steps runs st's remaining bindings. cur, if not nil, holds the digests of
 // st.Context; steps releases it.
-func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit.Digests) (*Outcome, error) {
+func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit.Digests, started time.Time) (*Outcome, error) {
 	list := s.points[st.Point]
 	if st.Next >= len(list) {
 		if cur != nil {
@@ -118,11 +119,18 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 	}()
 	st.Trace = slices.Grow(st.Trace, len(list)-st.Next)
 	per := perRun{run: st.Run, left: len(list) - st.Next}
+	if c.wallClock {
+		per.started = started
+	}
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
+		// The step is made in its place in the trace (capacity for it was
+		// grown above), not copied there: a Step is some 400 bytes.
+		index := len(st.Trace)
+		st.Trace = st.Trace[:index+1]
+		step := &st.Trace[index]
 		var (
-			step    Step
 			dec     *abi.Decision
 			nextCtx = st.Context
 			at      time.Time // when the step ended; zero: the record reads the clock
@@ -131,18 +139,20 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if b.rule != nil { // a ToolApproval (toolapproval.go): no hook runs
 			tool, ok := b.rule.matches(st.Context)
 			if !ok {
+				st.Trace = st.Trace[:index]
 				continue // not a tool it names: no step
 			}
-			step, dec = c.ruleStep(b, st, tool)
+			*step, dec = c.ruleStep(b, st, tool)
 		} else if st.ShortCircuit != "" && b.Phase == Guard {
-			step = skippedStep(b, st.ShortCircuit) // shortcircuit.go
+			*step = skippedStep(b, st.ShortCircuit) // shortcircuit.go
 		} else {
-			if step, dec, nextCtx, at, err = c.step(ctx, s, b, st, cur, &next, &per); err != nil {
+			if dec, nextCtx, at, err = c.step(ctx, s, b, st, step, index, cur, &next, &per); err != nil {
+				st.Trace = st.Trace[:index]
 				return nil, err
 			}
 		}
 		if b.Mode == ModeAudit {
-			shadow(&step, nextCtx)
+			shadow(step, nextCtx)
 			nextCtx = st.Context
 		}
 		var ap *Approval
@@ -154,22 +164,22 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if step.Applied == abi.ActionModify {
 			after = next // step spliced the modify into it
 		}
-		sl, err := c.record(ctx, rec, at, s.digest, st, len(st.Trace), &step, cur, after)
+		sl, err := c.record(ctx, rec, at, s.digest, st, index, step, cur, after)
 		if err != nil {
+			st.Trace = st.Trace[:index]
 			return nil, err
 		}
 		seals = append(seals, sl)
 		if after != cur {
 			cur, next = after, cur
 		}
-		st.Trace = append(st.Trace, step)
 		switch step.Applied {
 		case abi.ActionNotify:
-			st.Notifications = append(st.Notifications, notification(b, &step, dec))
+			st.Notifications = append(st.Notifications, notification(b, step, dec))
 		case abi.ActionModify:
 			st.Context, st.Modified = nextCtx, true
 		case abi.ActionBlock:
-			return c.blocked(s, st, b.Name, &step, dec, seals), nil
+			return c.blocked(s, st, b.Name, step, dec, seals), nil
 		case abi.ActionAsk:
 			ap.State = *st
 			if ap.Seal, err = c.seal(ap); err != nil {
@@ -188,7 +198,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 		if dec != nil && dec.DoNotReplyAgain && b.Phase == Guard && step.Ignored == "" && b.Mode != ModeAudit {
 			st.DoNotReplyAgain = true
 		}
-		if shortCircuits(b, &step, dec) {
+		if shortCircuits(b, step, dec) {
 			st.ShortCircuit = b.Name
 		}
 	}
@@ -256,13 +266,14 @@ func policyReason(binding string, f *abi.Failure, p FailPolicy) string {
 	return fmt.Sprintf("binding %s failed (%s); fail-open policy continues", binding, code)
 }
 
-// step runs one binding and decides what it applies. It returns the step,
-// the hook's decision (nil on failure), the context after the step, and
-// when it ended (c.now()). cur holds st.Context (the hook gets its bytes);
+// step runs one binding and decides what it applies. It makes the step in
+// *step (index is its place in the trace) and returns the hook's decision
+// (nil on failure), the context after the step, and when it ended
+// (per.endOf). cur holds st.Context (the hook gets its bytes);
 // when the step applies a modify, *nextD holds the context after it (the
 // step acquires it if it is nil: most runs modify nothing).
-func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, cur *audit.Digests, nextD **audit.Digests, per *perRun) (Step, *abi.Decision, map[string]any, time.Time, error) {
-	step := Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
+func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, step *Step, index int, cur *audit.Digests, nextD **audit.Digests, per *perRun) (*abi.Decision, map[string]any, time.Time, error) {
+	*step = Step{Binding: b.Name, Module: b.digest, Phase: b.Phase, Priority: b.Priority, HostCalls: []audit.HostCall{}}
 	span := noSpan
 	if c.tracing {
 		ctx, span = c.tracer.Start(ctx, "chain.hook", b.spanStart...)
@@ -292,7 +303,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 		if p.trial {
 			step.Breaker = BreakerHalfOpen
 		}
-		step.Invocation = per.invocationID(len(st.Trace))
+		step.Invocation = per.invocationID(index)
 		res = results.Get().(*runtime.Result)
 		defer putResult(res)
 		// A continue is written into the run's next Decision.
@@ -324,7 +335,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 			br.abort(p)
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
-			return step, nil, nil, time.Time{}, err
+			return nil, nil, time.Time{}, err
 		default:
 			// The runtime refused the request (the context grew past
 			// the input limit, say): the binding reached no decision.
@@ -372,7 +383,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 				}
 			}
 		}
-		end = c.now()
+		end = per.endOf(c, res)
 		if refused {
 			// Refused before the hook ran (traffic over its input
 			// limit, say): nothing about the hook's health, and any
@@ -421,7 +432,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, c
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("wasmhooks.applied", string(step.Applied)), attribute.String("wasmhooks.by", step.By))
 	}
-	return step, dec, next, end, nil
+	return dec, next, end, nil
 }
 
 // perRun holds what a run's steps allocate together rather than one by one:
@@ -433,6 +444,11 @@ type perRun struct {
 	left int // the bindings the run has yet to run, the current one included
 
 	decisions []abi.Decision // made on the first call, one per binding left
+
+	// started is c.now() when the run started, with its monotonic
+	// reading; the zero time when the chain's clock is Options.Now or
+	// the run resumes (endOf then reads the clock).
+	started time.Time
 
 	ids   string     // the ids of the trace indexes from, from+1, ...
 	from  int        // the trace index of the first id in ids
@@ -450,6 +466,17 @@ func (p *perRun) decision() *abi.Decision {
 	p.decisions = p.decisions[1:]
 	p.left--
 	return d
+}
+
+// endOf returns when a step whose invocation res reported ended: the run's
+// start moved by the monotonic time from it to the hook's return
+// (runtime.Result.Ended), which spares a wall-clock read per step; or
+// c.now() when there is no such pair of readings.
+func (p *perRun) endOf(c *Chain, res *runtime.Result) time.Time {
+	if res == nil || p.started.IsZero() || res.Ended.IsZero() {
+		return c.now()
+	}
+	return p.started.Add(res.Ended.Sub(p.started))
 }
 
 // invocationID returns the invocation id of the step at index in the run's
@@ -580,7 +607,8 @@ func (c *Chain) checkModify(s *snapshot, b *bound, st *RunState, next map[string
 			return &abi.Failure{Code: abi.FailInvalidOutput, Message: "modify: " + err.Error()}
 		}
 	}
-	room, who, ok := roomAfter(s.points[st.Point][st.Next:], st, len(st.Trace)+1)
+	// The step making the modify holds its place in the trace already.
+	room, who, ok := roomAfter(s.points[st.Point][st.Next:], st, len(st.Trace))
 	if !ok {
 		return nil
 	}

@@ -78,6 +78,12 @@ type Result struct {
 	// to the guest's return (waiting for an instance included; reading
 	// the decision after it not).
 	Duration time.Duration `json:"-"`
+	// Ended is when the guest returned: a reading of the monotonic clock
+	// (compare it with time values that have one, as Sub and Before do;
+	// its wall reading is the process's start moved by as much, so it
+	// drifts from the wall clock if that is set). Zero when the runtime
+	// refused the request.
+	Ended time.Time `json:"-"`
 	// Logs holds what the hook wrote to stdout and stderr.
 	Logs []LogLine `json:"logs"`
 	// LogBytesDropped counts output bytes over Limits.MaxLogBytes.
@@ -261,7 +267,8 @@ func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last
 	}
 	if err != nil {
 		if f, ok := abi.AsFailure(err); ok {
-			*res = Result{InvocationID: req.InvocationID, Failure: f, Calls: calls, Duration: monoNow().Sub(start)}
+			end := monoNow()
+			*res = Result{InvocationID: req.InvocationID, Failure: f, Calls: calls, Duration: end.Sub(start), Ended: end}
 			return f
 		}
 		return err
@@ -321,7 +328,7 @@ func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last
 		// a context the caller's does not cancel): the report keeps them,
 		// with no decision and no failure, and so does the error.
 		*res = Result{InvocationID: req.InvocationID, HostCalls: inv.calls, Calls: inv.record, HostCallBytes: inv.bytes,
-			CreditCharged: inv.charged, Duration: end.Sub(start)}
+			CreditCharged: inv.charged, Duration: end.Sub(start), Ended: end}
 		return &AbandonedError{InvocationID: req.InvocationID, HostCalls: inv.calls, CreditCharged: inv.charged, Err: ctx.Err()}
 	}
 	if fail = inv.violation; fail == nil {
@@ -343,7 +350,7 @@ func (r *Runtime) invoke(ctx context.Context, start time.Time, p *Prepared, last
 	inst.run.end()
 	inst.inv = invocation{} // keep nothing of this invocation alive
 	res.Reused = r.release(ctx, pl, inst, reuse, monoNanos(end))
-	res.Duration = end.Sub(start)
+	res.Duration, res.Ended = end.Sub(start), end
 	if fail != nil {
 		return fail
 	}
