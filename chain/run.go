@@ -122,6 +122,7 @@ func (c *Chain) steps(ctx context.Context, s *snapshot, st *RunState, cur *audit
 	if c.wallClock {
 		per.started = started
 	}
+	defer per.release()
 	for st.Next < len(list) {
 		b := list[st.Next]
 		st.Next++
@@ -304,8 +305,7 @@ func (c *Chain) step(ctx context.Context, s *snapshot, b *bound, st *RunState, s
 			step.Breaker = BreakerHalfOpen
 		}
 		step.Invocation = per.invocationID(index)
-		res = results.Get().(*runtime.Result)
-		defer putResult(res)
+		res = per.result()
 		// A continue is written into the run's next Decision.
 		res.Decision = per.decision()
 		refused := false // the runtime refused the request: the hook did not run
@@ -445,6 +445,8 @@ type perRun struct {
 
 	decisions []abi.Decision // made on the first call, one per binding left
 
+	res *runtime.Result // what the run's invocations report into, in turn
+
 	// started is c.now() when the run started, with its monotonic
 	// reading; the zero time when the chain's clock is Options.Now or
 	// the run resumes (endOf then reads the clock).
@@ -466,6 +468,25 @@ func (p *perRun) decision() *abi.Decision {
 	p.decisions = p.decisions[1:]
 	p.left--
 	return d
+}
+
+// result returns the Result the run's invocations report into, from the
+// pool on the first call: the runtime resets it at each invocation, and the
+// step takes what it keeps (the host calls copied, the Decision one of the
+// run's own).
+func (p *perRun) result() *runtime.Result {
+	if p.res == nil {
+		p.res = results.Get().(*runtime.Result)
+	}
+	return p.res
+}
+
+// release gives the run's Result back to the pool.
+func (p *perRun) release() {
+	if p.res != nil {
+		putResult(p.res)
+		p.res = nil
+	}
 }
 
 // endOf returns when a step whose invocation res reported ended: the run's
