@@ -155,9 +155,11 @@ type sharedLimiter struct {
 	db        *sqlDB
 	interval  int64        // ns between two tokens: 1/rate
 	tolerance int64        // (burst-1) * interval
+	spent     int64        // tolerance + interval: how far past now a bucket just spent has its tat
 	local     *limiter     // the same bucket in memory: the first check
 	take      string       // the upsert; ? placeholders: key, [now], interval, tolerance
 	wait      string       // tat - now of a key, for Retry-After
+	stepped   string       // sets a tat past now + spent down to it; ? placeholders: [now], spent, key, [now], spent
 	takes     atomic.Int64 // statements take ran (tests)
 }
 
@@ -175,12 +177,13 @@ func newSharedLimiter(db *sqlDB, rl RateLimit) *sharedLimiter {
 	now := db.nowSQL()
 	// The proposed row's tat is now + interval, so excluded.tat - interval
 	// is now in the update without reading the clock twice.
-	return &sharedLimiter{db: db, interval: interval, tolerance: tolerance, local: local,
+	return &sharedLimiter{db: db, interval: interval, tolerance: tolerance, spent: tolerance + interval, local: local,
 		take: `INSERT INTO serve_rate_buckets AS b (key_id, tat) VALUES (?, ` + now + ` + ?)
 			ON CONFLICT (key_id) DO UPDATE SET tat = CASE WHEN b.tat > excluded.tat - ? THEN b.tat ELSE excluded.tat - ? END + ?
 			WHERE b.tat - (excluded.tat - ?) <= ?
 			RETURNING tat`,
-		wait: `SELECT tat - ` + now + ` FROM serve_rate_buckets WHERE key_id = ?`}
+		wait:    `SELECT tat - ` + now + ` FROM serve_rate_buckets WHERE key_id = ?`,
+		stepped: `UPDATE serve_rate_buckets SET tat = ` + now + ` + ? WHERE key_id = ? AND tat > ` + now + ` + ?`}
 }
 
 // allow takes a token of key's bucket, in memory first, then in the
@@ -225,6 +228,22 @@ func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time
 	var ahead int64
 	if err := l.db.QueryRowContext(ctx, l.wait, append(l.db.nowArgs(at), key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, 0, err
+	}
+	if ahead > l.spent {
+		// No request leaves tat further ahead than a bucket just spent
+		// has it: the clock (the database's, on Postgres) stepped back
+		// since tat was written. Set down to a spent bucket's, the step
+		// costs the key at most a burst; kept, it refused every request
+		// for the step's length, since a refusal writes nothing. (Bounding
+		// tat where take reads it would change no decision: the bound
+		// refuses too, and is not written.) Rare: a statement more only
+		// then. See RATIONALE.md#why-a-shared-rate-limit.
+		now := l.db.nowArgs(at)
+		args := append(append(append(append([]any{}, now...), l.spent, key), now...), l.spent)
+		if _, err := l.db.ExecContext(ctx, l.stepped, args...); err != nil {
+			return false, 0, err
+		}
+		ahead = l.spent
 	}
 	return false, time.Duration(ahead - l.tolerance), nil
 }

@@ -239,6 +239,57 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 	}
 }
 
+// TestRateLimitClockStepsBack: a key's shared bucket whose tat is an hour
+// ahead, as a clock (the database's, on Postgres) stepped an hour back
+// leaves it, costs the key at most a burst: its next request is refused
+// with a Retry-After of one interval, and one interval later it is served
+// (then refused again: the limit holds). A refusal writes nothing, so the
+// tat stayed an hour ahead and every request was refused for the hour
+// (Retry-After 3600).
+func TestRateLimitClockStepsBack(t *testing.T) {
+	const burst, interval = 2, 1000 * time.Second
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl := twoNodes(t, db, func(o *server.Options) {
+				o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(interval), Burst: burst}
+				o.RateLimitScope = server.RateLimitCluster
+			})
+			p := cl.nodes[0]
+			var ahead atomic.Int64 // the node's clock's offset
+			server.SetClock(p.srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+				t.Fatal(err)
+			}
+			op, doc := p.keyDoc(t, server.RoleOperator, "acme")
+			if _, err := op.Credit(ctx, "acme"); err != nil {
+				t.Fatal(err)
+			}
+			shift := func(d time.Duration) {
+				t.Helper()
+				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat + $1 WHERE key_id = $2`), int64(d), doc.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shift(time.Hour) // the clock stepped an hour back
+			_, err := op.Credit(ctx, "acme")
+			wantCode(t, err, 429, server.CodeRateLimited)
+			if pr := (*server.Problem)(nil); errors.As(err, &pr) && pr.RetryAfter > int(interval/time.Second) {
+				t.Fatalf("Retry-After %d s after the clock stepped an hour back, want at most one interval (%s)", pr.RetryAfter, interval)
+			}
+			ahead.Store(int64(interval))
+			if db == "postgres" { // the shared bucket reads the database's clock
+				shift(-interval)
+			}
+			if _, err := op.Credit(ctx, "acme"); err != nil {
+				t.Fatalf("one interval after the refusal: %v", err)
+			}
+			_, err = op.Credit(ctx, "acme")
+			wantCode(t, err, 429, server.CodeRateLimited)
+		})
+	}
+}
+
 // TestNewRefusesBadRateLimit: New refuses a RateLimitScope it does not
 // know and a rate that is not a finite number (an infinite one made every
 // bucket refuse every request), naming the option.
