@@ -182,6 +182,24 @@ func TestLongPollsAcrossNodes(t *testing.T) {
 	}
 }
 
+// slowBurst and slowInterval are slowRateNodes' rate limit: so slow that
+// no token comes back while a test runs, unless it moves the clocks.
+const slowBurst, slowInterval = 2, 1000 * time.Second
+
+// slowRateNodes is twoNodes with the cluster scope and a burst of
+// slowBurst, a token every slowInterval; node 1's clock is offset by what
+// ahead holds.
+func slowRateNodes(t *testing.T, db string) (cl *cluster, ahead *atomic.Int64) {
+	t.Helper()
+	cl = twoNodes(t, db, func(o *server.Options) {
+		o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(slowInterval), Burst: slowBurst}
+		o.RateLimitScope = server.RateLimitCluster
+	})
+	ahead = new(atomic.Int64)
+	server.SetClock(cl.nodes[1].srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+	return cl, ahead
+}
+
 // TestRateLimitFloodInMemory: a request the shared bucket refuses sets
 // its node's bucket in memory down to the shared one's tokens, so a key's
 // flood is refused there, without a statement, until the shared bucket may
@@ -193,16 +211,11 @@ func TestLongPollsAcrossNodes(t *testing.T) {
 // on Postgres the shared bucket's time moved by as much) node 1 serves one
 // request, then refuses again.
 func TestRateLimitFloodInMemory(t *testing.T) {
-	const burst, interval = 2, 1000 * time.Second
+	const interval = slowInterval
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) {
-				o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(interval), Burst: burst}
-				o.RateLimitScope = server.RateLimitCluster
-			})
-			var ahead atomic.Int64 // node 1's clock's offset
-			server.SetClock(cl.nodes[1].srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+			cl, ahead := slowRateNodes(t, db)
 			if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
 				t.Fatal(err)
 			}
@@ -247,17 +260,12 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 // tat stayed an hour ahead and every request was refused for the hour
 // (Retry-After 3600).
 func TestRateLimitClockStepsBack(t *testing.T) {
-	const burst, interval = 2, 1000 * time.Second
+	const interval = slowInterval
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) {
-				o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(interval), Burst: burst}
-				o.RateLimitScope = server.RateLimitCluster
-			})
-			p := cl.nodes[0]
-			var ahead atomic.Int64 // the node's clock's offset
-			server.SetClock(p.srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+			cl, ahead := slowRateNodes(t, db)
+			p := cl.nodes[1]
 			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
 				t.Fatal(err)
 			}
