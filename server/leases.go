@@ -86,11 +86,12 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 // leases are read as absent, or expired, anyway. On Postgres the rows
 // another transaction holds are skipped, not waited for, so the sweep
 // never waits for a row lock and cannot deadlock: a lease start deleting
-// its name's expired leases, in the index's order, while the sweep
-// deleted them in the table's, each held a row the other waited for (one
-// of them answered 503); and a sweep waiting for one publisher's upload
-// held the rows it had deleted, which every other name's transactions
-// then waited for.
+// its name's expired leases in the index's order, while the sweep deleted
+// them in the table's, could each hold a row the other waited for
+// (Postgres failed one: the lease start's 503); and a sweep waiting for
+// one publisher's upload held the rows it had deleted, which every other
+// name's transactions then waited for. See
+// RATIONALE.md#why-a-shared-rate-limit.
 func (s *Server) sweepLimits(ctx context.Context) {
 	now := s.db.nowSQL()
 	hourAgo := append(s.db.nowArgs(s.clock()), int64(time.Hour))

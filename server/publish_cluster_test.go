@@ -380,3 +380,64 @@ func TestSweepLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepAndLeaseStartNoDeadlock: on Postgres, a lease start deleting
+// its name's expired leases one by one (a, then b) while the sweep deletes
+// every expired lease in the table's order (b, then a, then another
+// name's) no longer deadlocks: the sweep skips a, which the lease start
+// holds, instead of waiting for it while holding b, which the lease start
+// then waited for. Postgres failed one of the two (the lease start's
+// 503, or a sweep that deleted nothing). The test waits until the sweep
+// has either returned or is waiting for a row lock (as it did) before the
+// lease start's second delete.
+func TestSweepAndLeaseStartNoDeadlock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newCluster(t, 1, nil)
+	p := cl.nodes[0]
+	old := time.Now().Add(-2 * time.Hour).UnixNano()
+	// Inserted in this order, the rows are read in it by the sweep's scan.
+	if _, err := p.db.Exec(`INSERT INTO serve_leases (name, id, expires) VALUES ('n', 'b', $1), ('n', 'a', $1), ('m', 'x', $1)`, old); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	leaseStart := func(id string) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM serve_leases WHERE name = 'n' AND id = $1 AND expires < $2`, id, time.Now().UnixNano())
+		return err
+	}
+	if err := leaseStart("a"); err != nil {
+		t.Fatal(err)
+	}
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		server.SweepLimits(ctx, p.srv)
+	}()
+	for waiting := false; !waiting; {
+		select {
+		case <-swept:
+			waiting = true
+		case <-ctx.Done():
+			t.Fatal("the sweep neither returned nor waited for a lock")
+		case <-time.After(10 * time.Millisecond):
+			if err := p.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM serve_leases%')`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := leaseStart("b"); err != nil {
+		t.Fatalf("the lease start, after the sweep: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-swept
+	if n := p.count(t, "serve_leases"); n != 0 {
+		t.Fatalf("%d leases left (the sweep failed), want 0", n)
+	}
+}
