@@ -83,22 +83,32 @@ func (s *Server) startLease(ctx context.Context, name string, max int) (end func
 // lock rows no transaction holds (lockName upserts its row again; each
 // key that ever waited and each publisher that ever uploaded left one for
 // ever, a revoked key's too). Only keeps the tables small: buckets and
-// leases are read as absent, or expired, anyway. On Postgres the locks
-// held are skipped, not waited for: a sweep waiting for one publisher's
-// upload would hold the rows it had deleted, and every other name's
-// transactions waited for that upload too.
+// leases are read as absent, or expired, anyway. On Postgres the rows
+// another transaction holds are skipped, not waited for, so the sweep
+// never waits for a row lock and cannot deadlock: a lease start deleting
+// its name's expired leases in the index's order, while the sweep deleted
+// them in the table's, could each hold a row the other waited for
+// (Postgres failed one: the lease start's 503); and a sweep waiting for
+// one publisher's upload held the rows it had deleted, which every other
+// name's transactions then waited for. See
+// RATIONALE.md#why-a-shared-rate-limit.
 func (s *Server) sweepLimits(ctx context.Context) {
 	now := s.db.nowSQL()
-	for _, q := range []string{`DELETE FROM serve_rate_buckets WHERE tat < ` + now + ` - ?`, `DELETE FROM serve_leases WHERE expires < ` + now + ` - ?`} {
-		if _, err := s.db.ExecContext(ctx, q, append(s.db.nowArgs(s.clock()), int64(time.Hour))...); err != nil && ctx.Err() == nil {
-			s.log.Warn("server: sweeping the shared limits", "err", err)
+	hourAgo := append(s.db.nowArgs(s.clock()), int64(time.Hour))
+	for _, t := range []struct {
+		table, key, where string
+		args              []any
+	}{
+		{"serve_rate_buckets", "key_id", `tat < ` + now + ` - ?`, hourAgo},
+		{"serve_leases", "name, id", `expires < ` + now + ` - ?`, hourAgo},
+		{"serve_locks", "name", "TRUE", nil}, // SQLite: the write lock is the database's
+	} {
+		q := `DELETE FROM ` + t.table + ` WHERE ` + t.where
+		if s.db.pg {
+			q = `DELETE FROM ` + t.table + ` WHERE (` + t.key + `) IN (SELECT ` + t.key + ` FROM ` + t.table + ` WHERE ` + t.where + ` FOR UPDATE SKIP LOCKED)`
 		}
-	}
-	locks := `DELETE FROM serve_locks` // SQLite: the write lock is the database's
-	if s.db.pg {
-		locks = `DELETE FROM serve_locks WHERE name IN (SELECT name FROM serve_locks FOR UPDATE SKIP LOCKED)`
-	}
-	if _, err := s.db.ExecContext(ctx, locks); err != nil && ctx.Err() == nil {
-		s.log.Warn("server: sweeping the shared limits' lock rows", "err", err)
+		if _, err := s.db.ExecContext(ctx, q, t.args...); err != nil && ctx.Err() == nil {
+			s.log.Warn("server: sweeping the shared limits", "table", t.table, "err", err)
+		}
 	}
 }

@@ -291,9 +291,12 @@ func TestProposedSigningKeysAcrossNodes(t *testing.T) {
 // every lock row no transaction holds) and keeps the others (a bucket not
 // full, a lease not expired). The lock rows used to stay for ever, one per
 // key that ever waited and per publisher that ever uploaded, revoked keys'
-// too. On Postgres a lock row a transaction holds is skipped, not waited
-// for (a DELETE of the table waited for it, up to the context's end, and
-// then deleted nothing).
+// too. On Postgres the rows a transaction holds are skipped, not waited
+// for: a lock row, a bucket a take is updating, and an expired lease a
+// lease start is deleting (a DELETE of the table waited for it, up to the
+// context's end, and then deleted nothing; waiting, it held the rows it
+// had deleted, which a lease start deleting its name's expired leases in
+// another order could wait for: a deadlock, and a 503).
 func TestSweepLimits(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
@@ -308,18 +311,19 @@ func TestSweepLimits(t *testing.T) {
 				t.Fatal("an upload took no lock row")
 			}
 			now := time.Now()
+			old, live := now.Add(-2*time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()
 			for _, q := range []struct {
 				sql  string
 				args []any
 			}{
-				{`INSERT INTO serve_rate_buckets (key_id, tat) VALUES ('full', $1), ('spent', $2)`, []any{now.Add(-2 * time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()}},
-				{`INSERT INTO serve_leases (name, id, expires) VALUES ('dead', 'a', $1), ('live', 'b', $2)`, []any{now.Add(-2 * time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()}},
+				{`INSERT INTO serve_rate_buckets (key_id, tat) VALUES ('full', $1), ('spent', $2), ('held', $1)`, []any{old, live}},
+				{`INSERT INTO serve_leases (name, id, expires) VALUES ('dead', 'a', $1), ('live', 'b', $2), ('held', 'c', $1), ('held', 'd', $1)`, []any{old, live}},
 			} {
 				if _, err := p.db.Exec(p.q(q.sql), q.args...); err != nil {
 					t.Fatal(err)
 				}
 			}
-			wantLocks := 0
+			wantLocks, wantBuckets, wantLeases := 0, []string{"spent"}, []string{"live"}
 			if db == "postgres" {
 				tx, err := p.db.Begin()
 				if err != nil {
@@ -333,7 +337,13 @@ func TestSweepLimits(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				wantLocks = 1
+				if _, err := tx.Exec(`UPDATE serve_rate_buckets SET tat = tat WHERE key_id = 'held'`); err != nil { // as a take does
+					t.Fatal(err)
+				}
+				if _, err := tx.Exec(`DELETE FROM serve_leases WHERE name = 'held' AND expires < $1`, now.UnixNano()); err != nil { // as a lease start does
+					t.Fatal(err)
+				}
+				wantLocks, wantBuckets, wantLeases = 1, []string{"held", "spent"}, []string{"held", "held", "live"}
 			}
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
@@ -342,11 +352,11 @@ func TestSweepLimits(t *testing.T) {
 				table, key string
 				want       []string
 			}{
-				{"serve_rate_buckets", "key_id", []string{"spent"}},
-				{"serve_leases", "name", []string{"live"}},
+				{"serve_rate_buckets", "key_id", wantBuckets},
+				{"serve_leases", "name", wantLeases},
 			} {
 				var got []string
-				rows, err := p.db.Query(`SELECT ` + c.key + ` FROM ` + c.table)
+				rows, err := p.db.Query(`SELECT ` + c.key + ` FROM ` + c.table + ` ORDER BY ` + c.key)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -368,5 +378,66 @@ func TestSweepLimits(t *testing.T) {
 				t.Errorf("%d lock rows after the sweep, want %d (those held)", n, wantLocks)
 			}
 		})
+	}
+}
+
+// TestSweepAndLeaseStartNoDeadlock: on Postgres, a lease start deleting
+// its name's expired leases one by one (a, then b) while the sweep deletes
+// every expired lease in the table's order (b, then a, then another
+// name's) no longer deadlocks: the sweep skips a, which the lease start
+// holds, instead of waiting for it while holding b, which the lease start
+// then waited for. Postgres failed one of the two (the lease start's
+// 503, or a sweep that deleted nothing). The test waits until the sweep
+// has either returned or is waiting for a row lock (as it did) before the
+// lease start's second delete.
+func TestSweepAndLeaseStartNoDeadlock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newCluster(t, 1, nil)
+	p := cl.nodes[0]
+	old := time.Now().Add(-2 * time.Hour).UnixNano()
+	// Inserted in this order, the rows are read in it by the sweep's scan.
+	if _, err := p.db.Exec(`INSERT INTO serve_leases (name, id, expires) VALUES ('n', 'b', $1), ('n', 'a', $1), ('m', 'x', $1)`, old); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	leaseStart := func(id string) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM serve_leases WHERE name = 'n' AND id = $1 AND expires < $2`, id, time.Now().UnixNano())
+		return err
+	}
+	if err := leaseStart("a"); err != nil {
+		t.Fatal(err)
+	}
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		server.SweepLimits(ctx, p.srv)
+	}()
+	for waiting := false; !waiting; {
+		select {
+		case <-swept:
+			waiting = true
+		case <-ctx.Done():
+			t.Fatal("the sweep neither returned nor waited for a lock")
+		case <-time.After(10 * time.Millisecond):
+			if err := p.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM serve_leases%')`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := leaseStart("b"); err != nil {
+		t.Fatalf("the lease start, after the sweep: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-swept
+	if n := p.count(t, "serve_leases"); n != 0 {
+		t.Fatalf("%d leases left (the sweep failed), want 0", n)
 	}
 }

@@ -65,9 +65,10 @@ type bucket struct {
 
 type limiter struct {
 	rate, burst float64
-	mu          sync.Mutex
-	buckets     map[string]*bucket // by key id: as many as there are keys
-	sweeps      int                // sweeps of a full table (tests)
+	mu          sync.Mutex         // guards the fields below
+	buckets     map[string]*bucket // by key id (or address): none full again as of the last sweep, and those made since
+	calls       int                // allow's calls since its last sweep
+	sweeps      int                // sweeps run (tests)
 	lastSweep   time.Time          // the last sweep of a full table (failLimiter)
 }
 
@@ -97,13 +98,22 @@ func (rl RateLimit) limiter(perSecond float64, burst int) *limiter {
 }
 
 // allow takes a token of key's bucket; if there is none it returns how long
-// until there is.
+// until there is. Once it has been called as many times as there are
+// buckets since it last swept, it sweeps (forgets the buckets full again:
+// an idle key's, a revoked or deleted key's), so a sweep costs O(1) a call,
+// amortised, and no bucket outlives its refill by more than that many
+// calls. A bucket full again holds what a new one would, so forgetting it
+// changes no decision.
 func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.calls++; l.calls > len(l.buckets) {
+		l.calls = 0
+		l.sweep(now)
+	}
 	b, ok := l.buckets[key]
 	if !ok {
 		b = &bucket{tokens: l.burst, last: now}
@@ -118,10 +128,11 @@ func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
 	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
-// refund gives back the token allow took for key: the database failed to
-// take the shared bucket's, so the request counts against neither.
-func (l *limiter) refund(key string) {
-	l.settle(key, math.Inf(1))
+// refund gives back the token allow took for key at at: the database
+// failed to take the shared bucket's, so the request counts against
+// neither.
+func (l *limiter) refund(key string, at time.Time) {
+	l.settle(key, math.Inf(1), at)
 }
 
 // settle gives back the token allow took for key, whose request the shared
@@ -132,13 +143,18 @@ func (l *limiter) refund(key string) {
 // spread over them found tokens here at every node (each counts its own
 // share of what passed), so every request of the flood cost the database a
 // write; now, at each node, it is refused in memory until the shared bucket
-// may have a token again.
-func (l *limiter) settle(key string, shared float64) {
+// may have a token again. at is when allow took the token: a bucket swept
+// since (it refilled while the database answered) is made again, full as
+// it was, at at, so the sweep changes nothing here either.
+func (l *limiter) settle(key string, shared float64, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b, ok := l.buckets[key]; ok {
-		b.tokens = math.Min(math.Min(l.burst, b.tokens+1), shared)
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{tokens: l.burst, last: at}
+		l.buckets[key] = b
 	}
+	b.tokens = math.Min(math.Min(l.burst, b.tokens+1), shared)
 }
 
 // sharedLimiter is the per-key rate limit of RateLimitCluster: GCRA over
@@ -155,9 +171,11 @@ type sharedLimiter struct {
 	db        *sqlDB
 	interval  int64        // ns between two tokens: 1/rate
 	tolerance int64        // (burst-1) * interval
+	spent     int64        // tolerance + interval: how far past now a bucket just spent has its tat
 	local     *limiter     // the same bucket in memory: the first check
 	take      string       // the upsert; ? placeholders: key, [now], interval, tolerance
 	wait      string       // tat - now of a key, for Retry-After
+	stepped   string       // sets a tat past now + spent down to it; ? placeholders: [now], spent, key, [now], spent
 	takes     atomic.Int64 // statements take ran (tests)
 }
 
@@ -175,12 +193,13 @@ func newSharedLimiter(db *sqlDB, rl RateLimit) *sharedLimiter {
 	now := db.nowSQL()
 	// The proposed row's tat is now + interval, so excluded.tat - interval
 	// is now in the update without reading the clock twice.
-	return &sharedLimiter{db: db, interval: interval, tolerance: tolerance, local: local,
+	return &sharedLimiter{db: db, interval: interval, tolerance: tolerance, spent: tolerance + interval, local: local,
 		take: `INSERT INTO serve_rate_buckets AS b (key_id, tat) VALUES (?, ` + now + ` + ?)
 			ON CONFLICT (key_id) DO UPDATE SET tat = CASE WHEN b.tat > excluded.tat - ? THEN b.tat ELSE excluded.tat - ? END + ?
 			WHERE b.tat - (excluded.tat - ?) <= ?
 			RETURNING tat`,
-		wait: `SELECT tat - ` + now + ` FROM serve_rate_buckets WHERE key_id = ?`}
+		wait:    `SELECT tat - ` + now + ` FROM serve_rate_buckets WHERE key_id = ?`,
+		stepped: `UPDATE serve_rate_buckets SET tat = ` + now + ` + ? WHERE key_id = ? AND tat > ` + now + ` + ?`}
 }
 
 // allow takes a token of key's bucket, in memory first, then in the
@@ -196,10 +215,10 @@ func (l *sharedLimiter) allow(ctx context.Context, key string, at time.Time) (bo
 	ok, until, err := l.takeShared(ctx, key, at)
 	switch {
 	case err != nil:
-		l.local.refund(key)
+		l.local.refund(key, at)
 		return false, 0, err
 	case !ok:
-		l.local.settle(key, 1-float64(until)/float64(l.interval))
+		l.local.settle(key, 1-float64(until)/float64(l.interval), at)
 		return false, max(until, time.Millisecond), nil
 	}
 	return true, 0, nil
@@ -225,6 +244,22 @@ func (l *sharedLimiter) takeShared(ctx context.Context, key string, at time.Time
 	var ahead int64
 	if err := l.db.QueryRowContext(ctx, l.wait, append(l.db.nowArgs(at), key)...).Scan(&ahead); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, 0, err
+	}
+	if ahead > l.spent {
+		// No request leaves tat further ahead than a bucket just spent
+		// has it: the clock (the database's, on Postgres) stepped back
+		// since tat was written. Set down to a spent bucket's, the step
+		// costs the key at most a burst; kept, it refused every request
+		// for the step's length, since a refusal writes nothing. (Bounding
+		// tat where take reads it would change no decision: the bound
+		// refuses too, and is not written.) Rare: a statement more only
+		// then. See RATIONALE.md#why-a-shared-rate-limit.
+		now := l.db.nowArgs(at)
+		args := append(append(append(append([]any{}, now...), l.spent, key), now...), l.spent)
+		if _, err := l.db.ExecContext(ctx, l.stepped, args...); err != nil {
+			return false, 0, err
+		}
+		ahead = l.spent
 	}
 	return false, time.Duration(ahead - l.tolerance), nil
 }
@@ -352,7 +387,8 @@ func (f *failLimiter) fail(addr string, now time.Time) {
 }
 
 // sweep forgets the buckets that are full again: they hold nothing a new
-// bucket would not. The caller holds l.mu.
+// bucket would not. allow runs it every so many calls, failLimiter when
+// its table is full. The caller holds l.mu.
 func (l *limiter) sweep(now time.Time) {
 	l.sweeps++
 	for k, b := range l.buckets {

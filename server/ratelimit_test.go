@@ -182,6 +182,24 @@ func TestLongPollsAcrossNodes(t *testing.T) {
 	}
 }
 
+// slowBurst and slowInterval are slowRateNodes' rate limit: so slow that
+// no token comes back while a test runs, unless it moves the clocks.
+const slowBurst, slowInterval = 2, 1000 * time.Second
+
+// slowRateNodes is twoNodes with the cluster scope and a burst of
+// slowBurst, a token every slowInterval; node 1's clock is offset by what
+// ahead holds.
+func slowRateNodes(t *testing.T, db string) (cl *cluster, ahead *atomic.Int64) {
+	t.Helper()
+	cl = twoNodes(t, db, func(o *server.Options) {
+		o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(slowInterval), Burst: slowBurst}
+		o.RateLimitScope = server.RateLimitCluster
+	})
+	ahead = new(atomic.Int64)
+	server.SetClock(cl.nodes[1].srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+	return cl, ahead
+}
+
 // TestRateLimitFloodInMemory: a request the shared bucket refuses sets
 // its node's bucket in memory down to the shared one's tokens, so a key's
 // flood is refused there, without a statement, until the shared bucket may
@@ -193,16 +211,11 @@ func TestLongPollsAcrossNodes(t *testing.T) {
 // on Postgres the shared bucket's time moved by as much) node 1 serves one
 // request, then refuses again.
 func TestRateLimitFloodInMemory(t *testing.T) {
-	const burst, interval = 2, 1000 * time.Second
+	const interval = slowInterval
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) {
-				o.RateLimit = server.RateLimit{PerSecond: float64(time.Second) / float64(interval), Burst: burst}
-				o.RateLimitScope = server.RateLimitCluster
-			})
-			var ahead atomic.Int64 // node 1's clock's offset
-			server.SetClock(cl.nodes[1].srv, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+			cl, ahead := slowRateNodes(t, db)
 			if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
 				t.Fatal(err)
 			}
@@ -235,6 +248,52 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 			}
 			request(1, 200)
 			request(1, 429)
+		})
+	}
+}
+
+// TestRateLimitClockStepsBack: a key's shared bucket whose tat is an hour
+// ahead, as a clock (the database's, on Postgres) stepped an hour back
+// leaves it, costs the key at most a burst: its next request is refused
+// with a Retry-After of one interval, and one interval later it is served
+// (then refused again: the limit holds). A refusal writes nothing, so the
+// tat stayed an hour ahead and every request was refused for the hour
+// (Retry-After 3600).
+func TestRateLimitClockStepsBack(t *testing.T) {
+	const interval = slowInterval
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			ctx := context.Background()
+			cl, ahead := slowRateNodes(t, db)
+			p := cl.nodes[1]
+			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
+				t.Fatal(err)
+			}
+			op, doc := p.keyDoc(t, server.RoleOperator, "acme")
+			if _, err := op.Credit(ctx, "acme"); err != nil {
+				t.Fatal(err)
+			}
+			shift := func(d time.Duration) {
+				t.Helper()
+				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat + $1 WHERE key_id = $2`), int64(d), doc.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shift(time.Hour) // the clock stepped an hour back
+			_, err := op.Credit(ctx, "acme")
+			wantCode(t, err, 429, server.CodeRateLimited)
+			if pr := (*server.Problem)(nil); errors.As(err, &pr) && pr.RetryAfter > int(interval/time.Second) {
+				t.Fatalf("Retry-After %d s after the clock stepped an hour back, want at most one interval (%s)", pr.RetryAfter, interval)
+			}
+			ahead.Store(int64(interval))
+			if db == "postgres" { // the shared bucket reads the database's clock
+				shift(-interval)
+			}
+			if _, err := op.Credit(ctx, "acme"); err != nil {
+				t.Fatalf("one interval after the refusal: %v", err)
+			}
+			_, err = op.Credit(ctx, "acme")
+			wantCode(t, err, 429, server.CodeRateLimited)
 		})
 	}
 }
