@@ -4,8 +4,10 @@
 // `TestAudit{SQLite,Postgres}`, a `go test -run` pattern) is declared in some
 // *_test.go of the repository, and every exported identifier they cite as
 // `pkg.Name` or `pkg.Type.Member`, pkg being one of the module's own packages,
-// is declared in that package. A rename or a removal that leaves a document
-// citing what no longer exists fails here, with the document's file and line.
+// is declared in that package; and every link to a heading (a document's
+// FILE.md#anchor, or a Go comment's "See RATIONALE.md#why-...") names a
+// heading that exists. A rename or a removal that leaves a document citing
+// what no longer exists fails here, with the citing file and line.
 package doccheck
 
 import (
@@ -20,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
@@ -659,5 +662,139 @@ var ErrGone = 1`,
 				t.Errorf("missing(%q):\n tests  %q, want %q\n idents %q, want %q", tc.doc, tests, tc.tests, idents, tc.idents)
 			}
 		})
+	}
+}
+
+// heading is a markdown ATX heading line.
+var heading = regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t#]*$`)
+
+// anchorRef matches a link to a heading: FILE.md#anchor (in a markdown file
+// or a Go comment) or (#anchor) in a markdown link to the same file.
+var anchorRef = regexp.MustCompile(`([A-Za-z0-9_./-]*\.md)#([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)|\]\(#([A-Za-z0-9_-]+)\)`)
+
+// slugs returns the anchors GitHub gives a markdown document's headings:
+// lower case, punctuation but - and _ dropped, spaces made -, and a repeated
+// slug numbered -1, -2...
+func slugs(doc string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	inFence := false
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			inFence = !inFence
+		}
+		m := heading.FindStringSubmatch(l)
+		if inFence || m == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(m[1]) {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		s := b.String()
+		if n := seen[s]; n > 0 {
+			out[s+"-"+itoa(n)] = true
+		} else {
+			out[s] = true
+		}
+		seen[s]++
+	}
+	return out
+}
+
+// TestDocAnchorsExist fails for every link to a heading (FILE.md#anchor in a
+// markdown file or a Go comment, or (#anchor) within a document) whose
+// document has no such heading: a heading renamed leaves its citations in
+// the code (`// See RATIONALE.md#why-...`) pointing nowhere.
+func TestDocAnchorsExist(t *testing.T) {
+	root := testutil.Root(t)
+	anchors := map[string]map[string]bool{} // path relative to root -> slugs
+	anchorsOf := func(rel string) map[string]bool {
+		if a, ok := anchors[rel]; ok {
+			return a
+		}
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			anchors[rel] = nil
+			return nil
+		}
+		anchors[rel] = slugs(string(b))
+		return anchors[rel]
+	}
+	var missing []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if skipDir(root, path, d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".md") && !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if filepath.Dir(rel) == filepath.Join("internal", "doccheck") {
+			return nil // this test's own comments and cases
+		}
+		text := string(b)
+		for _, m := range anchorRef.FindAllStringSubmatchIndex(text, -1) {
+			var doc, anchor string
+			if m[2] >= 0 {
+				doc, anchor = text[m[2]:m[3]], strings.TrimRight(text[m[4]:m[5]], ".")
+				// Relative to the citing file, else to the root (a Go
+				// comment's "RATIONALE.md#...").
+				target := filepath.Join(filepath.Dir(rel), doc)
+				if anchorsOf(target) == nil {
+					target = filepath.Clean(doc)
+				}
+				doc = target
+				if strings.HasSuffix(anchor, "-") {
+					continue // a pattern: "RATIONALE.md#why-..."
+				}
+			} else {
+				if !strings.HasSuffix(rel, ".md") {
+					continue
+				}
+				doc, anchor = rel, text[m[6]:m[7]]
+			}
+			a := anchorsOf(doc)
+			if a == nil {
+				missing = append(missing, rel+":"+itoa(1+strings.Count(text[:m[0]], "\n"))+": "+doc+" (no such document)")
+			} else if !a[strings.ToLower(anchor)] {
+				missing = append(missing, rel+":"+itoa(1+strings.Count(text[:m[0]], "\n"))+": "+doc+"#"+anchor)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report(t, "links to headings that do not exist", missing)
+}
+
+func TestSlugs(t *testing.T) {
+	got := slugs("# SECURITY: the threat model\n## Why fuel, and how much?\n### Short-circuit (since 1.2)\n" +
+		"## `Load` and `Invoke`\n## Seed 002's guardrail_words\n```\n# not a heading\n```\n## Why fuel, and how much?\n")
+	want := []string{"security-the-threat-model", "why-fuel-and-how-much", "short-circuit-since-12",
+		"load-and-invoke", "seed-002s-guardrail_words", "why-fuel-and-how-much-1"}
+	for _, w := range want {
+		if !got[w] {
+			t.Errorf("slugs lack %q: %v", w, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("slugs = %v, want %v", got, want)
 	}
 }
