@@ -1,6 +1,7 @@
 // Package doccheck keeps the repository's design and security documents true
 // to the code: every Go test, fuzz target, benchmark or example they cite in
-// backticks (`TestFoo`, `chain.TestFoo`, `TestFoo/sub case`,
+// backticks (`TestFoo`, `chain.TestFoo` or `chain` `TestFoo`, which must be
+// that package's, `TestFoo/sub case`,
 // `TestAudit{SQLite,Postgres}`, a `go test -run` pattern) is declared in some
 // *_test.go of the repository, and every exported identifier they cite as
 // `pkg.Name` or `pkg.Type.Member`, pkg being one of the module's own packages,
@@ -37,7 +38,8 @@ var core = []string{"SECURITY.md", "RATIONALE.md", "BENCHMARKS.md", "README.md",
 type span struct {
 	text string
 	line int
-	code bool // a code span or block: `pkg.Name` is read as Go only in these
+	code bool   // a code span or block: `pkg.Name` is read as Go only in these
+	qual string // the code span just before a code span, with only blanks between: "`chain` `TestFoo`"
 }
 
 // spans cuts a markdown document into its code spans and the lines of text
@@ -58,6 +60,7 @@ func spans(doc string) []span {
 		line += strings.Count(s, "\n")
 	}
 	last := 0
+	prev, prevEnd := "", -1 // the last code span and where it ended
 	for i := 0; i < len(doc); {
 		if doc[i] != '`' {
 			i++
@@ -84,7 +87,12 @@ func spans(doc string) []span {
 		}
 		text(doc[last:i])
 		code := doc[start:end]
-		out = append(out, span{text: code, line: line, code: true})
+		sp := span{text: code, line: line, code: true}
+		if prevEnd >= 0 && strings.TrimSpace(doc[prevEnd:i]) == "" {
+			sp.qual = prev
+		}
+		prev, prevEnd = code, end+n
+		out = append(out, sp)
 		line += strings.Count(code, "\n")
 		i = end + n
 		last = i
@@ -360,6 +368,8 @@ func (r *repo) citations(file, doc string) (tests, idents []citation) {
 						continue // another package's identifier: `testing.BenchmarkResult`
 					}
 					c.pkg = q
+				} else if m[0] == 0 && r.isPackage(sp.qual) {
+					c.pkg = sp.qual // "`chain/audit` `TestVerify`"
 				}
 				if cmd {
 					c.pattern = true
@@ -423,14 +433,7 @@ func (r *repo) declared(c citation) bool {
 			return true
 		}
 		for _, d := range dirs {
-			for _, p := range r.names[c.pkg] {
-				if d == p {
-					return true
-				}
-			}
-			// A package's tests may live in an external _test package of the same
-			// directory, or in a directory that holds only tests.
-			if filepath.Base(d) == c.pkg {
+			if r.inPackage(d, c.pkg) {
 				return true
 			}
 		}
@@ -451,6 +454,34 @@ func (r *repo) declared(c citation) bool {
 			ok = ok && strings.HasSuffix(name, c.name)
 		}
 		if ok && in(dirs) {
+			return true
+		}
+	}
+	return false
+}
+
+// isPackage reports whether q names one of the repository's packages: by its
+// name (`chain`) or its directory (`chain/audit`).
+func (r *repo) isPackage(q string) bool {
+	if q == "" {
+		return false
+	}
+	if len(r.names[q]) > 0 {
+		return true
+	}
+	_, ok := r.decls[filepath.FromSlash(q)]
+	return ok
+}
+
+// inPackage reports whether the test directory dir is package q's: q is its
+// path, its package's name, or the name of the directory (tests of an
+// external _test package, or a directory of tests only).
+func (r *repo) inPackage(dir, q string) bool {
+	if dir == filepath.FromSlash(q) || filepath.Base(dir) == q {
+		return true
+	}
+	for _, p := range r.names[q] {
+		if dir == p {
 			return true
 		}
 	}
@@ -644,6 +675,8 @@ var ErrGone = 1`,
 		{"undeclared name", "a\nrow `TestGone` here", []string{"d.md:2: TestGone"}, nil},
 		{"subtest", "`TestFoo/sub case` and `TestGone/TestFoo`", []string{"d.md:1: TestGone"}, nil},
 		{"package-qualified", "`chain.TestFoo`, `runtime.TestFoo`", []string{"d.md:1: runtime.TestFoo"}, nil},
+		{"package span before", "`chain` `TestFoo`, `store` `TestAuditSQLite`, `runtime`\n`TestFoo`", []string{"d.md:2: runtime.TestFoo"}, nil},
+		{"not a qualifier", "`runtime`, `TestFoo`; `other` `TestFoo`", nil, nil},
 		{"braces", "`TestAudit{SQLite,Postgres}`", []string{"d.md:1: TestAuditPostgres"}, nil},
 		{"run pattern", "`go test -run 'TestFo|TestAudit' ./x/` `go test -run '^TestFo$'`", []string{"d.md:1: TestFo"}, nil},
 		{"bench pattern", "`-bench 'BenchmarkBa'`, `-bench 'BenchmarkB$'`", []string{"d.md:1: BenchmarkB"}, nil},
