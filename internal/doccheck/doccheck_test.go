@@ -1,8 +1,9 @@
 // Package doccheck keeps the repository's design and security documents true
-// to the code: every Go test, fuzz target, benchmark or example they cite in
-// backticks (`TestFoo`, `chain.TestFoo` or `chain` `TestFoo`, which must be
-// that package's, `TestFoo/sub case`,
-// `TestAudit{SQLite,Postgres}`, a `go test -run` pattern) is declared in some
+// to the code: every Go test, fuzz target, benchmark or example they cite
+// (`TestFoo`, `chain.TestFoo` or `chain` `TestFoo`, which must be that
+// package's, `TestFoo/sub case`, `TestAudit{SQLite,Postgres}`, a
+// `go test -run` pattern; in backticks, a fenced or an indented block, or
+// plain text, as Go's rule keeps words like Testing out) is declared in some
 // *_test.go of the repository, and every exported identifier they cite as
 // `pkg.Name` or `pkg.Type.Member`, pkg being one of the module's own packages,
 // is declared in that package; and every link to a heading (a document's
@@ -228,6 +229,30 @@ func load(t *testing.T, root string) *repo {
 	t.Helper()
 	r := &repo{tests: map[string][]string{}, names: map[string][]string{}, decls: map[string]map[string]*decls{}}
 	fset := token.NewFileSet()
+	for _, rel := range files(t, root, ".go") {
+		f, err := parser.ParseFile(fset, filepath.Join(root, rel), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Dir(rel)
+		if !strings.HasSuffix(rel, "_test.go") {
+			r.add(dir, f)
+			continue
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && testName.MatchString(fn.Name.Name) {
+				r.tests[fn.Name.Name] = append(r.tests[fn.Name.Name], dir)
+			}
+		}
+	}
+	return r
+}
+
+// files returns the repository's files whose names end in one of exts,
+// relative to root, outside the directories skipDir skips.
+func files(t *testing.T, root string, exts ...string) []string {
+	t.Helper()
+	var out []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -238,30 +263,19 @@ func load(t *testing.T, root string) *repo {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		dir := filepath.Dir(path)
-		rel, _ := filepath.Rel(root, dir)
-		if strings.HasSuffix(path, "_test.go") {
-			for _, decl := range f.Decls {
-				if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && testName.MatchString(fn.Name.Name) {
-					r.tests[fn.Name.Name] = append(r.tests[fn.Name.Name], rel)
-				}
+		for _, e := range exts {
+			if strings.HasSuffix(path, e) {
+				rel, err := filepath.Rel(root, path)
+				out = append(out, rel)
+				return err
 			}
-			return nil
 		}
-		r.add(rel, f)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return out
 }
 
 // add records the exported declarations of one non-test file of dir.
@@ -538,24 +552,10 @@ func stdlib(t *testing.T, pkg string) map[string]bool {
 func documents(t *testing.T, root string) []string {
 	t.Helper()
 	out := append([]string(nil), core...)
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if skipDir(root, path, d.Name()) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		if strings.HasSuffix(path, ".md") && !slices.Contains(core, rel) {
+	for _, rel := range files(t, root, ".md") {
+		if !slices.Contains(core, rel) {
 			out = append(out, rel)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
@@ -760,41 +760,27 @@ func TestDocAnchorsExist(t *testing.T) {
 		return anchors[rel]
 	}
 	var missing []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if skipDir(root, path, d.Name()) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".md") && !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
+	for _, rel := range files(t, root, ".md", ".go") {
 		if filepath.Dir(rel) == filepath.Join("internal", "doccheck") {
-			return nil // this test's own comments and cases
+			continue // this test's own comments and cases
+		}
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
 		}
 		text := string(b)
 		for _, m := range anchorRef.FindAllStringSubmatchIndex(text, -1) {
 			var doc, anchor string
 			if m[2] >= 0 {
 				doc, anchor = text[m[2]:m[3]], strings.TrimRight(text[m[4]:m[5]], ".")
-				// Relative to the citing file, else to the root (a Go
-				// comment's "RATIONALE.md#...").
-				target := filepath.Join(filepath.Dir(rel), doc)
-				if anchorsOf(target) == nil {
-					target = filepath.Clean(doc)
-				}
-				doc = target
 				if strings.HasSuffix(anchor, "-") {
 					continue // a pattern: "RATIONALE.md#why-..."
+				}
+				// Relative to the citing file, else to the root (a Go
+				// comment's "RATIONALE.md#...").
+				doc = filepath.Join(filepath.Dir(rel), doc)
+				if anchorsOf(doc) == nil {
+					doc = filepath.Clean(text[m[2]:m[3]])
 				}
 			} else {
 				if !strings.HasSuffix(rel, ".md") {
@@ -802,17 +788,14 @@ func TestDocAnchorsExist(t *testing.T) {
 				}
 				doc, anchor = rel, text[m[6]:m[7]]
 			}
-			a := anchorsOf(doc)
-			if a == nil {
-				missing = append(missing, rel+":"+itoa(1+strings.Count(text[:m[0]], "\n"))+": "+doc+" (no such document)")
-			} else if !a[strings.ToLower(anchor)] {
-				missing = append(missing, rel+":"+itoa(1+strings.Count(text[:m[0]], "\n"))+": "+doc+"#"+anchor)
+			where := rel + ":" + itoa(1+strings.Count(text[:m[0]], "\n")) + ": "
+			switch a := anchorsOf(doc); {
+			case a == nil:
+				missing = append(missing, where+doc+" (no such document)")
+			case !a[strings.ToLower(anchor)]:
+				missing = append(missing, where+doc+"#"+anchor)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	report(t, "links to headings that do not exist", missing)
 }
