@@ -110,8 +110,9 @@ type StreamOutcome struct {
 //
 // Close runs the chain once more over what is held, with "final" true, and
 // releases all it leaves. Released text is never sent to a hook again, so no
-// hook can change it. RATIONALE.md#why-a-hold-back-window states when the
-// released text equals what the hooks make of the whole reply.
+// hook can change it. When the released text equals what the hooks make of
+// the whole reply: see
+// RATIONALE.md#why-a-hold-back-window-and-when-is-a-streamed-reply-the-same-as-the-whole-one.
 type Stream struct {
 	c       *Chain
 	ctx     context.Context
