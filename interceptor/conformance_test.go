@@ -215,7 +215,7 @@ func replay(t *testing.T, f *fixture) string {
 }
 
 // readFixture reads the fixture at path p.
-func readFixture(t *testing.T, p string) *fixture {
+func readFixture(t testing.TB, p string) *fixture {
 	t.Helper()
 	raw, err := os.ReadFile(p)
 	if err != nil {
@@ -228,13 +228,9 @@ func readFixture(t *testing.T, p string) *fixture {
 	return &f
 }
 
-// TestConformance replays every fixture under conformanceDir() and reports
-// "conformance: PASSED/TOTAL" with a line per requirement tag. It fails
-// unless every fixture passes.
-func TestConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds wasm modules")
-	}
+// fixtureFiles are the fixtures under conformanceDir(), sorted.
+func fixtureFiles(t testing.TB) []string {
+	t.Helper()
 	dir := conformanceDir()
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -253,6 +249,17 @@ func TestConformance(t *testing.T) {
 		t.Fatalf("no fixtures under %s", dir)
 	}
 	sort.Strings(files)
+	return files
+}
+
+// TestConformance replays every fixture under conformanceDir() and reports
+// "conformance: PASSED/TOTAL" with a line per requirement tag. It fails
+// unless every fixture passes.
+func TestConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	files := fixtureFiles(t)
 	type tally struct{ passed, total int }
 	byTag := map[string]*tally{}
 	passed := 0

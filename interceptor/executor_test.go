@@ -74,3 +74,38 @@ func TestNoBreakerAcrossSessions(t *testing.T) {
 		}
 	}
 }
+
+// The chains an Executor keeps are bounded: a client naming ever new
+// "interceptors" selections (each its own chain) makes the cache start
+// again past MaxChains, never grow past it, and every run still answers.
+func TestChainCacheBounded(t *testing.T) {
+	const n = 9 // 2^9-1 = 511 selections, each a chain of its own
+	var ds []Descriptor
+	for i := 0; i < n; i++ {
+		ds = append(ds, Descriptor{Name: fmt.Sprint("v", i), Type: TypeValidation, Events: []string{"*"}, Phases: PhaseRequest,
+			Module: "behaviors", Settings: map[string]any{"behavior": "allow-all"}})
+	}
+	x := newExecutor(t, ds...)
+	peak := 0
+	for sel := 1; sel <= MaxChains+40; sel++ {
+		var only []string
+		for i := 0; i < n; i++ {
+			if sel&(1<<i) != 0 {
+				only = append(only, ds[i].Name)
+			}
+		}
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{}, Only: only})
+		if e != nil || r.Status != StatusSuccess || len(r.Results) != len(only) {
+			t.Fatalf("selection %v: %v %+v", only, e, r)
+		}
+		x.mu.Lock()
+		peak = max(peak, len(x.chains))
+		x.mu.Unlock()
+	}
+	if peak > MaxChains {
+		t.Fatalf("the executor kept %d chains at once, past MaxChains %d", peak, MaxChains)
+	}
+	if peak < MaxChains {
+		t.Fatalf("the executor kept at most %d chains: the test never reached MaxChains %d", peak, MaxChains)
+	}
+}
