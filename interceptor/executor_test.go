@@ -5,9 +5,17 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 func newExecutor(t *testing.T, ds ...Descriptor) *Executor {
+	t.Helper()
+	return newExecutorWith(t, newHostCaller(t), ds...)
+}
+
+// newExecutorWith is newExecutor with hc answering the host calls.
+func newExecutorWith(t *testing.T, hc runtime.HostCaller, ds ...Descriptor) *Executor {
 	t.Helper()
 	cfg := Config{Modules: map[string][]byte{}}
 	for _, d := range ds {
@@ -16,7 +24,7 @@ func newExecutor(t *testing.T, ds ...Descriptor) *Executor {
 		}
 		cfg.Interceptors = append(cfg.Interceptors, d)
 	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: hc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,5 +115,53 @@ func TestChainCacheBounded(t *testing.T) {
 	}
 	if peak < MaxChains {
 		t.Fatalf("the executor kept at most %d chains: the test never reached MaxChains %d", peak, MaxChains)
+	}
+}
+
+// The security hooks keep a key per session and never learn that a session
+// ended. In a store that refuses new keys once a scope is full
+// (builtin.MemoryKV), every session after the first MaxKeysPerScope had its
+// state refused: the fail-closed guard then blocked all of its traffic, so
+// the sessions of one client (or a long-running server's ordinary
+// traffic) denied everyone else's. A SessionKV forgets the session idle
+// longest instead: new sessions run, a session in use keeps its taint, and
+// the scope stays bounded.
+func TestSessionStateNeverFillsTheStore(t *testing.T) {
+	const bound = 6
+	kv := &SessionKV{MaxKeysPerScope: bound}
+	x := newExecutorWith(t, newHostCallerKV(t, kv), Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"},
+		Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+	chainIn := func(session, phase string, payload map[string]any) *ChainResult {
+		t.Helper()
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: phase, Payload: payload,
+			Context: &InvocationContext{SessionID: session}})
+		if e != nil {
+			t.Fatalf("session %s: %v", session, e)
+		}
+		return r
+	}
+	secret := "ghp_VictimSessionReadThisToken01"
+	if r := chainIn("victim", PhaseResponse, map[string]any{"name": "read_file", "content": secret}); r.Status != StatusSuccess {
+		t.Fatalf("victim's response: %+v", r)
+	}
+	for i := 0; i < 4*bound; i++ {
+		if r := chainIn(fmt.Sprint("s", i), PhaseRequest, map[string]any{"name": "fetch", "arguments": map[string]any{}}); r.Status != StatusSuccess {
+			t.Fatalf("request of new session %d (past %d sessions' state): %s %+v, want success", i, bound, r.Status, r.AbortedAt)
+		}
+		if i%2 == 0 { // the victim's session stays in use
+			if r := chainIn("victim", PhaseRequest, map[string]any{"name": "read_file", "arguments": map[string]any{}}); r.Status != StatusSuccess {
+				t.Fatalf("victim's request: %+v", r)
+			}
+		}
+	}
+	if r := chainIn("victim", PhaseRequest, map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret}}); r.Status != StatusValidationFailed {
+		t.Fatalf("victim's relay of its secret: %s, want validation_failed (its taint kept)", r.Status)
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for scope, sc := range kv.scopes {
+		if sc.order.Len() > bound {
+			t.Errorf("scope %v holds %d keys, past %d", scope, sc.order.Len(), bound)
+		}
 	}
 }

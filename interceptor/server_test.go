@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhooks/wasmhooks/capability/builtin"
 )
 
 // e2eConfig is the interceptor configuration of the end-to-end tests, in
@@ -261,5 +264,27 @@ func TestSessionIDNotSpoofable(t *testing.T) {
 	var werr *jsonrpc.Error
 	if !errors.As(err, &werr) || werr.Code != CodeInvalidParams {
 		t.Fatalf("attacker naming the victim's session: %v %+v, want JSON-RPC error %d", err, cr, CodeInvalidParams)
+	}
+}
+
+// TestServeStdioManySessions: `wasmhooks mcp` keeps the hooks' per-session
+// state in a SessionKV. In the store it had (builtin.MemoryKV, at most
+// DefaultMaxKeysPerScope keys a hook), the guard's state of every session
+// after the first thousand was refused, and the guard, fail-closed, blocked
+// all of their traffic.
+func TestServeStdioManySessions(t *testing.T) {
+	cmd := exec.Command(buildCommand(t), "mcp", "--config", writeE2EConfig(t), "--cache-dir", "")
+	cmd.Stderr = os.Stderr
+	cs := connect(t, &mcp.CommandTransport{Command: cmd})
+	for i := 0; i < builtin.DefaultMaxKeysPerScope+10; i++ {
+		var cr ChainResult
+		if err := call(t, cs, ToolChain, map[string]any{"event": "tools/call", "phase": "request",
+			"context": map[string]any{"sessionId": fmt.Sprint("many-", i)},
+			"payload": map[string]any{"name": "fetch", "arguments": map[string]any{"note": "x"}}}, &cr); err != nil {
+			t.Fatal(err)
+		}
+		if cr.Status != StatusSuccess {
+			t.Fatalf("session %d: %s %+v, want success", i, cr.Status, cr.AbortedAt)
+		}
 	}
 }
