@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -143,7 +144,54 @@ func wireError(e *Error) error {
 	return &jsonrpc.Error{Code: int64(e.Code), Message: e.Message, Data: data}
 }
 
-// HTTPHandler serves the server over MCP's streamable HTTP transport.
-func HTTPHandler(s *mcp.Server) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+// Bounds of the streamable HTTP transport, where any client that reaches
+// the address opens sessions: each is kept (with its goroutines and
+// buffers) until the client deletes it.
+const (
+	// DefaultMaxHTTPSessions is the sessions HTTPHandler keeps open when
+	// HTTPOptions.MaxSessions is zero; one more is refused with 503.
+	DefaultMaxHTTPSessions = 1024
+	// DefaultHTTPSessionIdle is how long a session may go without a
+	// request before it is closed, when HTTPOptions.SessionIdle is zero.
+	DefaultHTTPSessionIdle = 30 * time.Minute
+)
+
+// HTTPOptions bounds HTTPHandler's sessions. The zero value is the
+// defaults.
+type HTTPOptions struct {
+	// MaxSessions bounds the open sessions: an initialize past it is
+	// refused (503) until one closes. Zero means DefaultMaxHTTPSessions.
+	MaxSessions int
+	// SessionIdle closes a session that sent no request for that long.
+	// Zero means DefaultHTTPSessionIdle.
+	SessionIdle time.Duration
+}
+
+// HTTPHandler serves the server over MCP's streamable HTTP transport (the
+// SDK's, its request bodies bounded at mcp.DefaultMaxRequestBodyBytes),
+// with opts' bounds on sessions. A request that starts a session (a POST
+// without Mcp-Session-Id) when MaxSessions are open is refused; sessions
+// opened by requests in flight together may pass it by their number.
+func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxHTTPSessions
+	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = DefaultHTTPSessionIdle
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			n := 0
+			for range s.Sessions() {
+				n++
+			}
+			if n >= opts.MaxSessions {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, fmt.Sprintf("too many sessions: %d open (the bound)", n), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }

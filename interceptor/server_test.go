@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -172,7 +174,7 @@ func serveE2EHTTP(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close(context.Background()) })
-	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test")))
+	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test"), HTTPOptions{}))
 	// Cleanups run last first: the client sessions close (and with them
 	// their standalone SSE streams) before the server waits for its
 	// connections.
@@ -286,5 +288,65 @@ func TestServeStdioManySessions(t *testing.T) {
 		if cr.Status != StatusSuccess {
 			t.Fatalf("session %d: %s %+v, want success", i, cr.Status, cr.AbortedAt)
 		}
+	}
+}
+
+// initializeHTTP posts an initialize to the streamable HTTP endpoint and
+// returns the status and the session it opened.
+func initializeHTTP(t *testing.T, endpoint string) (status int, session string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
+// TestHTTPSessionsBounded: any client that reaches the HTTP address opens
+// sessions, each kept until it is deleted (or idle for SessionIdle). Past
+// MaxSessions an initialize is refused with 503, and served again once a
+// session is deleted. Without the bound every initialize opened one more.
+func TestHTTPSessionsBounded(t *testing.T) {
+	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close(context.Background()) })
+	const bound = 3
+	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test"), HTTPOptions{MaxSessions: bound}))
+	t.Cleanup(hs.Close)
+	var sessions []string
+	for i := 0; i < bound; i++ {
+		code, id := initializeHTTP(t, hs.URL)
+		if code != http.StatusOK || id == "" {
+			t.Fatalf("session %d: status %d, id %q", i, code, id)
+		}
+		sessions = append(sessions, id)
+	}
+	if code, id := initializeHTTP(t, hs.URL); code != http.StatusServiceUnavailable {
+		t.Fatalf("session %d past the bound %d: status %d (id %q), want 503", bound+1, bound, code, id)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, hs.URL, nil)
+	req.Header.Set("Mcp-Session-Id", sessions[0])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if code, id := initializeHTTP(t, hs.URL); code != http.StatusOK || id == "" {
+		t.Fatalf("after a session was deleted: status %d, id %q, want a new session", code, id)
 	}
 }

@@ -94,8 +94,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fail(stdout, exitUsage, "usage", "--http: %v", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", interceptor.HTTPHandler(srv))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{}))
+	hs := newHTTPServer(mux) // serve's: headers bounded, idle connections closed
 	fmt.Fprintf(stderr, "wasmhooks mcp: serving streamable HTTP at http://%s/mcp\n", ln.Addr())
 	go func() {
 		<-ctx.Done()
