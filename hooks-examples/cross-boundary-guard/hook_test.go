@@ -95,6 +95,14 @@ func TestGuard(t *testing.T) {
 			{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": "corp-0123456789ab"}, want: abi.ActionContinue},
 			{phase: "request", session: "s", payload: call("fetch", map[string]any{"deep": []any{[]any{map[string]any{"x": "corp-0123456789ab"}}}}), want: abi.ActionBlock},
 		}},
+		{name: "a secret glued to more characters is still the secret", flow: []msg{
+			{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": ghToken + " " + awsKey}, want: abi.ActionContinue},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": "https://x.example/" + ghToken + "0"}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": "x" + ghToken}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": "AKIA" + awsKey}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"k" + awsKey + "Q": 1}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": ghToken[:len(ghToken)-1]}), want: abi.ActionContinue},
+		}},
 		{name: "a near miss is no secret", flow: []msg{
 			{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": "AKIAshort sk_test_abcdefghijklmnopqrst"}, want: abi.ActionContinue},
 			{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": "AKIAshort sk_test_abcdefghijklmnopqrst"}), want: abi.ActionContinue},

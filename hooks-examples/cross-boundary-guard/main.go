@@ -7,6 +7,8 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/wasmhooks/wasmhooks/hooks-examples/internal/mcpsec"
 	"github.com/wasmhooks/wasmhooks/sdk"
@@ -30,11 +32,14 @@ const (
 const unknownServer = "(unknown)"
 
 // state is a session's taint: the digest of each secret a response carried,
-// with the servers it came from, in the order first seen; and the server of
-// the session's last request, for responses that do not name theirs.
+// with the servers it came from, in the order first seen; each secret's
+// length and Print ("LENGTH:PRINT", hex), by which a request is searched
+// for it anywhere, also inside a longer token; and the server of the
+// session's last request, for responses that do not name theirs.
 type state struct {
 	Origins map[string][]string `json:"origins"`
 	Order   []string            `json:"order"`
+	Prints  map[string]string   `json:"prints,omitempty"`
 	Last    string              `json:"last,omitempty"`
 }
 
@@ -69,6 +74,10 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 			if _, ok := st.Origins[d]; !ok {
 				st.Order = append(st.Order, d)
 			}
+			if _, ok := st.Prints[d]; !ok {
+				st.Prints[d] = strconv.Itoa(len(s)) + ":" + strconv.FormatUint(uint64(mcpsec.Print(s)), 16)
+				changed = true
+			}
 			if !contains(st.Origins[d], from) {
 				if len(st.Origins[d]) >= MaxOrigins {
 					// A secret many servers returned: keep the
@@ -82,6 +91,7 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 		}
 		for len(st.Order) > MaxTainted {
 			delete(st.Origins, st.Order[0])
+			delete(st.Prints, st.Order[0])
 			st.Order = st.Order[1:]
 		}
 		if changed {
@@ -93,12 +103,26 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 	}
 
 	to := mcpsec.Bounded(t.Server)
+	// The tainted secrets the request carries: those the patterns find,
+	// and those found by their length and Print anywhere in its strings (a
+	// secret glued to more characters is another token to the patterns:
+	// "x" + secret, secret + "0").
+	carried := map[string]bool{}
 	for _, s := range secrets {
-		origins := st.Origins[mcpsec.Digest(s)]
-		if len(origins) > 0 && !contains(origins, to) {
-			sort.Strings(origins)
-			return sdk.Block(fmt.Sprintf("cross-boundary: a secret read from server %s must not be sent to server %s", origins[0], name(to))), nil
+		carried[mcpsec.Digest(s)] = true
+	}
+	st.find(t.Payload, carried)
+	var leaks []string
+	for d := range carried {
+		if origins := st.Origins[d]; len(origins) > 0 && !contains(origins, to) {
+			leaks = append(leaks, d)
 		}
+	}
+	if len(leaks) > 0 {
+		sort.Strings(leaks)
+		origins := append([]string(nil), st.Origins[leaks[0]]...)
+		sort.Strings(origins)
+		return sdk.Block(fmt.Sprintf("cross-boundary: a secret read from server %s must not be sent to server %s", origins[0], name(to))), nil
 	}
 	if to != "" && to != st.Last {
 		st.Last = to
@@ -107,6 +131,43 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 		}
 	}
 	return sdk.Continue(), nil
+}
+
+// find adds to carried the digest of each tainted secret found in a
+// window of payload's strings of the secret's length whose Print is the
+// secret's: linear in the payload for each length of a tainted secret.
+func (st *state) find(payload any, carried map[string]bool) {
+	byLen := map[int]map[uint32][]string{}
+	for d, p := range st.Prints {
+		// strconv, not fmt.Sscanf: its reader imports fd_read, outside
+		// the WASI a hook may import.
+		ls, ps, _ := strings.Cut(p, ":")
+		n, err := strconv.Atoi(ls)
+		pr, perr := strconv.ParseUint(ps, 16, 32)
+		if err != nil || perr != nil || n <= 0 {
+			continue
+		}
+		print := uint32(pr)
+		if byLen[n] == nil {
+			byLen[n] = map[uint32][]string{}
+		}
+		byLen[n][print] = append(byLen[n][print], d)
+	}
+	if len(byLen) == 0 {
+		return
+	}
+	mcpsec.Visit(payload, func(s string) {
+		for n, prints := range byLen {
+			mcpsec.Windows(s, n, func(i int, print uint32) bool {
+				for _, d := range prints[print] {
+					if mcpsec.Digest(s[i:i+n]) == d {
+						carried[d] = true
+					}
+				}
+				return true
+			})
+		}
+	})
 }
 
 func name(server string) string {
@@ -122,7 +183,7 @@ func load(key string, st *state) error {
 	if err != nil {
 		return err
 	}
-	st.Origins = map[string][]string{}
+	st.Origins, st.Prints = map[string][]string{}, map[string]string{}
 	if !found {
 		return nil
 	}
@@ -147,6 +208,13 @@ func load(key string, st *state) error {
 				if _, ok := st.Origins[d]; ok {
 					st.Order = append(st.Order, d)
 				}
+			}
+		}
+	}
+	if p, ok := m["prints"].(map[string]any); ok {
+		for d, v := range p {
+			if v, ok := v.(string); ok && st.Origins[d] != nil {
+				st.Prints[d] = v
 			}
 		}
 	}

@@ -139,6 +139,65 @@ func (f *Finder) walk(v any, depth int, fn func(string) string) any {
 	return v
 }
 
+// Visit calls fn with each string in v (object keys included), as deep as
+// Find looks.
+func Visit(v any, fn func(string)) {
+	visit(v, 0, fn)
+}
+
+func visit(v any, depth int, fn func(string)) {
+	if depth > maxDepth {
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		fn(x)
+	case map[string]any:
+		for k, e := range x {
+			fn(k)
+			visit(e, depth+1, fn)
+		}
+	case []any:
+		for _, e := range x {
+			visit(e, depth+1, fn)
+		}
+	}
+}
+
+// printBase is the base of Print's polynomial (mod 2^32).
+const printBase = 16777619
+
+// Print is a 32-bit rolling fingerprint of s: what Windows computes for
+// each window of s's length. It tells windows that cannot be s from those
+// that may be (then compared by Digest); 32 bits of a secret's hash, kept
+// beside its 128-bit Digest, tell nothing the digest does not.
+func Print(s string) uint32 {
+	var h uint32
+	for i := 0; i < len(s); i++ {
+		h = h*printBase + uint32(s[i])
+	}
+	return h
+}
+
+// Windows calls fn with the start and Print of every window of n bytes of
+// s, in order, until fn returns false: linear in len(s), whatever n.
+func Windows(s string, n int, fn func(start int, print uint32) bool) {
+	if n <= 0 || n > len(s) {
+		return
+	}
+	top := uint32(1) // printBase^(n-1)
+	for i := 1; i < n; i++ {
+		top *= printBase
+	}
+	h := Print(s[:n])
+	for i := 0; ; i++ {
+		if !fn(i, h) || i+n >= len(s) {
+			return
+		}
+		h = (h-uint32(s[i])*top)*printBase + uint32(s[i+n])
+	}
+}
+
 // Digest is what state keeps of a secret: never the secret itself.
 func Digest(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
