@@ -23,16 +23,18 @@ import (
 )
 
 // DefaultPatterns are the secret formats found unless the "patterns" setting
-// replaces them ("extra_patterns" adds to them). Each matches a whole token.
+// replaces them ("extra_patterns" adds to them). None asks for a word
+// boundary: a secret glued to word characters ("x" + token, an AWS key +
+// "X") is still found, where a \b let it through.
 var DefaultPatterns = []string{
 	// Stripe live secret and publishable keys.
-	`\b[sp]k_live_[A-Za-z0-9]{16,}`,
+	`[sp]k_live_[A-Za-z0-9]{16,}`,
 	// GitHub personal access and OAuth tokens.
-	`\bgh[po]_[A-Za-z0-9]{20,}`,
+	`gh[po]_[A-Za-z0-9]{20,}`,
 	// AWS access key ids.
-	`\bAKIA[0-9A-Z]{16}\b`,
+	`AKIA[0-9A-Z]{16}`,
 	// Slack bot and refresh tokens.
-	`\bxox[br]-[A-Za-z0-9-]{10,}`,
+	`xox[br]-[A-Za-z0-9-]{10,}`,
 }
 
 // DefaultToolServers maps the tools of the reference MCP servers to their
