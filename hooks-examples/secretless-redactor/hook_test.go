@@ -108,3 +108,22 @@ func stringify(v any) string {
 	b, _ := abi.Marshal(v)
 	return string(b)
 }
+
+// A key whose secret, replaced, is another key of the object would make the
+// two one, dropping a member of the request without a word: the redactor
+// fails instead (and the binding's fail policy decides).
+func TestRedactorKeysCollide(t *testing.T) {
+	h := sdktest.NewHost()
+	if err := h.UseManifest("manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+	payload := map[string]any{"name": "x", "arguments": map[string]any{"AKIAIOSFODNN7EXAMPLE": "a", "[secret:1]": "b"}}
+	dec, err := h.Run(request("s1", payload, nil))
+	if err == nil && dec.Action == abi.ActionModify {
+		t.Fatalf("redacted to %s: a member dropped", stringify(dec.Context["arguments"]))
+	}
+	payload = map[string]any{"name": "x", "arguments": map[string]any{"AKIAIOSFODNN7EXAMPLE": "a", "[secret:2]": "b"}}
+	if dec, err := h.Run(request("s2", payload, nil)); err != nil || dec.Action != abi.ActionModify {
+		t.Fatalf("no collision: %v %v", dec, err)
+	}
+}

@@ -13,6 +13,7 @@ package mcpsec
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -85,7 +86,7 @@ const maxDepth = 256
 // however deeply nested, sorted.
 func (f *Finder) Find(v any) []string {
 	seen := map[string]bool{}
-	f.walk(v, 0, func(s string) string {
+	f.walk(v, 0, nil, func(s string) string {
 		for _, re := range f.res {
 			for _, m := range re.FindAllString(s, -1) {
 				seen[m] = true
@@ -101,11 +102,17 @@ func (f *Finder) Find(v any) []string {
 	return out
 }
 
+// ErrKeysCollide means that replacing the secrets of an object's keys made
+// two keys one (a key the secret became was already there): one member
+// would have been dropped from the payload without a word.
+var ErrKeysCollide = errors.New("mcpsec: an object key with a secret, replaced, is another key of the object")
+
 // Replace returns v with every secret replaced by handle(secret), and how
-// many were replaced.
-func (f *Finder) Replace(v any, handle func(secret string) string) (any, int) {
+// many were replaced; ErrKeysCollide if that made two keys of an object one.
+func (f *Finder) Replace(v any, handle func(secret string) string) (any, int, error) {
 	n := 0
-	out := f.walk(v, 0, func(s string) string {
+	collided := false
+	out := f.walk(v, 0, &collided, func(s string) string {
 		for _, re := range f.res {
 			s = re.ReplaceAllStringFunc(s, func(m string) string {
 				n++
@@ -114,11 +121,15 @@ func (f *Finder) Replace(v any, handle func(secret string) string) (any, int) {
 		}
 		return s
 	})
-	return out, n
+	if collided {
+		return nil, n, ErrKeysCollide
+	}
+	return out, n, nil
 }
 
-// walk rebuilds v with each string (and object key) passed through fn.
-func (f *Finder) walk(v any, depth int, fn func(string) string) any {
+// walk rebuilds v with each string (and object key) passed through fn. Two
+// keys of an object made one set *collided (when it is not nil).
+func (f *Finder) walk(v any, depth int, collided *bool, fn func(string) string) any {
 	if depth > maxDepth {
 		return v
 	}
@@ -128,13 +139,16 @@ func (f *Finder) walk(v any, depth int, fn func(string) string) any {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[fn(k)] = f.walk(e, depth+1, fn)
+			out[fn(k)] = f.walk(e, depth+1, collided, fn)
+		}
+		if len(out) != len(x) && collided != nil {
+			*collided = true
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = f.walk(e, depth+1, fn)
+			out[i] = f.walk(e, depth+1, collided, fn)
 		}
 		return out
 	}
