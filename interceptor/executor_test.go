@@ -165,3 +165,33 @@ func TestSessionStateNeverFillsTheStore(t *testing.T) {
 		}
 	}
 }
+
+// Traffic without a sessionId (a stdio client that sends none: its MCP
+// session has no id) is one session, the hooks' key "taint/": its
+// executions are serialised as a named session's are. They were not (no
+// lock for ""), and concurrent responses lost each other's taint.
+func TestUnnamedSessionSerialised(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+	const n = 12
+	secret := func(i int) string { return fmt.Sprintf("ghp_Unnamed%02dSessionSecretToken0", i) }
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse,
+				Payload: map[string]any{"name": "read_file", "content": secret(i)}})
+			if e != nil || r.Status != StatusSuccess {
+				t.Errorf("response %d: %v %+v", i, e, r)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest,
+			Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
+		if e != nil || r.Status != StatusValidationFailed {
+			t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
+		}
+	}
+}
