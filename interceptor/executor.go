@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -253,8 +254,11 @@ func payloadOf(phase string, ctx map[string]any) any {
 	return ctx[field]
 }
 
+// withTimeout bounds ctx by ms milliseconds: none when ms is not positive,
+// nor past what a time.Duration holds (it would overflow to a negative
+// duration, a timeout at once).
 func withTimeout(ctx context.Context, ms int64) (context.Context, context.CancelFunc) {
-	if ms > 0 {
+	if ms > 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
 		return context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 	}
 	return context.WithCancel(ctx)

@@ -3,8 +3,10 @@ package interceptor
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
@@ -192,6 +194,22 @@ func TestUnnamedSessionSerialised(t *testing.T) {
 			Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
 		if e != nil || r.Status != StatusValidationFailed {
 			t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
+		}
+	}
+}
+
+// A timeoutMs past what a time.Duration holds bounds nothing: it
+// overflowed to a negative duration, and every run of it timed out at once.
+func TestHugeTimeoutIsNoBound(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "allow", Type: TypeValidation, Events: []string{"*"}, Module: "behaviors",
+		Settings: map[string]any{"behavior": "allow-all"}})
+	for _, ms := range []int64{math.MaxInt64, math.MaxInt64 / 1000, math.MaxInt64/int64(time.Millisecond) + 1} {
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{}, Timeout: ms})
+		if e != nil || r.Status != StatusSuccess {
+			t.Errorf("timeoutMs %d: %v %+v, want success", ms, e, r)
+		}
+		if _, e := x.Invoke(context.Background(), InvokeParams{Name: "allow", Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{}, Timeout: ms}); e != nil {
+			t.Errorf("invoke, timeoutMs %d: %v", ms, e)
 		}
 	}
 }
