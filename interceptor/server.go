@@ -154,6 +154,11 @@ const (
 	// DefaultHTTPSessionIdle is how long a session may go without a
 	// request before it is closed, when HTTPOptions.SessionIdle is zero.
 	DefaultHTTPSessionIdle = 30 * time.Minute
+	// DefaultMaxHTTPInFlight is the POSTs HTTPHandler serves at once when
+	// HTTPOptions.MaxInFlight is zero; one more is refused with 503. Each
+	// holds its body (up to the SDK's 4 MiB) decoded, several times its
+	// size.
+	DefaultMaxHTTPInFlight = 32
 )
 
 // HTTPOptions bounds HTTPHandler's sessions. The zero value is the
@@ -165,6 +170,9 @@ type HTTPOptions struct {
 	// SessionIdle closes a session that sent no request for that long.
 	// Zero means DefaultHTTPSessionIdle.
 	SessionIdle time.Duration
+	// MaxInFlight bounds the POSTs (the calls) served at once, over all
+	// sessions. Zero means DefaultMaxHTTPInFlight.
+	MaxInFlight int
 }
 
 // HTTPHandler serves the server over MCP's streamable HTTP transport (the
@@ -179,7 +187,10 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = DefaultHTTPSessionIdle
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxHTTPInFlight
+	}
+	h := limitPosts(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle}), opts.MaxInFlight)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			n := 0
@@ -189,6 +200,25 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 			if n >= opts.MaxSessions {
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, fmt.Sprintf("too many sessions: %d open (the bound)", n), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// limitPosts serves at most n POSTs at once with h; one more is refused
+// with 503 (a GET, the session's stream, and a DELETE are not counted).
+func limitPosts(h http.Handler, n int) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			default:
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, fmt.Sprintf("too many requests in flight: %d (the bound)", n), http.StatusServiceUnavailable)
 				return
 			}
 		}

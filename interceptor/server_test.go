@@ -350,3 +350,48 @@ func TestHTTPSessionsBounded(t *testing.T) {
 		t.Fatalf("after a session was deleted: status %d, id %q, want a new session", code, id)
 	}
 }
+
+// limitPosts serves at most n POSTs at once (each holds its decoded body):
+// one more is refused with 503 while they run, and served once one ends; a
+// GET is not counted. Without it the calls in flight, over all the
+// sessions, were unbounded.
+func TestHTTPPostsInFlightBounded(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Block") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+	})
+	hs := httptest.NewServer(limitPosts(inner, 1))
+	t.Cleanup(hs.Close)
+	do := func(method string, block bool) int {
+		req, _ := http.NewRequest(method, hs.URL, strings.NewReader("{}"))
+		if block {
+			req.Header.Set("X-Block", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	done := make(chan int)
+	go func() { done <- do(http.MethodPost, true) }()
+	<-entered
+	if code := do(http.MethodPost, false); code != http.StatusServiceUnavailable {
+		t.Errorf("a POST past the bound: %d, want 503", code)
+	}
+	if code := do(http.MethodGet, false); code != http.StatusOK {
+		t.Errorf("a GET (not counted): %d, want 200", code)
+	}
+	close(release)
+	if code := <-done; code != http.StatusOK {
+		t.Errorf("the POST in flight: %d", code)
+	}
+	if code := do(http.MethodPost, false); code != http.StatusOK {
+		t.Errorf("a POST once the other ended: %d, want 200", code)
+	}
+}
