@@ -162,8 +162,8 @@ func TestSessionStateNeverFillsTheStore(t *testing.T) {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	for scope, sc := range kv.scopes {
-		if sc.order.Len() > bound {
-			t.Errorf("scope %v holds %d keys, past %d", scope, sc.order.Len(), bound)
+		if sc.keys.Len() > bound {
+			t.Errorf("scope %v holds %d keys, past %d", scope, sc.keys.Len(), bound)
 		}
 	}
 }

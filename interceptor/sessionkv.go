@@ -2,9 +2,10 @@ package interceptor
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 )
@@ -44,16 +45,10 @@ type SessionKV struct {
 	scopes map[builtin.KVScope]*lruScope
 }
 
-// lruScope is one scope's keys, most recently used first.
+// lruScope is one scope's keys, in order of use, and their values' bytes.
 type lruScope struct {
-	order *list.List // of *kvEntry
-	byKey map[string]*list.Element
+	keys  *lru.Cache[string, []byte]
 	bytes int
-}
-
-type kvEntry struct {
-	key   string
-	value []byte
 }
 
 // Get implements builtin.KVStore; the key becomes the most recently used.
@@ -67,12 +62,8 @@ func (s *SessionKV) Get(ctx context.Context, scope builtin.KVScope, key string) 
 	if sc == nil {
 		return nil, false, nil
 	}
-	el, ok := sc.byKey[key]
-	if !ok {
-		return nil, false, nil
-	}
-	sc.order.MoveToFront(el)
-	return bytes.Clone(el.Value.(*kvEntry).value), true, nil
+	v, ok := sc.keys.Get(key)
+	return bytes.Clone(v), ok, nil
 }
 
 // Set implements builtin.KVStore. It never refuses for want of room: the
@@ -95,23 +86,22 @@ func (s *SessionKV) Set(ctx context.Context, scope builtin.KVScope, key string, 
 	}
 	sc := s.scopes[scope]
 	if sc == nil {
-		sc = &lruScope{order: list.New(), byKey: map[string]*list.Element{}}
+		sc = &lruScope{}
+		var err error
+		// The cache evicts past maxKeys itself, and counts the bytes
+		// that go.
+		if sc.keys, err = lru.NewWithEvict(maxKeys, func(_ string, v []byte) { sc.bytes -= len(v) }); err != nil {
+			return err
+		}
 		s.scopes[scope] = sc
 	}
-	value = bytes.Clone(value)
-	if el, ok := sc.byKey[key]; ok {
-		e := el.Value.(*kvEntry)
-		sc.bytes += len(value) - len(e.value)
-		e.value = value
-		sc.order.MoveToFront(el)
-	} else {
-		sc.byKey[key] = sc.order.PushFront(&kvEntry{key: key, value: value})
-		sc.bytes += len(value)
+	if old, ok := sc.keys.Peek(key); ok {
+		sc.bytes -= len(old) // replaced, not evicted: no callback
 	}
-	for sc.order.Len() > 1 && (sc.order.Len() > maxKeys || sc.bytes > maxBytes) {
-		e := sc.order.Remove(sc.order.Back()).(*kvEntry)
-		delete(sc.byKey, e.key)
-		sc.bytes -= len(e.value)
+	sc.keys.Add(key, bytes.Clone(value))
+	sc.bytes += len(value)
+	for sc.keys.Len() > 1 && sc.bytes > maxBytes {
+		sc.keys.RemoveOldest()
 	}
 	return nil
 }
@@ -121,7 +111,7 @@ func (s *SessionKV) Len(scope builtin.KVScope) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sc := s.scopes[scope]; sc != nil {
-		return sc.order.Len()
+		return sc.keys.Len()
 	}
 	return 0
 }
