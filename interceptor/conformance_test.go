@@ -74,7 +74,9 @@ func behaviorModule(b string) (module string, settings map[string]any, grants []
 	return "behaviors", map[string]any{"behavior": b}, nil
 }
 
-func createSession(t *testing.T, hooks []fixtureHook) *session {
+// fixtureConfig is the configuration of a fixture's interceptors, their
+// modules built.
+func fixtureConfig(t testing.TB, hooks []fixtureHook) Config {
 	t.Helper()
 	cfg := Config{Modules: map[string][]byte{}}
 	for _, h := range hooks {
@@ -87,7 +89,12 @@ func createSession(t *testing.T, hooks []fixtureHook) *session {
 			Module: mod, Settings: settings, Grants: grants,
 		})
 	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	return cfg
+}
+
+func createSession(t *testing.T, hooks []fixtureHook) *session {
+	t.Helper()
+	x, err := New(context.Background(), fixtureConfig(t, hooks), Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

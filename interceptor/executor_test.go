@@ -37,31 +37,40 @@ func newExecutorWith(t *testing.T, hc runtime.HostCaller, ds ...Descriptor) *Exe
 // Responses of one session that run at once must each leave their taint:
 // the key-value store has no compare-and-swap, so the executor serialises a
 // session's executions. Without it, concurrent read-modify-writes of the
-// taint lose secrets, and their relay is let through.
+// taint lose secrets, and their relay is let through. Traffic without a
+// sessionId (a stdio client that sends none: its MCP session has no id) is
+// one session, the hooks' key "taint/", serialised as a named one; it was
+// not (no lock for "").
 func TestSessionStateUnderConcurrency(t *testing.T) {
-	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
-	const n = 12
-	secret := func(i int) string { return fmt.Sprintf("ghp_Concurrent%02dSecretToken0123", i) }
-	ictx := &InvocationContext{SessionID: "busy"}
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: ictx,
-				Payload: map[string]any{"name": "read_file", "content": secret(i)}})
-			if e != nil || r.Status != StatusSuccess {
-				t.Errorf("response %d: %v %+v", i, e, r)
+	for _, tt := range []struct {
+		name string
+		ictx *InvocationContext
+	}{{"named", &InvocationContext{SessionID: "busy"}}, {"unnamed", nil}} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+			const n = 12
+			secret := func(i int) string { return fmt.Sprintf("ghp_Concurrent%02dSecretToken0123", i) }
+			var wg sync.WaitGroup
+			for i := 0; i < n; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: tt.ictx,
+						Payload: map[string]any{"name": "read_file", "content": secret(i)}})
+					if e != nil || r.Status != StatusSuccess {
+						t.Errorf("response %d: %v %+v", i, e, r)
+					}
+				}(i)
 			}
-		}(i)
-	}
-	wg.Wait()
-	for i := 0; i < n; i++ {
-		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ictx,
-			Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
-		if e != nil || r.Status != StatusValidationFailed {
-			t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
-		}
+			wg.Wait()
+			for i := 0; i < n; i++ {
+				r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: tt.ictx,
+					Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
+				if e != nil || r.Status != StatusValidationFailed {
+					t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
+				}
+			}
+		})
 	}
 }
 
@@ -164,36 +173,6 @@ func TestSessionStateNeverFillsTheStore(t *testing.T) {
 	for scope, sc := range kv.scopes {
 		if sc.keys.Len() > bound {
 			t.Errorf("scope %v holds %d keys, past %d", scope, sc.keys.Len(), bound)
-		}
-	}
-}
-
-// Traffic without a sessionId (a stdio client that sends none: its MCP
-// session has no id) is one session, the hooks' key "taint/": its
-// executions are serialised as a named session's are. They were not (no
-// lock for ""), and concurrent responses lost each other's taint.
-func TestUnnamedSessionSerialised(t *testing.T) {
-	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
-	const n = 12
-	secret := func(i int) string { return fmt.Sprintf("ghp_Unnamed%02dSessionSecretToken0", i) }
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse,
-				Payload: map[string]any{"name": "read_file", "content": secret(i)}})
-			if e != nil || r.Status != StatusSuccess {
-				t.Errorf("response %d: %v %+v", i, e, r)
-			}
-		}(i)
-	}
-	wg.Wait()
-	for i := 0; i < n; i++ {
-		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest,
-			Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
-		if e != nil || r.Status != StatusValidationFailed {
-			t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
 		}
 	}
 }

@@ -83,18 +83,7 @@ func fuzzServer(f *testing.F, fixtures []*fixture) *mcp.ClientSession {
 			}
 		}
 	}
-	cfg := Config{Modules: map[string][]byte{}}
-	for _, h := range hooks {
-		mod, settings, grants := behaviorModule(h.Behavior)
-		if _, ok := cfg.Modules[mod]; !ok {
-			cfg.Modules[mod] = buildHook(f, mod)
-		}
-		cfg.Interceptors = append(cfg.Interceptors, Descriptor{
-			Name: h.Name, Type: h.Type, Events: h.Events, Phases: h.Phases, Mode: h.Mode, FailOpen: h.FailOpen,
-			Module: mod, Settings: settings, Grants: grants,
-		})
-	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(f), HostCaller: newHostCaller(f), Audit: Discard, Logger: quiet})
+	x, err := New(context.Background(), fixtureConfig(f, hooks), Options{Runtime: testRuntime(f), HostCaller: newHostCaller(f), Audit: Discard, Logger: quiet})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func connect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
 // TestServeHTTP serves the interceptors over streamable HTTP and drives them
 // with the official SDK's client.
 func TestServeHTTP(t *testing.T) {
-	hs := serveE2EHTTP(t)
+	hs := serveE2EHTTP(t, HTTPOptions{})
 	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Experimental["interceptor"] == nil {
 		t.Errorf("capabilities lack the interceptor capability: %+v", caps)
@@ -161,9 +161,9 @@ func TestServeHTTP(t *testing.T) {
 	exercise(t, cs)
 }
 
-// serveE2EHTTP serves the e2e configuration's interceptor over HTTP until
-// the test ends.
-func serveE2EHTTP(t *testing.T) *httptest.Server {
+// serveE2EHTTP serves the e2e configuration's interceptor over HTTP, with
+// opts' bounds, until the test ends.
+func serveE2EHTTP(t *testing.T, opts HTTPOptions) *httptest.Server {
 	t.Helper()
 	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
 	if err != nil {
@@ -174,7 +174,7 @@ func serveE2EHTTP(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close(context.Background()) })
-	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test"), HTTPOptions{}))
+	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test"), opts))
 	// Cleanups run last first: the client sessions close (and with them
 	// their standalone SSE streams) before the server waits for its
 	// connections.
@@ -245,7 +245,7 @@ func TestServeStdio(t *testing.T) {
 // relay was blocked for the other's secret) and could overwrite it; the
 // reserved prefix is refused unless it names the caller's own session.
 func TestSessionIDNotSpoofable(t *testing.T) {
-	hs := serveE2EHTTP(t)
+	hs := serveE2EHTTP(t, HTTPOptions{})
 	victim := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 	attacker := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 
@@ -316,18 +316,8 @@ func initializeHTTP(t *testing.T, endpoint string) (status int, session string) 
 // MaxSessions an initialize is refused with 503, and served again once a
 // session is deleted. Without the bound every initialize opened one more.
 func TestHTTPSessionsBounded(t *testing.T) {
-	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = x.Close(context.Background()) })
 	const bound = 3
-	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test"), HTTPOptions{MaxSessions: bound}))
-	t.Cleanup(hs.Close)
+	hs := serveE2EHTTP(t, HTTPOptions{MaxSessions: bound})
 	var sessions []string
 	for i := 0; i < bound; i++ {
 		code, id := initializeHTTP(t, hs.URL)
