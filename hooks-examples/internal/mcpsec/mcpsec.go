@@ -319,19 +319,22 @@ func URIServer(raw string) string {
 }
 
 // Key is the key-value key of a hook's state named what for a session. Long
-// session ids are hashed, to stay under the store's key limit.
+// session ids are hashed, to stay under the store's key limit (Bounded).
 func Key(what, session string) string {
-	if len(session) > 128 {
-		session = "sha256:" + Digest(session)
-	}
-	return what + "/" + session
+	return what + "/" + Bounded(session)
 }
 
-// Bounded is a server name as state keeps it: names over 128 bytes (a tool
-// name is the client's to choose) are replaced by their digest.
-func Bounded(server string) string {
-	if len(server) > 128 {
-		return "sha256:" + Digest(server)
+// hashedPrefix starts the names Bounded hashes.
+const hashedPrefix = "sha256:"
+
+// Bounded is a name (a server's, a session's) as state keeps it: names over
+// 128 bytes (a tool name is the client's to choose) are replaced by their
+// digest, and so are names that start as a digest does, so that no short
+// name is the digest of a long one ("sha256:" + the digest of another
+// server's long name was that server, a relay to it same-origin).
+func Bounded(name string) string {
+	if len(name) > 128 || strings.HasPrefix(name, hashedPrefix) {
+		return hashedPrefix + Digest(name)
 	}
-	return server
+	return name
 }

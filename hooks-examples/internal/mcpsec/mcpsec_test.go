@@ -31,3 +31,21 @@ func TestWindowsRollPrint(t *testing.T) {
 		t.Fatalf("Windows went on after fn returned false: %d calls", calls)
 	}
 }
+
+// No name Bounded keeps is the digest Bounded made of another: a name that
+// looks like one is hashed too.
+func TestBoundedNamesDistinct(t *testing.T) {
+	long := strings.Repeat("s", 200)
+	for _, tt := range []struct{ a, b string }{
+		{long, Bounded(long)},
+		{"sha256:" + Digest(long), long},
+		{"short", Bounded("short")},
+	} {
+		if tt.a != tt.b && Bounded(tt.a) == Bounded(tt.b) {
+			t.Errorf("%.20q and %.20q are one name: %s", tt.a, tt.b, Bounded(tt.a))
+		}
+	}
+	if got := Key("taint", "s1"); got != "taint/s1" {
+		t.Errorf("Key of a short session: %s", got)
+	}
+}
