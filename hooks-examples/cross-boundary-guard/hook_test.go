@@ -181,3 +181,36 @@ func TestGuardUnknownOriginAndBounds(t *testing.T) {
 		t.Errorf("state of a session with huge tool names is %d bytes", n)
 	}
 }
+
+// A request is searched window by window for the lengths of the
+// MaxSearchedLengths most recent secrets only (each length a pass over the
+// payload: a server returning tokens of many lengths would otherwise make
+// every large request of the session cost a pass per length); a secret of
+// an older length is still found as a whole token (not glued to more
+// token characters).
+func TestGuardSearchedLengthsBounded(t *testing.T) {
+	h := sdktest.NewHost()
+	if err := h.UseManifest("manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+	token := func(i int) string { return "ghp_" + strings.Repeat("Q", 20+i) }
+	var flow []msg
+	for i := 0; i <= MaxSearchedLengths; i++ { // one length more than searched, oldest first
+		flow = append(flow, msg{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": token(i)}, want: abi.ActionContinue})
+	}
+	flow = append(flow,
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(MaxSearchedLengths) + "z"}), want: abi.ActionBlock},
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(0)}), want: abi.ActionBlock},
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(0) + "\x00"}), want: abi.ActionBlock},
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(0) + "z"}), want: abi.ActionContinue},
+	)
+	for i, m := range flow {
+		dec, err := h.Run(m.invocation(nil))
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if dec.Action != m.want {
+			t.Fatalf("message %d: %s (%s), want %s", i, dec.Action, dec.Reason, m.want)
+		}
+	}
+}

@@ -21,9 +21,14 @@ func main() {}
 // MaxTainted bounds the secrets remembered per session (the oldest are
 // dropped past it), and MaxOrigins the servers remembered per secret, so
 // the state stays under the store's value limit (64 KiB by default).
+// MaxSearchedLengths bounds the lengths of tainted secrets a request is
+// searched for window by window (each a pass over its strings), those of
+// the most recent secrets; a secret of another length is found only as a
+// whole token.
 const (
-	MaxTainted = 512
-	MaxOrigins = 8
+	MaxTainted         = 512
+	MaxOrigins         = 8
+	MaxSearchedLengths = 16
 )
 
 // unknownServer is the origin of a secret in a response whose server
@@ -135,10 +140,18 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 
 // find adds to carried the digest of each tainted secret found in a
 // window of payload's strings of the secret's length whose Print is the
-// secret's: linear in the payload for each length of a tainted secret.
+// secret's: linear in the payload for each length searched (at most
+// MaxSearchedLengths, the most recent secrets').
 func (st *state) find(payload any, carried map[string]bool) {
-	byLen := map[int]map[uint32][]string{}
-	for d, p := range st.Prints {
+	var set mcpsec.PrintSet
+	digests := map[[2]uint64][]string{} // by length and Print
+	lengths := map[int]bool{}
+	for i := len(st.Order) - 1; i >= 0; i-- {
+		d := st.Order[i]
+		p, ok := st.Prints[d]
+		if !ok {
+			continue
+		}
 		// strconv, not fmt.Sscanf: its reader imports fd_read, outside
 		// the WASI a hook may import.
 		ls, ps, _ := strings.Cut(p, ":")
@@ -147,26 +160,25 @@ func (st *state) find(payload any, carried map[string]bool) {
 		if err != nil || perr != nil || n <= 0 {
 			continue
 		}
-		print := uint32(pr)
-		if byLen[n] == nil {
-			byLen[n] = map[uint32][]string{}
+		if !lengths[n] && len(lengths) >= MaxSearchedLengths {
+			continue
 		}
-		byLen[n][print] = append(byLen[n][print], d)
+		lengths[n] = true
+		set.Add(n, uint32(pr))
+		k := [2]uint64{uint64(n), pr}
+		digests[k] = append(digests[k], d)
 	}
-	if len(byLen) == 0 {
+	if len(digests) == 0 {
 		return
 	}
 	mcpsec.Visit(payload, func(s string) {
-		for n, prints := range byLen {
-			mcpsec.Windows(s, n, func(i int, print uint32) bool {
-				for _, d := range prints[print] {
-					if mcpsec.Digest(s[i:i+n]) == d {
-						carried[d] = true
-					}
+		set.Search(s, func(i, n int, print uint32) {
+			for _, d := range digests[[2]uint64{uint64(n), uint64(print)}] {
+				if mcpsec.Digest(s[i:i+n]) == d {
+					carried[d] = true
 				}
-				return true
-			})
-		}
+			}
+		})
 	})
 }
 

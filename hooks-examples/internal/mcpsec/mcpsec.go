@@ -183,8 +183,8 @@ func visit(v any, depth int, fn func(string)) {
 // printBase is the base of Print's polynomial (mod 2^32).
 const printBase = 16777619
 
-// Print is a 32-bit rolling fingerprint of s: what Windows computes for
-// each window of s's length. It tells windows that cannot be s from those
+// Print is a 32-bit rolling fingerprint of s: what PrintSet.Search
+// computes for each window of s's length. It tells windows that cannot be s from those
 // that may be (then compared by Digest); 32 bits of a secret's hash, kept
 // beside its 128-bit Digest, tell nothing the digest does not.
 func Print(s string) uint32 {
@@ -195,22 +195,58 @@ func Print(s string) uint32 {
 	return h
 }
 
-// Windows calls fn with the start and Print of every window of n bytes of
-// s, in order, until fn returns false: linear in len(s), whatever n.
-func Windows(s string, n int, fn func(start int, print uint32) bool) {
-	if n <= 0 || n > len(s) {
+// PrintSet is a set of (length, Print) pairs of secrets, which Search looks
+// for in every window of a string: linear in the string for each length.
+// The zero value is empty.
+type PrintSet struct {
+	// bits has a Print's low 16 bits (of any length): a quick no, so
+	// that most windows cost a rolling step and a bit test.
+	bits  [1 << 10]uint64
+	byLen map[int]map[uint32]bool
+	lens  []int // sorted
+}
+
+// Add adds the Print of a secret of n bytes.
+func (p *PrintSet) Add(n int, print uint32) {
+	if n <= 0 {
 		return
 	}
-	top := uint32(1) // printBase^(n-1)
-	for i := 1; i < n; i++ {
-		top *= printBase
+	if p.byLen == nil {
+		p.byLen = map[int]map[uint32]bool{}
 	}
-	h := Print(s[:n])
-	for i := 0; ; i++ {
-		if !fn(i, h) || i+n >= len(s) {
+	if p.byLen[n] == nil {
+		p.byLen[n] = map[uint32]bool{}
+		p.lens = append(p.lens, n)
+		sort.Ints(p.lens)
+	}
+	p.byLen[n][print] = true
+	p.bits[print&0xffff>>6] |= 1 << (print & 63)
+}
+
+// Search calls fn with the start, length and Print of each window of s
+// whose length and Print are in the set, lengths in increasing order, then
+// starts. A window whose Print is a secret's may still be another string:
+// fn compares.
+func (p *PrintSet) Search(s string, fn func(start, n int, print uint32)) {
+	for _, n := range p.lens {
+		if n > len(s) {
 			return
 		}
-		h = (h-uint32(s[i])*top)*printBase + uint32(s[i+n])
+		prints := p.byLen[n]
+		top := uint32(1) // printBase^(n-1)
+		for i := 1; i < n; i++ {
+			top *= printBase
+		}
+		h := Print(s[:n])
+		for i := 0; ; i++ {
+			if p.bits[h&0xffff>>6]&(1<<(h&63)) != 0 && prints[h] {
+				fn(i, n, h)
+			}
+			if i+n >= len(s) {
+				break
+			}
+			h = (h-uint32(s[i])*top)*printBase + uint32(s[i+n])
+		}
 	}
 }
 

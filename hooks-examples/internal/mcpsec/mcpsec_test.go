@@ -5,31 +5,29 @@ import (
 	"testing"
 )
 
-// Windows' rolling fingerprint of each window is Print of that window, for
-// every window length, and it stops when fn says so.
-func TestWindowsRollPrint(t *testing.T) {
+// Search finds every window of every length in the set (its rolling
+// fingerprint is Print of the window), and no other.
+func TestPrintSetSearch(t *testing.T) {
 	s := "ghp_Zq81mPvT0aRkW2sYx9LbNc4\x00\xff é " + strings.Repeat("ab", 40)
-	for n := 0; n <= len(s)+1; n++ {
-		next := 0
-		Windows(s, n, func(i int, p uint32) bool {
-			if i != next {
-				t.Fatalf("n=%d: window %d after %d", n, i, next-1)
+	for n := 1; n <= len(s); n++ {
+		for _, at := range []int{0, (len(s) - n) / 3, len(s) - n} {
+			var p PrintSet
+			p.Add(n, Print(s[at:at+n]))
+			found := false
+			p.Search(s, func(i, m int, print uint32) {
+				if m != n || print != Print(s[i:i+m]) {
+					t.Fatalf("n=%d: window %d (%d bytes) print %x, want %x", n, i, m, print, Print(s[i:i+m]))
+				}
+				found = found || s[i:i+m] == s[at:at+n]
+			})
+			if !found {
+				t.Fatalf("n=%d: the window at %d was not found", n, at)
 			}
-			next++
-			if want := Print(s[i : i+n]); p != want {
-				t.Fatalf("n=%d window %d: print %x, want %x", n, i, p, want)
-			}
-			return true
-		})
-		if want := max(0, len(s)-n+1); n > 0 && next != want {
-			t.Fatalf("n=%d: %d windows, want %d", n, next, want)
 		}
 	}
-	calls := 0
-	Windows(s, 3, func(int, uint32) bool { calls++; return calls < 2 })
-	if calls != 2 {
-		t.Fatalf("Windows went on after fn returned false: %d calls", calls)
-	}
+	var p PrintSet
+	p.Add(len(s)+1, 7)
+	p.Search(s, func(int, int, uint32) { t.Fatal("a window longer than the string") })
 }
 
 // No name Bounded keeps is the digest Bounded made of another: a name that
