@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,5 +191,33 @@ func TestHugeTimeoutIsNoBound(t *testing.T) {
 		if _, e := x.Invoke(context.Background(), InvokeParams{Name: "allow", Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{}, Timeout: ms}); e != nil {
 			t.Errorf("invoke, timeoutMs %d: %v", ms, e)
 		}
+	}
+}
+
+// The security hooks pass a large request: the patterns run only over
+// strings that hold their needle ("gh", "AKIA", ...). Run through every
+// pattern's automaton, 200 KB of "x" took more than the default 400 M fuel
+// (50 KB of it 165 M), and the fail-closed hooks blocked it. A tainted secret at its end
+// is still found.
+func TestGuardLargeRequest(t *testing.T) {
+	x := newExecutor(t,
+		Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}},
+		Descriptor{Name: "redactor", Type: TypeMutation, Events: []string{"*"}, Module: "secretless-redactor", Grants: []string{"kv.get", "kv.set"}})
+	ic := &InvocationContext{SessionID: "large"}
+	secret := "ghp_LargeRequestSecretToken000001"
+	if r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: ic,
+		Payload: map[string]any{"name": "read_file", "content": secret}}); e != nil || r.Status != StatusSuccess {
+		t.Fatalf("response: %v %+v", e, r)
+	}
+	body := strings.Repeat("x", 200<<10)
+	r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ic,
+		Payload: map[string]any{"name": "write_file", "arguments": map[string]any{"content": body}}})
+	if e != nil || r.Status != StatusSuccess {
+		t.Fatalf("a 200 KB request without a secret: %v %s %+v", e, r.Status, r.AbortedAt)
+	}
+	r, e = x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ic, Only: []string{"guard"},
+		Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"content": body + secret}}})
+	if e != nil || r.Status != StatusValidationFailed {
+		t.Fatalf("a 200 KB relay of the secret: %v %s, want validation_failed", e, r.Status)
 	}
 }

@@ -28,7 +28,7 @@ func main() {}
 const (
 	MaxTainted         = 512
 	MaxOrigins         = 8
-	MaxSearchedLengths = 16
+	MaxSearchedLengths = 8
 )
 
 // unknownServer is the origin of a secret in a response whose server

@@ -1,6 +1,7 @@
 package mcpsec
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -45,5 +46,30 @@ func TestBoundedNamesDistinct(t *testing.T) {
 	}
 	if got := Key("taint", "s1"); got != "taint/s1" {
 		t.Errorf("Key of a short session: %s", got)
+	}
+}
+
+// Every default pattern has a needle, which each of its matches holds: a
+// string without it would have no match anyway.
+func TestDefaultNeedles(t *testing.T) {
+	samples := "sk_live_4eC39HqLyjWDarjtT1zdp7dc pk_live_TYooMQauvdEDq54NiTphI7jx " +
+		"ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345 gho_16C7e42F292c6912E7710c838347Ae178B4a " +
+		"AKIAIOSFODNN7EXAMPLE xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy xoxr-1-2-3-4-5-6-7-8"
+	for _, p := range DefaultPatterns {
+		needle := defaultNeedles[p]
+		if needle == "" {
+			t.Errorf("%s: no needle", p)
+			continue
+		}
+		re := regexp.MustCompile(p)
+		ms := re.FindAllString(samples, -1)
+		if len(ms) == 0 {
+			t.Errorf("%s: no sample", p)
+		}
+		for _, m := range ms {
+			if !strings.Contains(m, needle) {
+				t.Errorf("%s: match %q lacks the needle %q", p, m, needle)
+			}
+		}
 	}
 }
