@@ -113,9 +113,9 @@ func fuzzOutcome(t *testing.T, cs *mcp.ClientSession, tool string, args json.Raw
 			t.Fatalf("%s %s: %v (%T), want a JSON-RPC error", tool, args, err, err)
 		}
 		switch werr.Code {
-		case CodeInvalidParams, CodeInternalError, -32000:
+		case CodeInvalidParams, CodeInternalError, -32000, CodeBusy:
 		default:
-			t.Fatalf("%s %s: JSON-RPC error %d %q, want %d, %d or -32000", tool, args, werr.Code, werr.Message, CodeInvalidParams, CodeInternalError)
+			t.Fatalf("%s %s: JSON-RPC error %d %q, want %d, %d, -32000 or %d", tool, args, werr.Code, werr.Message, CodeInvalidParams, CodeInternalError, CodeBusy)
 		}
 		if werr.Message == "" {
 			t.Fatalf("%s %s: JSON-RPC error %d without a message", tool, args, werr.Code)

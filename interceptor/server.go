@@ -31,9 +31,49 @@ const (
 // ServerName is the MCP server's implementation name.
 const ServerName = "wasmhooks-interceptors"
 
+// MaxCallsInFlight bounds the invocations and chain executions a server runs
+// at once, over all its sessions and transports: each holds its decoded
+// payload (an HTTP body is up to 4 MiB, a stdio frame 16 MiB). Past it, a
+// call of an HTTP session is refused at once (CodeBusy); one over stdio,
+// whose one client is the process that started the server, waits for a
+// slot (or its cancellation). The HTTP transport cannot bound this itself:
+// a client that disconnects ends its POST, not its call.
+const MaxCallsInFlight = 32
+
+// CodeBusy is the JSON-RPC error of a call refused because MaxCallsInFlight
+// calls are running (an implementation-defined server error).
+const CodeBusy = -32005
+
+// callSlots are the calls in flight, one token each.
+type callSlots chan struct{}
+
+// acquire takes a slot, waiting for one (until ctx ends) if wait, and
+// returns its release; else the refusal.
+func (s callSlots) acquire(ctx context.Context, wait bool) (release func(), err error) {
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	default:
+	}
+	busy := &jsonrpc.Error{Code: CodeBusy, Message: fmt.Sprintf("server busy: %d calls in flight (the bound)", cap(s))}
+	if !wait {
+		return nil, busy
+	}
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	case <-ctx.Done():
+		return nil, busy
+	}
+}
+
 // NewServer returns an MCP server of the executor's interceptors. version
 // is the implementation version it reports.
 func NewServer(x *Executor, version string) *mcp.Server {
+	return newServer(x, version, make(callSlots, MaxCallsInFlight))
+}
+
+func newServer(x *Executor, version string, slots callSlots) *mcp.Server {
 	events := map[string]bool{}
 	for _, d := range x.cfg.Interceptors {
 		for _, e := range d.Events {
@@ -60,19 +100,26 @@ func NewServer(x *Executor, version string) *mcp.Server {
 			return nil, x.List(p.Event), nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: ToolInvoke, Description: "interceptor/invoke (SEP-2624): one interceptor over a payload; a ValidationResult or a MutationResult."},
-		runTool(func(p *InvokeParams) **InvocationContext { return &p.Context }, x.Invoke))
+		runTool(slots, func(p *InvokeParams) **InvocationContext { return &p.Context }, x.Invoke))
 	mcp.AddTool(s, &mcp.Tool{Name: ToolChain, Description: "Runs one lifecycle event through every interceptor hooking it, in the SEP's trust-boundary order; a ChainExecutionResult."},
-		runTool(func(p *ChainParams) **InvocationContext { return &p.Context }, x.Chain))
+		runTool(slots, func(p *ChainParams) **InvocationContext { return &p.Context }, x.Chain))
 	return s
 }
 
-// runTool is the handler of a tool that runs hooks: it decodes the
-// arguments into P, defaults the invocation context that field points at
-// to the MCP session (withSession), and answers run's result or error.
-func runTool[P, R any](field func(*P) **InvocationContext, run func(context.Context, P) (R, *Error)) mcp.ToolHandlerFor[P, any] {
+// runTool is the handler of a tool that runs hooks: it takes a slot of
+// slots (an HTTP session's call refused when there is none, a stdio one
+// waiting), decodes the arguments into P, defaults the invocation context
+// that field points at to the MCP session (withSession), and answers run's
+// result or error.
+func runTool[P, R any](slots callSlots, field func(*P) **InvocationContext, run func(context.Context, P) (R, *Error)) mcp.ToolHandlerFor[P, any] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, _ P) (*mcp.CallToolResult, any, error) {
+		release, err := slots.acquire(ctx, req.Session == nil || req.Session.ID() == "")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer release()
 		var p P
-		err := decode(req, &p)
+		err = decode(req, &p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -154,11 +201,6 @@ const (
 	// DefaultHTTPSessionIdle is how long a session may go without a
 	// request before it is closed, when HTTPOptions.SessionIdle is zero.
 	DefaultHTTPSessionIdle = 30 * time.Minute
-	// DefaultMaxHTTPInFlight is the POSTs HTTPHandler serves at once when
-	// HTTPOptions.MaxInFlight is zero; one more is refused with 503. Each
-	// holds its body (up to the SDK's 4 MiB) decoded, several times its
-	// size.
-	DefaultMaxHTTPInFlight = 32
 )
 
 // HTTPOptions bounds HTTPHandler's sessions. The zero value is the
@@ -170,9 +212,6 @@ type HTTPOptions struct {
 	// SessionIdle closes a session that sent no request for that long.
 	// Zero means DefaultHTTPSessionIdle.
 	SessionIdle time.Duration
-	// MaxInFlight bounds the POSTs (the calls) served at once, over all
-	// sessions. Zero means DefaultMaxHTTPInFlight.
-	MaxInFlight int
 }
 
 // HTTPHandler serves the server over MCP's streamable HTTP transport (the
@@ -187,10 +226,7 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = DefaultHTTPSessionIdle
 	}
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = DefaultMaxHTTPInFlight
-	}
-	h := limitPosts(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle}), opts.MaxInFlight)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			n := 0
@@ -200,25 +236,6 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 			if n >= opts.MaxSessions {
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, fmt.Sprintf("too many sessions: %d open (the bound)", n), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// limitPosts serves at most n POSTs at once with h; one more is refused
-// with 503 (a GET, the session's stream, and a DELETE are not counted).
-func limitPosts(h http.Handler, n int) http.Handler {
-	slots := make(chan struct{}, n)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			select {
-			case slots <- struct{}{}:
-				defer func() { <-slots }()
-			default:
-				w.Header().Set("Retry-After", "1")
-				http.Error(w, fmt.Sprintf("too many requests in flight: %d (the bound)", n), http.StatusServiceUnavailable)
 				return
 			}
 		}

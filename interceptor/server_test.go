@@ -341,47 +341,69 @@ func TestHTTPSessionsBounded(t *testing.T) {
 	}
 }
 
-// limitPosts serves at most n POSTs at once (each holds its decoded body):
-// one more is refused with 503 while they run, and served once one ends; a
-// GET is not counted. Without it the calls in flight, over all the
-// sessions, were unbounded.
-func TestHTTPPostsInFlightBounded(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Block") != "" {
-			entered <- struct{}{}
-			<-release
-		}
-	})
-	hs := httptest.NewServer(limitPosts(inner, 1))
+// A server runs at most MaxCallsInFlight calls at once over all its
+// sessions: past it an HTTP session's call is refused with CodeBusy (its
+// POST's end does not end the call, so the transport cannot bound them),
+// and served again once a slot is free. Without the bound every call ran.
+func TestCallsInFlightBounded(t *testing.T) {
+	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close(context.Background()) })
+	slots := make(callSlots, 1)
+	hs := httptest.NewServer(HTTPHandler(newServer(x, "test", slots), HTTPOptions{}))
 	t.Cleanup(hs.Close)
-	do := func(method string, block bool) int {
-		req, _ := http.NewRequest(method, hs.URL, strings.NewReader("{}"))
-		if block {
-			req.Header.Set("X-Block", "1")
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
+	args := map[string]any{"event": "tools/call", "phase": "request", "payload": map[string]any{"name": "echo", "arguments": map[string]any{"note": "hi"}}}
+
+	slots <- struct{}{} // a call in flight
+	var cr ChainResult
+	err = call(t, cs, ToolChain, args, &cr)
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != CodeBusy {
+		t.Fatalf("a call past the bound: %v %+v, want JSON-RPC error %d", err, cr, CodeBusy)
+	}
+	<-slots
+	if err := call(t, cs, ToolChain, args, &cr); err != nil || cr.Status != StatusSuccess {
+		t.Fatalf("a call once the slot is free: %v %+v", err, cr)
+	}
+	if len(slots) != 0 {
+		t.Fatalf("%d slots still taken after the calls ended", len(slots))
+	}
+}
+
+// acquire: a slot while there is one; none, a refusal at once, or a wait
+// that ends with a slot freed or with its context.
+func TestCallSlots(t *testing.T) {
+	s := make(callSlots, 1)
+	release, err := s.acquire(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var werr *jsonrpc.Error
+	if _, err := s.acquire(context.Background(), false); !errors.As(err, &werr) || werr.Code != CodeBusy {
+		t.Fatalf("no slot, no wait: %v, want CodeBusy", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.acquire(ctx, true); !errors.As(err, &werr) || werr.Code != CodeBusy {
+		t.Fatalf("no slot, waiting, context done: %v, want CodeBusy", err)
+	}
+	got := make(chan error)
+	go func() {
+		r, err := s.acquire(context.Background(), true)
+		if err == nil {
+			r()
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			return 0
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode
-	}
-	done := make(chan int)
-	go func() { done <- do(http.MethodPost, true) }()
-	<-entered
-	if code := do(http.MethodPost, false); code != http.StatusServiceUnavailable {
-		t.Errorf("a POST past the bound: %d, want 503", code)
-	}
-	if code := do(http.MethodGet, false); code != http.StatusOK {
-		t.Errorf("a GET (not counted): %d, want 200", code)
-	}
-	close(release)
-	if code := <-done; code != http.StatusOK {
-		t.Errorf("the POST in flight: %d", code)
-	}
-	if code := do(http.MethodPost, false); code != http.StatusOK {
-		t.Errorf("a POST once the other ended: %d, want 200", code)
+		got <- err
+	}()
+	release()
+	if err := <-got; err != nil {
+		t.Fatalf("a wait for a slot freed: %v", err)
 	}
 }
