@@ -165,6 +165,13 @@ func TestServeHTTP(t *testing.T) {
 // opts' bounds, until the test ends.
 func serveE2EHTTP(t *testing.T, opts HTTPOptions) *httptest.Server {
 	t.Helper()
+	return serveHTTP(t, NewServer(e2eExecutor(t), "test"), opts)
+}
+
+// e2eExecutor is an executor of the e2e configuration, closed when the test
+// ends.
+func e2eExecutor(t *testing.T) *Executor {
+	t.Helper()
 	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +181,13 @@ func serveE2EHTTP(t *testing.T, opts HTTPOptions) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close(context.Background()) })
-	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test"), opts))
+	return x
+}
+
+// serveHTTP serves s over HTTP, with opts' bounds, until the test ends.
+func serveHTTP(t *testing.T, s *mcp.Server, opts HTTPOptions) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(HTTPHandler(s, opts))
 	// Cleanups run last first: the client sessions close (and with them
 	// their standalone SSE streams) before the server waits for its
 	// connections.
@@ -346,24 +359,14 @@ func TestHTTPSessionsBounded(t *testing.T) {
 // POST's end does not end the call, so the transport cannot bound them),
 // and served again once a slot is free. Without the bound every call ran.
 func TestCallsInFlightBounded(t *testing.T) {
-	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = x.Close(context.Background()) })
 	slots := make(callSlots, 1)
-	hs := httptest.NewServer(HTTPHandler(newServer(x, "test", slots), HTTPOptions{}))
-	t.Cleanup(hs.Close)
+	hs := serveHTTP(t, newServer(e2eExecutor(t), "test", slots), HTTPOptions{})
 	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 	args := map[string]any{"event": "tools/call", "phase": "request", "payload": map[string]any{"name": "echo", "arguments": map[string]any{"note": "hi"}}}
 
 	slots <- struct{}{} // a call in flight
 	var cr ChainResult
-	err = call(t, cs, ToolChain, args, &cr)
+	err := call(t, cs, ToolChain, args, &cr)
 	var werr *jsonrpc.Error
 	if !errors.As(err, &werr) || werr.Code != CodeBusy {
 		t.Fatalf("a call past the bound: %v %+v, want JSON-RPC error %d", err, cr, CodeBusy)
