@@ -221,3 +221,38 @@ func TestGuardLargeRequest(t *testing.T) {
 		t.Fatalf("a 200 KB relay of the secret: %v %s, want validation_failed", e, r.Status)
 	}
 }
+
+// The guard's state stays under the store's value limit (64 KiB): past it
+// the state could not be written, the hook failed, and the fail-closed
+// guard blocked every response of the session that carried a secret (a
+// server returning some hundreds of tokens, or the same ones under many
+// long server names, did it). The oldest secrets go instead, and a new one
+// is still kept and blocks its relay.
+func TestGuardStateFitsTheStore(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+	ic := &InvocationContext{SessionID: "big"}
+	var toks []string
+	for i := 0; i < 600; i++ {
+		toks = append(toks, fmt.Sprintf("ghp_BigStateToken%06dxxxxxxxxxx", i))
+	}
+	for i, server := range []string{"", strings.Repeat("a", 128), strings.Repeat("b", 128), strings.Repeat("c", 128), strings.Repeat("d", 128)} {
+		c := *ic
+		c.Server = server
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: &c,
+			Payload: map[string]any{"name": "read_file", "content": strings.Join(toks, " ")}})
+		if e != nil || r.Status != StatusSuccess {
+			t.Fatalf("response %d, 600 secrets: %v %s %+v", i, e, r.Status, r.AbortedAt)
+		}
+	}
+	newest := "ghp_TheNewestSecretTokenRead0001"
+	r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: ic,
+		Payload: map[string]any{"name": "read_file", "content": newest}})
+	if e != nil || r.Status != StatusSuccess {
+		t.Fatalf("response with a new secret: %v %s %+v", e, r.Status, r.AbortedAt)
+	}
+	r, e = x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ic,
+		Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"b": newest}}})
+	if e != nil || r.Status != StatusValidationFailed {
+		t.Fatalf("relay of the newest secret: %v %s, want validation_failed", e, r.Status)
+	}
+}

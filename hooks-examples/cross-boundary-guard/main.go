@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/hooks-examples/internal/mcpsec"
 	"github.com/wasmhooks/wasmhooks/sdk"
 )
@@ -19,8 +20,12 @@ func init() { sdk.HandleE(handle) }
 func main() {}
 
 // MaxTainted bounds the secrets remembered per session (the oldest are
-// dropped past it), and MaxOrigins the servers remembered per secret, so
-// the state stays under the store's value limit (64 KiB by default).
+// dropped past it), MaxOrigins the servers remembered per secret, and
+// MaxStateBytes the state's encoding (the oldest secrets are dropped until
+// it fits), so that it stays under the store's value limit (64 KiB by
+// default): past that limit the state could not be written, the hook
+// failed, and a fail-closed guard blocked every response of the session
+// that carried a secret.
 // MaxSearchedLengths bounds the lengths of tainted secrets a request is
 // searched for window by window (each a pass over its strings), those of
 // the most recent secrets; a secret of another length is found only as a
@@ -28,6 +33,7 @@ func main() {}
 const (
 	MaxTainted         = 512
 	MaxOrigins         = 8
+	MaxStateBytes      = 60 << 10
 	MaxSearchedLengths = 8
 )
 
@@ -38,14 +44,42 @@ const unknownServer = "(unknown)"
 
 // state is a session's taint: the digest of each secret a response carried,
 // with the servers it came from, in the order first seen; each secret's
-// length and Print ("LENGTH:PRINT", hex), by which a request is searched
-// for it anywhere, also inside a longer token; and the server of the
-// session's last request, for responses that do not name theirs.
+// length and Print ("LENGTH:PRINT", hex; Prints[i] is Order[i]'s, "" when
+// unknown), by which a request is searched for it anywhere, also inside a
+// longer token; and the server of the session's last request, for
+// responses that do not name theirs.
 type state struct {
 	Origins map[string][]string `json:"origins"`
 	Order   []string            `json:"order"`
-	Prints  map[string]string   `json:"prints,omitempty"`
+	Prints  []string            `json:"prints,omitempty"`
 	Last    string              `json:"last,omitempty"`
+}
+
+// dropOldest forgets the oldest secret.
+func (st *state) dropOldest() {
+	delete(st.Origins, st.Order[0])
+	st.Order, st.Prints = st.Order[1:], st.Prints[1:]
+}
+
+// fit drops the oldest secrets past MaxTainted, then while the state's
+// encoding is over MaxStateBytes (an eighth of them at a time).
+func (st *state) fit() error {
+	for len(st.Order) > MaxTainted {
+		st.dropOldest()
+	}
+	for len(st.Order) > 0 {
+		b, err := abi.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if len(b) <= MaxStateBytes {
+			return nil
+		}
+		for n := max(1, len(st.Order)/8); n > 0; n-- {
+			st.dropOldest()
+		}
+	}
+	return nil
 }
 
 func handle(inv *sdk.Invocation) (sdk.Decision, error) {
@@ -78,10 +112,7 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 			d := mcpsec.Digest(s)
 			if _, ok := st.Origins[d]; !ok {
 				st.Order = append(st.Order, d)
-			}
-			if _, ok := st.Prints[d]; !ok {
-				st.Prints[d] = strconv.Itoa(len(s)) + ":" + strconv.FormatUint(uint64(mcpsec.Print(s)), 16)
-				changed = true
+				st.Prints = append(st.Prints, strconv.Itoa(len(s))+":"+strconv.FormatUint(uint64(mcpsec.Print(s)), 16))
 			}
 			if !contains(st.Origins[d], from) {
 				if len(st.Origins[d]) >= MaxOrigins {
@@ -94,12 +125,10 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 				changed = true
 			}
 		}
-		for len(st.Order) > MaxTainted {
-			delete(st.Origins, st.Order[0])
-			delete(st.Prints, st.Order[0])
-			st.Order = st.Order[1:]
-		}
 		if changed {
+			if err := st.fit(); err != nil {
+				return sdk.Decision{}, err
+			}
 			if err := sdk.KVSet(key, st); err != nil {
 				return sdk.Decision{}, err
 			}
@@ -147,9 +176,8 @@ func (st *state) find(payload any, carried map[string]bool) {
 	digests := map[[2]uint64][]string{} // by length and Print
 	lengths := map[int]bool{}
 	for i := len(st.Order) - 1; i >= 0; i-- {
-		d := st.Order[i]
-		p, ok := st.Prints[d]
-		if !ok {
+		d, p := st.Order[i], st.Prints[i]
+		if p == "" {
 			continue
 		}
 		// strconv, not fmt.Sscanf: its reader imports fd_read, outside
@@ -195,7 +223,7 @@ func load(key string, st *state) error {
 	if err != nil {
 		return err
 	}
-	st.Origins, st.Prints = map[string][]string{}, map[string]string{}
+	st.Origins = map[string][]string{}
 	if !found {
 		return nil
 	}
@@ -214,19 +242,21 @@ func load(key string, st *state) error {
 			}
 		}
 	}
+	prints, _ := m["prints"].([]any)
 	if o, ok := m["order"].([]any); ok {
-		for _, d := range o {
+		if len(prints) != len(o) {
+			prints = nil // not Order's: none known
+		}
+		for i, d := range o {
 			if d, ok := d.(string); ok {
 				if _, ok := st.Origins[d]; ok {
 					st.Order = append(st.Order, d)
+					p := ""
+					if prints != nil {
+						p, _ = prints[i].(string)
+					}
+					st.Prints = append(st.Prints, p)
 				}
-			}
-		}
-	}
-	if p, ok := m["prints"].(map[string]any); ok {
-		for d, v := range p {
-			if v, ok := v.(string); ok && st.Origins[d] != nil {
-				st.Prints[d] = v
 			}
 		}
 	}
