@@ -74,7 +74,9 @@ func behaviorModule(b string) (module string, settings map[string]any, grants []
 	return "behaviors", map[string]any{"behavior": b}, nil
 }
 
-func createSession(t *testing.T, hooks []fixtureHook) *session {
+// fixtureConfig is the configuration of a fixture's interceptors, their
+// modules built.
+func fixtureConfig(t testing.TB, hooks []fixtureHook) Config {
 	t.Helper()
 	cfg := Config{Modules: map[string][]byte{}}
 	for _, h := range hooks {
@@ -87,7 +89,12 @@ func createSession(t *testing.T, hooks []fixtureHook) *session {
 			Module: mod, Settings: settings, Grants: grants,
 		})
 	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	return cfg
+}
+
+func createSession(t *testing.T, hooks []fixtureHook) *session {
+	t.Helper()
+	x, err := New(context.Background(), fixtureConfig(t, hooks), Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +222,7 @@ func replay(t *testing.T, f *fixture) string {
 }
 
 // readFixture reads the fixture at path p.
-func readFixture(t *testing.T, p string) *fixture {
+func readFixture(t testing.TB, p string) *fixture {
 	t.Helper()
 	raw, err := os.ReadFile(p)
 	if err != nil {
@@ -228,13 +235,9 @@ func readFixture(t *testing.T, p string) *fixture {
 	return &f
 }
 
-// TestConformance replays every fixture under conformanceDir() and reports
-// "conformance: PASSED/TOTAL" with a line per requirement tag. It fails
-// unless every fixture passes.
-func TestConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds wasm modules")
-	}
+// fixtureFiles are the fixtures under conformanceDir(), sorted.
+func fixtureFiles(t testing.TB) []string {
+	t.Helper()
 	dir := conformanceDir()
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -253,6 +256,17 @@ func TestConformance(t *testing.T) {
 		t.Fatalf("no fixtures under %s", dir)
 	}
 	sort.Strings(files)
+	return files
+}
+
+// TestConformance replays every fixture under conformanceDir() and reports
+// "conformance: PASSED/TOTAL" with a line per requirement tag. It fails
+// unless every fixture passes.
+func TestConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	files := fixtureFiles(t)
 	type tally struct{ passed, total int }
 	byTag := map[string]*tally{}
 	passed := 0

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -79,16 +80,10 @@ type Executor struct {
 // session: the security hooks read, change and write their per-session
 // state in the key-value store, which has no compare-and-swap; two
 // responses of a session run at once could each write the taint without
-// the other's secret. Sessions run concurrently with each other.
-type sessionLocks struct{ keyedlock.Locks }
-
-// lock locks session (nothing for ""), and returns the unlock.
-func (s *sessionLocks) lock(session string) func() {
-	if session == "" {
-		return func() {}
-	}
-	return s.Lock(session)
-}
+// the other's secret. Sessions run concurrently with each other. Traffic
+// without a sessionId is one session too (the hooks key its state by ""),
+// serialised as the others.
+type sessionLocks = keyedlock.Locks
 
 func sessionOf(c *InvocationContext) string {
 	if c == nil {
@@ -259,8 +254,11 @@ func payloadOf(phase string, ctx map[string]any) any {
 	return ctx[field]
 }
 
+// withTimeout bounds ctx by ms milliseconds: none when ms is not positive,
+// nor past what a time.Duration holds (it would overflow to a negative
+// duration, a timeout at once).
 func withTimeout(ctx context.Context, ms int64) (context.Context, context.CancelFunc) {
-	if ms > 0 {
+	if ms > 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
 		return context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 	}
 	return context.WithCancel(ctx)
@@ -273,7 +271,7 @@ func (x *Executor) enter(ctx context.Context, event, phase string, payload any, 
 	if in, e = x.input(event, phase, payload, c); e != nil {
 		return in, nil, nil, e
 	}
-	unlock := x.sessions.lock(sessionOf(c))
+	unlock := x.sessions.Lock(sessionOf(c))
 	ctx, cancel := withTimeout(ctx, timeout)
 	return in, ctx, func() { cancel(); unlock() }, nil
 }

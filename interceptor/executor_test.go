@@ -3,11 +3,22 @@ package interceptor
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
 func newExecutor(t *testing.T, ds ...Descriptor) *Executor {
+	t.Helper()
+	return newExecutorWith(t, newHostCaller(t), ds...)
+}
+
+// newExecutorWith is newExecutor with hc answering the host calls.
+func newExecutorWith(t *testing.T, hc runtime.HostCaller, ds ...Descriptor) *Executor {
 	t.Helper()
 	cfg := Config{Modules: map[string][]byte{}}
 	for _, d := range ds {
@@ -16,7 +27,7 @@ func newExecutor(t *testing.T, ds ...Descriptor) *Executor {
 		}
 		cfg.Interceptors = append(cfg.Interceptors, d)
 	}
-	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet})
+	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: hc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,31 +38,40 @@ func newExecutor(t *testing.T, ds ...Descriptor) *Executor {
 // Responses of one session that run at once must each leave their taint:
 // the key-value store has no compare-and-swap, so the executor serialises a
 // session's executions. Without it, concurrent read-modify-writes of the
-// taint lose secrets, and their relay is let through.
+// taint lose secrets, and their relay is let through. Traffic without a
+// sessionId (a stdio client that sends none: its MCP session has no id) is
+// one session, the hooks' key "taint/", serialised as a named one; it was
+// not (no lock for "").
 func TestSessionStateUnderConcurrency(t *testing.T) {
-	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
-	const n = 12
-	secret := func(i int) string { return fmt.Sprintf("ghp_Concurrent%02dSecretToken0123", i) }
-	ictx := &InvocationContext{SessionID: "busy"}
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: ictx,
-				Payload: map[string]any{"name": "read_file", "content": secret(i)}})
-			if e != nil || r.Status != StatusSuccess {
-				t.Errorf("response %d: %v %+v", i, e, r)
+	for _, tt := range []struct {
+		name string
+		ictx *InvocationContext
+	}{{"named", &InvocationContext{SessionID: "busy"}}, {"unnamed", nil}} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+			const n = 12
+			secret := func(i int) string { return fmt.Sprintf("ghp_Concurrent%02dSecretToken0123", i) }
+			var wg sync.WaitGroup
+			for i := 0; i < n; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: tt.ictx,
+						Payload: map[string]any{"name": "read_file", "content": secret(i)}})
+					if e != nil || r.Status != StatusSuccess {
+						t.Errorf("response %d: %v %+v", i, e, r)
+					}
+				}(i)
 			}
-		}(i)
-	}
-	wg.Wait()
-	for i := 0; i < n; i++ {
-		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ictx,
-			Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
-		if e != nil || r.Status != StatusValidationFailed {
-			t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
-		}
+			wg.Wait()
+			for i := 0; i < n; i++ {
+				r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: tt.ictx,
+					Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret(i)}}})
+				if e != nil || r.Status != StatusValidationFailed {
+					t.Errorf("relay of secret %d: %v status %s, want validation_failed", i, e, r.Status)
+				}
+			}
+		})
 	}
 }
 
@@ -72,5 +92,167 @@ func TestNoBreakerAcrossSessions(t *testing.T) {
 		if r.Results[0].Severity != "warn" || r.ValidationSummary.Warnings != 1 {
 			t.Errorf("run %d: a fail-open failure is a warning: %+v", i, r.Results[0])
 		}
+	}
+}
+
+// The chains an Executor keeps are bounded: a client naming ever new
+// "interceptors" selections (each its own chain) makes the cache start
+// again past MaxChains, never grow past it, and every run still answers.
+func TestChainCacheBounded(t *testing.T) {
+	const n = 9 // 2^9-1 = 511 selections, each a chain of its own
+	var ds []Descriptor
+	for i := 0; i < n; i++ {
+		ds = append(ds, Descriptor{Name: fmt.Sprint("v", i), Type: TypeValidation, Events: []string{"*"}, Phases: PhaseRequest,
+			Module: "behaviors", Settings: map[string]any{"behavior": "allow-all"}})
+	}
+	x := newExecutor(t, ds...)
+	peak := 0
+	for sel := 1; sel <= MaxChains+40; sel++ {
+		var only []string
+		for i := 0; i < n; i++ {
+			if sel&(1<<i) != 0 {
+				only = append(only, ds[i].Name)
+			}
+		}
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{}, Only: only})
+		if e != nil || r.Status != StatusSuccess || len(r.Results) != len(only) {
+			t.Fatalf("selection %v: %v %+v", only, e, r)
+		}
+		x.mu.Lock()
+		peak = max(peak, len(x.chains))
+		x.mu.Unlock()
+	}
+	if peak > MaxChains {
+		t.Fatalf("the executor kept %d chains at once, past MaxChains %d", peak, MaxChains)
+	}
+	if peak < MaxChains {
+		t.Fatalf("the executor kept at most %d chains: the test never reached MaxChains %d", peak, MaxChains)
+	}
+}
+
+// The security hooks keep a key per session and never learn that a session
+// ended. In a store that refuses new keys once a scope is full
+// (builtin.MemoryKV), every session after the first MaxKeysPerScope had its
+// state refused: the fail-closed guard then blocked all of its traffic, so
+// the sessions of one client (or a long-running server's ordinary
+// traffic) denied everyone else's. A SessionKV forgets the session idle
+// longest instead: new sessions run, a session in use keeps its taint, and
+// the scope stays bounded.
+func TestSessionStateNeverFillsTheStore(t *testing.T) {
+	const bound = 6
+	kv := &SessionKV{MaxKeysPerScope: bound}
+	x := newExecutorWith(t, newHostCallerKV(t, kv), Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"},
+		Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+	chainIn := func(session, phase string, payload map[string]any) *ChainResult {
+		t.Helper()
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: phase, Payload: payload,
+			Context: &InvocationContext{SessionID: session}})
+		if e != nil {
+			t.Fatalf("session %s: %v", session, e)
+		}
+		return r
+	}
+	secret := "ghp_VictimSessionReadThisToken01"
+	if r := chainIn("victim", PhaseResponse, map[string]any{"name": "read_file", "content": secret}); r.Status != StatusSuccess {
+		t.Fatalf("victim's response: %+v", r)
+	}
+	for i := 0; i < 4*bound; i++ {
+		if r := chainIn(fmt.Sprint("s", i), PhaseRequest, map[string]any{"name": "fetch", "arguments": map[string]any{}}); r.Status != StatusSuccess {
+			t.Fatalf("request of new session %d (past %d sessions' state): %s %+v, want success", i, bound, r.Status, r.AbortedAt)
+		}
+		if i%2 == 0 { // the victim's session stays in use
+			if r := chainIn("victim", PhaseRequest, map[string]any{"name": "read_file", "arguments": map[string]any{}}); r.Status != StatusSuccess {
+				t.Fatalf("victim's request: %+v", r)
+			}
+		}
+	}
+	if r := chainIn("victim", PhaseRequest, map[string]any{"name": "fetch", "arguments": map[string]any{"body": secret}}); r.Status != StatusValidationFailed {
+		t.Fatalf("victim's relay of its secret: %s, want validation_failed (its taint kept)", r.Status)
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for scope, sc := range kv.scopes {
+		if sc.keys.Len() > bound {
+			t.Errorf("scope %v holds %d keys, past %d", scope, sc.keys.Len(), bound)
+		}
+	}
+}
+
+// A timeoutMs past what a time.Duration holds bounds nothing: it
+// overflowed to a negative duration, and every run of it timed out at once.
+func TestHugeTimeoutIsNoBound(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "allow", Type: TypeValidation, Events: []string{"*"}, Module: "behaviors",
+		Settings: map[string]any{"behavior": "allow-all"}})
+	for _, ms := range []int64{math.MaxInt64, math.MaxInt64 / 1000, math.MaxInt64/int64(time.Millisecond) + 1} {
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{}, Timeout: ms})
+		if e != nil || r.Status != StatusSuccess {
+			t.Errorf("timeoutMs %d: %v %+v, want success", ms, e, r)
+		}
+		if _, e := x.Invoke(context.Background(), InvokeParams{Name: "allow", Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{}, Timeout: ms}); e != nil {
+			t.Errorf("invoke, timeoutMs %d: %v", ms, e)
+		}
+	}
+}
+
+// The security hooks pass a large request: the patterns run only over
+// strings that hold their needle ("gh", "AKIA", ...). Run through every
+// pattern's automaton, 200 KB of "x" took more than the default 400 M fuel
+// (50 KB of it 165 M), and the fail-closed hooks blocked it. A tainted secret at its end
+// is still found.
+func TestGuardLargeRequest(t *testing.T) {
+	x := newExecutor(t,
+		Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}},
+		Descriptor{Name: "redactor", Type: TypeMutation, Events: []string{"*"}, Module: "secretless-redactor", Grants: []string{"kv.get", "kv.set"}})
+	ic := &InvocationContext{SessionID: "large"}
+	secret := "ghp_LargeRequestSecretToken000001"
+	if r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: ic,
+		Payload: map[string]any{"name": "read_file", "content": secret}}); e != nil || r.Status != StatusSuccess {
+		t.Fatalf("response: %v %+v", e, r)
+	}
+	body := strings.Repeat("x", 200<<10)
+	r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ic,
+		Payload: map[string]any{"name": "write_file", "arguments": map[string]any{"content": body}}})
+	if e != nil || r.Status != StatusSuccess {
+		t.Fatalf("a 200 KB request without a secret: %v %s %+v", e, r.Status, r.AbortedAt)
+	}
+	r, e = x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ic, Only: []string{"guard"},
+		Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"content": body + secret}}})
+	if e != nil || r.Status != StatusValidationFailed {
+		t.Fatalf("a 200 KB relay of the secret: %v %s, want validation_failed", e, r.Status)
+	}
+}
+
+// The guard's state stays under the store's value limit (64 KiB): past it
+// the state could not be written, the hook failed, and the fail-closed
+// guard blocked every response of the session that carried a secret (a
+// server returning some hundreds of tokens, or the same ones under many
+// long server names, did it). The oldest secrets go instead, and a new one
+// is still kept and blocks its relay.
+func TestGuardStateFitsTheStore(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+	ic := &InvocationContext{SessionID: "big"}
+	var toks []string
+	for i := 0; i < 600; i++ {
+		toks = append(toks, fmt.Sprintf("ghp_BigStateToken%06dxxxxxxxxxx", i))
+	}
+	for i, server := range []string{"", strings.Repeat("a", 128), strings.Repeat("b", 128), strings.Repeat("c", 128), strings.Repeat("d", 128)} {
+		c := *ic
+		c.Server = server
+		r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: &c,
+			Payload: map[string]any{"name": "read_file", "content": strings.Join(toks, " ")}})
+		if e != nil || r.Status != StatusSuccess {
+			t.Fatalf("response %d, 600 secrets: %v %s %+v", i, e, r.Status, r.AbortedAt)
+		}
+	}
+	newest := "ghp_TheNewestSecretTokenRead0001"
+	r, e := x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseResponse, Context: ic,
+		Payload: map[string]any{"name": "read_file", "content": newest}})
+	if e != nil || r.Status != StatusSuccess {
+		t.Fatalf("response with a new secret: %v %s %+v", e, r.Status, r.AbortedAt)
+	}
+	r, e = x.Chain(context.Background(), ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ic,
+		Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"b": newest}}})
+	if e != nil || r.Status != StatusValidationFailed {
+		t.Fatalf("relay of the newest secret: %v %s, want validation_failed", e, r.Status)
 	}
 }

@@ -90,8 +90,15 @@ func testRuntime(t testing.TB) *runtime.Runtime {
 // fresh key-value store.
 func newHostCaller(t testing.TB) *capability.Runner {
 	t.Helper()
+	return newHostCallerKV(t, builtin.NewMemoryKV())
+}
+
+// newHostCallerKV is a capability runner with the built-in capabilities and
+// kv as the key-value store.
+func newHostCallerKV(t testing.TB, kv builtin.KVStore) *capability.Runner {
+	t.Helper()
 	reg := capability.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{KV: builtin.NewMemoryKV()}); err != nil {
+	if err := builtin.Register(reg, builtin.Config{KV: kv}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := capability.NewRunner(reg, capability.RunnerOptions{})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,9 +31,49 @@ const (
 // ServerName is the MCP server's implementation name.
 const ServerName = "wasmhooks-interceptors"
 
+// MaxCallsInFlight bounds the invocations and chain executions a server runs
+// at once, over all its sessions and transports: each holds its decoded
+// payload (an HTTP body is up to 4 MiB, a stdio frame 16 MiB). Past it, a
+// call of an HTTP session is refused at once (CodeBusy); one over stdio,
+// whose one client is the process that started the server, waits for a
+// slot (or its cancellation). The HTTP transport cannot bound this itself:
+// a client that disconnects ends its POST, not its call.
+const MaxCallsInFlight = 32
+
+// CodeBusy is the JSON-RPC error of a call refused because MaxCallsInFlight
+// calls are running (an implementation-defined server error).
+const CodeBusy = -32005
+
+// callSlots are the calls in flight, one token each.
+type callSlots chan struct{}
+
+// acquire takes a slot, waiting for one (until ctx ends) if wait, and
+// returns its release; else the refusal.
+func (s callSlots) acquire(ctx context.Context, wait bool) (release func(), err error) {
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	default:
+	}
+	busy := &jsonrpc.Error{Code: CodeBusy, Message: fmt.Sprintf("server busy: %d calls in flight (the bound)", cap(s))}
+	if !wait {
+		return nil, busy
+	}
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	case <-ctx.Done():
+		return nil, busy
+	}
+}
+
 // NewServer returns an MCP server of the executor's interceptors. version
 // is the implementation version it reports.
 func NewServer(x *Executor, version string) *mcp.Server {
+	return newServer(x, version, make(callSlots, MaxCallsInFlight))
+}
+
+func newServer(x *Executor, version string, slots callSlots) *mcp.Server {
 	events := map[string]bool{}
 	for _, d := range x.cfg.Interceptors {
 		for _, e := range d.Events {
@@ -59,19 +100,26 @@ func NewServer(x *Executor, version string) *mcp.Server {
 			return nil, x.List(p.Event), nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: ToolInvoke, Description: "interceptor/invoke (SEP-2624): one interceptor over a payload; a ValidationResult or a MutationResult."},
-		runTool(func(p *InvokeParams) **InvocationContext { return &p.Context }, x.Invoke))
+		runTool(slots, func(p *InvokeParams) **InvocationContext { return &p.Context }, x.Invoke))
 	mcp.AddTool(s, &mcp.Tool{Name: ToolChain, Description: "Runs one lifecycle event through every interceptor hooking it, in the SEP's trust-boundary order; a ChainExecutionResult."},
-		runTool(func(p *ChainParams) **InvocationContext { return &p.Context }, x.Chain))
+		runTool(slots, func(p *ChainParams) **InvocationContext { return &p.Context }, x.Chain))
 	return s
 }
 
-// runTool is the handler of a tool that runs hooks: it decodes the
-// arguments into P, defaults the invocation context that field points at
-// to the MCP session (withSession), and answers run's result or error.
-func runTool[P, R any](field func(*P) **InvocationContext, run func(context.Context, P) (R, *Error)) mcp.ToolHandlerFor[P, any] {
+// runTool is the handler of a tool that runs hooks: it takes a slot of
+// slots (an HTTP session's call refused when there is none, a stdio one
+// waiting), decodes the arguments into P, defaults the invocation context
+// that field points at to the MCP session (withSession), and answers run's
+// result or error.
+func runTool[P, R any](slots callSlots, field func(*P) **InvocationContext, run func(context.Context, P) (R, *Error)) mcp.ToolHandlerFor[P, any] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, _ P) (*mcp.CallToolResult, any, error) {
+		release, err := slots.acquire(ctx, req.Session == nil || req.Session.ID() == "")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer release()
 		var p P
-		err := decode(req, &p)
+		err = decode(req, &p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -143,7 +191,54 @@ func wireError(e *Error) error {
 	return &jsonrpc.Error{Code: int64(e.Code), Message: e.Message, Data: data}
 }
 
-// HTTPHandler serves the server over MCP's streamable HTTP transport.
-func HTTPHandler(s *mcp.Server) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+// Bounds of the streamable HTTP transport, where any client that reaches
+// the address opens sessions: each is kept (with its goroutines and
+// buffers) until the client deletes it.
+const (
+	// DefaultMaxHTTPSessions is the sessions HTTPHandler keeps open when
+	// HTTPOptions.MaxSessions is zero; one more is refused with 503.
+	DefaultMaxHTTPSessions = 1024
+	// DefaultHTTPSessionIdle is how long a session may go without a
+	// request before it is closed, when HTTPOptions.SessionIdle is zero.
+	DefaultHTTPSessionIdle = 30 * time.Minute
+)
+
+// HTTPOptions bounds HTTPHandler's sessions. The zero value is the
+// defaults.
+type HTTPOptions struct {
+	// MaxSessions bounds the open sessions: an initialize past it is
+	// refused (503) until one closes. Zero means DefaultMaxHTTPSessions.
+	MaxSessions int
+	// SessionIdle closes a session that sent no request for that long.
+	// Zero means DefaultHTTPSessionIdle.
+	SessionIdle time.Duration
+}
+
+// HTTPHandler serves the server over MCP's streamable HTTP transport (the
+// SDK's, its request bodies bounded at mcp.DefaultMaxRequestBodyBytes),
+// with opts' bounds on sessions. A request that starts a session (a POST
+// without Mcp-Session-Id) when MaxSessions are open is refused; sessions
+// opened by requests in flight together may pass it by their number.
+func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxHTTPSessions
+	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = DefaultHTTPSessionIdle
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			n := 0
+			for range s.Sessions() {
+				n++
+			}
+			if n >= opts.MaxSessions {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, fmt.Sprintf("too many sessions: %d open (the bound)", n), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -15,6 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhooks/wasmhooks/capability/builtin"
 )
 
 // e2eConfig is the interceptor configuration of the end-to-end tests, in
@@ -148,7 +153,7 @@ func connect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
 // TestServeHTTP serves the interceptors over streamable HTTP and drives them
 // with the official SDK's client.
 func TestServeHTTP(t *testing.T) {
-	hs := serveE2EHTTP(t)
+	hs := serveE2EHTTP(t, HTTPOptions{})
 	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Experimental["interceptor"] == nil {
 		t.Errorf("capabilities lack the interceptor capability: %+v", caps)
@@ -156,9 +161,16 @@ func TestServeHTTP(t *testing.T) {
 	exercise(t, cs)
 }
 
-// serveE2EHTTP serves the e2e configuration's interceptor over HTTP until
-// the test ends.
-func serveE2EHTTP(t *testing.T) *httptest.Server {
+// serveE2EHTTP serves the e2e configuration's interceptor over HTTP, with
+// opts' bounds, until the test ends.
+func serveE2EHTTP(t *testing.T, opts HTTPOptions) *httptest.Server {
+	t.Helper()
+	return serveHTTP(t, NewServer(e2eExecutor(t), "test"), opts)
+}
+
+// e2eExecutor is an executor of the e2e configuration, closed when the test
+// ends.
+func e2eExecutor(t *testing.T) *Executor {
 	t.Helper()
 	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
 	if err != nil {
@@ -169,7 +181,13 @@ func serveE2EHTTP(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close(context.Background()) })
-	hs := httptest.NewServer(HTTPHandler(NewServer(x, "test")))
+	return x
+}
+
+// serveHTTP serves s over HTTP, with opts' bounds, until the test ends.
+func serveHTTP(t *testing.T, s *mcp.Server, opts HTTPOptions) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(HTTPHandler(s, opts))
 	// Cleanups run last first: the client sessions close (and with them
 	// their standalone SSE streams) before the server waits for its
 	// connections.
@@ -240,7 +258,7 @@ func TestServeStdio(t *testing.T) {
 // relay was blocked for the other's secret) and could overwrite it; the
 // reserved prefix is refused unless it names the caller's own session.
 func TestSessionIDNotSpoofable(t *testing.T) {
-	hs := serveE2EHTTP(t)
+	hs := serveE2EHTTP(t, HTTPOptions{})
 	victim := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 	attacker := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
 
@@ -261,5 +279,134 @@ func TestSessionIDNotSpoofable(t *testing.T) {
 	var werr *jsonrpc.Error
 	if !errors.As(err, &werr) || werr.Code != CodeInvalidParams {
 		t.Fatalf("attacker naming the victim's session: %v %+v, want JSON-RPC error %d", err, cr, CodeInvalidParams)
+	}
+}
+
+// TestServeStdioManySessions: `wasmhooks mcp` keeps the hooks' per-session
+// state in a SessionKV. In the store it had (builtin.MemoryKV, at most
+// DefaultMaxKeysPerScope keys a hook), the guard's state of every session
+// after the first thousand was refused, and the guard, fail-closed, blocked
+// all of their traffic.
+func TestServeStdioManySessions(t *testing.T) {
+	cmd := exec.Command(buildCommand(t), "mcp", "--config", writeE2EConfig(t), "--cache-dir", "")
+	cmd.Stderr = os.Stderr
+	cs := connect(t, &mcp.CommandTransport{Command: cmd})
+	for i := 0; i < builtin.DefaultMaxKeysPerScope+10; i++ {
+		var cr ChainResult
+		if err := call(t, cs, ToolChain, map[string]any{"event": "tools/call", "phase": "request",
+			"context": map[string]any{"sessionId": fmt.Sprint("many-", i)},
+			"payload": map[string]any{"name": "fetch", "arguments": map[string]any{"note": "x"}}}, &cr); err != nil {
+			t.Fatal(err)
+		}
+		if cr.Status != StatusSuccess {
+			t.Fatalf("session %d: %s %+v, want success", i, cr.Status, cr.AbortedAt)
+		}
+	}
+}
+
+// initializeHTTP posts an initialize to the streamable HTTP endpoint and
+// returns the status and the session it opened.
+func initializeHTTP(t *testing.T, endpoint string) (status int, session string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
+// TestHTTPSessionsBounded: any client that reaches the HTTP address opens
+// sessions, each kept until it is deleted (or idle for SessionIdle). Past
+// MaxSessions an initialize is refused with 503, and served again once a
+// session is deleted. Without the bound every initialize opened one more.
+func TestHTTPSessionsBounded(t *testing.T) {
+	const bound = 3
+	hs := serveE2EHTTP(t, HTTPOptions{MaxSessions: bound})
+	var sessions []string
+	for i := 0; i < bound; i++ {
+		code, id := initializeHTTP(t, hs.URL)
+		if code != http.StatusOK || id == "" {
+			t.Fatalf("session %d: status %d, id %q", i, code, id)
+		}
+		sessions = append(sessions, id)
+	}
+	if code, id := initializeHTTP(t, hs.URL); code != http.StatusServiceUnavailable {
+		t.Fatalf("session %d past the bound %d: status %d (id %q), want 503", bound+1, bound, code, id)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, hs.URL, nil)
+	req.Header.Set("Mcp-Session-Id", sessions[0])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if code, id := initializeHTTP(t, hs.URL); code != http.StatusOK || id == "" {
+		t.Fatalf("after a session was deleted: status %d, id %q, want a new session", code, id)
+	}
+}
+
+// A server runs at most MaxCallsInFlight calls at once over all its
+// sessions: past it an HTTP session's call is refused with CodeBusy (its
+// POST's end does not end the call, so the transport cannot bound them),
+// and served again once a slot is free. Without the bound every call ran.
+func TestCallsInFlightBounded(t *testing.T) {
+	slots := make(callSlots, 1)
+	hs := serveHTTP(t, newServer(e2eExecutor(t), "test", slots), HTTPOptions{})
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1})
+	args := map[string]any{"event": "tools/call", "phase": "request", "payload": map[string]any{"name": "echo", "arguments": map[string]any{"note": "hi"}}}
+
+	slots <- struct{}{} // a call in flight
+	var cr ChainResult
+	err := call(t, cs, ToolChain, args, &cr)
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != CodeBusy {
+		t.Fatalf("a call past the bound: %v %+v, want JSON-RPC error %d", err, cr, CodeBusy)
+	}
+	<-slots
+	if err := call(t, cs, ToolChain, args, &cr); err != nil || cr.Status != StatusSuccess {
+		t.Fatalf("a call once the slot is free: %v %+v", err, cr)
+	}
+	if len(slots) != 0 {
+		t.Fatalf("%d slots still taken after the calls ended", len(slots))
+	}
+}
+
+// acquire: a slot while there is one; none, a refusal at once, or a wait
+// that ends with a slot freed or with its context.
+func TestCallSlots(t *testing.T) {
+	s := make(callSlots, 1)
+	release, err := s.acquire(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var werr *jsonrpc.Error
+	if _, err := s.acquire(context.Background(), false); !errors.As(err, &werr) || werr.Code != CodeBusy {
+		t.Fatalf("no slot, no wait: %v, want CodeBusy", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.acquire(ctx, true); !errors.As(err, &werr) || werr.Code != CodeBusy {
+		t.Fatalf("no slot, waiting, context done: %v, want CodeBusy", err)
+	}
+	got := make(chan error)
+	go func() {
+		r, err := s.acquire(context.Background(), true)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	release()
+	if err := <-got; err != nil {
+		t.Fatalf("a wait for a slot freed: %v", err)
 	}
 }

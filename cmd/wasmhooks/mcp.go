@@ -50,7 +50,9 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return fail(stdout, exitRefused, "invalid_config", "%v", err)
 	}
-	h, cerr := openHost(ctx, hostFlags{cacheDir: *cacheDir, tenant: *tenant, kvPath: *kvPath}, stderr)
+	// Without --kv, the hooks' per-session state is a SessionKV: bounded,
+	// the session idle longest forgotten, never a new session refused.
+	h, cerr := openHost(ctx, hostFlags{cacheDir: *cacheDir, tenant: *tenant, kvPath: *kvPath, kv: &interceptor.SessionKV{}}, stderr)
 	if cerr != nil {
 		return cerr.print(stdout)
 	}
@@ -92,8 +94,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return fail(stdout, exitUsage, "usage", "--http: %v", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", interceptor.HTTPHandler(srv))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{}))
+	hs := newHTTPServer(mux) // serve's: headers bounded, idle connections closed
 	fmt.Fprintf(stderr, "wasmhooks mcp: serving streamable HTTP at http://%s/mcp\n", ln.Addr())
 	go func() {
 		<-ctx.Done()

@@ -46,11 +46,12 @@ type host struct {
 
 // hostFlags are the flags a host is wired from, `run`'s and `chain`'s.
 type hostFlags struct {
-	cacheDir string     // wazero's compilation cache; empty: none
-	tenant   string     // the tenant credit is given to
-	credit   creditFlag // unset: llm.run is free
-	kvPath   string     // kv data file; empty: in memory
-	state    string     // --state; empty: the default
+	cacheDir string          // wazero's compilation cache; empty: none
+	tenant   string          // the tenant credit is given to
+	credit   creditFlag      // unset: llm.run is free
+	kvPath   string          // kv data file; empty: in memory (kv)
+	kv       builtin.KVStore // the store when kvPath is empty; nil: a builtin.MemoryKV
+	state    string          // --state; empty: the default
 }
 
 // openHost wires a host: the runtime and the runner. Close it with close.
@@ -71,6 +72,8 @@ func openHost(ctx context.Context, f hostFlags, stderr io.Writer) (*host, *cliEr
 			return nil, newCLIError(exitUsage, "invalid_input", err)
 		}
 		bcfg.KV = kv
+	} else if f.kv != nil {
+		bcfg.KV = f.kv
 	}
 	if f.credit.set {
 		l, cerr := h.openLedger(ctx, f.tenant, f.credit)

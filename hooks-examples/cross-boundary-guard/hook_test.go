@@ -95,6 +95,14 @@ func TestGuard(t *testing.T) {
 			{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": "corp-0123456789ab"}, want: abi.ActionContinue},
 			{phase: "request", session: "s", payload: call("fetch", map[string]any{"deep": []any{[]any{map[string]any{"x": "corp-0123456789ab"}}}}), want: abi.ActionBlock},
 		}},
+		{name: "a secret glued to more characters is still the secret", flow: []msg{
+			{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": ghToken + " " + awsKey}, want: abi.ActionContinue},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": "https://x.example/" + ghToken + "0"}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": "x" + ghToken}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": "AKIA" + awsKey}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"k" + awsKey + "Q": 1}), want: abi.ActionBlock},
+			{phase: "request", session: "s", payload: call("fetch", map[string]any{"u": ghToken[:len(ghToken)-1]}), want: abi.ActionContinue},
+		}},
 		{name: "a near miss is no secret", flow: []msg{
 			{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": "AKIAshort sk_test_abcdefghijklmnopqrst"}, want: abi.ActionContinue},
 			{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": "AKIAshort sk_test_abcdefghijklmnopqrst"}), want: abi.ActionContinue},
@@ -159,6 +167,42 @@ func TestGuardUnknownOriginAndBounds(t *testing.T) {
 		flow = append(flow, msg{phase: "response", session: "big", payload: map[string]any{"name": long + string(rune('a'+i)), "v": awsKey}, want: abi.ActionContinue})
 	}
 	flow = append(flow, msg{phase: "request", session: "big", payload: call("fetch", map[string]any{"v": awsKey}), want: abi.ActionBlock})
+	runFlow(t, h, flow)
+	v, _ := h.KV("taint/big")
+	if n := len(stringify(v)); n > 4096 {
+		t.Errorf("state of a session with huge tool names is %d bytes", n)
+	}
+}
+
+// A request is searched window by window for the lengths of the
+// MaxSearchedLengths most recent secrets only (each length a pass over the
+// payload: a server returning tokens of many lengths would otherwise make
+// every large request of the session cost a pass per length); a secret of
+// an older length is still found as a whole token (not glued to more
+// token characters).
+func TestGuardSearchedLengthsBounded(t *testing.T) {
+	h := sdktest.NewHost()
+	if err := h.UseManifest("manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+	token := func(i int) string { return "ghp_" + strings.Repeat("Q", 20+i) }
+	var flow []msg
+	for i := 0; i <= MaxSearchedLengths; i++ { // one length more than searched, oldest first
+		flow = append(flow, msg{phase: "response", session: "s", payload: map[string]any{"name": "read_file", "v": token(i)}, want: abi.ActionContinue})
+	}
+	flow = append(flow,
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(MaxSearchedLengths) + "z"}), want: abi.ActionBlock},
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(0)}), want: abi.ActionBlock},
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(0) + "\x00"}), want: abi.ActionBlock},
+		msg{phase: "request", session: "s", payload: call("fetch", map[string]any{"v": token(0) + "z"}), want: abi.ActionContinue},
+	)
+	runFlow(t, h, flow)
+}
+
+// runFlow runs flow's messages on h, each of which must be decided as it
+// wants.
+func runFlow(t *testing.T, h *sdktest.Host, flow []msg) {
+	t.Helper()
 	for i, m := range flow {
 		dec, err := h.Run(m.invocation(nil))
 		if err != nil {
@@ -167,9 +211,5 @@ func TestGuardUnknownOriginAndBounds(t *testing.T) {
 		if dec.Action != m.want {
 			t.Fatalf("message %d: %s (%s), want %s", i, dec.Action, dec.Reason, m.want)
 		}
-	}
-	v, _ := h.KV("taint/big")
-	if n := len(stringify(v)); n > 4096 {
-		t.Errorf("state of a session with huge tool names is %d bytes", n)
 	}
 }

@@ -26,27 +26,35 @@ func TestRedactor(t *testing.T) {
 		"xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy",
 		"xoxr-1-2-3-4-5-6-7-8",
 	}
-	for _, s := range secrets {
-		t.Run(s[:6], func(t *testing.T) {
-			h := sdktest.NewHost()
-			if err := h.UseManifest("manifest.json"); err != nil {
-				t.Fatal(err)
-			}
-			payload := map[string]any{"name": "fetch", "arguments": map[string]any{
-				"headers": []any{map[string]any{"Authorization": "Bearer " + s}}, "n": 1,
-			}}
-			dec, err := h.Run(request("s1", payload, nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if dec.Action != abi.ActionModify {
-				t.Fatalf("decision %s, want modify", dec.Action)
-			}
-			b, _ := abi.Marshal(dec.Context["arguments"])
-			if strings.Contains(string(b), s) || !strings.Contains(string(b), "[secret:1]") {
-				t.Fatalf("redacted payload %s", b)
-			}
-		})
+	// Each alone, and glued to word characters on either side (a word
+	// boundary in the patterns let "x" + secret and an AWS key + "X"
+	// through unredacted).
+	for _, glue := range [][2]string{{"Bearer ", ""}, {"x", ""}, {"a_", "X"}, {"Bearer ", "X"}} {
+		for _, s := range secrets {
+			t.Run(glue[0]+s[:6]+glue[1], func(t *testing.T) { redacts(t, glue[0]+s+glue[1], s) })
+		}
+	}
+}
+
+// redacts checks that the redactor replaces secret in v, in a request.
+func redacts(t *testing.T, v, s string) {
+	h := sdktest.NewHost()
+	if err := h.UseManifest("manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+	payload := map[string]any{"name": "fetch", "arguments": map[string]any{
+		"headers": []any{map[string]any{"Authorization": v}}, "n": 1,
+	}}
+	dec, err := h.Run(request("s1", payload, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Action != abi.ActionModify {
+		t.Fatalf("decision %s, want modify", dec.Action)
+	}
+	b, _ := abi.Marshal(dec.Context["arguments"])
+	if strings.Contains(string(b), s) || !strings.Contains(string(b), "[secret:1]") {
+		t.Fatalf("redacted payload %s", b)
 	}
 }
 
@@ -99,4 +107,23 @@ func TestRedactorLeavesResponses(t *testing.T) {
 func stringify(v any) string {
 	b, _ := abi.Marshal(v)
 	return string(b)
+}
+
+// A key whose secret, replaced, is another key of the object would make the
+// two one, dropping a member of the request without a word: the redactor
+// fails instead (and the binding's fail policy decides).
+func TestRedactorKeysCollide(t *testing.T) {
+	h := sdktest.NewHost()
+	if err := h.UseManifest("manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+	payload := map[string]any{"name": "x", "arguments": map[string]any{"AKIAIOSFODNN7EXAMPLE": "a", "[secret:1]": "b"}}
+	dec, err := h.Run(request("s1", payload, nil))
+	if err == nil && dec.Action == abi.ActionModify {
+		t.Fatalf("redacted to %s: a member dropped", stringify(dec.Context["arguments"]))
+	}
+	payload = map[string]any{"name": "x", "arguments": map[string]any{"AKIAIOSFODNN7EXAMPLE": "a", "[secret:2]": "b"}}
+	if dec, err := h.Run(request("s2", payload, nil)); err != nil || dec.Action != abi.ActionModify {
+		t.Fatalf("no collision: %v %v", dec, err)
+	}
 }

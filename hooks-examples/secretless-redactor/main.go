@@ -38,7 +38,7 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 		return sdk.Decision{}, err
 	}
 	changed := false
-	redacted, n := f.Replace(t.Payload, func(secret string) string {
+	redacted, n, err := f.Replace(t.Payload, func(secret string) string {
 		d := mcpsec.Digest(secret)
 		h, ok := handles[d]
 		if !ok {
@@ -51,6 +51,9 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 		}
 		return "[secret:" + strconv.Itoa(h) + "]"
 	})
+	if err != nil {
+		return sdk.Decision{}, err // the fail policy decides: closed, the interceptor default, blocks
+	}
 	if changed {
 		m := make(map[string]any, len(handles))
 		for d, h := range handles {

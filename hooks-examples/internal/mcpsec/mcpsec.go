@@ -13,6 +13,7 @@ package mcpsec
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -23,16 +24,18 @@ import (
 )
 
 // DefaultPatterns are the secret formats found unless the "patterns" setting
-// replaces them ("extra_patterns" adds to them). Each matches a whole token.
+// replaces them ("extra_patterns" adds to them). None asks for a word
+// boundary: a secret glued to word characters ("x" + token, an AWS key +
+// "X") is still found, where a \b let it through.
 var DefaultPatterns = []string{
 	// Stripe live secret and publishable keys.
-	`\b[sp]k_live_[A-Za-z0-9]{16,}`,
+	`[sp]k_live_[A-Za-z0-9]{16,}`,
 	// GitHub personal access and OAuth tokens.
-	`\bgh[po]_[A-Za-z0-9]{20,}`,
+	`gh[po]_[A-Za-z0-9]{20,}`,
 	// AWS access key ids.
-	`\bAKIA[0-9A-Z]{16}\b`,
+	`AKIA[0-9A-Z]{16}`,
 	// Slack bot and refresh tokens.
-	`\bxox[br]-[A-Za-z0-9-]{10,}`,
+	`xox[br]-[A-Za-z0-9-]{10,}`,
 }
 
 // DefaultToolServers maps the tools of the reference MCP servers to their
@@ -50,7 +53,23 @@ var DefaultToolServers = map[string]string{
 }
 
 // Finder finds secrets.
-type Finder struct{ res []*regexp.Regexp }
+type Finder struct {
+	res []*regexp.Regexp
+	// needles has, for each of res, a string each of its matches holds
+	// ("" for none known): a string without it is not searched.
+	needles []string
+}
+
+// defaultNeedles are, by pattern, a string each match of a default pattern
+// holds. Without them, a string was run through every pattern's automaton:
+// about 3,000 fuel a byte, so that the default 400 M ran out on a request of
+// about 120 KB, and a fail-closed hook blocked it.
+var defaultNeedles = map[string]string{
+	DefaultPatterns[0]: "k_live_",
+	DefaultPatterns[1]: "gh",
+	DefaultPatterns[2]: "AKIA",
+	DefaultPatterns[3]: "xox",
+}
 
 // NewFinder reads the "patterns" and "extra_patterns" settings. A pattern
 // that does not compile is an error: a hook that silently ran without it
@@ -71,8 +90,15 @@ func NewFinder(inv *sdk.Invocation) (*Finder, error) {
 			return nil, fmt.Errorf("setting patterns: pattern %d (%q): %w", i, p, err)
 		}
 		f.res = append(f.res, re)
+		f.needles = append(f.needles, defaultNeedles[p])
 	}
 	return f, nil
+}
+
+// mayMatch reports whether pattern i may match in s: it holds the
+// pattern's needle, or the pattern has none.
+func (f *Finder) mayMatch(i int, s string) bool {
+	return f.needles[i] == "" || strings.Contains(s, f.needles[i])
 }
 
 // maxDepth bounds how deep Find and Replace walk (the host's own JSON limit
@@ -83,8 +109,11 @@ const maxDepth = 256
 // however deeply nested, sorted.
 func (f *Finder) Find(v any) []string {
 	seen := map[string]bool{}
-	f.walk(v, 0, func(s string) string {
-		for _, re := range f.res {
+	f.walk(v, 0, nil, func(s string) string {
+		for i, re := range f.res {
+			if !f.mayMatch(i, s) {
+				continue
+			}
 			for _, m := range re.FindAllString(s, -1) {
 				seen[m] = true
 			}
@@ -99,12 +128,21 @@ func (f *Finder) Find(v any) []string {
 	return out
 }
 
+// ErrKeysCollide means that replacing the secrets of an object's keys made
+// two keys one (a key the secret became was already there): one member
+// would have been dropped from the payload without a word.
+var ErrKeysCollide = errors.New("mcpsec: an object key with a secret, replaced, is another key of the object")
+
 // Replace returns v with every secret replaced by handle(secret), and how
-// many were replaced.
-func (f *Finder) Replace(v any, handle func(secret string) string) (any, int) {
+// many were replaced; ErrKeysCollide if that made two keys of an object one.
+func (f *Finder) Replace(v any, handle func(secret string) string) (any, int, error) {
 	n := 0
-	out := f.walk(v, 0, func(s string) string {
-		for _, re := range f.res {
+	collided := false
+	out := f.walk(v, 0, &collided, func(s string) string {
+		for i, re := range f.res {
+			if !f.mayMatch(i, s) {
+				continue
+			}
 			s = re.ReplaceAllStringFunc(s, func(m string) string {
 				n++
 				return handle(m)
@@ -112,11 +150,15 @@ func (f *Finder) Replace(v any, handle func(secret string) string) (any, int) {
 		}
 		return s
 	})
-	return out, n
+	if collided {
+		return nil, n, ErrKeysCollide
+	}
+	return out, n, nil
 }
 
-// walk rebuilds v with each string (and object key) passed through fn.
-func (f *Finder) walk(v any, depth int, fn func(string) string) any {
+// walk rebuilds v with each string (and object key) passed through fn. Two
+// keys of an object made one set *collided (when it is not nil).
+func (f *Finder) walk(v any, depth int, collided *bool, fn func(string) string) any {
 	if depth > maxDepth {
 		return v
 	}
@@ -126,17 +168,115 @@ func (f *Finder) walk(v any, depth int, fn func(string) string) any {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[fn(k)] = f.walk(e, depth+1, fn)
+			out[fn(k)] = f.walk(e, depth+1, collided, fn)
+		}
+		if len(out) != len(x) && collided != nil {
+			*collided = true
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = f.walk(e, depth+1, fn)
+			out[i] = f.walk(e, depth+1, collided, fn)
 		}
 		return out
 	}
 	return v
+}
+
+// Visit calls fn with each string in v (object keys included), as deep as
+// Find looks.
+func Visit(v any, fn func(string)) {
+	visit(v, 0, fn)
+}
+
+func visit(v any, depth int, fn func(string)) {
+	if depth > maxDepth {
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		fn(x)
+	case map[string]any:
+		for k, e := range x {
+			fn(k)
+			visit(e, depth+1, fn)
+		}
+	case []any:
+		for _, e := range x {
+			visit(e, depth+1, fn)
+		}
+	}
+}
+
+// printBase is the base of Print's polynomial (mod 2^32).
+const printBase = 16777619
+
+// Print is a 32-bit rolling fingerprint of s: what PrintSet.Search
+// computes for each window of s's length. It tells windows that cannot be s from those
+// that may be (then compared by Digest); 32 bits of a secret's hash, kept
+// beside its 128-bit Digest, tell nothing the digest does not.
+func Print(s string) uint32 {
+	var h uint32
+	for i := 0; i < len(s); i++ {
+		h = h*printBase + uint32(s[i])
+	}
+	return h
+}
+
+// PrintSet is a set of (length, Print) pairs of secrets, which Search looks
+// for in every window of a string: linear in the string for each length.
+// The zero value is empty.
+type PrintSet struct {
+	// bits has a Print's low 16 bits (of any length): a quick no, so
+	// that most windows cost a rolling step and a bit test.
+	bits  [1 << 10]uint64
+	byLen map[int]map[uint32]bool
+	lens  []int // sorted
+}
+
+// Add adds the Print of a secret of n bytes.
+func (p *PrintSet) Add(n int, print uint32) {
+	if n <= 0 {
+		return
+	}
+	if p.byLen == nil {
+		p.byLen = map[int]map[uint32]bool{}
+	}
+	if p.byLen[n] == nil {
+		p.byLen[n] = map[uint32]bool{}
+		p.lens = append(p.lens, n)
+		sort.Ints(p.lens)
+	}
+	p.byLen[n][print] = true
+	p.bits[print&0xffff>>6] |= 1 << (print & 63)
+}
+
+// Search calls fn with the start, length and Print of each window of s
+// whose length and Print are in the set, lengths in increasing order, then
+// starts. A window whose Print is a secret's may still be another string:
+// fn compares.
+func (p *PrintSet) Search(s string, fn func(start, n int, print uint32)) {
+	for _, n := range p.lens {
+		if n > len(s) {
+			return
+		}
+		prints := p.byLen[n]
+		top := uint32(1) // printBase^(n-1)
+		for i := 1; i < n; i++ {
+			top *= printBase
+		}
+		h := Print(s[:n])
+		for i := 0; ; i++ {
+			if p.bits[h&0xffff>>6]&(1<<(h&63)) != 0 && prints[h] {
+				fn(i, n, h)
+			}
+			if i+n >= len(s) {
+				break
+			}
+			h = (h-uint32(s[i])*top)*printBase + uint32(s[i+n])
+		}
+	}
 }
 
 // Digest is what state keeps of a secret: never the secret itself.
@@ -244,19 +384,22 @@ func URIServer(raw string) string {
 }
 
 // Key is the key-value key of a hook's state named what for a session. Long
-// session ids are hashed, to stay under the store's key limit.
+// session ids are hashed, to stay under the store's key limit (Bounded).
 func Key(what, session string) string {
-	if len(session) > 128 {
-		session = "sha256:" + Digest(session)
-	}
-	return what + "/" + session
+	return what + "/" + Bounded(session)
 }
 
-// Bounded is a server name as state keeps it: names over 128 bytes (a tool
-// name is the client's to choose) are replaced by their digest.
-func Bounded(server string) string {
-	if len(server) > 128 {
-		return "sha256:" + Digest(server)
+// hashedPrefix starts the names Bounded hashes.
+const hashedPrefix = "sha256:"
+
+// Bounded is a name (a server's, a session's) as state keeps it: names over
+// 128 bytes (a tool name is the client's to choose) are replaced by their
+// digest, and so are names that start as a digest does, so that no short
+// name is the digest of a long one ("sha256:" + the digest of another
+// server's long name was that server, a relay to it same-origin).
+func Bounded(name string) string {
+	if len(name) > 128 || strings.HasPrefix(name, hashedPrefix) {
+		return hashedPrefix + Digest(name)
 	}
-	return server
+	return name
 }
