@@ -4,6 +4,10 @@ package main
 
 import (
 	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,7 +30,7 @@ func TestRedact(t *testing.T) {
 		{name: "nothing to redact", text: "The deploy finished at 10:42."},
 		{name: "aws access key", text: "key AKIAIOSFODNN7EXAMPLE ok", want: "key [REDACTED] ok", reason: "redacted 1 secret"},
 		{name: "aws temporary key", text: "ASIAIOSFODNN7EXAMPLE", want: "[REDACTED]"},
-		{name: "not an aws key inside a word", text: "XAKIAIOSFODNN7EXAMPLE"},
+		{name: "aws key glued to a word", text: "XAKIAIOSFODNN7EXAMPLE", want: "X[REDACTED]"},
 		{name: "openai key", text: "use sk-abcdefghijklmnopqrstuvwx now", want: "use [REDACTED] now"},
 		{name: "openai project key", text: "sk-proj-AbC_dEf-123456789012345678", want: "[REDACTED]"},
 		{name: "sk- inside a word is not a key", text: "the task-abcdefghijklmnopqrstuvwx list"},
@@ -136,5 +140,52 @@ func TestNoCapabilityCalls(t *testing.T) {
 	}
 	if n := len(h.Calls()); n != 0 {
 		t.Errorf("a pure hook made %d host calls", n)
+	}
+}
+
+// TestPortsHoldTheDefaultPatterns: the C, Rust and AssemblyScript ports
+// keep their own copy of DefaultPatterns (each language compiles its own
+// list into its module); each must be this one, in this order, so that a
+// change made to one list and not the others fails here rather than in one
+// language's redaction.
+func TestPortsHoldTheDefaultPatterns(t *testing.T) {
+	// A list opens after its declaration and closes at the first line
+	// holding only its closing bracket; each element is a Go-quotable C or
+	// TypeScript string, or a Rust raw string.
+	quoted := regexp.MustCompile(`^\s*("(?:[^"\\]|\\.)*"|r"[^"]*"),$`)
+	for _, port := range []struct{ file, open, close string }{
+		{"c/hook.c", "default_patterns[] = {", "};"},
+		{"rust/hook.rs", "DEFAULT_PATTERNS: [&str; 10] = [", "];"},
+		{"assemblyscript/hook.ts", "DEFAULT_PATTERNS: string[] = [", "];"},
+	} {
+		t.Run(port.file, func(t *testing.T) {
+			b, err := os.ReadFile(port.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, body, ok := strings.Cut(string(b), port.open+"\n")
+			body, _, ok2 := strings.Cut(body, "\n"+port.close)
+			if !ok || !ok2 {
+				t.Fatalf("no %q ... %q list", port.open, port.close)
+			}
+			var got []string
+			for _, line := range strings.Split(body, "\n") {
+				m := quoted.FindStringSubmatch(line)
+				if m == nil {
+					t.Fatalf("not a string of the list: %q", line)
+				}
+				s, err := strconv.Unquote(m[1])
+				if raw, ok := strings.CutPrefix(m[1], "r"); ok {
+					s, err = raw[1:len(raw)-1], nil
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				got = append(got, s)
+			}
+			if !slices.Equal(got, DefaultPatterns) {
+				t.Errorf("default patterns differ from main.go's:\n got %q\nwant %q", got, DefaultPatterns)
+			}
+		})
 	}
 }
