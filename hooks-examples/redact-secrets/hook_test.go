@@ -4,6 +4,8 @@ package main
 
 import (
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -143,30 +145,50 @@ func TestNoCapabilityCalls(t *testing.T) {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite the ports' default pattern lists from main.go's")
+
 // TestPortsHoldTheDefaultPatterns: the C, Rust and AssemblyScript ports
-// keep their own copy of DefaultPatterns (each language compiles its own
-// list into its module); each must be this one, in this order, so that a
-// change made to one list and not the others fails here rather than in one
-// language's redaction.
+// compile their own copy of DefaultPatterns (a language cannot read
+// another's source); main.go's is the one source, each copy must equal it,
+// in its order, and `go test -run TestPortsHoldTheDefaultPatterns -update`
+// rewrites the copies from it.
 func TestPortsHoldTheDefaultPatterns(t *testing.T) {
-	// A list opens after its declaration and closes at the first line
-	// holding only its closing bracket; each element is a Go-quotable C or
-	// TypeScript string, or a Rust raw string.
+	// A list is the lines after its declaration's line, up to its closing
+	// line; each element is a C or TypeScript string Go can unquote, or a
+	// Rust raw string.
 	quoted := regexp.MustCompile(`^\s*("(?:[^"\\]|\\.)*"|r"[^"]*"),$`)
-	for _, port := range []struct{ file, open, close string }{
-		{"c/hook.c", "default_patterns[] = {", "};"},
-		{"rust/hook.rs", "DEFAULT_PATTERNS: [&str; 10] = [", "];"},
-		{"assemblyscript/hook.ts", "DEFAULT_PATTERNS: string[] = [", "];"},
+	cQuote := func(p string) string { return strconv.Quote(p) }
+	for _, port := range []struct {
+		file, open, close, indent string
+		quote                     func(string) string
+	}{
+		{"c/hook.c", "static const char *const default_patterns[] = {", "};", "\t", cQuote},
+		{"rust/hook.rs", fmt.Sprintf("const DEFAULT_PATTERNS: [&str; %d] = [", len(DefaultPatterns)), "];", "    ", func(p string) string { return `r"` + p + `"` }},
+		{"assemblyscript/hook.ts", "const DEFAULT_PATTERNS: string[] = [", "];", "  ", cQuote},
 	} {
 		t.Run(port.file, func(t *testing.T) {
 			b, err := os.ReadFile(port.file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, body, ok := strings.Cut(string(b), port.open+"\n")
-			body, _, ok2 := strings.Cut(body, "\n"+port.close)
+			head, rest, ok := strings.Cut(string(b), "\n"+port.open+"\n")
+			body, tail, ok2 := strings.Cut(rest, "\n"+port.close+"\n")
 			if !ok || !ok2 {
-				t.Fatalf("no %q ... %q list", port.open, port.close)
+				t.Fatalf("no list from %q to %q", port.open, port.close)
+			}
+			if *update {
+				var w strings.Builder
+				for i, p := range DefaultPatterns {
+					if i > 0 {
+						w.WriteString("\n")
+					}
+					w.WriteString(port.indent + port.quote(p) + ",")
+				}
+				out := head + "\n" + port.open + "\n" + w.String() + "\n" + port.close + "\n" + tail
+				if err := os.WriteFile(port.file, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				body = w.String()
 			}
 			var got []string
 			for _, line := range strings.Split(body, "\n") {
@@ -184,7 +206,7 @@ func TestPortsHoldTheDefaultPatterns(t *testing.T) {
 				got = append(got, s)
 			}
 			if !slices.Equal(got, DefaultPatterns) {
-				t.Errorf("default patterns differ from main.go's:\n got %q\nwant %q", got, DefaultPatterns)
+				t.Errorf("default patterns differ from main.go's (go test -run TestPortsHoldTheDefaultPatterns -update rewrites them):\n got %q\nwant %q", got, DefaultPatterns)
 			}
 		})
 	}

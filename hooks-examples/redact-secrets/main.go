@@ -32,8 +32,8 @@ const DefaultReplacement = "[REDACTED]"
 // characters it ends in, so that a prefix glued before a key ("AKIA" + 15
 // characters + a key) cannot end the match inside the key and leave the
 // rest of it. sk-, bearer and e-mail keep what ordinary words need (README,
-// "Default patterns"). The C, Rust and AssemblyScript ports hold the same
-// list (TestPortsHoldTheDefaultPatterns).
+// "Default patterns"). The C, Rust and AssemblyScript ports hold copies
+// of this list, checked and rewritten by TestPortsHoldTheDefaultPatterns.
 var DefaultPatterns = []string{
 	// PEM private key blocks, whole.
 	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`,
