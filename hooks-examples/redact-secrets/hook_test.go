@@ -159,7 +159,7 @@ func TestPortsHoldTheDefaultPatterns(t *testing.T) {
 	quoted := regexp.MustCompile(`^\s*("(?:[^"\\]|\\.)*"|r"[^"]*"),$`)
 	cQuote := func(p string) string { return strconv.Quote(p) }
 	for _, port := range []struct {
-		file, open, close, indent string
+		file, decl, close, indent string
 		quote                     func(string) string
 	}{
 		{"c/hook.c", "static const char *const default_patterns[] = {", "};", "\t", cQuote},
@@ -171,10 +171,17 @@ func TestPortsHoldTheDefaultPatterns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			head, rest, ok := strings.Cut(string(b), "\n"+port.open+"\n")
+			// The declaration's line is found by its name (the Rust one
+			// holds the list's length).
+			name, _, _ := strings.Cut(port.decl, "[")
+			head, rest, ok := strings.Cut(string(b), "\n"+name+"[")
+			decl, rest, _ := strings.Cut(rest, "\n")
 			body, tail, ok2 := strings.Cut(rest, "\n"+port.close+"\n")
 			if !ok || !ok2 {
-				t.Fatalf("no list from %q to %q", port.open, port.close)
+				t.Fatalf("no list from %q to %q", name, port.close)
+			}
+			if decl = name + "[" + decl; decl != port.decl && !*update {
+				t.Errorf("declaration %q, want %q", decl, port.decl)
 			}
 			if *update {
 				var w strings.Builder
@@ -184,7 +191,7 @@ func TestPortsHoldTheDefaultPatterns(t *testing.T) {
 					}
 					w.WriteString(port.indent + port.quote(p) + ",")
 				}
-				out := head + "\n" + port.open + "\n" + w.String() + "\n" + port.close + "\n" + tail
+				out := head + "\n" + port.decl + "\n" + w.String() + "\n" + port.close + "\n" + tail
 				if err := os.WriteFile(port.file, []byte(out), 0o644); err != nil {
 					t.Fatal(err)
 				}
