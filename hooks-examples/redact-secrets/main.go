@@ -31,8 +31,9 @@ const DefaultReplacement = "[REDACTED]"
 // let it through, and each match runs to the end of the run of the key's
 // characters it ends in, so that a prefix glued before a key ("AKIA" + 15
 // characters + a key) cannot end the match inside the key and leave the
-// rest of it. sk-, bearer and e-mail keep what ordinary words need (README,
-// "Default patterns"). The C, Rust and AssemblyScript ports hold copies
+// rest of it. An unglued sk- and bearer keep their \b, which ordinary
+// words need (README, "Default patterns": what each pattern catches and
+// misses). The C, Rust and AssemblyScript ports hold copies
 // of this list, checked and rewritten by TestPortsHoldTheDefaultPatterns.
 var DefaultPatterns = []string{
 	// PEM private key blocks, whole.
