@@ -4,6 +4,12 @@ package main
 
 import (
 	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,7 +32,7 @@ func TestRedact(t *testing.T) {
 		{name: "nothing to redact", text: "The deploy finished at 10:42."},
 		{name: "aws access key", text: "key AKIAIOSFODNN7EXAMPLE ok", want: "key [REDACTED] ok", reason: "redacted 1 secret"},
 		{name: "aws temporary key", text: "ASIAIOSFODNN7EXAMPLE", want: "[REDACTED]"},
-		{name: "not an aws key inside a word", text: "XAKIAIOSFODNN7EXAMPLE"},
+		{name: "aws key glued to a word", text: "XAKIAIOSFODNN7EXAMPLE", want: "X[REDACTED]"},
 		{name: "openai key", text: "use sk-abcdefghijklmnopqrstuvwx now", want: "use [REDACTED] now"},
 		{name: "openai project key", text: "sk-proj-AbC_dEf-123456789012345678", want: "[REDACTED]"},
 		{name: "sk- inside a word is not a key", text: "the task-abcdefghijklmnopqrstuvwx list"},
@@ -136,5 +142,79 @@ func TestNoCapabilityCalls(t *testing.T) {
 	}
 	if n := len(h.Calls()); n != 0 {
 		t.Errorf("a pure hook made %d host calls", n)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the ports' default pattern lists from main.go's")
+
+// TestPortsHoldTheDefaultPatterns: the C, Rust and AssemblyScript ports
+// compile their own copy of DefaultPatterns (a language cannot read
+// another's source); main.go's is the one source, each copy must equal it,
+// in its order, and `go test -run TestPortsHoldTheDefaultPatterns -update`
+// rewrites the copies from it.
+func TestPortsHoldTheDefaultPatterns(t *testing.T) {
+	// A list is the lines after its declaration's line, up to its closing
+	// line; each element is a C or TypeScript string Go can unquote, or a
+	// Rust raw string.
+	quoted := regexp.MustCompile(`^\s*("(?:[^"\\]|\\.)*"|r"[^"]*"),$`)
+	cQuote := func(p string) string { return strconv.Quote(p) }
+	for _, port := range []struct {
+		file, decl, close, indent string
+		quote                     func(string) string
+	}{
+		{"c/hook.c", "static const char *const default_patterns[] = {", "};", "\t", cQuote},
+		{"rust/hook.rs", fmt.Sprintf("const DEFAULT_PATTERNS: [&str; %d] = [", len(DefaultPatterns)), "];", "    ", func(p string) string { return `r"` + p + `"` }},
+		{"assemblyscript/hook.ts", "const DEFAULT_PATTERNS: string[] = [", "];", "  ", cQuote},
+	} {
+		t.Run(port.file, func(t *testing.T) {
+			b, err := os.ReadFile(port.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The declaration's line is found by its name (the Rust one
+			// holds the list's length).
+			name, _, _ := strings.Cut(port.decl, "[")
+			head, rest, ok := strings.Cut(string(b), "\n"+name+"[")
+			decl, rest, _ := strings.Cut(rest, "\n")
+			body, tail, ok2 := strings.Cut(rest, "\n"+port.close+"\n")
+			if !ok || !ok2 {
+				t.Fatalf("no list from %q to %q", name, port.close)
+			}
+			if decl = name + "[" + decl; decl != port.decl && !*update {
+				t.Errorf("declaration %q, want %q", decl, port.decl)
+			}
+			if *update {
+				var w strings.Builder
+				for i, p := range DefaultPatterns {
+					if i > 0 {
+						w.WriteString("\n")
+					}
+					w.WriteString(port.indent + port.quote(p) + ",")
+				}
+				out := head + "\n" + port.decl + "\n" + w.String() + "\n" + port.close + "\n" + tail
+				if err := os.WriteFile(port.file, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				body = w.String()
+			}
+			var got []string
+			for _, line := range strings.Split(body, "\n") {
+				m := quoted.FindStringSubmatch(line)
+				if m == nil {
+					t.Fatalf("not a string of the list: %q", line)
+				}
+				s, err := strconv.Unquote(m[1])
+				if raw, ok := strings.CutPrefix(m[1], "r"); ok {
+					s, err = raw[1:len(raw)-1], nil
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				got = append(got, s)
+			}
+			if !slices.Equal(got, DefaultPatterns) {
+				t.Errorf("default patterns differ from main.go's (go test -run TestPortsHoldTheDefaultPatterns -update rewrites them):\n got %q\nwant %q", got, DefaultPatterns)
+			}
+		})
 	}
 }

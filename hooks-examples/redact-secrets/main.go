@@ -25,26 +25,44 @@ const DefaultReplacement = "[REDACTED]"
 // DefaultPatterns are the patterns used unless the "patterns" setting
 // replaces them. A pattern with a group named "secret" has only that group
 // replaced, so "Bearer abc..." becomes "Bearer [REDACTED]".
+//
+// A format with a prefix of its own asks for no word boundary: a key glued
+// to other characters ("x" + key, key + "0") is still found, where a \b
+// let it through, and each match runs to the end of the run of the key's
+// characters it ends in, so that a prefix glued before a key ("AKIA" + 15
+// characters + a key) cannot end the match inside the key and leave the
+// rest of it. An unglued sk- and bearer keep their \b, which ordinary
+// words need (README, "Default patterns": what each pattern catches and
+// misses). The C, Rust and AssemblyScript ports hold copies
+// of this list, checked and rewritten by TestPortsHoldTheDefaultPatterns.
 var DefaultPatterns = []string{
 	// PEM private key blocks, whole.
 	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`,
 	// AWS access key IDs: long-term (AKIA) and temporary (ASIA).
-	`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`,
-	// OpenAI- and Anthropic-style secret keys: sk-..., sk-proj-..., sk-ant-...
+	`(?:AKIA|ASIA)[0-9A-Z]{16,}`,
+	// OpenAI- and Anthropic-style secret keys: sk-..., sk-proj-...,
+	// sk-ant-... After a non-word character, any; glued to a word
+	// character, only what a word chain (task-force-...) is not: 32
+	// letters and digits in a row, or a known sub-prefix and 40 key
+	// characters. Two patterns, not one alternation, so that the ports'
+	// engines see the bytes "sk-" every match of each holds (a text without
+	// a k skips them).
 	`\bsk-[A-Za-z0-9_-]{20,}`,
+	`sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,})`,
 	// GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained.
-	`\bgh[pousr]_[A-Za-z0-9]{36,}\b`,
-	`\bgithub_pat_[A-Za-z0-9_]{22,}`,
+	`gh[pousr]_[A-Za-z0-9]{36}[A-Za-z0-9_]*`,
+	`github_pat_[A-Za-z0-9_]{22,}`,
 	// Slack tokens.
-	`\bxox[abposr]-[A-Za-z0-9-]{10,}`,
+	`xox[abposr]-[A-Za-z0-9-]{10,}`,
 	// Google API keys.
-	`\bAIza[0-9A-Za-z_-]{35}`,
-	// JSON Web Tokens.
-	`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+`,
-	// Bearer tokens, as in an Authorization header: the token only.
+	`AIza[0-9A-Za-z_-]{35,}`,
+	// JSON Web Tokens: the last part runs over further dot-joined segments.
+	`eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*`,
+	// Bearer tokens, as in an Authorization header: the token only. The
+	// \b spares the word after torchbearer or cupbearer.
 	`(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)`,
-	// Email addresses.
-	`\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`,
+	// Email addresses (with _ in the local part, which a \b before it cut).
+	`[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`,
 }
 
 // handle redacts the point's primary field: a string, or every string inside

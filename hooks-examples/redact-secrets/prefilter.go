@@ -3,6 +3,7 @@ package main
 import (
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -177,7 +178,11 @@ func analyze(re *syntax.Regexp) info {
 			if i.exact == nil {
 				allExact = false
 			}
-			exact = append(exact, l...)
+			for _, x := range l {
+				if !slices.Contains(exact, x) { // sk- in two branches is one literal
+					exact = append(exact, x)
+				}
+			}
 			required = exact
 		}
 		if len(exact) > maxLits {

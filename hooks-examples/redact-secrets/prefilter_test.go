@@ -15,7 +15,7 @@ import (
 // block may hold any byte: a literal only).
 func TestPrefilterOfDefaults(t *testing.T) {
 	want := []string{
-		"PRIVATE KEY-----", "AKIA ASIA", "sk-", "gho_ ghp_ ghr_ ghs_ ghu_", "github_pat_",
+		"PRIVATE KEY-----", "AKIA ASIA", "sk-", "sk-", "gho_ ghp_ ghr_ ghs_ ghu_", "github_pat_",
 		"xoxa- xoxb- xoxo- xoxp- xoxr- xoxs-", "AIza", ".eyJ", "bearer", "@",
 	}
 	res, err := compile(DefaultPatterns)

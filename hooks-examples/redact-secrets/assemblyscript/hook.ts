@@ -10,15 +10,16 @@ import { Regex, ByteSet, compileError, runeLen } from "../../../sdk/assemblyscri
 
 const DEFAULT_PATTERNS: string[] = [
   "-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\\s\\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
-  "\\b(?:AKIA|ASIA)[0-9A-Z]{16}\\b",
+  "(?:AKIA|ASIA)[0-9A-Z]{16,}",
   "\\bsk-[A-Za-z0-9_-]{20,}",
-  "\\bgh[pousr]_[A-Za-z0-9]{36,}\\b",
-  "\\bgithub_pat_[A-Za-z0-9_]{22,}",
-  "\\bxox[abposr]-[A-Za-z0-9-]{10,}",
-  "\\bAIza[0-9A-Za-z_-]{35}",
-  "\\beyJ[A-Za-z0-9_-]{5,}\\.eyJ[A-Za-z0-9_-]{5,}\\.[A-Za-z0-9_-]+",
+  "sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,})",
+  "gh[pousr]_[A-Za-z0-9]{36}[A-Za-z0-9_]*",
+  "github_pat_[A-Za-z0-9_]{22,}",
+  "xox[abposr]-[A-Za-z0-9-]{10,}",
+  "AIza[0-9A-Za-z_-]{35,}",
+  "eyJ[A-Za-z0-9_-]{5,}\\.eyJ[A-Za-z0-9_-]{5,}\\.[A-Za-z0-9_-]+(?:\\.[A-Za-z0-9_-]+)*",
   "(?i)\\bbearer\\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)",
-  "\\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*\\.[A-Za-z]{2,}\\b",
+  "[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*\\.[A-Za-z]{2,}",
 ];
 
 // The last compiled pattern list: an instance serves one hook with one set

@@ -6,17 +6,18 @@ use wasmhooks::json::Value;
 use wasmhooks::regex::{ByteSet, Regex};
 use wasmhooks::{hook, Decision, Invocation};
 
-const DEFAULT_PATTERNS: [&str; 10] = [
+const DEFAULT_PATTERNS: [&str; 11] = [
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"(?:AKIA|ASIA)[0-9A-Z]{16,}",
     r"\bsk-[A-Za-z0-9_-]{20,}",
-    r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",
-    r"\bgithub_pat_[A-Za-z0-9_]{22,}",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    r"\bAIza[0-9A-Za-z_-]{35}",
-    r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+",
+    r"sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,})",
+    r"gh[pousr]_[A-Za-z0-9]{36}[A-Za-z0-9_]*",
+    r"github_pat_[A-Za-z0-9_]{22,}",
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    r"AIza[0-9A-Za-z_-]{35,}",
+    r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*",
     r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)",
-    r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
+    r"[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
 ];
 
 thread_local! {
