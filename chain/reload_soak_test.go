@@ -1,0 +1,114 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
+	"github.com/wasmhooks/wasmhooks/runtime"
+)
+
+// discardSink keeps no audit record: a soak test's traffic would grow any
+// sink that does.
+type discardSink struct{}
+
+func (discardSink) Append(context.Context, *audit.Record) error { return nil }
+
+// soakCacheModules is the compile cache of the soak tests' runtimes: small,
+// so that the warm-up batch fills it and a later batch cannot grow it.
+const soakCacheModules = 8
+
+// runtimeCounts is what a soak test counts of rt: its cached modules, its
+// pools, their instances and the idle ones among them.
+func runtimeCounts(rt *runtime.Runtime) func() map[string]int64 {
+	return func() map[string]int64 {
+		s := rt.Stats()
+		return map[string]int64{"modules": int64(s.Modules), "pools": int64(s.Pools), "instances": int64(s.Instances), "idle": int64(s.Idle)}
+	}
+}
+
+// TestReloadSoak reloads a chain hundreds of times, each reload binding a
+// module with new bytes (testutil.SoakModule: the same code and function
+// types, so wazero's per-Runtime table of function types, a known growth,
+// does not grow) beside the policy guest with new settings, with traffic
+// between the reloads and from goroutines running meanwhile. After each
+// batch of reloads nothing may have grown past the warm-up batch by more
+// than the bounds: the old configurations' modules, their pools and warm
+// instances are released (snapshot.release), and the compile cache stays
+// at its size. WASMHOOKS_SOAK=1h (make soak) runs it for an hour;
+// BENCHMARKS.md has its figures.
+func TestReloadSoak(t *testing.T) {
+	ctx := context.Background()
+	rt, err := runtime.New(ctx, runtime.Config{Logger: quiet(), CacheModules: soakCacheModules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	version := uint64(0)
+	config := func() Config {
+		version++
+		tag := fmt.Sprintf("+%d", version%2)
+		cfg := policyConfig(t,
+			Binding{Name: "stamp", Point: outbound, Phase: Transformer, Settings: appendTo("outgoing", tag)},
+			Binding{Name: "soak", Module: "soak", Point: outbound, Phase: Guard})
+		cfg.Modules["soak"] = testutil.SoakModule(t, version)
+		return cfg
+	}
+	e := newEnv(t, config(), func(o *Options) { o.Runtime, o.Audit = rt, discardSink{} })
+	run := func(tenant string) error {
+		out, err := e.c.Run(ctx, Input{Tenant: tenant, Point: outbound, Context: map[string]any{"outgoing": "x"}})
+		if err == nil && (out.Verdict != Allow || len(out.Trace) != 2) {
+			err = fmt.Errorf("run: %s through %v", out.Verdict, names(out.Trace))
+		}
+		return err
+	}
+	const reloads, workers = 50, 3
+	tenants := []string{"w0", "w1", "w2", "a", "b"} // the workers', then those of the runs between reloads
+	bound := testutil.Growth{
+		testutil.MeasureHeap: 4 << 20, testutil.MeasureRSS: 32 << 20,
+		testutil.MeasureGoroutines: 2, testutil.MeasureFDs: 2,
+		"pools": 0, "instances": 0, "idle": 0,
+	}
+	testutil.Soak(t, bound, runtimeCounts(rt), func(int) {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := run(tenants[w]); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		for range reloads {
+			if err := e.c.Reload(ctx, config()); err != nil {
+				t.Error(err)
+				break
+			}
+			for _, tenant := range tenants[workers:] {
+				if err := run(tenant); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		close(stop)
+		wg.Wait()
+		// Every tenant once more, one at a time: each has one warm instance
+		// per binding, whichever ran last in the batch.
+		for _, tenant := range tenants {
+			if err := run(tenant); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
