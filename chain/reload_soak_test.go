@@ -21,15 +21,6 @@ func (discardSink) Append(context.Context, *audit.Record) error { return nil }
 // so that the warm-up batch fills it and a later batch cannot grow it.
 const soakCacheModules = 8
 
-// runtimeCounts is what a soak test counts of rt: its cached modules, its
-// pools, their instances and the idle ones among them.
-func runtimeCounts(rt *runtime.Runtime) func() map[string]int64 {
-	return func() map[string]int64 {
-		s := rt.Stats()
-		return map[string]int64{"modules": int64(s.Modules), "pools": int64(s.Pools), "instances": int64(s.Instances), "idle": int64(s.Idle)}
-	}
-}
-
 // TestReloadSoak reloads a chain hundreds of times, each reload binding a
 // module with new bytes (testutil.SoakModule: the same code and function
 // types, so wazero's per-Runtime table of function types, a known growth,
@@ -70,9 +61,9 @@ func TestReloadSoak(t *testing.T) {
 	bound := testutil.Growth{
 		testutil.MeasureHeap: 4 << 20, testutil.MeasureRSS: 32 << 20,
 		testutil.MeasureGoroutines: 2, testutil.MeasureFDs: 2,
-		"pools": 0, "instances": 0, "idle": 0,
+		"pools": 0, "instances": 0, "idle": 0, "idle_bytes": 0,
 	}
-	testutil.Soak(t, bound, runtimeCounts(rt), func(int) {
+	testutil.Soak(t, bound, func() any { return rt.Stats() }, func(int) {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for w := range workers {

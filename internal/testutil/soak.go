@@ -3,6 +3,7 @@ package testutil
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -63,13 +64,16 @@ type Usage struct {
 	// FDs counts the open file descriptors (/proc/self/fd); -1 where
 	// there is no /proc.
 	FDs int64
-	// Counts are the test's own counters (a runtime's Stats).
+	// Counts are the test's own counters: the integer fields of what the
+	// counts function given to MeasureUsage returned (a runtime.Stats),
+	// by their JSON names.
 	Counts map[string]int64
 }
 
 // MeasureUsage collects garbage (and returns freed memory to the system)
-// and measures; counts, if not nil, fills Usage.Counts.
-func MeasureUsage(counts func() map[string]int64) Usage {
+// and measures; counts, if not nil, returns the struct whose integer fields
+// fill Usage.Counts.
+func MeasureUsage(counts func() any) Usage {
 	debug.FreeOSMemory() // a GC, then the scavenger: HeapInuse and RSS without garbage
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -85,9 +89,30 @@ func MeasureUsage(counts func() map[string]int64) Usage {
 		u.FDs = int64(len(fds)) - 1 // less the directory ReadDir opened
 	}
 	if counts != nil {
-		u.Counts = counts()
+		u.Counts = intFields(counts())
 	}
 	return u
+}
+
+// intFields returns the integer fields of the struct v by their JSON names
+// (their Go names where they have none).
+func intFields(v any) map[string]int64 {
+	rv := reflect.ValueOf(v)
+	out := map[string]int64{}
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		switch fv := rv.Field(i); {
+		case fv.CanInt():
+			out[name] = fv.Int()
+		case fv.CanUint():
+			out[name] = int64(fv.Uint())
+		}
+	}
+	return out
 }
 
 // String formats u as one line of a soak test's log (the figures
@@ -148,7 +173,7 @@ const SoakBatches = 6
 // fills the caches) grew past the first's by more than bound allows: what
 // is released on a reload must stay released. It logs every batch's
 // measures and returns them.
-func Soak(tb testing.TB, bound Growth, counts func() map[string]int64, batch func(i int)) []Usage {
+func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) []Usage {
 	tb.Helper()
 	var until time.Time
 	if v := os.Getenv(SoakEnv); v != "" {
