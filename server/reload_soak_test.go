@@ -15,6 +15,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
 	"github.com/wasmhooks/wasmhooks/store"
+	"github.com/wasmhooks/wasmhooks/store/postgres"
 	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
@@ -34,20 +35,24 @@ func TestServeReloadSoak(t *testing.T) {
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
 			var db *store.DB
+			conns := int64(1) // the connections the database's pool keeps
 			if dialect == "postgres" {
 				if os.Getenv(storetest.PostgresEnv) == "" {
 					t.Skip("no Postgres: " + storetest.PostgresEnv + " is unset")
 				}
 				db = postgresTarget.OpenAt(t, storetest.PostgresURL(t))
+				conns = postgres.MaxConns
 			} else {
 				db = openSQLite(t, t.TempDir())
 			}
-			serveSoak(t, db)
+			serveSoak(t, db, conns)
 		})
 	}
 }
 
-func serveSoak(t *testing.T, db *store.DB) {
+// serveSoak is TestServeReloadSoak on db, whose pool keeps up to conns
+// connections open (as many as the requests overlapped, so far).
+func serveSoak(t *testing.T, db *store.DB, conns int64) {
 	ctx := context.Background()
 	// A small compile cache, which the warm-up batch fills.
 	rt, err := runtime.New(ctx, runtime.Config{CacheModules: 8})
@@ -110,7 +115,7 @@ func serveSoak(t *testing.T, db *store.DB) {
 	idle := int64(runtime.DefaultMaxIdlePerPool)
 	bound := testutil.Growth{
 		testutil.MeasureHeap: 8 << 20, testutil.MeasureRSS: 64 << 20,
-		testutil.MeasureGoroutines: 8, testutil.MeasureFDs: 4,
+		testutil.MeasureGoroutines: 8, testutil.MeasureFDs: 4 + conns,
 		"pools": 0, "instances": idle, "idle": idle, "idle_bytes": idle << 20,
 	}
 	testutil.Soak(t, bound, func() any { return rt.Stats() }, func(int) {

@@ -171,9 +171,11 @@ const SoakBatches = 6
 // long as SoakEnv says, measuring after each (MeasureUsage with counts),
 // and fails tb if a measure of a batch after the first (the warm-up, which
 // fills the caches) grew past the first's by more than bound allows: what
-// is released on a reload must stay released. It logs every batch's
-// measures and returns them.
-func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) []Usage {
+// is released on a reload must stay released. It logs the first batches'
+// measures (then one line a minute) and each measure's largest growth. It
+// keeps no sample but the first, so a long soak does not grow the heap it
+// measures.
+func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) {
 	tb.Helper()
 	var until time.Time
 	if v := os.Getenv(SoakEnv); v != "" {
@@ -183,36 +185,37 @@ func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) []U
 		}
 		until = time.Now().Add(d)
 	}
-	var out []Usage
-	for i := 0; ; i++ {
-		if until.IsZero() && i == SoakBatches || !until.IsZero() && i >= 2 && time.Now().After(until) {
-			break
-		}
-		batch(i)
+	var base map[string]int64
+	worst := map[string]int64{}
+	var logged time.Time
+	n := 0
+	for ; until.IsZero() && n < SoakBatches || !until.IsZero() && (n < 2 || time.Now().Before(until)); n++ {
+		batch(n)
 		if tb.Failed() {
-			return out
+			return
 		}
 		u := MeasureUsage(counts)
-		tb.Logf("soak batch %d: %v", i, u)
-		out = append(out, u)
-	}
-	base := out[0].measures()
-	worst := map[string]int64{}
-	for _, u := range out[1:] {
-		for n, v := range u.measures() {
-			worst[n] = max(worst[n], v-base[n])
+		if n < SoakBatches || time.Since(logged) >= time.Minute {
+			tb.Logf("soak batch %d: %v", n, u)
+			logged = time.Now()
+		}
+		if base == nil {
+			base = u.measures()
+			continue
+		}
+		for name, v := range u.measures() {
+			worst[name] = max(worst[name], v-base[name])
 		}
 	}
 	names := make([]string, 0, len(worst))
-	for n := range worst {
-		names = append(names, n)
+	for name := range worst {
+		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		tb.Logf("soak: %s grew by at most %d over %d batches (bound %d)", n, worst[n], len(out)-1, bound[n])
-		if worst[n] > bound[n] {
-			tb.Errorf("soak: %s grew by %d after the warm-up batch, more than the %d allowed: something a reload should release is kept", n, worst[n], bound[n])
+	for _, name := range names {
+		tb.Logf("soak: %s grew by at most %d over %d batches (bound %d)", name, worst[name], n-1, bound[name])
+		if worst[name] > bound[name] {
+			tb.Errorf("soak: %s grew by %d after the warm-up batch, more than the %d allowed: something a reload should release is kept", name, worst[name], bound[name])
 		}
 	}
-	return out
 }
