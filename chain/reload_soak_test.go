@@ -17,14 +17,11 @@ type discardSink struct{}
 
 func (discardSink) Append(context.Context, *audit.Record) error { return nil }
 
-// soakCacheModules is the compile cache of the soak tests' runtimes: small,
-// so that the warm-up batch fills it and a later batch cannot grow it.
-const soakCacheModules = 8
-
 // TestReloadSoak reloads a chain hundreds of times, each reload binding a
 // module with new bytes (testutil.SoakModule: the same code and function
 // types, so wazero's per-Runtime table of function types, a known growth,
-// does not grow) beside the policy guest with new settings, with traffic
+// does not grow) under a new binding name (whose breakers the next
+// configuration drops) beside the policy guest with new settings, with traffic
 // between the reloads and from goroutines running meanwhile. After each
 // batch of reloads nothing may have grown past the warm-up batch by more
 // than the bounds: the old configurations' modules, their pools and warm
@@ -33,7 +30,8 @@ const soakCacheModules = 8
 // BENCHMARKS.md has its figures.
 func TestReloadSoak(t *testing.T) {
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{Logger: quiet(), CacheModules: soakCacheModules})
+	// A small compile cache, which the warm-up batch fills.
+	rt, err := runtime.New(ctx, runtime.Config{Logger: quiet(), CacheModules: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +42,7 @@ func TestReloadSoak(t *testing.T) {
 		tag := fmt.Sprintf("+%d", version%2)
 		cfg := policyConfig(t,
 			Binding{Name: "stamp", Point: outbound, Phase: Transformer, Settings: appendTo("outgoing", tag)},
-			Binding{Name: "soak", Module: "soak", Point: outbound, Phase: Guard})
+			Binding{Name: fmt.Sprintf("soak-%d", version), Module: "soak", Point: outbound, Phase: Guard})
 		cfg.Modules["soak"] = testutil.SoakModule(t, version)
 		return cfg
 	}

@@ -22,8 +22,10 @@ import (
 // module (testutil.SoakModule: new bytes, the same code and function types,
 // so wazero's per-Runtime table of function types, a known growth listed in
 // SECURITY.md's "Known gaps", does not grow) and publishes it, and the
-// tenant's operator binds it beside the policy guest with new settings,
-// with runs between the binds and from clients running meanwhile. On
+// tenant's operator binds it, under a new binding name (whose metric series
+// the next configuration drops), beside the policy guest with new
+// settings, with runs between the binds and from clients running
+// meanwhile. On
 // SQLite one node; on Postgres (WASMHOOKS_TEST_POSTGRES) two, the second
 // reloading on each bind's notification (reloadTenant) and serving runs
 // too. After each batch nothing may have grown past the warm-up batch by
@@ -98,9 +100,9 @@ func serveSoak(t *testing.T, nodes []*platform, rts []*runtime.Runtime, conns in
   "bindings": [
     {"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
      "settings": {"when": "<SECRET-%d>", "decide": {"action": "block", "reason": "mentions a secret"}}},
-    {"name": "soak", "module": "soak", "point": "message.outbound", "phase": "guard"}
+    {"name": "soak-%d", "module": "soak", "point": "message.outbound", "phase": "guard"}
   ]
-}`, policy, client.Pin(v), version))
+}`, policy, client.Pin(v), version, version))
 		return err
 	}
 	run := func(node int, outgoing, want string) error {
