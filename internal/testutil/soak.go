@@ -188,6 +188,7 @@ func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) {
 	var base map[string]int64
 	worst := map[string]int64{}
 	var logged time.Time
+	var last string // the last batch's line, if not logged
 	n := 0
 	for ; until.IsZero() && n < SoakBatches || !until.IsZero() && (n < 2 || time.Now().Before(until)); n++ {
 		batch(n)
@@ -195,9 +196,10 @@ func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) {
 			return
 		}
 		u := MeasureUsage(counts)
+		last = fmt.Sprintf("soak batch %d: %v", n, u)
 		if n < SoakBatches || time.Since(logged) >= time.Minute {
-			tb.Logf("soak batch %d: %v", n, u)
-			logged = time.Now()
+			tb.Log(last)
+			logged, last = time.Now(), ""
 		}
 		if base == nil {
 			base = u.measures()
@@ -206,6 +208,9 @@ func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) {
 		for name, v := range u.measures() {
 			worst[name] = max(worst[name], v-base[name])
 		}
+	}
+	if last != "" {
+		tb.Log(last)
 	}
 	names := make([]string, 0, len(worst))
 	for name := range worst {
