@@ -3,7 +3,6 @@ package chain
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/chain/audit"
@@ -62,23 +61,7 @@ func TestReloadSoak(t *testing.T) {
 		"pools": 0, "instances": 0, "idle": 0, "idle_bytes": 0,
 	}
 	testutil.Soak(t, bound, func() any { return rt.Stats() }, func(int) {
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if err := run(tenants[w]); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
+		stop := testutil.Meanwhile(t, workers, func(w int) error { return run(tenants[w]) })
 		for range reloads {
 			if err := e.c.Reload(ctx, config()); err != nil {
 				t.Error(err)
@@ -90,8 +73,7 @@ func TestReloadSoak(t *testing.T) {
 				}
 			}
 		}
-		close(stop)
-		wg.Wait()
+		stop()
 		// Every tenant once more, one at a time: each has one warm instance
 		// per binding, whichever ran last in the batch.
 		for _, tenant := range tenants {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -156,23 +155,7 @@ func serveSoak(t *testing.T, nodes []*platform, rts []*runtime.Runtime, conns in
 		}
 		return sum
 	}, func(int) {
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if err := run(w%len(nodes), "hello", "allow"); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
+		stop := testutil.Meanwhile(t, workers, func(w int) error { return run(w%len(nodes), "hello", "allow") })
 		for range binds {
 			if err := bind(); err != nil {
 				t.Error(err)
@@ -182,8 +165,7 @@ func serveSoak(t *testing.T, nodes []*platform, rts []*runtime.Runtime, conns in
 				t.Error(err)
 			}
 		}
-		close(stop)
-		wg.Wait()
+		stop()
 		settle()
 	})
 }

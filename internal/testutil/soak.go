@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -222,5 +223,32 @@ func Soak(tb testing.TB, bound Growth, counts func() any, batch func(i int)) {
 		if worst[name] > bound[name] {
 			tb.Errorf("soak: %s grew by %d after the warm-up batch, more than the %d allowed: something a reload should release is kept", name, worst[name], bound[name])
 		}
+	}
+}
+
+// Meanwhile starts n goroutines, the traffic a soak's batch runs beside its
+// reloads: each calls f with its number, again and again, until f fails
+// (tb.Error) or stop is called. stop returns once they all have returned.
+func Meanwhile(tb testing.TB, n int, f func(w int) error) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := f(w); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		})
+	}
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
