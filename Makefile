@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 FUZZ     ?= .
 FUZZPKGS ?= ./...
 
-.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-server-postgres test-sdks test-corpus loadtest loadtest-postgres e2e
+.PHONY: all demo test check staticcheck bench bench-packages bench-check fuzz deps hooks cli testdata clean postgres postgres-stop test-postgres test-server-postgres test-sdks test-corpus loadtest loadtest-postgres e2e soak
 
 # The C, Rust and AssemblyScript ports of the example hooks
 # (hooks-examples/HOOK/c/hook.c, rust/hook.rs, assemblyscript/hook.ts), built with Debian's toolchains (make
@@ -173,6 +173,20 @@ test-server-postgres:
 E2E_TESTS := EndToEnd|Console|Nodes|ServePostgres|CLIEndToEnd|ApprovalEvents
 e2e: deps hooks
 	@run() { CI=true $(GO) test -race -count=1 -timeout 15m -run '$(E2E_TESTS)' ./server/... ./cmd/wasmhooks/; }; \
+	if [ -n "$$WASMHOOKS_TEST_POSTGRES" ]; then run; else \
+	  dir=$$(mktemp -d) && trap '.ci/postgres.sh stop '"$$dir" EXIT && \
+	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) && export WASMHOOKS_TEST_POSTGRES && run; fi
+
+## soak: the reload soak tests for SOAK each (BENCHMARKS.md, "Reload
+## soak"), without the race detector, whose shadow memory would count as a
+## leak: chain's TestReloadSoak and the server's TestServeReloadSoak on
+## SQLite and Postgres (a throwaway cluster unless WASMHOOKS_TEST_POSTGRES
+## names one), side by side. Each batch of reloads must leave the heap, RSS,
+## goroutines, descriptors and the runtime's modules, pools and instances
+## where the first left them. `make test` runs them for 6 batches.
+SOAK ?= 1h
+soak:
+	@run() { WASMHOOKS_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 0 -run 'ReloadSoak' ./chain/ ./server/; }; \
 	if [ -n "$$WASMHOOKS_TEST_POSTGRES" ]; then run; else \
 	  dir=$$(mktemp -d) && trap '.ci/postgres.sh stop '"$$dir" EXIT && \
 	  WASMHOOKS_TEST_POSTGRES=$$(.ci/postgres.sh start $$dir | tail -n1) && export WASMHOOKS_TEST_POSTGRES && run; fi
