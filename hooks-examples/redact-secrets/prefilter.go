@@ -30,6 +30,14 @@ import (
 //   - need, for a pattern without a literal: a set of bytes one of which every
 //     match holds (the digits of \d{5}), found with a table and used as a
 //     literal would be.
+//   - max, when every repetition of the pattern is bounded: the most bytes a
+//     match can span ([a-z.]{1,64}@example\.com: 76). A match holding a
+//     literal at i then lies within max bytes of i, so the regexp runs on a
+//     window of the run around each literal rather than on the whole run
+//     (regions says why a window finds what the run finds), and a long run
+//     of class bytes with one literal costs a window, not the run. -1 when
+//     a repetition is unbounded, as in every default pattern: their runs
+//     are read whole (README, "Cost").
 //
 // The regexp still decides every match; the prefilter only chooses where it
 // looks, and finds the same matches (TestPrefilterFindsWhatTheRegexpFinds).
@@ -39,6 +47,7 @@ type pattern struct {
 	anchors []anchor   // how lits are looked for
 	need    *[256]bool // without lits: bytes one of which every match holds, or nil
 	class   *[256]bool
+	max     int // the most bytes a match spans, or -1 when unbounded
 }
 
 // A literal is a string a match must contain; fold means compared with ASCII
@@ -55,11 +64,12 @@ const maxLits = 16
 // newPattern derives the prefilter of re, compiled from expr. A pattern the
 // analysis cannot read simply has none: it then runs as before, on the whole text.
 func newPattern(re *regexp.Regexp, expr string) pattern {
-	p := pattern{re: re}
+	p := pattern{re: re, max: -1}
 	tree, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
 		return p
 	}
+	p.max = maxLen(tree)
 	if i := analyze(tree); i.exact != nil {
 		p.lits = i.exact
 	} else {
@@ -487,8 +497,14 @@ func equalFoldASCII(t, lit string) bool {
 // FindAllStringSubmatchIndex would return them, offset by off. scratch is
 // reused between calls.
 func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
+	p.regions(s, scratch, func(lo, hi int) { p.each(s[lo:hi], lo, fn) })
+}
+
+// regions calls read with each stretch s[lo:hi] of s the regexp must read,
+// in order, disjoint.
+func (p *pattern) regions(s string, scratch *[]int, read func(lo, hi int)) {
 	if p.lits == nil && p.need == nil {
-		p.each(s, 0, fn)
+		read(0, len(s))
 		return
 	}
 	if cap(*scratch) < len(p.anchors) {
@@ -504,7 +520,7 @@ func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
 		return
 	}
 	if p.class == nil {
-		p.each(s, 0, fn)
+		read(0, len(s))
 		return
 	}
 	last := 0 // the end of the last run read
@@ -524,13 +540,116 @@ func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
 		for end < len(s) && p.class[s[end]] {
 			end++
 		}
-		p.each(s[start:end], start, fn)
+		if p.max < 0 {
+			read(start, end)
+		} else {
+			// A window per literal, merged where they overlap. A match
+			// holding the literal at j (of length at least 1) lies in
+			// [j+1-max, j+max): inside the window [j-max-1, j+max+1)
+			// with a byte to spare on each side. So a match of the
+			// window's text starts past its first byte and ends before
+			// its last: what \b or \B reads at either of its ends is a
+			// real byte of s, as in the whole run. And every match of the
+			// run holds a literal of it, so lies in that literal's
+			// window. The regexp therefore finds the same matches, in the
+			// same order, at each start of a window as in the run; at a
+			// window's edge that is the run's own edge, as the run did.
+			lo, hi := max(start, i-p.max-1), min(end, i+p.max+1)
+			for {
+				j := sc.index(i + 1)
+				if j < 0 || j >= end {
+					break
+				}
+				if l := max(start, j-p.max-1); l > hi {
+					read(lo, hi)
+					lo = l
+				}
+				hi, i = min(end, j+p.max+1), j
+			}
+			read(lo, hi)
+		}
 		if end >= len(s) {
 			return
 		}
 		last = end
 		i = sc.index(end)
 	}
+}
+
+// maxBounded is the largest match span maxLen reports; a pattern allowing
+// more is treated as unbounded, its windows no smaller than its runs.
+const maxBounded = 1 << 16
+
+// maxLen returns the most bytes a match of re can span, or -1 when a
+// repetition is unbounded or the bound passes maxBounded. A rune counts
+// its longest UTF-8 form (of its case orbit when folded; an invalid byte,
+// which the regexp reads as U+FFFD, is one byte, shorter than that form).
+func maxLen(re *syntax.Regexp) int {
+	n := 0
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
+		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+	case syntax.OpLiteral:
+		for _, r := range re.Rune {
+			w := runeWidth(r)
+			if re.Flags&syntax.FoldCase != 0 {
+				for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+					w = max(w, runeWidth(f))
+				}
+			}
+			n += w
+		}
+	case syntax.OpCharClass:
+		if len(re.Rune) > 0 {
+			n = runeWidth(re.Rune[len(re.Rune)-1]) // the ranges are sorted
+		}
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		n = utf8.UTFMax
+	case syntax.OpCapture, syntax.OpQuest:
+		n = maxLen(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return -1
+		}
+		if n = maxLen(re.Sub[0]); n < 0 {
+			return -1
+		}
+		n *= re.Max
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			m := maxLen(sub)
+			if m < 0 {
+				return -1
+			}
+			n += m
+			if n > maxBounded {
+				return -1
+			}
+		}
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			m := maxLen(sub)
+			if m < 0 {
+				return -1
+			}
+			n = max(n, m)
+		}
+	default: // star, plus, no match
+		return -1
+	}
+	if n > maxBounded {
+		return -1
+	}
+	return n
+}
+
+// runeWidth is the length of r's UTF-8 form (3 for U+FFFD, which also
+// stands for a single invalid byte).
+func runeWidth(r rune) int {
+	if w := utf8.RuneLen(r); w > 0 {
+		return w
+	}
+	return utf8.UTFMax
 }
 
 func (p *pattern) each(s string, off int, fn func(m []int, off int)) {

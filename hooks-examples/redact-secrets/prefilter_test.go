@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"testing"
 )
@@ -47,6 +48,10 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 		`(?:abc|de)+f`, `x[^ ]y`, `é+\w`, `(a|b)c`, `ab?c`, `\d{3}-\d{4}`, `(?s)BEGIN.*?END`,
 		`[ab]{2}@`, `(?:foo)?bar`, `\bq\b`, `(?i)K+`, `(?i:b)x`, `\x{fffd}+a`, `[\x{fffd}z]b`,
 		`\b\d{5}\b`, `[0-9]+`, `(?i)[a-c]{3}`, `[^a-z ]{2}`, `\w+`, `(?:\d|x)\.`, `(?i:k)\d`,
+		// Bounded: windows around each literal instead of whole runs.
+		`[a-z]{1,6}@[a-z]{1,4}`, `\b[a-c]{2,5}@`, `@[a-z0-9]{2,5}\b`, `\B[ab]{1,3}@x?`, `(?i)k{1,3}q`,
+		`x[ab]{0,4}@`, `é{1,2}@\w{0,3}`, `[^@ ]{1,5}@`, `\bsk-[a-z]{3,8}\b`, `(?:ab|c){1,3}\d`, `\b\d{5}`,
+		`[A-Za-z0-9_.%+-]{1,8}@[A-Za-z0-9-]{1,4}(?:\.[A-Za-z0-9-]{1,4}){0,2}\.[A-Za-z]{2,3}`,
 	}, DefaultPatterns...)
 	pieces := []string{
 		"AKIA", "ASIA", "IOSFODNN7EXAMPLE", "sk-", "abcdefghijklmnopqrstuvwx", "ghp_", "github_pat_",
@@ -54,6 +59,9 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 		"-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "\n", " ", "x", "_", "-",
 		"key=", "token:", "TOKEN= ", "é", "\xff", "abc", "de", "f", "ab", "c", "555-1234", "BEGIN",
 		"END", "bar", "foo", "q", "K", "k", "\u212a", "ſkip", "Skip", "0123456789", "bx", "BX", "Bx", "\ufffd", "za", "zb",
+		// Runs longer than a bounded pattern's window, so that windows
+		// end inside them, next to a literal or a word byte.
+		strings.Repeat("a", 23), strings.Repeat("b", 9), strings.Repeat("0", 11), "kkkq", "éé", "abcab",
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, expr := range exprs {
@@ -78,6 +86,14 @@ func FuzzPrefilter(f *testing.F) {
 	f.Add(`(?i)x\bk`, "x K \u212a")
 	f.Add(`(?m)^a$`, "b\na\n")
 	f.Add(`(?i:b)x\x{fffd}`, "BX\xff bx\ufffd")
+	// Bounded patterns: a literal at each distance from a window's edge in
+	// a long run, word boundaries at the edges.
+	long := strings.Repeat("a", 40)
+	f.Add(`[a-z]{1,6}@[a-z]{1,4}`, long+"@"+long+"@b@"+long)
+	f.Add(`\b[a-c]{2,5}@\w{0,2}\b`, long+"@ab ab@"+long[:7]+"@a")
+	f.Add(`\B[ab]{1,3}@x?`, long+"@x"+long[:5]+"@"+"xa@")
+	f.Add(`@[a-z0-9]{2,5}\b`, long+"@"+long[:5]+" @abc@"+long)
+	f.Add(`[A-Za-z0-9_.%+-]{1,64}@[A-Za-z0-9-]{1,63}\.[A-Za-z]{2,6}`, strings.Repeat("x.", 100)+"@b.io "+long+"@"+long+".com")
 	f.Fuzz(func(t *testing.T, expr, s string) {
 		re, err := regexp.Compile(expr)
 		if err != nil {
@@ -132,5 +148,45 @@ func TestPrefilterWithoutLiteral(t *testing.T) {
 	})
 	if calls != 1 {
 		t.Errorf("%d matches, want 1", calls)
+	}
+}
+
+// TestMaxLen: the longest match read off the syntax tree, in bytes, or -1
+// when a repetition is unbounded; the windows of findAll rest on it.
+func TestMaxLen(t *testing.T) {
+	for expr, want := range map[string]int{
+		`abc`: 3, `a{2,5}`: 5, `[a-z]{1,64}@x`: 66, `é{3}`: 6, `(?i)k`: 3, `(?i)s`: 2, `.`: 4, `[^a]`: 4,
+		`\b(?:ab|cde)\b`: 3, `x?y`: 2, `\x{fffd}`: 3, `(?:a{2}){3}`: 6, `^a$`: 1, `a+`: -1, `a*b`: -1,
+		`a{3,}`: -1, `[^@]{1,64}`: 256, strings.Repeat(`.{1000}`, 16): 64000, strings.Repeat(`.{1000}`, 17): -1,
+		DefaultPatterns[len(DefaultPatterns)-1]: -1,
+	} {
+		tree, err := syntax.Parse(expr, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := maxLen(tree); got != want {
+			t.Errorf("maxLen(%q) = %d, want %d", expr, got, want)
+		}
+	}
+}
+
+// TestPrefilterWindows: a bounded pattern's regexp reads a window around
+// each literal, not the whole run holding it, and still finds what the
+// regexp finds on the whole text.
+func TestPrefilterWindows(t *testing.T) {
+	expr := `[a-z]{1,8}@[a-z]{1,4}\b`
+	re := regexp.MustCompile(expr)
+	p := newPattern(re, expr)
+	if p.max != 13 {
+		t.Fatalf("max %d, want 13", p.max)
+	}
+	run := strings.Repeat("a", 1000)
+	s := run + "@bc " + run + "@" + run + "@abcd" + run[:20] + "@x"
+	matchesLikeRegexp(t, re, &p, s)
+	read := 0
+	p.regions(s, new([]int), func(lo, hi int) { read += hi - lo })
+	// Each literal's window is at most 2*max+2 bytes; four literals.
+	if limit := 4 * (2*p.max + 2); read > limit {
+		t.Errorf("the regexp read %d bytes of %d, want at most %d", read, len(s), limit)
 	}
 }
