@@ -48,6 +48,15 @@ type pattern struct {
 	need    *[256]bool // without lits: bytes one of which every match holds, or nil
 	class   *[256]bool
 	max     int // the most bytes a match spans, or -1 when unbounded
+	// head, for a pattern C+L... (an ASCII class C repeated, then a literal
+	// L whose first byte is not in C: the e-mail pattern's local part and
+	// "@"): C. re is then the pattern with C+ cut to one C, and findAll
+	// moves each match's start back over the run of C bytes before it (as
+	// far as the previous match's end), which is where the whole pattern's
+	// match starts: C+ cannot stop before L, whose first byte C lacks, and
+	// the regexp takes the leftmost start. So the regexp reads a window
+	// around the literal even when the run before it is long.
+	head *[256]bool
 }
 
 // A literal is a string a match must contain; fold means compared with ASCII
@@ -68,6 +77,11 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 	tree, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
 		return p
+	}
+	if h, rest := headRun(tree); h != nil {
+		if re2, err := regexp.Compile(rest.String()); err == nil && slices.Equal(re2.SubexpNames(), re.SubexpNames()) {
+			p.re, p.head, tree = re2, h, rest
+		}
 	}
 	p.max = maxLen(tree)
 	if i := analyze(tree); i.exact != nil {
@@ -497,7 +511,57 @@ func equalFoldASCII(t, lit string) bool {
 // FindAllStringSubmatchIndex would return them, offset by off. scratch is
 // reused between calls.
 func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
-	p.regions(s, scratch, func(lo, hi int) { p.each(s[lo:hi], lo, fn) })
+	if p.head == nil {
+		p.regions(s, scratch, func(lo, hi int) { p.each(s[lo:hi], lo, fn) })
+		return
+	}
+	prev := 0 // the end of the last match: the next starts there at the earliest
+	p.regions(s, scratch, func(lo, hi int) {
+		p.each(s[lo:hi], lo, func(m []int, off int) {
+			for k, v := range m {
+				if v >= 0 {
+					m[k] = v + off
+				}
+			}
+			for m[0] > prev && p.head[s[m[0]-1]] {
+				m[0]--
+			}
+			prev = m[1]
+			fn(m, 0)
+		})
+	})
+}
+
+// headRun returns, for a pattern C+L... (see pattern.head), C and the
+// pattern with C+ cut to one C; else nil.
+func headRun(re *syntax.Regexp) (*[256]bool, *syntax.Regexp) {
+	if re.Op != syntax.OpConcat || len(re.Sub) < 2 {
+		return nil, nil
+	}
+	plus, lit := re.Sub[0], re.Sub[1]
+	if plus.Op != syntax.OpPlus || plus.Sub[0].Op != syntax.OpCharClass || lit.Op != syntax.OpLiteral || len(lit.Rune) == 0 {
+		return nil, nil
+	}
+	var c [256]bool
+	class := plus.Sub[0]
+	for i := 0; i < len(class.Rune); i += 2 {
+		if class.Rune[i+1] >= utf8.RuneSelf {
+			return nil, nil
+		}
+		for r := class.Rune[i]; r <= class.Rune[i+1]; r++ {
+			c[r] = true
+		}
+	}
+	var first [256]bool
+	addRune(&first, lit.Rune[0], lit.Flags&syntax.FoldCase != 0)
+	for b, ok := range first {
+		if ok && c[b] {
+			return nil, nil
+		}
+	}
+	cut := *re
+	cut.Sub = append([]*syntax.Regexp{class}, re.Sub[1:]...)
+	return &c, &cut
 }
 
 // regions calls read with each stretch s[lo:hi] of s the regexp must read,

@@ -52,6 +52,9 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 		`[a-z]{1,6}@[a-z]{1,4}`, `\b[a-c]{2,5}@`, `@[a-z0-9]{2,5}\b`, `\B[ab]{1,3}@x?`, `(?i)k{1,3}q`,
 		`x[ab]{0,4}@`, `é{1,2}@\w{0,3}`, `[^@ ]{1,5}@`, `\bsk-[a-z]{3,8}\b`, `(?:ab|c){1,3}\d`, `\b\d{5}`,
 		`[A-Za-z0-9_.%+-]{1,8}@[A-Za-z0-9-]{1,4}(?:\.[A-Za-z0-9-]{1,4}){0,2}\.[A-Za-z]{2,3}`,
+		// A run of a class before a literal: the regexp reads from its end.
+		`[a-z]+@[a-z]{1,3}`, `[a-c.]+@x?\b`, `[0-9a-z]+?@(b)`, `[ab]+(?i:K)\d`, `[a-z@]+@b`, `[é]+@`, `[a-z]+@\w+`,
+		`[A-Za-z0-9_.%+-]+@(?P<secret>[a-z]{1,4})\.io`, `[a-z]+é@b`,
 	}, DefaultPatterns...)
 	pieces := []string{
 		"AKIA", "ASIA", "IOSFODNN7EXAMPLE", "sk-", "abcdefghijklmnopqrstuvwx", "ghp_", "github_pat_",
@@ -94,6 +97,7 @@ func FuzzPrefilter(f *testing.F) {
 	f.Add(`\B[ab]{1,3}@x?`, long+"@x"+long[:5]+"@"+"xa@")
 	f.Add(`@[a-z0-9]{2,5}\b`, long+"@"+long[:5]+" @abc@"+long)
 	f.Add(`[A-Za-z0-9_.%+-]{1,64}@[A-Za-z0-9-]{1,63}\.[A-Za-z]{2,6}`, strings.Repeat("x.", 100)+"@b.io "+long+"@"+long+".com")
+	f.Add(`[a-z.]+@[a-z]{1,3}\b`, long+"@bc@"+long+"@b.c@@x@abcd "+long[:3]+"@a")
 	f.Fuzz(func(t *testing.T, expr, s string) {
 		re, err := regexp.Compile(expr)
 		if err != nil {
@@ -188,5 +192,36 @@ func TestPrefilterWindows(t *testing.T) {
 	// Each literal's window is at most 2*max+2 bytes; four literals.
 	if limit := 4 * (2*p.max + 2); read > limit {
 		t.Errorf("the regexp read %d bytes of %d, want at most %d", read, len(s), limit)
+	}
+}
+
+// TestPrefilterHeadRun: a pattern opening with a class's run before a
+// literal (the e-mail pattern's local part) has its regexp read a window
+// at the literal, and the match still starts where the run does.
+func TestPrefilterHeadRun(t *testing.T) {
+	for _, tt := range []struct {
+		expr string
+		head bool
+	}{
+		{`[a-z.]+@[a-z]{1,3}\.io`, true},
+		{`[a-z]+(?i:k)`, false}, // K's fold is in the class
+		{`[a-z@]+@b`, false},
+		{`[é]+@b`, false},
+		{`[a-z]+@b+`, true}, // a head, but no bound: the run is read whole
+	} {
+		re := regexp.MustCompile(tt.expr)
+		p := newPattern(re, tt.expr)
+		if (p.head != nil) != tt.head {
+			t.Errorf("%q: head %v, want %v", tt.expr, p.head != nil, tt.head)
+			continue
+		}
+		run := strings.Repeat("a", 5000)
+		s := run + "@b.io " + run + "@bb.io@c.io x@d.io" + run + "@"
+		matchesLikeRegexp(t, re, &p, s)
+		read := 0
+		p.regions(s, new([]int), func(lo, hi int) { read += hi - lo })
+		if tt.head && p.max > 0 && read > 5*(2*p.max+2) {
+			t.Errorf("%q: the regexp read %d bytes of %d", tt.expr, read, len(s))
+		}
 	}
 }
