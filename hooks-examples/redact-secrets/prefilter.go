@@ -70,17 +70,26 @@ type literal struct {
 // prefilter costs more than it saves.
 const maxLits = 16
 
-// newPattern derives the prefilter of re, compiled from expr. A pattern the
-// analysis cannot read simply has none: it then runs as before, on the whole text.
-func newPattern(re *regexp.Regexp, expr string) pattern {
-	p := pattern{re: re, max: -1}
+// newPattern compiles expr and derives its prefilter. A pattern the
+// analysis cannot read simply has none: it then runs as before, on the whole
+// text. A pattern with a head run (pattern.head) has only its cut form
+// compiled: its regexp is large (the e-mail pattern's counted domain), and
+// compiling it costs the first invocation about 2.7 M fuel.
+func newPattern(expr string) (pattern, error) {
 	tree, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return p
+		re, err := regexp.Compile(expr) // its error, or no prefilter
+		return pattern{re: re, max: -1}, err
 	}
+	p := pattern{max: -1}
 	if h, rest := headRun(tree); h != nil {
-		if re2, err := regexp.Compile(rest.String()); err == nil && slices.Equal(re2.SubexpNames(), re.SubexpNames()) {
-			p.re, p.head, tree = re2, h, rest
+		if re, err := regexp.Compile(rest.String()); err == nil && re.NumSubexp() == tree.MaxCap() {
+			p.re, p.head, tree = re, h, rest
+		}
+	}
+	if p.re == nil {
+		if p.re, err = regexp.Compile(expr); err != nil {
+			return pattern{}, err
 		}
 	}
 	p.max = maxLen(tree)
@@ -110,7 +119,7 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 		}
 		p.class = &c
 	}
-	return p
+	return p, nil
 }
 
 func isWordByte(b byte) bool {

@@ -34,6 +34,11 @@ func TestPrefilterOfDefaults(t *testing.T) {
 		if (p.class == nil) != (i == 0) {
 			t.Errorf("pattern %d: class %v", i, p.class != nil)
 		}
+		// The e-mail pattern, the last, is read from its "@" in a window
+		// (its local part without the regexp); the others' runs whole.
+		if email := i == len(res)-1; (p.head != nil) != email || (p.max > 0) != email {
+			t.Errorf("pattern %d: head %v, max %d", i, p.head != nil, p.max)
+		}
 	}
 }
 
@@ -69,7 +74,7 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, expr := range exprs {
 		re := regexp.MustCompile(expr)
-		p := newPattern(re, expr)
+		p := mustPattern(t, expr)
 		for range 400 {
 			var b strings.Builder
 			for range rng.IntN(40) {
@@ -103,9 +108,21 @@ func FuzzPrefilter(f *testing.F) {
 		if err != nil {
 			return
 		}
-		p := newPattern(re, expr)
+		p, err := newPattern(expr)
+		if err != nil {
+			t.Fatalf("%q: %v, which regexp.Compile accepts", expr, err)
+		}
 		matchesLikeRegexp(t, re, &p, s)
 	})
+}
+
+func mustPattern(t *testing.T, expr string) pattern {
+	t.Helper()
+	p, err := newPattern(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // matchesLikeRegexp fails t unless p, the prefiltered search for re, finds
@@ -133,7 +150,7 @@ func matchesLikeRegexp(t *testing.T, re *regexp.Regexp, p *pattern, s string) {
 // byte it must hold, so a text without one skips its regexp.
 func TestPrefilterWithoutLiteral(t *testing.T) {
 	expr := `\b\d{5}\b`
-	p := newPattern(regexp.MustCompile(expr), expr)
+	p := mustPattern(t, expr)
 	if p.lits != nil || p.need == nil || p.class == nil {
 		t.Fatalf("lits %v, need %v, class %v", p.lits, p.need != nil, p.class != nil)
 	}
@@ -180,7 +197,7 @@ func TestMaxLen(t *testing.T) {
 func TestPrefilterWindows(t *testing.T) {
 	expr := `[a-z]{1,8}@[a-z]{1,4}\b`
 	re := regexp.MustCompile(expr)
-	p := newPattern(re, expr)
+	p := mustPattern(t, expr)
 	if p.max != 13 {
 		t.Fatalf("max %d, want 13", p.max)
 	}
@@ -210,7 +227,7 @@ func TestPrefilterHeadRun(t *testing.T) {
 		{`[a-z]+@b+`, true}, // a head, but no bound: the run is read whole
 	} {
 		re := regexp.MustCompile(tt.expr)
-		p := newPattern(re, tt.expr)
+		p := mustPattern(t, tt.expr)
 		if (p.head != nil) != tt.head {
 			t.Errorf("%q: head %v, want %v", tt.expr, p.head != nil, tt.head)
 			continue
