@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -57,6 +58,15 @@ type pattern struct {
 	// the regexp takes the leftmost start. So the regexp reads a window
 	// around the literal even when the run before it is long.
 	head *[256]bool
+	// relaxed, for a bounded pattern: the same with every count made
+	// unbounded (x{1,63} as x+), run instead of re on a stretch shorter than
+	// short. No repetition can pass its bound within so few bytes, so both
+	// find the same matches there; the relaxed program is the smaller (the
+	// e-mail pattern's: 25 instructions against 1,400), and Go's regexp
+	// backtracks on a small program instead of running its NFA, at half
+	// the fuel a match.
+	relaxed *regexp.Regexp
+	short   int
 }
 
 // A literal is a string a match must contain; fold means compared with ASCII
@@ -93,6 +103,12 @@ func newPattern(expr string) (pattern, error) {
 		}
 	}
 	p.max = maxLen(tree)
+	if p.max > 0 {
+		relaxed, short := relax(tree)
+		if re, err := regexp.Compile(relaxed.String()); err == nil && short > 0 {
+			p.relaxed, p.short = re, short
+		}
+	}
 	if i := analyze(tree); i.exact != nil {
 		p.lits = i.exact
 	} else {
@@ -725,8 +741,58 @@ func runeWidth(r rune) int {
 	return utf8.UTFMax
 }
 
+// relax returns re with every bounded count made unbounded, and the
+// fewest bytes in which one of those counts could pass its bound (0 when
+// one's body may match nothing, which a relaxed loop treats differently).
+func relax(re *syntax.Regexp) (*syntax.Regexp, int) {
+	out := *re
+	short := math.MaxInt
+	if re.Op == syntax.OpRepeat && re.Max >= 0 {
+		short = (re.Max + 1) * minSpan(re.Sub[0])
+		out.Max = -1
+	}
+	out.Sub = make([]*syntax.Regexp, len(re.Sub))
+	for i, sub := range re.Sub {
+		var n int
+		out.Sub[i], n = relax(sub)
+		short = min(short, n)
+	}
+	return &out, short
+}
+
+// minSpan returns the fewest bytes a match of re spans.
+func minSpan(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune) // an invalid byte matches U+FFFD: one byte a rune at least
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minSpan(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min * minSpan(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n += minSpan(sub)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := math.MaxInt
+		for _, sub := range re.Sub {
+			n = min(n, minSpan(sub))
+		}
+		return n
+	}
+	return 0
+}
+
 func (p *pattern) each(s string, off int, fn func(m []int, off int)) {
-	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
+	re := p.re
+	if len(s) < p.short {
+		re = p.relaxed
+	}
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
 		fn(m, off)
 	}
 }
