@@ -6,6 +6,7 @@ import (
 	"regexp/syntax"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -58,15 +59,35 @@ type pattern struct {
 	// the regexp takes the leftmost start. So the regexp reads a window
 	// around the literal even when the run before it is long.
 	head *[256]bool
-	// relaxed, for a bounded pattern: the same with every count made
-	// unbounded (x{1,63} as x+), run instead of re on a stretch shorter than
-	// short. No repetition can pass its bound within so few bytes, so both
+	// For a bounded pattern, re is its relaxed form, every count made
+	// unbounded (x{1,63} as x+), and runs on a stretch shorter than short;
+	// bounded, the pattern itself, runs on longer ones, compiled on first
+	// need. No repetition can pass its bound within so few bytes, so both
 	// find the same matches there; the relaxed program is the smaller (the
-	// e-mail pattern's: 25 instructions against 1,400), and Go's regexp
-	// backtracks on a small program instead of running its NFA, at half
-	// the fuel a match.
-	relaxed *regexp.Regexp
+	// e-mail pattern's: 25 instructions against 1,400), Go's regexp
+	// backtracks on it instead of running its NFA, at half the fuel a
+	// match, and compiling the large one costs 2.8 M fuel.
+	bounded *lazyRegexp
 	short   int
+}
+
+// A lazyRegexp is compiled on first use.
+type lazyRegexp struct {
+	once sync.Once
+	expr string // which parses: it compiles
+	re   *regexp.Regexp
+}
+
+func (l *lazyRegexp) get() *regexp.Regexp {
+	l.once.Do(func() { l.re = regexp.MustCompile(l.expr) })
+	return l.re
+}
+
+// parses reports whether expr parses with ncap groups: regexp.Compile
+// then cannot fail, since what it adds to parsing does not.
+func parses(expr string, ncap int) bool {
+	t, err := syntax.Parse(expr, syntax.Perl)
+	return err == nil && t.MaxCap() == ncap
 }
 
 // A literal is a string a match must contain; fold means compared with ASCII
@@ -92,21 +113,23 @@ func newPattern(expr string) (pattern, error) {
 		return pattern{re: re, max: -1}, err
 	}
 	p := pattern{max: -1}
+	run := expr // the expression the regexp runs
 	if h, rest := headRun(tree); h != nil {
-		if re, err := regexp.Compile(rest.String()); err == nil && re.NumSubexp() == tree.MaxCap() {
-			p.re, p.head, tree = re, h, rest
-		}
-	}
-	if p.re == nil {
-		if p.re, err = regexp.Compile(expr); err != nil {
-			return pattern{}, err
+		if cut := rest.String(); parses(cut, tree.MaxCap()) {
+			p.head, tree, run = h, rest, cut
 		}
 	}
 	p.max = maxLen(tree)
 	if p.max > 0 {
 		relaxed, short := relax(tree)
-		if re, err := regexp.Compile(relaxed.String()); err == nil && short > 0 {
-			p.relaxed, p.short = re, short
+		if r := relaxed.String(); short > 0 && parses(r, tree.MaxCap()) {
+			p.re, p.short = regexp.MustCompile(r), short // parses: compiles
+			p.bounded = &lazyRegexp{expr: run}
+		}
+	}
+	if p.re == nil {
+		if p.re, err = regexp.Compile(run); err != nil {
+			return pattern{}, err
 		}
 	}
 	if i := analyze(tree); i.exact != nil {
@@ -789,8 +812,8 @@ func minSpan(re *syntax.Regexp) int {
 
 func (p *pattern) each(s string, off int, fn func(m []int, off int)) {
 	re := p.re
-	if len(s) < p.short {
-		re = p.relaxed
+	if p.bounded != nil && len(s) >= p.short {
+		re = p.bounded.get()
 	}
 	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
 		fn(m, off)

@@ -41,8 +41,8 @@ func TestPrefilterOfDefaults(t *testing.T) {
 		}
 		// Its address shorter than 15 dots and a dot (30 bytes), no count
 		// can bind: the relaxed program runs.
-		if i == len(res)-1 && (p.short != 30 || p.relaxed == nil || len(p.relaxed.String()) > 80) {
-			t.Errorf("e-mail: short %d, relaxed %v", p.short, p.relaxed)
+		if i == len(res)-1 && (p.short != 30 || p.bounded == nil || len(p.re.String()) > 80) {
+			t.Errorf("e-mail: short %d, relaxed %v", p.short, p.re)
 		}
 	}
 }
