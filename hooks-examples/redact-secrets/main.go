@@ -62,9 +62,9 @@ var DefaultPatterns = []string{
 	`(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)`,
 	// Email addresses (with _ in the local part, which a \b before it cut).
 	// The domain is bounded as RFC 1035 bounds it: labels of at most 63
-	// characters, and at most 16 of them (the limit of RE2's counts, 1000
-	// characters of repetition, allows 15 x 63), so that a match is at most
-	// 1,200 bytes past the "@" and the prefilter reads a window around it,
+	// characters, and at most 16 of them (Go refuses a count nested in a
+	// count past 1,000 repetitions: 14 x 63 is 882), so that a match is at most
+	// 1,024 bytes past the "@" and the prefilter reads a window around it,
 	// not the whole run (README, "Cost"); the local part is left unbounded,
 	// the prefilter reading it without the regexp.
 	`[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,14}\.[A-Za-z]{2,63}`,

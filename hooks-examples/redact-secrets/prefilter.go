@@ -64,7 +64,7 @@ type pattern struct {
 	// bounded, the pattern itself, runs on longer ones, compiled on first
 	// need. No repetition can pass its bound within so few bytes, so both
 	// find the same matches there; the relaxed program is the smaller (the
-	// e-mail pattern's: 25 instructions against 1,400), Go's regexp
+	// e-mail pattern's: 14 instructions against 2,032), Go's regexp
 	// backtracks on it instead of running its NFA, at half the fuel a
 	// match, and compiling the large one costs 2.8 M fuel.
 	bounded *lazyRegexp
