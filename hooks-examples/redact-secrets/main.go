@@ -5,7 +5,6 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -62,7 +61,13 @@ var DefaultPatterns = []string{
 	// \b spares the word after torchbearer or cupbearer.
 	`(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)`,
 	// Email addresses (with _ in the local part, which a \b before it cut).
-	`[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}`,
+	// The domain is bounded as RFC 1035 bounds it: labels of at most 63
+	// characters, and at most 16 of them (Go refuses a count nested in a
+	// count past 1,000 repetitions: 14 x 63 is 882), so that a match is at most
+	// 1,024 bytes past the "@" and the prefilter reads a window around it,
+	// not the whole run (README, "Cost"); the local part is left unbounded,
+	// the prefilter reading it without the regexp.
+	`[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,14}\.[A-Za-z]{2,63}`,
 }
 
 // handle redacts the point's primary field: a string, or every string inside
@@ -122,11 +127,11 @@ func compile(patterns []string) ([]pattern, error) {
 	}
 	res := make([]pattern, 0, len(patterns))
 	for i, p := range patterns {
-		re, err := regexp.Compile(p)
+		pat, err := newPattern(p)
 		if err != nil {
 			return nil, fmt.Errorf("setting patterns: pattern %d (%q) is not a valid Go regular expression: %w", i, p, err)
 		}
-		res = append(res, newPattern(re, p))
+		res = append(res, pat)
 	}
 	cache.key, cache.res = key, res
 	return res, nil

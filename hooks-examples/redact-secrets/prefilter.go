@@ -1,10 +1,12 @@
 package main
 
 import (
+	"math"
 	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -30,6 +32,14 @@ import (
 //   - need, for a pattern without a literal: a set of bytes one of which every
 //     match holds (the digits of \d{5}), found with a table and used as a
 //     literal would be.
+//   - max, when every repetition of the pattern is bounded: the most bytes a
+//     match can span ([a-z.]{1,64}@example\.com: 76). A match holding a
+//     literal at i then lies within max bytes of i, so the regexp runs on a
+//     window of the run around each literal rather than on the whole run
+//     (regions says why a window finds what the run finds), and a long run
+//     of class bytes with one literal costs a window, not the run. -1 when
+//     a repetition is unbounded, as in every default pattern: their runs
+//     are read whole (README, "Cost").
 //
 // The regexp still decides every match; the prefilter only chooses where it
 // looks, and finds the same matches (TestPrefilterFindsWhatTheRegexpFinds).
@@ -39,6 +49,45 @@ type pattern struct {
 	anchors []anchor   // how lits are looked for
 	need    *[256]bool // without lits: bytes one of which every match holds, or nil
 	class   *[256]bool
+	max     int // the most bytes a match spans, or -1 when unbounded
+	// head, for a pattern C+L... (an ASCII class C repeated, then a literal
+	// L whose first byte is not in C: the e-mail pattern's local part and
+	// "@"): C. re is then the pattern with C+ cut to one C, and findAll
+	// moves each match's start back over the run of C bytes before it (as
+	// far as the previous match's end), which is where the whole pattern's
+	// match starts: C+ cannot stop before L, whose first byte C lacks, and
+	// the regexp takes the leftmost start. So the regexp reads a window
+	// around the literal even when the run before it is long.
+	head *[256]bool
+	// For a bounded pattern, re is its relaxed form, every count made
+	// unbounded (x{1,63} as x+), and runs on a stretch shorter than short;
+	// bounded, the pattern itself, runs on longer ones, compiled on first
+	// need. No repetition can pass its bound within so few bytes, so both
+	// find the same matches there; the relaxed program is the smaller (the
+	// e-mail pattern's: 14 instructions against 2,032), Go's regexp
+	// backtracks on it instead of running its NFA, at half the fuel a
+	// match, and compiling the large one costs 2.8 M fuel.
+	bounded *lazyRegexp
+	short   int
+}
+
+// A lazyRegexp is compiled on first use.
+type lazyRegexp struct {
+	once sync.Once
+	expr string // which parses: it compiles
+	re   *regexp.Regexp
+}
+
+func (l *lazyRegexp) get() *regexp.Regexp {
+	l.once.Do(func() { l.re = regexp.MustCompile(l.expr) })
+	return l.re
+}
+
+// parses reports whether expr parses with ncap groups: regexp.Compile
+// then cannot fail, since what it adds to parsing does not.
+func parses(expr string, ncap int) bool {
+	t, err := syntax.Parse(expr, syntax.Perl)
+	return err == nil && t.MaxCap() == ncap
 }
 
 // A literal is a string a match must contain; fold means compared with ASCII
@@ -52,13 +101,36 @@ type literal struct {
 // prefilter costs more than it saves.
 const maxLits = 16
 
-// newPattern derives the prefilter of re, compiled from expr. A pattern the
-// analysis cannot read simply has none: it then runs as before, on the whole text.
-func newPattern(re *regexp.Regexp, expr string) pattern {
-	p := pattern{re: re}
+// newPattern compiles expr and derives its prefilter. A pattern the
+// analysis cannot read simply has none: it then runs as before, on the whole
+// text. A pattern with a head run (pattern.head) has only its cut form
+// compiled: its regexp is large (the e-mail pattern's counted domain), and
+// compiling it costs the first invocation about 2.7 M fuel.
+func newPattern(expr string) (pattern, error) {
 	tree, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return p
+		re, err := regexp.Compile(expr) // its error, or no prefilter
+		return pattern{re: re, max: -1}, err
+	}
+	p := pattern{max: -1}
+	run := expr // the expression the regexp runs
+	if h, rest := headRun(tree); h != nil {
+		if cut := rest.String(); parses(cut, tree.MaxCap()) {
+			p.head, tree, run = h, rest, cut
+		}
+	}
+	p.max = maxLen(tree)
+	if p.max > 0 {
+		relaxed, short := relax(tree)
+		if r := relaxed.String(); short > 0 && parses(r, tree.MaxCap()) {
+			p.re, p.short = regexp.MustCompile(r), short // parses: compiles
+			p.bounded = &lazyRegexp{expr: run}
+		}
+	}
+	if p.re == nil {
+		if p.re, err = regexp.Compile(run); err != nil {
+			return pattern{}, err
+		}
 	}
 	if i := analyze(tree); i.exact != nil {
 		p.lits = i.exact
@@ -86,7 +158,7 @@ func newPattern(re *regexp.Regexp, expr string) pattern {
 		}
 		p.class = &c
 	}
-	return p
+	return p, nil
 }
 
 func isWordByte(b byte) bool {
@@ -487,8 +559,64 @@ func equalFoldASCII(t, lit string) bool {
 // FindAllStringSubmatchIndex would return them, offset by off. scratch is
 // reused between calls.
 func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
+	if p.head == nil {
+		p.regions(s, scratch, func(lo, hi int) { p.each(s[lo:hi], lo, fn) })
+		return
+	}
+	prev := 0 // the end of the last match: the next starts there at the earliest
+	p.regions(s, scratch, func(lo, hi int) {
+		p.each(s[lo:hi], lo, func(m []int, off int) {
+			for k, v := range m {
+				if v >= 0 {
+					m[k] = v + off
+				}
+			}
+			for m[0] > prev && p.head[s[m[0]-1]] {
+				m[0]--
+			}
+			prev = m[1]
+			fn(m, 0)
+		})
+	})
+}
+
+// headRun returns, for a pattern C+L... (see pattern.head), C and the
+// pattern with C+ cut to one C; else nil.
+func headRun(re *syntax.Regexp) (*[256]bool, *syntax.Regexp) {
+	if re.Op != syntax.OpConcat || len(re.Sub) < 2 {
+		return nil, nil
+	}
+	plus, lit := re.Sub[0], re.Sub[1]
+	if plus.Op != syntax.OpPlus || plus.Sub[0].Op != syntax.OpCharClass || lit.Op != syntax.OpLiteral || len(lit.Rune) == 0 {
+		return nil, nil
+	}
+	var c [256]bool
+	class := plus.Sub[0]
+	for i := 0; i < len(class.Rune); i += 2 {
+		if class.Rune[i+1] >= utf8.RuneSelf {
+			return nil, nil
+		}
+		for r := class.Rune[i]; r <= class.Rune[i+1]; r++ {
+			c[r] = true
+		}
+	}
+	var first [256]bool
+	addRune(&first, lit.Rune[0], lit.Flags&syntax.FoldCase != 0)
+	for b, ok := range first {
+		if ok && c[b] {
+			return nil, nil
+		}
+	}
+	cut := *re
+	cut.Sub = append([]*syntax.Regexp{class}, re.Sub[1:]...)
+	return &c, &cut
+}
+
+// regions calls read with each stretch s[lo:hi] of s the regexp must read,
+// in order, disjoint.
+func (p *pattern) regions(s string, scratch *[]int, read func(lo, hi int)) {
 	if p.lits == nil && p.need == nil {
-		p.each(s, 0, fn)
+		read(0, len(s))
 		return
 	}
 	if cap(*scratch) < len(p.anchors) {
@@ -504,7 +632,7 @@ func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
 		return
 	}
 	if p.class == nil {
-		p.each(s, 0, fn)
+		read(0, len(s))
 		return
 	}
 	last := 0 // the end of the last run read
@@ -524,7 +652,34 @@ func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
 		for end < len(s) && p.class[s[end]] {
 			end++
 		}
-		p.each(s[start:end], start, fn)
+		if p.max < 0 {
+			read(start, end)
+		} else {
+			// A window per literal, merged where they overlap. A match
+			// holding the literal at j (of length at least 1) lies in
+			// [j+1-max, j+max): inside the window [j-max-1, j+max+1)
+			// with a byte to spare on each side. So a match of the
+			// window's text starts past its first byte and ends before
+			// its last: what \b or \B reads at either of its ends is a
+			// real byte of s, as in the whole run. And every match of the
+			// run holds a literal of it, so lies in that literal's
+			// window. The regexp therefore finds the same matches, in the
+			// same order, at each start of a window as in the run; at a
+			// window's edge that is the run's own edge, as the run did.
+			lo, hi := max(start, i-p.max-1), min(end, i+p.max+1)
+			for {
+				j := sc.index(i + 1)
+				if j < 0 || j >= end {
+					break
+				}
+				if l := max(start, j-p.max-1); l > hi {
+					read(lo, hi)
+					lo = l
+				}
+				hi, i = min(end, j+p.max+1), j
+			}
+			read(lo, hi)
+		}
 		if end >= len(s) {
 			return
 		}
@@ -533,8 +688,134 @@ func (p *pattern) findAll(s string, scratch *[]int, fn func(m []int, off int)) {
 	}
 }
 
+// maxBounded is the largest match span maxLen reports; a pattern allowing
+// more is treated as unbounded, its windows no smaller than its runs.
+const maxBounded = 1 << 16
+
+// maxLen returns the most bytes a match of re can span, or -1 when a
+// repetition is unbounded or the bound passes maxBounded. A rune counts
+// its longest UTF-8 form (of its case orbit when folded; an invalid byte,
+// which the regexp reads as U+FFFD, is one byte, shorter than that form).
+func maxLen(re *syntax.Regexp) int {
+	n := 0
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
+		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+	case syntax.OpLiteral:
+		for _, r := range re.Rune {
+			w := runeWidth(r)
+			if re.Flags&syntax.FoldCase != 0 {
+				for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+					w = max(w, runeWidth(f))
+				}
+			}
+			n += w
+		}
+	case syntax.OpCharClass:
+		if len(re.Rune) > 0 {
+			n = runeWidth(re.Rune[len(re.Rune)-1]) // the ranges are sorted
+		}
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		n = utf8.UTFMax
+	case syntax.OpCapture, syntax.OpQuest:
+		n = maxLen(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return -1
+		}
+		if n = maxLen(re.Sub[0]); n < 0 {
+			return -1
+		}
+		n *= re.Max
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			m := maxLen(sub)
+			if m < 0 {
+				return -1
+			}
+			n += m
+			if n > maxBounded {
+				return -1
+			}
+		}
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			m := maxLen(sub)
+			if m < 0 {
+				return -1
+			}
+			n = max(n, m)
+		}
+	default: // star, plus, no match
+		return -1
+	}
+	if n > maxBounded {
+		return -1
+	}
+	return n
+}
+
+// runeWidth is the length of r's UTF-8 form (3 for U+FFFD, which also
+// stands for a single invalid byte).
+func runeWidth(r rune) int {
+	if w := utf8.RuneLen(r); w > 0 {
+		return w
+	}
+	return utf8.UTFMax
+}
+
+// relax returns re with every bounded count made unbounded, and the
+// fewest bytes in which one of those counts could pass its bound (0 when
+// one's body may match nothing, which a relaxed loop treats differently).
+func relax(re *syntax.Regexp) (*syntax.Regexp, int) {
+	out := *re
+	short := math.MaxInt
+	if re.Op == syntax.OpRepeat && re.Max >= 0 {
+		short = (re.Max + 1) * minSpan(re.Sub[0])
+		out.Max = -1
+	}
+	out.Sub = make([]*syntax.Regexp, len(re.Sub))
+	for i, sub := range re.Sub {
+		var n int
+		out.Sub[i], n = relax(sub)
+		short = min(short, n)
+	}
+	return &out, short
+}
+
+// minSpan returns the fewest bytes a match of re spans.
+func minSpan(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune) // an invalid byte matches U+FFFD: one byte a rune at least
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minSpan(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min * minSpan(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n += minSpan(sub)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := math.MaxInt
+		for _, sub := range re.Sub {
+			n = min(n, minSpan(sub))
+		}
+		return n
+	}
+	return 0
+}
+
 func (p *pattern) each(s string, off int, fn func(m []int, off int)) {
-	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
+	re := p.re
+	if p.bounded != nil && len(s) >= p.short {
+		re = p.bounded.get()
+	}
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
 		fn(m, off)
 	}
 }

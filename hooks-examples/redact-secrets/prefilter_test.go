@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"testing"
 )
@@ -33,6 +34,16 @@ func TestPrefilterOfDefaults(t *testing.T) {
 		if (p.class == nil) != (i == 0) {
 			t.Errorf("pattern %d: class %v", i, p.class != nil)
 		}
+		// The e-mail pattern, the last, is read from its "@" in a window
+		// (its local part without the regexp); the others' runs whole.
+		if email := i == len(res)-1; (p.head != nil) != email || (p.max > 0) != email {
+			t.Errorf("pattern %d: head %v, max %d", i, p.head != nil, p.max)
+		}
+		// Its address shorter than 15 dots and a dot (30 bytes), no count
+		// can bind: the relaxed program runs.
+		if i == len(res)-1 && (p.short != 30 || p.bounded == nil || len(p.re.String()) > 80) {
+			t.Errorf("e-mail: short %d, relaxed %v", p.short, p.re)
+		}
 	}
 }
 
@@ -47,6 +58,13 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 		`(?:abc|de)+f`, `x[^ ]y`, `é+\w`, `(a|b)c`, `ab?c`, `\d{3}-\d{4}`, `(?s)BEGIN.*?END`,
 		`[ab]{2}@`, `(?:foo)?bar`, `\bq\b`, `(?i)K+`, `(?i:b)x`, `\x{fffd}+a`, `[\x{fffd}z]b`,
 		`\b\d{5}\b`, `[0-9]+`, `(?i)[a-c]{3}`, `[^a-z ]{2}`, `\w+`, `(?:\d|x)\.`, `(?i:k)\d`,
+		// Bounded: windows around each literal instead of whole runs.
+		`[a-z]{1,6}@[a-z]{1,4}`, `\b[a-c]{2,5}@`, `@[a-z0-9]{2,5}\b`, `\B[ab]{1,3}@x?`, `(?i)k{1,3}q`,
+		`x[ab]{0,4}@`, `é{1,2}@\w{0,3}`, `[^@ ]{1,5}@`, `\bsk-[a-z]{3,8}\b`, `(?:ab|c){1,3}\d`, `\b\d{5}`,
+		`[A-Za-z0-9_.%+-]{1,8}@[A-Za-z0-9-]{1,4}(?:\.[A-Za-z0-9-]{1,4}){0,2}\.[A-Za-z]{2,3}`,
+		// A run of a class before a literal: the regexp reads from its end.
+		`[a-z]+@[a-z]{1,3}`, `[a-c.]+@x?\b`, `[0-9a-z]+?@(b)`, `[ab]+(?i:K)\d`, `[a-z@]+@b`, `[é]+@`, `[a-z]+@\w+`,
+		`[A-Za-z0-9_.%+-]+@(?P<secret>[a-z]{1,4})\.io`, `[a-z]+é@b`,
 	}, DefaultPatterns...)
 	pieces := []string{
 		"AKIA", "ASIA", "IOSFODNN7EXAMPLE", "sk-", "abcdefghijklmnopqrstuvwx", "ghp_", "github_pat_",
@@ -54,11 +72,14 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 		"-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "\n", " ", "x", "_", "-",
 		"key=", "token:", "TOKEN= ", "é", "\xff", "abc", "de", "f", "ab", "c", "555-1234", "BEGIN",
 		"END", "bar", "foo", "q", "K", "k", "\u212a", "ſkip", "Skip", "0123456789", "bx", "BX", "Bx", "\ufffd", "za", "zb",
+		// Runs longer than a bounded pattern's window, so that windows
+		// end inside them, next to a literal or a word byte.
+		strings.Repeat("a", 23), strings.Repeat("b", 9), strings.Repeat("0", 11), "kkkq", "éé", "abcab",
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, expr := range exprs {
 		re := regexp.MustCompile(expr)
-		p := newPattern(re, expr)
+		p := mustPattern(t, expr)
 		for range 400 {
 			var b strings.Builder
 			for range rng.IntN(40) {
@@ -78,14 +99,35 @@ func FuzzPrefilter(f *testing.F) {
 	f.Add(`(?i)x\bk`, "x K \u212a")
 	f.Add(`(?m)^a$`, "b\na\n")
 	f.Add(`(?i:b)x\x{fffd}`, "BX\xff bx\ufffd")
+	// Bounded patterns: a literal at each distance from a window's edge in
+	// a long run, word boundaries at the edges.
+	long := strings.Repeat("a", 40)
+	f.Add(`[a-z]{1,6}@[a-z]{1,4}`, long+"@"+long+"@b@"+long)
+	f.Add(`\b[a-c]{2,5}@\w{0,2}\b`, long+"@ab ab@"+long[:7]+"@a")
+	f.Add(`\B[ab]{1,3}@x?`, long+"@x"+long[:5]+"@"+"xa@")
+	f.Add(`@[a-z0-9]{2,5}\b`, long+"@"+long[:5]+" @abc@"+long)
+	f.Add(`[A-Za-z0-9_.%+-]{1,64}@[A-Za-z0-9-]{1,63}\.[A-Za-z]{2,6}`, strings.Repeat("x.", 100)+"@b.io "+long+"@"+long+".com")
+	f.Add(`[a-z.]+@[a-z]{1,3}\b`, long+"@bc@"+long+"@b.c@@x@abcd "+long[:3]+"@a")
 	f.Fuzz(func(t *testing.T, expr, s string) {
 		re, err := regexp.Compile(expr)
 		if err != nil {
 			return
 		}
-		p := newPattern(re, expr)
+		p, err := newPattern(expr)
+		if err != nil {
+			t.Fatalf("%q: %v, which regexp.Compile accepts", expr, err)
+		}
 		matchesLikeRegexp(t, re, &p, s)
 	})
+}
+
+func mustPattern(t *testing.T, expr string) pattern {
+	t.Helper()
+	p, err := newPattern(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // matchesLikeRegexp fails t unless p, the prefiltered search for re, finds
@@ -113,7 +155,7 @@ func matchesLikeRegexp(t *testing.T, re *regexp.Regexp, p *pattern, s string) {
 // byte it must hold, so a text without one skips its regexp.
 func TestPrefilterWithoutLiteral(t *testing.T) {
 	expr := `\b\d{5}\b`
-	p := newPattern(regexp.MustCompile(expr), expr)
+	p := mustPattern(t, expr)
 	if p.lits != nil || p.need == nil || p.class == nil {
 		t.Fatalf("lits %v, need %v, class %v", p.lits, p.need != nil, p.class != nil)
 	}
@@ -132,5 +174,76 @@ func TestPrefilterWithoutLiteral(t *testing.T) {
 	})
 	if calls != 1 {
 		t.Errorf("%d matches, want 1", calls)
+	}
+}
+
+// TestMaxLen: the longest match read off the syntax tree, in bytes, or -1
+// when a repetition is unbounded; the windows of findAll rest on it.
+func TestMaxLen(t *testing.T) {
+	for expr, want := range map[string]int{
+		`abc`: 3, `a{2,5}`: 5, `[a-z]{1,64}@x`: 66, `é{3}`: 6, `(?i)k`: 3, `(?i)s`: 2, `.`: 4, `[^a]`: 4,
+		`\b(?:ab|cde)\b`: 3, `x?y`: 2, `\x{fffd}`: 3, `(?:a{2}){3}`: 6, `^a$`: 1, `a+`: -1, `a*b`: -1,
+		`a{3,}`: -1, `[^@]{1,64}`: 256, strings.Repeat(`.{1000}`, 16): 64000, strings.Repeat(`.{1000}`, 17): -1,
+		DefaultPatterns[len(DefaultPatterns)-1]: -1,
+	} {
+		tree, err := syntax.Parse(expr, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := maxLen(tree); got != want {
+			t.Errorf("maxLen(%q) = %d, want %d", expr, got, want)
+		}
+	}
+}
+
+// TestPrefilterWindows: a bounded pattern's regexp reads a window around
+// each literal, not the whole run holding it, and still finds what the
+// regexp finds on the whole text.
+func TestPrefilterWindows(t *testing.T) {
+	expr := `[a-z]{1,8}@[a-z]{1,4}\b`
+	re := regexp.MustCompile(expr)
+	p := mustPattern(t, expr)
+	if p.max != 13 {
+		t.Fatalf("max %d, want 13", p.max)
+	}
+	run := strings.Repeat("a", 1000)
+	s := run + "@bc " + run + "@" + run + "@abcd" + run[:20] + "@x"
+	matchesLikeRegexp(t, re, &p, s)
+	read := 0
+	p.regions(s, new([]int), func(lo, hi int) { read += hi - lo })
+	// Each literal's window is at most 2*max+2 bytes; four literals.
+	if limit := 4 * (2*p.max + 2); read > limit {
+		t.Errorf("the regexp read %d bytes of %d, want at most %d", read, len(s), limit)
+	}
+}
+
+// TestPrefilterHeadRun: a pattern opening with a class's run before a
+// literal (the e-mail pattern's local part) has its regexp read a window
+// at the literal, and the match still starts where the run does.
+func TestPrefilterHeadRun(t *testing.T) {
+	for _, tt := range []struct {
+		expr string
+		head bool
+	}{
+		{`[a-z.]+@[a-z]{1,3}\.io`, true},
+		{`[a-z]+(?i:k)`, false}, // K's fold is in the class
+		{`[a-z@]+@b`, false},
+		{`[é]+@b`, false},
+		{`[a-z]+@b+`, true}, // a head, but no bound: the run is read whole
+	} {
+		re := regexp.MustCompile(tt.expr)
+		p := mustPattern(t, tt.expr)
+		if (p.head != nil) != tt.head {
+			t.Errorf("%q: head %v, want %v", tt.expr, p.head != nil, tt.head)
+			continue
+		}
+		run := strings.Repeat("a", 5000)
+		s := run + "@b.io " + run + "@bb.io@c.io x@d.io" + run + "@"
+		matchesLikeRegexp(t, re, &p, s)
+		read := 0
+		p.regions(s, new([]int), func(lo, hi int) { read += hi - lo })
+		if tt.head && p.max > 0 && read > 5*(2*p.max+2) {
+			t.Errorf("%q: the regexp read %d bytes of %d", tt.expr, read, len(s))
+		}
 	}
 }

@@ -19,7 +19,7 @@ const DEFAULT_PATTERNS: string[] = [
   "AIza[0-9A-Za-z_-]{35,}",
   "eyJ[A-Za-z0-9_-]{5,}\\.eyJ[A-Za-z0-9_-]{5,}\\.[A-Za-z0-9_-]+(?:\\.[A-Za-z0-9_-]+)*",
   "(?i)\\bbearer\\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)",
-  "[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*\\.[A-Za-z]{2,}",
+  "[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]{1,63}(?:\\.[A-Za-z0-9-]{1,63}){0,14}\\.[A-Za-z]{2,63}",
 ];
 
 // The last compiled pattern list: an instance serves one hook with one set

@@ -17,7 +17,7 @@ const DEFAULT_PATTERNS: [&str; 11] = [
     r"AIza[0-9A-Za-z_-]{35,}",
     r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*",
     r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)",
-    r"[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
+    r"[A-Za-z0-9_.%+-]+@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,14}\.[A-Za-z]{2,63}",
 ];
 
 thread_local! {
