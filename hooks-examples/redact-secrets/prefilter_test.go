@@ -247,3 +247,21 @@ func TestPrefilterHeadRun(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefilterAdversarialCases: texts written to make the prefilter find
+// less than the regexp (a secret let through): each pair is a pattern and a
+// text, held to FindAllStringSubmatchIndex on the whole text.
+func TestPrefilterAdversarialCases(t *testing.T) {
+	for _, c := range []struct{ expr, s string }{
+		// A literal glued to a (?i) one is compared without case: its
+		// non-ASCII capitals must keep their bytes (strings.ToLower made
+		// "Éx" "éx", which "Éx" in the text never equals).
+		{`É(?i:x)`, "Éx"},
+		{`É(?i:key)=\w+`, "ÉKEY=abc"},
+		{`İ(?i:x)`, "İx"},
+		{`Ω(?i:pass)[:=]\S{1,8}`, "Ω PASS=a ΩPass:secret"},
+	} {
+		p := mustPattern(t, c.expr)
+		matchesLikeRegexp(t, regexp.MustCompile(c.expr), &p, c.s)
+	}
+}
