@@ -309,12 +309,27 @@ func cross(a, b []literal) []literal {
 		for _, y := range b {
 			l := literal{s: x.s + y.s, fold: x.fold || y.fold}
 			if l.fold {
-				l.s = strings.ToLower(l.s) // a superset: ASCII only, checked by analyze
+				// A superset: the folded parts are ASCII (analyze checks),
+				// and equalFoldASCII folds nothing else, so the rest keeps
+				// its bytes (strings.ToLower made the "É" of É(?i:x) "é").
+				l.s = lowerASCII(l.s)
 			}
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// lowerASCII returns s with its ASCII capitals made lower case, every
+// other byte kept.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // better reports whether literal set a filters more than b: its shortest
