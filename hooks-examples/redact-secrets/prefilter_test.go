@@ -108,6 +108,13 @@ func FuzzPrefilter(f *testing.F) {
 	f.Add(`@[a-z0-9]{2,5}\b`, long+"@"+long[:5]+" @abc@"+long)
 	f.Add(`[A-Za-z0-9_.%+-]{1,64}@[A-Za-z0-9-]{1,63}\.[A-Za-z]{2,6}`, strings.Repeat("x.", 100)+"@b.io "+long+"@"+long+".com")
 	f.Add(`[a-z.]+@[a-z]{1,3}\b`, long+"@bc@"+long+"@b.c@@x@abcd "+long[:3]+"@a")
+	// A capital beyond ASCII crossed with a folded literal; a window's edge
+	// inside a four-byte rune before a literal; the cut head run after a
+	// match ending inside it; the e-mail pattern at 29, 30 and 31 bytes.
+	f.Add(`Ä(?i:ab)\w{0,3}`, "ÄAB1 äab ÄaBxyz")
+	f.Add(`[^a]{1,3}@\b`, "\U0001F600\U0001F600@x \xf0\x9f@a")
+	f.Add(`[a-z]+@[a-z@]{1,4}`, "ab@cd@ef@gh@@x@y")
+	f.Add(DefaultPatterns[len(DefaultPatterns)-1], "a@b.c.d.e.f.g.h.i.j.k.l.m.n.o.io a@"+strings.Repeat("b.", 14)+"io")
 	f.Fuzz(func(t *testing.T, expr, s string) {
 		re, err := regexp.Compile(expr)
 		if err != nil {
@@ -260,6 +267,29 @@ func TestPrefilterAdversarialCases(t *testing.T) {
 		{`É(?i:key)=\w+`, "ÉKEY=abc"},
 		{`İ(?i:x)`, "İx"},
 		{`Ω(?i:pass)[:=]\S{1,8}`, "Ω PASS=a ΩPass:secret"},
+		// \b and \B one byte inside a window's edge, in a long run.
+		{`\b[a-c]{2,5}@`, strings.Repeat("a", 30) + "ab@ ab@ " + strings.Repeat("b", 6) + "@"},
+		{`\B[a-c]{1,3}@\B`, strings.Repeat("c", 20) + "@x ca@_ a@"},
+		// A window's edge inside a four-byte rune, the match before the
+		// literal made of runes that an edge would cut into invalid bytes.
+		{`[^a ]{1,3}@`, strings.Repeat("\U0001F600", 6) + "@ \xf0\x9f\x98@ é\U0001F600@"},
+		{`\x{fffd}{1,2}@\w`, "\U0001F600\U0001F600@a \xff\xfe@b \ufffd@c"},
+		// Overlapping and adjacent literals, alternations of different
+		// literals where the leftmost match is the second one's.
+		{`(?:sk-|k-a)[a-z]{2,4}`, "sk-ab k-abc sk-k-abcd"},
+		{`x{1,4}AB|Bc{1,4}`, strings.Repeat("x", 12) + "ABcccc Bcc xAB"},
+		{`a{1,3}@|@b{1,5}`, "aaaa@bbbbbb @bb a@@b"},
+		// The cut head run: a match ending inside the next run of C, the
+		// walk back stopping there.
+		{`[a-z]+@[a-z]{0,3}`, "ab@cdef@gh@@x@"},
+		{`[a-z]+@[a-z@]{1,4}`, "ab@cd@ef@gh@@x@y"},
+		{`[a-z0-9]+-(?i:k)[0-9]{1,2}`, "ab-K12-k3-kk a-K1b-k22"},
+		// ^ and $ with a bounded pattern, in lines.
+		{`(?m)^sk-\w{4}$`, "sk-abcd\nx sk-abcd\nsk-abcde\nsk-abcd"},
+		// The e-mail pattern on stretches of 29, 30 and 31 bytes, and
+		// past 16 labels and 63 characters.
+		{DefaultPatterns[len(DefaultPatterns)-1], "a@b.c.d.e.f.g.h.i.j.k.l.m.io a@b.c.d.e.f.g.h.i.j.k.l.m.n.io ab@b.c.d.e.f.g.h.i.j.k.l.m.n.io"},
+		{DefaultPatterns[len(DefaultPatterns)-1], "x@" + strings.Repeat("b.", 16) + "io y@" + strings.Repeat("c", 64) + ".io " + strings.Repeat("d", 40) + "@" + strings.Repeat("e", 63) + ".io"},
 	} {
 		p := mustPattern(t, c.expr)
 		matchesLikeRegexp(t, regexp.MustCompile(c.expr), &p, c.s)
