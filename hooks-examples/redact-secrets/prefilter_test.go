@@ -112,6 +112,8 @@ func FuzzPrefilter(f *testing.F) {
 	// inside a four-byte rune before a literal; the cut head run after a
 	// match ending inside it; the e-mail pattern at 29, 30 and 31 bytes.
 	f.Add(`Ä(?i:ab)\w{0,3}`, "ÄAB1 äab ÄaBxyz")
+	f.Add(`[ÉÈ]x(?i:key)|Ω(?i:z)`, "ÉxKEY ÈXkey Ωz ΩZ ωZ")
+	f.Add(`[a-z]+(?i:x)Ä{1,2}`, "abXÄÄ abxÄ abxä")
 	f.Add(`[^a]{1,3}@\b`, "\U0001F600\U0001F600@x \xf0\x9f@a")
 	f.Add(`[a-z]+@[a-z@]{1,4}`, "ab@cd@ef@gh@@x@y")
 	f.Add(DefaultPatterns[len(DefaultPatterns)-1], "a@b.c.d.e.f.g.h.i.j.k.l.m.n.o.io a@"+strings.Repeat("b.", 14)+"io")
