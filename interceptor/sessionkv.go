@@ -5,7 +5,7 @@ import (
 	"context"
 	"sync"
 
-	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/wasmhooks/wasmhooks/capability/builtin"
 )
@@ -46,8 +46,9 @@ type SessionKV struct {
 }
 
 // lruScope is one scope's keys, in order of use, and their values' bytes.
+// SessionKV's lock guards it, so its LRU is the unsynchronised one.
 type lruScope struct {
-	keys  *lru.Cache[string, []byte]
+	keys  *simplelru.LRU[string, []byte]
 	bytes int
 }
 
@@ -90,7 +91,7 @@ func (s *SessionKV) Set(ctx context.Context, scope builtin.KVScope, key string, 
 		var err error
 		// The cache evicts past maxKeys itself, and counts the bytes
 		// that go.
-		if sc.keys, err = lru.NewWithEvict(maxKeys, func(_ string, v []byte) { sc.bytes -= len(v) }); err != nil {
+		if sc.keys, err = simplelru.NewLRU(maxKeys, func(_ string, v []byte) { sc.bytes -= len(v) }); err != nil {
 			return err
 		}
 		s.scopes[scope] = sc
