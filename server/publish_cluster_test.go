@@ -425,7 +425,8 @@ func TestSweepAndLeaseStartNoDeadlock(t *testing.T) {
 			t.Fatal("the sweep neither returned nor waited for a lock")
 		case <-time.After(10 * time.Millisecond):
 			if err := p.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM serve_leases%')`).Scan(&waiting); err != nil {
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM serve_leases%'
+				AND application_name = current_setting('application_name'))`).Scan(&waiting); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -90,7 +90,8 @@ func connectionLostMidCall(t *testing.T, warm bool) {
 		// Outside locker's transaction, which would see a snapshot of
 		// pg_stat_activity taken before the Reserve connected.
 		err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
+			WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()
+			AND application_name = current_setting('application_name')`).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,6 +61,11 @@ func PostgresURL(t testing.TB) string {
 	})
 	q := u.Query()
 	q.Set("search_path", schema)
+	// Each test's connections carry its schema's name, so that a test
+	// that looks through pg_stat_activity (or ends a backend it finds
+	// there) sees only its own, not those of tests running beside it in
+	// the same database.
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
