@@ -39,15 +39,17 @@ var DefaultPatterns = []string{
 	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`,
 	// AWS access key IDs: long-term (AKIA) and temporary (ASIA).
 	`(?:AKIA|ASIA)[0-9A-Z]{16,}`,
-	// OpenAI- and Anthropic-style secret keys: sk-..., sk-proj-...,
-	// sk-ant-... After a non-word character, any; glued to a word
-	// character, only what a word chain (task-force-...) is not: 32
-	// letters and digits in a row, or a known sub-prefix and 40 key
-	// characters. Two patterns, not one alternation, so that the ports'
-	// engines see the bytes "sk-" every match of each holds (a text without
-	// a k skips them).
+	// OpenAI-, Anthropic- and OpenRouter-style secret keys: sk-...,
+	// sk-proj-..., sk-ant-..., sk-or-v1-... After a non-word character,
+	// any; glued to a word character, only what a word chain
+	// (task-force-...) is not: 32 letters and digits in a row, a known
+	// sub-prefix and 40 key characters, or OpenRouter's sub-prefix and its
+	// 64 hex digits (not 40 key characters: task-or-v2- and a slug of
+	// joined words is no key). Two patterns, not one alternation, so that
+	// the ports' engines see the bytes "sk-" every match of each holds (a
+	// text without a k skips them).
 	`\bsk-[A-Za-z0-9_-]{20,}`,
-	`sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,})`,
+	`sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,}|or-v[0-9]+-[0-9a-f]{64}[A-Za-z0-9_-]*)`,
 	// GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained.
 	`gh[pousr]_[A-Za-z0-9]{36}[A-Za-z0-9_]*`,
 	`github_pat_[A-Za-z0-9_]{22,}`,

@@ -93,8 +93,15 @@ func TestPrefilterFindsWhatTheRegexpFinds(t *testing.T) {
 // FuzzPrefilter holds the prefiltered search to the regexp's over any
 // pattern and text: go test -fuzz FuzzPrefilter ./hooks-examples/redact-secrets/
 func FuzzPrefilter(f *testing.F) {
+	// Glued OpenRouter keys (one a digit short) beside a slug, and e-mail
+	// domains whose first label is 63, then 64 characters long, a run of
+	// 900 letters on.
+	hex, label := strings.Repeat("0123456789abcdef", 4), strings.Repeat("a", 63)
+	edges := "keysk-or-v1-" + hex + "X task-or-v2-rollout-checklist-for-the-whole-platform-team xsk-or-v1-" + hex[1:] +
+		" jane@" + label + ".com jane@" + label + "a.com jane@mail." + label + "a.com " + strings.Repeat("b", 900) + "@" + label + "a.io"
 	for _, p := range DefaultPatterns {
 		f.Add(p, "key AKIAIOSFODNN7EXAMPLE, a@b.io; Bearer abcdefgh123 sk-abcdefghijklmnopqrstuvwx")
+		f.Add(p, edges)
 	}
 	f.Add(`(?i)x\bk`, "x K \u212a")
 	f.Add(`(?m)^a$`, "b\na\n")

@@ -8,7 +8,7 @@ static const char *const default_patterns[] = {
 	"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\\s\\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
 	"(?:AKIA|ASIA)[0-9A-Z]{16,}",
 	"\\bsk-[A-Za-z0-9_-]{20,}",
-	"sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,})",
+	"sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,}|or-v[0-9]+-[0-9a-f]{64}[A-Za-z0-9_-]*)",
 	"gh[pousr]_[A-Za-z0-9]{36}[A-Za-z0-9_]*",
 	"github_pat_[A-Za-z0-9_]{22,}",
 	"xox[abposr]-[A-Za-z0-9-]{10,}",

@@ -10,7 +10,7 @@ const DEFAULT_PATTERNS: [&str; 11] = [
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
     r"(?:AKIA|ASIA)[0-9A-Z]{16,}",
     r"\bsk-[A-Za-z0-9_-]{20,}",
-    r"sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,})",
+    r"sk-(?:[A-Za-z0-9]{32,}[A-Za-z0-9_-]*|(?:proj|svcacct|admin|ant-[a-z]+[0-9]+)-[A-Za-z0-9_-]{40,}|or-v[0-9]+-[0-9a-f]{64}[A-Za-z0-9_-]*)",
     r"gh[pousr]_[A-Za-z0-9]{36}[A-Za-z0-9_]*",
     r"github_pat_[A-Za-z0-9_]{22,}",
     r"xox[abposr]-[A-Za-z0-9-]{10,}",
