@@ -125,3 +125,17 @@ func TestHTTPBearerToken(t *testing.T) {
 		})
 	}
 }
+
+// TestServeCLIHTTPToken runs `wasmhooks mcp --http` with
+// $WASMHOOKS_MCP_TOKEN set: an initialize without the token is 401, the
+// SDK's client holding it is served. Without the token wired to the
+// handler, the first initialize was served.
+func TestServeCLIHTTPToken(t *testing.T) {
+	const token = "fedcba9876543210fedcba9876543210-cli"
+	endpoint := startCLIHTTP(t, []string{"WASMHOOKS_MCP_TOKEN=" + token})
+	if code, id := initializeHTTP(t, endpoint); code != http.StatusUnauthorized || id != "" {
+		t.Fatalf("initialize without the token: status %d, session %q; want 401 and none", code, id)
+	}
+	exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{"Bearer " + token}}}))
+}
