@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,7 +22,7 @@ const MinHTTPTokenBytes = 32
 func CheckHTTPToken(token string) error {
 	switch {
 	case token == "":
-		return fmt.Errorf("the token is empty")
+		return errors.New("the token is empty")
 	case len(token) < MinHTTPTokenBytes:
 		return fmt.Errorf("the token is %d bytes, shorter than %d", len(token), MinHTTPTokenBytes)
 	}
@@ -55,8 +56,5 @@ func unauthenticated(w http.ResponseWriter, challenge, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusUnauthorized)
-	_ = json.NewEncoder(w).Encode(&api.Problem{
-		Type: "https://wasmhooks.dev/problems/" + api.CodeUnauthenticated, Title: http.StatusText(http.StatusUnauthorized),
-		Status: http.StatusUnauthorized, Code: api.CodeUnauthenticated, Detail: detail,
-	})
+	_ = json.NewEncoder(w).Encode(api.NewProblem(http.StatusUnauthorized, api.CodeUnauthenticated, detail))
 }
