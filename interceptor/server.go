@@ -3,6 +3,7 @@ package interceptor
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -192,8 +193,9 @@ func wireError(e *Error) error {
 }
 
 // Bounds of the streamable HTTP transport, where any client that reaches
-// the address opens sessions: each is kept (with its goroutines and
-// buffers) until the client deletes it.
+// the address (and holds HTTPOptions.Token, when there is one) opens
+// sessions: each is kept (with its goroutines and buffers) until the client
+// deletes it.
 const (
 	// DefaultMaxHTTPSessions is the sessions HTTPHandler keeps open when
 	// HTTPOptions.MaxSessions is zero; one more is refused with 503.
@@ -203,9 +205,16 @@ const (
 	DefaultHTTPSessionIdle = 30 * time.Minute
 )
 
-// HTTPOptions bounds HTTPHandler's sessions. The zero value is the
-// defaults.
+// HTTPOptions authenticates HTTPHandler's requests and bounds its sessions.
+// The zero value is the defaults: no authentication.
 type HTTPOptions struct {
+	// Token, when not empty, is the bearer token every request must carry
+	// (Authorization: Bearer TOKEN): any other request is answered 401
+	// with a problem document (code "unauthenticated") and a
+	// WWW-Authenticate: Bearer challenge, before it opens a session or
+	// reaches one. Empty means no authentication. CheckHTTPToken says
+	// whether a token is long enough; HTTPHandler takes it as given.
+	Token string
 	// MaxSessions bounds the open sessions: an initialize past it is
 	// refused (503) until one closes. Zero means DefaultMaxHTTPSessions.
 	MaxSessions int
@@ -216,7 +225,7 @@ type HTTPOptions struct {
 
 // HTTPHandler serves the server over MCP's streamable HTTP transport (the
 // SDK's, its request bodies bounded at mcp.DefaultMaxRequestBodyBytes),
-// with opts' bounds on sessions. A request that starts a session (a POST
+// to the holders of opts.Token if set, with opts' bounds on sessions. A request that starts a session (a POST
 // without Mcp-Session-Id) when MaxSessions are open is refused; sessions
 // opened by requests in flight together may pass it by their number.
 func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
@@ -227,7 +236,11 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 		opts.SessionIdle = DefaultHTTPSessionIdle
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
+	auth, token := opts.Token != "", sha256.Sum256([]byte(opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth && !bearerAuth(w, r, token) {
+			return
+		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			n := 0
 			for range s.Sessions() {

@@ -215,7 +215,15 @@ func buildCommand(t *testing.T) string {
 // TestServeCLIHTTP runs `wasmhooks mcp --config --http 127.0.0.1:0` and
 // drives it over streamable HTTP with the official SDK's client.
 func TestServeCLIHTTP(t *testing.T) {
+	exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: startCLIHTTP(t, nil), MaxRetries: -1}))
+}
+
+// startCLIHTTP runs `wasmhooks mcp --config --http 127.0.0.1:0`, with env
+// added to its environment, until the test ends, and returns its endpoint.
+func startCLIHTTP(t *testing.T, env []string) string {
+	t.Helper()
 	cmd := exec.Command(buildCommand(t), "mcp", "--config", writeE2EConfig(t), "--cache-dir", "", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -238,10 +246,11 @@ func TestServeCLIHTTP(t *testing.T) {
 	}()
 	select {
 	case u := <-url:
-		exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: u, MaxRetries: -1}))
+		return u
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the command did not say where it serves")
 	}
+	return ""
 }
 
 // TestServeStdio runs `wasmhooks mcp --config` and drives it over stdio with

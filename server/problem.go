@@ -10,10 +10,12 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/server/api"
 )
 
 func problem(status int, code, format string, args ...any) *Problem {
-	return &Problem{Type: "https://wasmhooks.dev/problems/" + code, Title: http.StatusText(status), Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
+	return api.NewProblem(status, code, fmt.Sprintf(format, args...))
 }
 
 func writeProblem(w http.ResponseWriter, p *Problem) {

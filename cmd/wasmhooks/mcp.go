@@ -16,9 +16,14 @@ import (
 	"github.com/wasmhooks/wasmhooks/interceptor"
 )
 
-const mcpSynopsis = `  wasmhooks mcp --config interceptors.json [--http ADDR] [--tenant T] [--module-dir DIR]
-                [--audit FILE.jsonl] [--key FILE] [--audit-checkpoint FILE] [--kv FILE]
+const mcpSynopsis = `  wasmhooks mcp --config interceptors.json [--http ADDR [--token-file FILE | --insecure-no-auth]]
+                [--tenant T] [--module-dir DIR] [--audit FILE.jsonl] [--key FILE]
+                [--audit-checkpoint FILE] [--kv FILE]
 `
+
+// envMCPToken is where `wasmhooks mcp --http` reads its bearer token
+// without --token-file.
+const envMCPToken = "WASMHOOKS_MCP_TOKEN"
 
 const mcpUsage = "usage:\n" + mcpSynopsis + `
 Serves the configuration's interceptors as an MCP server (SEP-2624
@@ -26,6 +31,14 @@ interceptors over the official Go SDK): on stdin/stdout by default, or over
 streamable HTTP at ADDR (path /mcp) with --http. The SEP's methods are the
 tools interceptors.list, interceptor.invoke and interceptor.executeChain.
 Without --audit, audit records are not kept.
+
+Over HTTP every request must carry Authorization: Bearer TOKEN, the token
+read from --token-file (a file only its owner can read; trimmed) or else
+from $WASMHOOKS_MCP_TOKEN (--token-file wins when both are given); it must
+be at least 32 bytes. A request without it is answered 401 and reaches no
+session. Without a token, --http serves only a loopback address, with a
+warning: any local process can run calls; another address is refused
+unless --insecure-no-auth says that anyone who reaches it may.
 `
 
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -39,12 +52,25 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	checkpoint := fs.String("audit-checkpoint", "", "where the audit log's checkpoint is kept (default FILE.jsonl.checkpoint)")
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "wazero's compilation cache directory; empty disables it")
 	kvPath := fs.String("kv", "", kvUsage)
+	tokenFile := fs.String("token-file", "", "with --http, the bearer token every request must carry: a file only its owner can read (default $"+envMCPToken+")")
+	insecure := fs.Bool("insecure-no-auth", false, "with --http and no token, serve a non-loopback address anyway: anyone who reaches it runs calls")
 	if code, ok := parseFlags(fs, args, mcpUsage, stdout, stderr); !ok {
 		return code
 	}
 	if *config == "" || fs.NArg() != 0 {
 		fmt.Fprint(stderr, "wasmhooks mcp: --config is required and no positional arguments are taken\n"+mcpUsage)
 		return exitUsage
+	}
+	var ln net.Listener
+	var token string
+	if *httpAddr != "" {
+		var err error
+		if ln, token, err = listenMCP(*httpAddr, *tokenFile, *insecure, stderr); err != nil {
+			return fail(stdout, exitUsage, "usage", "%v", err)
+		}
+		defer ln.Close()
+	} else if *tokenFile != "" || *insecure {
+		return fail(stdout, exitUsage, "usage", "--token-file and --insecure-no-auth apply only with --http")
 	}
 	cfg, err := interceptor.LoadConfigFile(*config, *moduleDir)
 	if err != nil {
@@ -89,12 +115,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		return exitOK
 	}
-	ln, err := net.Listen("tcp", *httpAddr)
-	if err != nil {
-		return fail(stdout, exitUsage, "usage", "--http: %v", err)
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{}))
+	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{Token: token}))
 	hs := newHTTPServer(mux) // serve's: headers bounded, idle connections closed
 	fmt.Fprintf(stderr, "wasmhooks mcp: serving streamable HTTP at http://%s/mcp\n", ln.Addr())
 	go func() {
@@ -108,6 +130,47 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitRefused
 	}
 	return exitOK
+}
+
+// listenMCP listens at addr for `wasmhooks mcp --http` and returns the
+// bearer token the requests must carry: tokenFile's, else $WASMHOOKS_MCP_TOKEN's
+// (readSecret), at least interceptor.MinHTTPTokenBytes. Without a token it
+// listens on a loopback address only, with a warning on stderr, unless
+// insecure; a token and insecure together are refused, as contradicting.
+func listenMCP(addr, tokenFile string, insecure bool, stderr io.Writer) (net.Listener, string, error) {
+	token, err := readSecret("--token-file", tokenFile, envMCPToken)
+	if err != nil {
+		return nil, "", err
+	}
+	from := "--token-file " + tokenFile
+	if tokenFile == "" {
+		from = "$" + envMCPToken
+	}
+	if token != "" {
+		if err := interceptor.CheckHTTPToken(token); err != nil {
+			return nil, "", fmt.Errorf("%s: %v", from, err)
+		}
+		if insecure {
+			return nil, "", fmt.Errorf("--insecure-no-auth contradicts the token of %s: give one or the other", from)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--http: %v", err)
+	}
+	if token != "" {
+		return ln, token, nil
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+		if !insecure {
+			ln.Close()
+			return nil, "", fmt.Errorf("--http %s listens beyond loopback (%s) without authentication: give --token-file FILE or $%s, or --insecure-no-auth", addr, ln.Addr(), envMCPToken)
+		}
+		fmt.Fprintf(stderr, "wasmhooks mcp: warning: --insecure-no-auth: anyone who reaches %s opens sessions and runs calls\n", ln.Addr())
+		return ln, "", nil
+	}
+	fmt.Fprintf(stderr, "wasmhooks mcp: warning: no token (--token-file or $%s): any local process that reaches %s opens sessions and runs calls\n", envMCPToken, ln.Addr())
+	return ln, "", nil
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +30,65 @@ func TestMCPHelpAndRefusals(t *testing.T) {
 		if code != tt.code || !strings.Contains(stdout.String(), tt.want) {
 			t.Errorf("%v: exit %d, want %d with %q\nstdout: %s\nstderr: %s", tt.args, code, tt.code, tt.want, stdout.String(), stderr.String())
 		}
+	}
+}
+
+// TestMCPHTTPAuth: `mcp --http` takes its bearer token from --token-file
+// (owner-only, trimmed) or $WASMHOOKS_MCP_TOKEN, and refuses an empty or
+// short one, naming where it came from; without a token it refuses a
+// non-loopback address unless --insecure-no-auth, and warns on loopback.
+// The configuration here is refused (invalid_config, exit 1) after those
+// checks, so exit 1 means the authentication settings were accepted.
+// Without the checks every row was accepted silently.
+func TestMCPHTTPAuth(t *testing.T) {
+	secret := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const token = "0123456789abcdef0123456789abcdef"
+	good := secret("token", "\n"+token+"\n", 0o600)
+	empty := secret("empty", " \n", 0o600)
+	short := secret("short", token[1:], 0o600)
+	open := secret("open", token, 0o644)
+	cfg := writeTemp(t, "unknown.json", `{"interceptors": [], "bindings": []}`)
+	for _, tt := range []struct {
+		name       string
+		env        string // $WASMHOOKS_MCP_TOKEN
+		args       []string
+		code       int
+		want, warn string // in stdout, in stderr
+	}{
+		{"token file empty", "", []string{"--http", "127.0.0.1:0", "--token-file", empty}, exitUsage, "--token-file " + empty + " is empty", ""},
+		{"token file short", "", []string{"--http", "127.0.0.1:0", "--token-file", short}, exitUsage, "--token-file " + short + ": the token is 31 bytes, shorter than 32", ""},
+		{"token file others read", "", []string{"--http", "127.0.0.1:0", "--token-file", open}, exitUsage, "chmod 600", ""},
+		{"token file missing", "", []string{"--http", "127.0.0.1:0", "--token-file", good + ".nope"}, exitUsage, "--token-file: ", ""},
+		{"env token short", "short", []string{"--http", "127.0.0.1:0"}, exitUsage, "$WASMHOOKS_MCP_TOKEN: the token is 5 bytes", ""},
+		{"token file wins over env", "short", []string{"--http", "127.0.0.1:0", "--token-file", good}, exitRefused, "invalid_config", ""},
+		{"env token", token, []string{"--http", "0.0.0.0:0"}, exitRefused, "invalid_config", ""},
+		{"token file, any address", "", []string{"--http", "0.0.0.0:0", "--token-file", good}, exitRefused, "invalid_config", ""},
+		{"no token, all addresses", "", []string{"--http", "0.0.0.0:0"}, exitUsage, "listens beyond loopback", ""},
+		{"no token, host omitted", "", []string{"--http", ":0"}, exitUsage, "or --insecure-no-auth", ""},
+		{"no token, insecure", "", []string{"--http", "0.0.0.0:0", "--insecure-no-auth"}, exitRefused, "invalid_config", "warning: --insecure-no-auth"},
+		{"no token, loopback", "", []string{"--http", "127.0.0.1:0"}, exitRefused, "invalid_config", "warning: no token"},
+		{"no token, localhost", "", []string{"--http", "localhost:0"}, exitRefused, "invalid_config", "warning: no token"},
+		{"token and insecure", "", []string{"--http", "0.0.0.0:0", "--token-file", good, "--insecure-no-auth"}, exitUsage, "contradicts", ""},
+		{"token file without --http", "", []string{"--token-file", good}, exitUsage, "only with --http", ""},
+		{"insecure without --http", "", []string{"--insecure-no-auth"}, exitUsage, "only with --http", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(envMCPToken, tt.env)
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"mcp", "--config", cfg, "--cache-dir", ""}, tt.args...)
+			code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stdout.String(), tt.want) {
+				t.Errorf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, tt.code, tt.want, stdout.String(), stderr.String())
+			}
+			if got := strings.Contains(stderr.String(), "warning"); got != (tt.warn != "") || !strings.Contains(stderr.String(), tt.warn) {
+				t.Errorf("stderr %q, want warning %q", stderr.String(), tt.warn)
+			}
+		})
 	}
 }

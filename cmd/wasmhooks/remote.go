@@ -43,7 +43,8 @@ const defaultServer = "http://127.0.0.1:8080"
 // at most the server's DefaultMaxWait, 60 s).
 const apiRequestTimeout = 2 * time.Minute
 
-// maxAPIKeyFileBytes bounds an --api-key-file (a key is 48 bytes).
+// maxAPIKeyFileBytes bounds an --api-key-file (a key is 48 bytes) and an
+// mcp --token-file (readSecret).
 const maxAPIKeyFileBytes = 4 << 10
 
 // apiFlagsHelp is the paragraph every API verb's usage ends with.
@@ -96,27 +97,37 @@ func (c *apiConn) client(stderr io.Writer) (*client.Client, error) {
 }
 
 func (c *apiConn) key() (string, error) {
-	if c.keyFile != "" {
-		st, err := os.Stat(c.keyFile)
-		if err != nil {
-			return "", &usageError{fmt.Sprintf("--api-key-file: %v", err)}
-		}
-		if st.Mode().Perm()&0o077 != 0 {
-			return "", &usageError{fmt.Sprintf("--api-key-file %s can be read by others (mode %v): chmod 600 it", c.keyFile, st.Mode().Perm())}
-		}
-		b, err := runtime.ReadFileLimit(c.keyFile, maxAPIKeyFileBytes, "api_key_bytes")
-		if err != nil {
-			return "", &usageError{fmt.Sprintf("--api-key-file: %v", err)}
-		}
-		if k := strings.TrimSpace(string(b)); k != "" {
-			return k, nil
-		}
-		return "", &usageError{fmt.Sprintf("--api-key-file %s is empty", c.keyFile)}
+	k, err := readSecret("--api-key-file", c.keyFile, envAPIKey)
+	if err == nil && k == "" {
+		err = &usageError{"no API key: give --api-key-file FILE or set $" + envAPIKey}
 	}
-	if k := strings.TrimSpace(os.Getenv(envAPIKey)); k != "" {
+	return k, err
+}
+
+// readSecret reads a secret (an API key, a bearer token) from path, the
+// value of flagName: a file only its owner can read, of at most
+// maxAPIKeyFileBytes, not empty once trimmed. Without path it is $env,
+// trimmed, "" when unset: the file wins over the variable. A refusal is a
+// usageError naming the flag.
+func readSecret(flagName, path, env string) (string, error) {
+	if path == "" {
+		return strings.TrimSpace(os.Getenv(env)), nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", &usageError{fmt.Sprintf("%s: %v", flagName, err)}
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", &usageError{fmt.Sprintf("%s %s can be read by others (mode %v): chmod 600 it", flagName, path, st.Mode().Perm())}
+	}
+	b, err := runtime.ReadFileLimit(path, maxAPIKeyFileBytes, "api_key_bytes")
+	if err != nil {
+		return "", &usageError{fmt.Sprintf("%s: %v", flagName, err)}
+	}
+	if k := strings.TrimSpace(string(b)); k != "" {
 		return k, nil
 	}
-	return "", &usageError{"no API key: give --api-key-file FILE or set $" + envAPIKey}
+	return "", &usageError{fmt.Sprintf("%s %s is empty", flagName, path)}
 }
 
 func loopbackHost(h string) bool {

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -32,6 +33,12 @@ type Problem struct {
 }
 
 func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail) }
+
+// NewProblem is the problem of status with code and detail: its Type is
+// code's URL under https://wasmhooks.dev/problems/, its Title status's text.
+func NewProblem(status int, code, detail string) *Problem {
+	return &Problem{Type: "https://wasmhooks.dev/problems/" + code, Title: http.StatusText(status), Status: status, Code: code, Detail: detail}
+}
 
 // Stable problem codes of the server itself.
 const (

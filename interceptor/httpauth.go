@@ -1,0 +1,60 @@
+package interceptor
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/wasmhooks/wasmhooks/server/api"
+)
+
+// MinHTTPTokenBytes is the shortest HTTPOptions.Token that CheckHTTPToken
+// accepts: 32 bytes, the bound `wasmhooks serve` puts on its admin key, so
+// that a token cannot be guessed and failed attempts need no limiter.
+const MinHTTPTokenBytes = 32
+
+// CheckHTTPToken reports why token cannot be HTTPOptions.Token: empty, or
+// shorter than MinHTTPTokenBytes.
+func CheckHTTPToken(token string) error {
+	switch {
+	case token == "":
+		return errors.New("the token is empty")
+	case len(token) < MinHTTPTokenBytes:
+		return fmt.Errorf("the token is %d bytes, shorter than %d", len(token), MinHTTPTokenBytes)
+	}
+	return nil
+}
+
+// bearerAuth answers a request that does not carry token (Authorization:
+// Bearer TOKEN, the scheme's case ignored, RFC 9110 section 11.1) with 401
+// and reports false; the request then reached nothing else. The tokens are
+// compared as their SHA-256 digests in constant time, so neither the
+// token's bytes nor its length show in the time taken.
+func bearerAuth(w http.ResponseWriter, r *http.Request, want [sha256.Size]byte) bool {
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || got == "" {
+		unauthenticated(w, `Bearer realm="wasmhooks mcp"`, "a bearer token is required: Authorization: Bearer TOKEN")
+		return false
+	}
+	g := sha256.Sum256([]byte(got))
+	if subtle.ConstantTimeCompare(g[:], want[:]) != 1 {
+		unauthenticated(w, `Bearer realm="wasmhooks mcp", error="invalid_token"`, "the bearer token is not this server's")
+		return false
+	}
+	return true
+}
+
+// unauthenticated writes a 401 with the problem document `wasmhooks serve`
+// answers an unauthenticated request with (api.Problem, code
+// api.CodeUnauthenticated) and the challenge of RFC 6750.
+func unauthenticated(w http.ResponseWriter, challenge, detail string) {
+	w.Header().Set("WWW-Authenticate", challenge)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusUnauthorized)
+	_ = json.NewEncoder(w).Encode(api.NewProblem(http.StatusUnauthorized, api.CodeUnauthenticated, detail))
+}

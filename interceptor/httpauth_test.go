@@ -1,0 +1,152 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhooks/wasmhooks/chain/audit"
+	"github.com/wasmhooks/wasmhooks/server/api"
+)
+
+// bearer adds an Authorization header to every request of a client.
+type bearer struct{ value string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", b.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestHTTPBearerToken: with HTTPOptions.Token, a request without the token
+// (no header, another scheme, an empty or a wrong token, the token's
+// prefix) is 401 with a problem document and a Bearer challenge, and
+// changes nothing: an initialize opens no session, a tools/call on an open
+// session runs no chain (no audit record). The right token, its scheme in
+// any case, is served. Without the check every request was served.
+func TestHTTPBearerToken(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef-mcp"
+	sink := audit.NewMemorySink()
+	cfg, err := LoadConfigFile(writeE2EConfig(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), HostCaller: newHostCaller(t), Logger: quiet, Audit: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close(context.Background()) })
+	s := NewServer(x, "test")
+	hs := serveHTTP(t, s, HTTPOptions{Token: token})
+	// A session opened with the token, for the calls below.
+	cs := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{"Bearer " + token}}})
+	// sessions are the server's open sessions' ids: a refused request adds
+	// none (another may close meanwhile).
+	sessions := func() map[string]bool {
+		ids := map[string]bool{}
+		for ss := range s.Sessions() {
+			ids[ss.ID()] = true
+		}
+		return ids
+	}
+	added := func(before, after map[string]bool) int {
+		n := 0
+		for id := range after {
+			if !before[id] {
+				n++
+			}
+		}
+		return n
+	}
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	const callChain = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + ToolChain + `","arguments":{"event":"tools/call","phase":"request","context":{"sessionId":"s"},"payload":{"name":"fetch","arguments":{"note":"x"}}}}}`
+	for _, tt := range []struct {
+		name, auth string // auth "" sends no Authorization header
+		ok         bool
+	}{
+		{"no header", "", false},
+		{"wrong scheme", "Basic " + token, false},
+		{"scheme only", "Bearer", false},
+		{"empty token", "Bearer ", false},
+		{"wrong token", "Bearer " + strings.ToUpper(token), false},
+		{"token's prefix", "Bearer " + token[:len(token)-1], false},
+		{"token and more", "Bearer " + token + "x", false},
+		{"right token", "Bearer " + token, true},
+		{"scheme in lower case", "bearer " + token, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			post := func(body, session string) *http.Response {
+				t.Helper()
+				req, err := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				if session != "" {
+					req.Header.Set("Mcp-Session-Id", session)
+					req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+				}
+				if tt.auth != "" {
+					req.Header.Set("Authorization", tt.auth)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = resp.Body.Close() })
+				return resp
+			}
+			open, records := sessions(), len(sink.Records())
+			for _, step := range []struct{ what, body, session string }{
+				{"initialize", initialize, ""},
+				{"tools/call", callChain, cs.ID()},
+			} {
+				resp := post(step.body, step.session)
+				if tt.ok {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("%s: status %d, want 200", step.what, resp.StatusCode)
+					}
+					continue
+				}
+				var p api.Problem
+				if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Content-Type") != "application/problem+json" ||
+					!strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+					t.Fatalf("%s: status %d, Content-Type %q, WWW-Authenticate %q; want 401, a problem, a Bearer challenge",
+						step.what, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("WWW-Authenticate"))
+				}
+				if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || p.Code != api.CodeUnauthenticated || p.Status != http.StatusUnauthorized {
+					t.Fatalf("%s: problem %+v (%v), want code %s", step.what, p, err, api.CodeUnauthenticated)
+				}
+			}
+			opened, gotRecords := added(open, sessions()), len(sink.Records())
+			if tt.ok && (opened != 1 || gotRecords == records) {
+				t.Errorf("served: %d sessions opened, audit records %d -> %d; want one session and the chain's records", opened, records, gotRecords)
+			}
+			if !tt.ok && (opened != 0 || gotRecords != records) {
+				t.Errorf("refused: %d sessions opened, audit records %d -> %d; want no change", opened, records, gotRecords)
+			}
+		})
+	}
+}
+
+// TestServeCLIHTTPToken runs `wasmhooks mcp --http` with
+// $WASMHOOKS_MCP_TOKEN set: an initialize without the token is 401, the
+// SDK's client holding it is served. Without the token wired to the
+// handler, the first initialize was served.
+func TestServeCLIHTTPToken(t *testing.T) {
+	const token = "fedcba9876543210fedcba9876543210-cli"
+	endpoint := startCLIHTTP(t, []string{"WASMHOOKS_MCP_TOKEN=" + token})
+	if code, id := initializeHTTP(t, endpoint); code != http.StatusUnauthorized || id != "" {
+		t.Fatalf("initialize without the token: status %d, session %q; want 401 and none", code, id)
+	}
+	exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{"Bearer " + token}}}))
+}
