@@ -225,8 +225,9 @@ type HTTPOptions struct {
 
 // HTTPHandler serves the server over MCP's streamable HTTP transport (the
 // SDK's, its request bodies bounded at mcp.DefaultMaxRequestBodyBytes),
-// to the holders of opts.Token if set, with opts' bounds on sessions. A request that starts a session (a POST
-// without Mcp-Session-Id) when MaxSessions are open is refused; sessions
+// to the holders of opts.Token if set, with opts' bounds on sessions. A
+// request that starts a session (a POST without Mcp-Session-Id) when
+// MaxSessions are open is refused; sessions
 // opened by requests in flight together may pass it by their number.
 func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	if opts.MaxSessions <= 0 {
