@@ -3,10 +3,12 @@ package server
 import (
 	"database/sql"
 	"errors"
-	"github.com/wasmhooks/wasmhooks/capability"
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/wasmhooks/wasmhooks/capability"
+	"github.com/wasmhooks/wasmhooks/store"
 )
 
 // nameRE is a tenant's, publisher's or module's name.
@@ -145,7 +147,7 @@ func (s *Server) writeLedgerEntry(w http.ResponseWriter, r *http.Request, tenant
 	switch {
 	case errors.Is(err, capability.ErrInsufficientCredit), errors.Is(err, capability.ErrIdempotencyConflict):
 		writeProblem(w, problem(http.StatusConflict, CodeConflict, "%v", err))
-	case errors.Is(err, capability.ErrInvalidAmount):
+	case errors.Is(err, capability.ErrInvalidAmount), errors.Is(err, store.ErrInvalidNote):
 		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeInvalidRequest, "%v", err))
 	case err != nil:
 		writeProblem(w, s.internal(err))

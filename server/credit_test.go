@@ -9,7 +9,7 @@ import (
 )
 
 // TestCreditAdjust: an admin adjusts a tenant's credit either way with a
-// note; a zero amount, a missing or long note, taking back more than the
+// note; a zero amount, a missing or long note, a note with a NUL byte, taking back more than the
 // balance and reusing a key for another adjustment are refused and change
 // nothing; a retried adjustment with its key applies once; a grant's key
 // reused for another amount is a 409 as well; other roles get 403.
@@ -39,6 +39,7 @@ func TestCreditAdjust(t *testing.T) {
 		{"zero", 0, "nothing", "", 422, server.CodeInvalidRequest},
 		{"no note", -1, "", "", 422, server.CodeInvalidRequest},
 		{"long note", -1, strings.Repeat("x", server.MaxAdjustmentNote+1), "", 422, server.CodeInvalidRequest},
+		{"note with a NUL byte", -1, "refund\x00", "", 422, server.CodeInvalidRequest}, // Postgres text refuses it: was a 500
 		{"below zero", -76, "too much", "", 409, server.CodeConflict},
 		{"key reused for another amount", -1, "refund", "a1", 409, server.CodeConflict},
 	} {

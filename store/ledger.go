@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wasmhooks/wasmhooks/capability"
 )
@@ -491,12 +492,21 @@ func (l *Ledger) Grant(ctx context.Context, account string, amount int64, key st
 	return l.entry(ctx, "ledger grant", account, entryGrant, amount, key, "")
 }
 
+// ErrInvalidNote means an adjustment's note holds a NUL byte or is not
+// UTF-8: notes are kept as text, which Postgres refuses such bytes in, so
+// every store refuses them alike, before anything is written.
+var ErrInvalidNote = errors.New("store: invalid adjustment note")
+
 // Adjust adds delta (either sign, not zero) to account as an adjustment entry
-// with a note saying why. A negative delta may not take the balance below what
-// open holds keep (ErrInsufficientCredit). key works as for Grant.
+// with a note saying why (UTF-8 without NUL bytes, else ErrInvalidNote). A
+// negative delta may not take the balance below what open holds keep
+// (ErrInsufficientCredit). key works as for Grant.
 func (l *Ledger) Adjust(ctx context.Context, account string, delta int64, key, note string) error {
 	if delta == 0 {
 		return fmt.Errorf("%w: adjustment of 0", capability.ErrInvalidAmount)
+	}
+	if strings.IndexByte(note, 0) >= 0 || !utf8.ValidString(note) {
+		return fmt.Errorf("%w: it holds a NUL byte or is not UTF-8", ErrInvalidNote)
 	}
 	return l.entry(ctx, "ledger adjust", account, entryAdjust, delta, key, note)
 }

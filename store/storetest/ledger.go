@@ -41,6 +41,11 @@ func RunLedger(t *testing.T, open Open) {
 		if err := l.Adjust(ctx, "acme", -50, "", "refund reversal"); !errors.Is(err, capability.ErrInsufficientCredit) {
 			t.Fatalf("adjust below held credit: %v", err)
 		}
+		for _, note := range []string{"a\x00b", "\xff refund"} { // text columns cannot hold them (Postgres)
+			if err := l.Adjust(ctx, "acme", -40, "", note); !errors.Is(err, store.ErrInvalidNote) {
+				t.Fatalf("adjust with note %q: %v", note, err)
+			}
+		}
 		must(t, l.Adjust(ctx, "acme", -40, "", "correction"))
 		_, err = l.Settle(ctx, id, 25)
 		must(t, err)
