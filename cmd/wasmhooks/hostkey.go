@@ -30,8 +30,8 @@ func hostKeyPath(flag string) (string, error) {
 }
 
 // loadHostKey reads the host key, creating it first when create is set and
-// it does not exist. A key file that group or others can read or write is
-// refused.
+// it does not exist. A key file that another user owns or could have
+// written, or that group or others can read, is refused (checkSecretFile).
 func loadHostKey(flag string, create bool) ([]byte, error) {
 	path, err := hostKeyPath(flag)
 	if err != nil {
@@ -42,15 +42,8 @@ func loadHostKey(flag string, create bool) ([]byte, error) {
 			return nil, err
 		}
 	}
-	info, err := os.Stat(path)
-	if err != nil {
+	if err := checkSecretFile(path); err != nil {
 		return nil, fmt.Errorf("host key: %w", err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("host key %s is not a regular file", path)
-	}
-	if info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("host key %s is accessible to others (mode %04o); chmod 600 it", path, info.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

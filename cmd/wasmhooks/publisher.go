@@ -157,31 +157,27 @@ signatures once an admin approved it. Prints the version.
 // maxPEMBytes bounds a key file (an ed25519 key's PEM is about 120 bytes).
 const maxPEMBytes = 16 << 10
 
-func readPEM(path string) (*pem.Block, os.FileMode, error) {
+func readPEM(path string) (*pem.Block, error) {
 	data, err := runtime.ReadFileLimit(path, maxPEMBytes, "key_bytes")
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		return nil, 0, fmt.Errorf("%s is not a PEM file", path)
-	}
-	return b, st.Mode().Perm(), nil
-}
-
-// readPrivateKey reads an ed25519 private key, PKCS #8 PEM, from a file
-// only its owner can read.
-func readPrivateKey(path string) (ed25519.PrivateKey, error) {
-	b, mode, err := readPEM(path)
 	if err != nil {
 		return nil, err
 	}
-	if mode&0o077 != 0 {
-		return nil, fmt.Errorf("%s can be read by others (mode %v): chmod 600 it", path, mode)
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return nil, fmt.Errorf("%s is not a PEM file", path)
+	}
+	return b, nil
+}
+
+// readPrivateKey reads an ed25519 private key, PKCS #8 PEM, from a secret
+// file (checkSecretFile: ours, only we can read or write it).
+func readPrivateKey(path string) (ed25519.PrivateKey, error) {
+	if err := checkSecretFile(path); err != nil {
+		return nil, err
+	}
+	b, err := readPEM(path)
+	if err != nil {
+		return nil, err
 	}
 	return parseKey[ed25519.PrivateKey](path, b, x509.ParsePKCS8PrivateKey)
 }
@@ -189,7 +185,7 @@ func readPrivateKey(path string) (ed25519.PrivateKey, error) {
 // readPublicKey reads an ed25519 public key from a PEM file: a public key
 // (PKIX, as keygen's FILE.pub), or a private key whose public half is taken.
 func readPublicKey(path string) (ed25519.PublicKey, error) {
-	b, _, err := readPEM(path)
+	b, err := readPEM(path)
 	if err != nil {
 		return nil, err
 	}

@@ -105,20 +105,16 @@ func (c *apiConn) key() (string, error) {
 }
 
 // readSecret reads a secret (an API key, a bearer token) from path, the
-// value of flagName: a file only its owner can read, of at most
-// maxAPIKeyFileBytes, not empty once trimmed. Without path it is $env,
-// trimmed, "" when unset: the file wins over the variable. A refusal is a
-// usageError naming the flag.
+// value of flagName: a file that passes checkSecretFile (ours, only we can
+// read or write it), of at most maxAPIKeyFileBytes, not empty once trimmed.
+// Without path it is $env, trimmed, "" when unset: the file wins over the
+// variable. A refusal is a usageError naming the flag.
 func readSecret(flagName, path, env string) (string, error) {
 	if path == "" {
 		return strings.TrimSpace(os.Getenv(env)), nil
 	}
-	st, err := os.Stat(path)
-	if err != nil {
+	if err := checkSecretFile(path); err != nil {
 		return "", &usageError{fmt.Sprintf("%s: %v", flagName, err)}
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", &usageError{fmt.Sprintf("%s %s can be read by others (mode %v): chmod 600 it", flagName, path, st.Mode().Perm())}
 	}
 	b, err := runtime.ReadFileLimit(path, maxAPIKeyFileBytes, "api_key_bytes")
 	if err != nil {
