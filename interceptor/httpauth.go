@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/server/api"
 )
@@ -50,8 +51,14 @@ func bearerAuth(w http.ResponseWriter, r *http.Request, want [sha256.Size]byte) 
 
 // unauthenticated writes a 401 with the problem document `wasmhooks serve`
 // answers an unauthenticated request with (api.Problem, code
-// api.CodeUnauthenticated) and the challenge of RFC 6750.
+// api.CodeUnauthenticated) and the challenge of RFC 6750, and closes the
+// connection without waiting for the request's body: net/http would otherwise read
+// (up to 256 KiB of) an unread body before answering, with no deadline, so
+// a client without the token that declared a body and never sent it held
+// its connection and goroutine for ever.
 func unauthenticated(w http.ResponseWriter, challenge, detail string) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // not every ResponseWriter can
+	w.Header().Set("Connection", "close")
 	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
