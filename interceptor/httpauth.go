@@ -30,6 +30,23 @@ func CheckHTTPToken(token string) error {
 	return nil
 }
 
+// BearerAuth is next served only to the requests that carry token
+// (Authorization: Bearer TOKEN); any other is answered 401 as HTTPOptions.Token
+// says, before next sees it. An empty token is next itself. A command that
+// routes several paths wraps its whole mux in it, so that no answer (a 404,
+// a redirect) goes to a client without the token.
+func BearerAuth(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearerAuth(w, r, want) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
 // bearerAuth answers a request that does not carry token (Authorization:
 // Bearer TOKEN, the scheme's case ignored, RFC 9110 section 11.1) with 401
 // and reports false; the request then reached nothing else. The tokens are

@@ -208,3 +208,28 @@ func TestHTTPRefusalHoldsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestServeCLIHTTPRefusalHoldsNothing: the command answers a request
+// without the token 401 at any path (another, /mcp/, //mcp, and the
+// server-wide OPTIONS *), at once and closing the connection, even when it
+// declares a body it never sends. Without authentication before routing,
+// the mux's 404 and 301 and net/http's OPTIONS * answered without the
+// token, after waiting for the body with no deadline: a connection held
+// for ever by a client without the token.
+func TestServeCLIHTTPRefusalHoldsNothing(t *testing.T) {
+	endpoint := startCLIHTTP(t, []string{"WASMHOOKS_MCP_TOKEN=fedcba9876543210fedcba9876543210-raw"})
+	addr := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/mcp")
+	for _, path := range []string{"/mcp", "/other", "/mcp/", "//mcp", "/%6Dcp", "*"} {
+		for _, tt := range unsentBodies {
+			if path == "*" && !strings.HasPrefix(tt.name, "OPTIONS") {
+				continue
+			}
+			t.Run(path+" "+tt.name, func(t *testing.T) {
+				status, closed := refusedRaw(t, addr, fmt.Sprintf(tt.head, path))
+				if status != http.StatusUnauthorized || !closed {
+					t.Errorf("status %d, connection closed %v; want 401 and closed", status, closed)
+				}
+			})
+		}
+	}
+}

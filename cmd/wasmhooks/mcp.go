@@ -116,8 +116,12 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitOK
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{Token: token}))
-	hs := newHTTPServer(mux) // serve's: headers bounded, idle connections closed
+	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{}))
+	// The token is checked before routing, so a client without it gets no
+	// answer but the 401 (no 404, no redirect, no OPTIONS *), which never
+	// waits for a body (TestServeCLIHTTPRefusalHoldsNothing).
+	hs := newHTTPServer(interceptor.BearerAuth(token, mux)) // serve's: headers bounded, idle connections closed
+	hs.DisableGeneralOptionsHandler = true
 	fmt.Fprintf(stderr, "wasmhooks mcp: serving streamable HTTP at http://%s/mcp\n", ln.Addr())
 	go func() {
 		<-ctx.Done()
