@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -138,7 +139,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 
 // listenMCP listens at addr for `wasmhooks mcp --http` and returns the
 // bearer token the requests must carry: tokenFile's, else $WASMHOOKS_MCP_TOKEN's
-// (readSecret), at least interceptor.MinHTTPTokenBytes. Without a token it
+// (readSecret), at least interceptor.MinHTTPTokenBytes; the variable set
+// but blank is refused, not taken for no token. Without a token it
 // listens on a loopback address only, with a warning on stderr, unless
 // insecure; a token and insecure together are refused, as contradicting.
 func listenMCP(addr, tokenFile string, insecure bool, stderr io.Writer) (net.Listener, string, error) {
@@ -149,6 +151,11 @@ func listenMCP(addr, tokenFile string, insecure bool, stderr io.Writer) (net.Lis
 	from := "--token-file " + tokenFile
 	if tokenFile == "" {
 		from = "$" + envMCPToken
+	}
+	if _, set := os.LookupEnv(envMCPToken); set && tokenFile == "" && token == "" {
+		// Set but blank (an unset variable expanded into it, say): a
+		// token was meant, so serving without one would fail open.
+		return nil, "", fmt.Errorf("$%s is set but empty: give the token, or unset it to serve loopback without one", envMCPToken)
 	}
 	if token != "" {
 		if err := interceptor.CheckHTTPToken(token); err != nil {
