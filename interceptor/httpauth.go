@@ -54,6 +54,7 @@ func BearerAuth(token string, next http.Handler) http.Handler {
 // token's bytes nor its length show in the time taken.
 func bearerAuth(w http.ResponseWriter, r *http.Request, want [sha256.Size]byte) bool {
 	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	got = strings.TrimLeft(got, " ") // 1*SP after the scheme, RFC 9110 section 11.4
 	if !strings.EqualFold(scheme, "Bearer") || got == "" {
 		unauthenticated(w, `Bearer realm="wasmhooks mcp"`, "a bearer token is required: Authorization: Bearer TOKEN")
 		return false

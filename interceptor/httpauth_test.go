@@ -32,7 +32,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // prefix) is 401 with a problem document and a Bearer challenge, and
 // changes nothing: an initialize opens no session, a tools/call on an open
 // session runs no chain (no audit record). The right token, its scheme in
-// any case, is served. Without the check every request was served.
+// any case and any spaces after it, is served (several spaces were
+// refused). Without the check every request was served.
 func TestHTTPBearerToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef-mcp"
 	sink := audit.NewMemorySink()
@@ -83,6 +84,8 @@ func TestHTTPBearerToken(t *testing.T) {
 		{"token and more", "Bearer " + token + "x", false},
 		{"right token", "Bearer " + token, true},
 		{"scheme in lower case", "bearer " + token, true},
+		{"spaces after the scheme", "Bearer   " + token, true}, // 1*SP, RFC 9110 section 11.4
+		{"tab after the scheme", "Bearer\t" + token, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			post := func(body, session string) *http.Response {
