@@ -18,14 +18,19 @@ import (
 // that a token cannot be guessed and failed attempts need no limiter.
 const MinHTTPTokenBytes = 32
 
-// CheckHTTPToken reports why token cannot be HTTPOptions.Token: empty, or
-// shorter than MinHTTPTokenBytes.
+// CheckHTTPToken reports why token cannot be HTTPOptions.Token: empty,
+// shorter than MinHTTPTokenBytes, or holding a control character, which no
+// header carries (every request would be refused). The error never holds
+// the token.
 func CheckHTTPToken(token string) error {
+	ctl := strings.IndexFunc(token, func(r rune) bool { return r < 0x20 || r == 0x7f })
 	switch {
 	case token == "":
 		return errors.New("the token is empty")
 	case len(token) < MinHTTPTokenBytes:
 		return fmt.Errorf("the token is %d bytes, shorter than %d", len(token), MinHTTPTokenBytes)
+	case ctl >= 0:
+		return fmt.Errorf("the token holds a control character (byte %d), which no header carries", ctl)
 	}
 	return nil
 }

@@ -35,7 +35,8 @@ func TestMCPHelpAndRefusals(t *testing.T) {
 
 // TestMCPHTTPAuth: `mcp --http` takes its bearer token from --token-file
 // (owner-only, trimmed) or $WASMHOOKS_MCP_TOKEN, and refuses an empty or
-// short one, naming where it came from (the variable set but blank too: it
+// short one, or one no header carries (a control character: every request
+// was refused), naming where it came from (the variable set but blank too: it
 // served without a token, as if unset); without a token it refuses a
 // non-loopback address unless --insecure-no-auth, and warns on loopback.
 // The configuration here is refused (invalid_config, exit 1) after those
@@ -54,6 +55,7 @@ func TestMCPHTTPAuth(t *testing.T) {
 	empty := secret("empty", " \n", 0o600)
 	short := secret("short", token[1:], 0o600)
 	open := secret("open", token, 0o644)
+	twoLines := secret("two-lines", token+"\n"+token+"\n", 0o600)
 	cfg := writeTemp(t, "unknown.json", `{"interceptors": [], "bindings": []}`)
 	for _, tt := range []struct {
 		name       string
@@ -64,6 +66,7 @@ func TestMCPHTTPAuth(t *testing.T) {
 	}{
 		{"token file empty", "", []string{"--http", "127.0.0.1:0", "--token-file", empty}, exitUsage, "--token-file " + empty + " is empty", ""},
 		{"token file short", "", []string{"--http", "127.0.0.1:0", "--token-file", short}, exitUsage, "--token-file " + short + ": the token is 31 bytes, shorter than 32", ""},
+		{"token file of two lines", "", []string{"--http", "127.0.0.1:0", "--token-file", twoLines}, exitUsage, "--token-file " + twoLines + ": the token holds a control character (byte 32)", ""},
 		{"token file others read", "", []string{"--http", "127.0.0.1:0", "--token-file", open}, exitUsage, "chmod 600", ""},
 		{"token file missing", "", []string{"--http", "127.0.0.1:0", "--token-file", good + ".nope"}, exitUsage, "--token-file: ", ""},
 		{"env token blank", " \n", []string{"--http", "127.0.0.1:0"}, exitUsage, "$WASMHOOKS_MCP_TOKEN is set but empty", ""},
