@@ -35,9 +35,9 @@ Without --audit, audit records are not kept.
 
 Over HTTP every request must carry Authorization: Bearer TOKEN, the token
 read from --token-file (a file only its owner can read; trimmed) or else
-from $WASMHOOKS_MCP_TOKEN (--token-file wins when both are given); it must
-be at least 32 bytes. A request without it is answered 401 and reaches no
-session. Without a token, --http serves only a loopback address, with a
+from $WASMHOOKS_MCP_TOKEN (--token-file wins when both are given; the
+variable set but blank is refused); it must be at least 32 bytes. A request
+without it, at any path, is answered 401 and reaches no session. Without a token, --http serves only a loopback address, with a
 warning: any local process can run calls; another address is refused
 unless --insecure-no-auth says that anyone who reaches it may.
 `
