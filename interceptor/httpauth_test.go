@@ -1,12 +1,16 @@
 package interceptor
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,7 +32,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // prefix) is 401 with a problem document and a Bearer challenge, and
 // changes nothing: an initialize opens no session, a tools/call on an open
 // session runs no chain (no audit record). The right token, its scheme in
-// any case, is served. Without the check every request was served.
+// any case and any spaces after it, is served (several spaces were
+// refused). Without the check every request was served.
 func TestHTTPBearerToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef-mcp"
 	sink := audit.NewMemorySink()
@@ -79,6 +84,8 @@ func TestHTTPBearerToken(t *testing.T) {
 		{"token and more", "Bearer " + token + "x", false},
 		{"right token", "Bearer " + token, true},
 		{"scheme in lower case", "bearer " + token, true},
+		{"spaces after the scheme", "Bearer   " + token, true}, // 1*SP, RFC 9110 section 11.4
+		{"tab after the scheme", "Bearer\t" + token, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			post := func(body, session string) *http.Response {
@@ -149,4 +156,83 @@ func TestServeCLIHTTPToken(t *testing.T) {
 	}
 	exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: bearer{"Bearer " + token}}}))
+}
+
+// refusedRaw sends request (raw HTTP/1.1, a body declared and never sent)
+// to addr and returns the response's status, and whether the server then
+// closed the connection. A server still waiting for the body answers
+// nothing: the read deadline only turns that hang into a failure.
+func refusedRaw(t *testing.T, addr, request string) (status int, closed bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no response (the server waits for the body): %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_, err = br.ReadByte()
+	return resp.StatusCode, err == io.EOF
+}
+
+// unsentBodies are requests without the token that declare a body and
+// never send it, at every method the transport serves.
+var unsentBodies = []struct{ name, head string }{
+	{"POST with a length", "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"},
+	{"POST chunked", "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n"},
+	{"GET with a length", "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nContent-Length: 100\r\n\r\n"},
+	{"DELETE with a length", "DELETE %s HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: x\r\nContent-Length: 100\r\n\r\n"},
+	{"OPTIONS with a length", "OPTIONS %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"},
+}
+
+// TestHTTPRefusalHoldsNothing: a request without the token that declares a
+// body and never sends it is answered 401 at once and its connection
+// closed, so a client without the token holds no connection or goroutine.
+// Without the fix the 401 waited for the body first (net/http discards up
+// to 256 KiB of an unread body, with no deadline): each such connection was
+// held for ever, and their number is not bounded.
+func TestHTTPRefusalHoldsNothing(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	hs := serveHTTP(t, s, HTTPOptions{Token: "0123456789abcdef0123456789abcdef-raw"})
+	for _, tt := range unsentBodies {
+		t.Run(tt.name, func(t *testing.T) {
+			status, closed := refusedRaw(t, hs.Listener.Addr().String(), fmt.Sprintf(tt.head, "/mcp"))
+			if status != http.StatusUnauthorized || !closed {
+				t.Errorf("status %d, connection closed %v; want 401 and closed", status, closed)
+			}
+		})
+	}
+}
+
+// TestServeCLIHTTPRefusalHoldsNothing: the command answers a request
+// without the token 401 at any path (another, /mcp/, //mcp, and the
+// server-wide OPTIONS *), at once and closing the connection, even when it
+// declares a body it never sends. Without authentication before routing,
+// the mux's 404 and 301 and net/http's OPTIONS * answered without the
+// token, after waiting for the body with no deadline: a connection held
+// for ever by a client without the token.
+func TestServeCLIHTTPRefusalHoldsNothing(t *testing.T) {
+	endpoint := startCLIHTTP(t, []string{"WASMHOOKS_MCP_TOKEN=fedcba9876543210fedcba9876543210-raw"})
+	addr := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/mcp")
+	for _, path := range []string{"/mcp", "/other", "/mcp/", "//mcp", "/%6Dcp", "*"} {
+		for _, tt := range unsentBodies {
+			if path == "*" && !strings.HasPrefix(tt.name, "OPTIONS") {
+				continue
+			}
+			t.Run(path+" "+tt.name, func(t *testing.T) {
+				status, closed := refusedRaw(t, addr, fmt.Sprintf(tt.head, path))
+				if status != http.StatusUnauthorized || !closed {
+					t.Errorf("status %d, connection closed %v; want 401 and closed", status, closed)
+				}
+			})
+		}
+	}
 }

@@ -3,7 +3,6 @@ package interceptor
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -237,11 +236,7 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 		opts.SessionIdle = DefaultHTTPSessionIdle
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
-	auth, token := opts.Token != "", sha256.Sum256([]byte(opts.Token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if auth && !bearerAuth(w, r, token) {
-			return
-		}
+	return BearerAuth(opts.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			n := 0
 			for range s.Sessions() {
@@ -254,5 +249,5 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 			}
 		}
 		h.ServeHTTP(w, r)
-	})
+	}))
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,9 +35,9 @@ Without --audit, audit records are not kept.
 
 Over HTTP every request must carry Authorization: Bearer TOKEN, the token
 read from --token-file (a file only its owner can read; trimmed) or else
-from $WASMHOOKS_MCP_TOKEN (--token-file wins when both are given); it must
-be at least 32 bytes. A request without it is answered 401 and reaches no
-session. Without a token, --http serves only a loopback address, with a
+from $WASMHOOKS_MCP_TOKEN (--token-file wins when both are given; the
+variable set but blank is refused); it must be at least 32 bytes. A request
+without it, at any path, is answered 401 and reaches no session. Without a token, --http serves only a loopback address, with a
 warning: any local process can run calls; another address is refused
 unless --insecure-no-auth says that anyone who reaches it may.
 `
@@ -116,8 +117,12 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitOK
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{Token: token}))
-	hs := newHTTPServer(mux) // serve's: headers bounded, idle connections closed
+	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{}))
+	// The token is checked before routing, so a client without it gets no
+	// answer but the 401 (no 404, no redirect, no OPTIONS *), which never
+	// waits for a body (TestServeCLIHTTPRefusalHoldsNothing).
+	hs := newHTTPServer(interceptor.BearerAuth(token, mux)) // serve's: headers bounded, idle connections closed
+	hs.DisableGeneralOptionsHandler = true
 	fmt.Fprintf(stderr, "wasmhooks mcp: serving streamable HTTP at http://%s/mcp\n", ln.Addr())
 	go func() {
 		<-ctx.Done()
@@ -134,7 +139,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 
 // listenMCP listens at addr for `wasmhooks mcp --http` and returns the
 // bearer token the requests must carry: tokenFile's, else $WASMHOOKS_MCP_TOKEN's
-// (readSecret), at least interceptor.MinHTTPTokenBytes. Without a token it
+// (readSecret), at least interceptor.MinHTTPTokenBytes; the variable set
+// but blank is refused, not taken for no token. Without a token it
 // listens on a loopback address only, with a warning on stderr, unless
 // insecure; a token and insecure together are refused, as contradicting.
 func listenMCP(addr, tokenFile string, insecure bool, stderr io.Writer) (net.Listener, string, error) {
@@ -145,6 +151,11 @@ func listenMCP(addr, tokenFile string, insecure bool, stderr io.Writer) (net.Lis
 	from := "--token-file " + tokenFile
 	if tokenFile == "" {
 		from = "$" + envMCPToken
+	}
+	if _, set := os.LookupEnv(envMCPToken); set && tokenFile == "" && token == "" {
+		// Set but blank (an unset variable expanded into it, say): a
+		// token was meant, so serving without one would fail open.
+		return nil, "", fmt.Errorf("$%s is set but empty: give the token, or unset it to serve loopback without one", envMCPToken)
 	}
 	if token != "" {
 		if err := interceptor.CheckHTTPToken(token); err != nil {

@@ -35,7 +35,9 @@ func TestMCPHelpAndRefusals(t *testing.T) {
 
 // TestMCPHTTPAuth: `mcp --http` takes its bearer token from --token-file
 // (owner-only, trimmed) or $WASMHOOKS_MCP_TOKEN, and refuses an empty or
-// short one, naming where it came from; without a token it refuses a
+// short one, or one no header carries (a control character: every request
+// was refused), naming where it came from (the variable set but blank too: it
+// served without a token, as if unset); without a token it refuses a
 // non-loopback address unless --insecure-no-auth, and warns on loopback.
 // The configuration here is refused (invalid_config, exit 1) after those
 // checks, so exit 1 means the authentication settings were accepted.
@@ -53,6 +55,7 @@ func TestMCPHTTPAuth(t *testing.T) {
 	empty := secret("empty", " \n", 0o600)
 	short := secret("short", token[1:], 0o600)
 	open := secret("open", token, 0o644)
+	twoLines := secret("two-lines", token+"\n"+token+"\n", 0o600)
 	cfg := writeTemp(t, "unknown.json", `{"interceptors": [], "bindings": []}`)
 	for _, tt := range []struct {
 		name       string
@@ -63,8 +66,10 @@ func TestMCPHTTPAuth(t *testing.T) {
 	}{
 		{"token file empty", "", []string{"--http", "127.0.0.1:0", "--token-file", empty}, exitUsage, "--token-file " + empty + " is empty", ""},
 		{"token file short", "", []string{"--http", "127.0.0.1:0", "--token-file", short}, exitUsage, "--token-file " + short + ": the token is 31 bytes, shorter than 32", ""},
+		{"token file of two lines", "", []string{"--http", "127.0.0.1:0", "--token-file", twoLines}, exitUsage, "--token-file " + twoLines + ": the token holds a control character (byte 32)", ""},
 		{"token file others read", "", []string{"--http", "127.0.0.1:0", "--token-file", open}, exitUsage, "chmod 600", ""},
 		{"token file missing", "", []string{"--http", "127.0.0.1:0", "--token-file", good + ".nope"}, exitUsage, "--token-file: ", ""},
+		{"env token blank", " \n", []string{"--http", "127.0.0.1:0"}, exitUsage, "$WASMHOOKS_MCP_TOKEN is set but empty", ""},
 		{"env token short", "short", []string{"--http", "127.0.0.1:0"}, exitUsage, "$WASMHOOKS_MCP_TOKEN: the token is 5 bytes", ""},
 		{"token file wins over env", "short", []string{"--http", "127.0.0.1:0", "--token-file", good}, exitRefused, "invalid_config", ""},
 		{"env token", token, []string{"--http", "0.0.0.0:0"}, exitRefused, "invalid_config", ""},
@@ -80,6 +85,9 @@ func TestMCPHTTPAuth(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(envMCPToken, tt.env)
+			if tt.env == "" {
+				os.Unsetenv(envMCPToken) // t.Setenv restores it
+			}
 			var stdout, stderr bytes.Buffer
 			args := append([]string{"mcp", "--config", cfg, "--cache-dir", ""}, tt.args...)
 			code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
