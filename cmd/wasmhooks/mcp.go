@@ -117,13 +117,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		return exitOK
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{}))
-	// The token is checked before routing, so a client without it gets no
-	// answer but the 401 (no 404, no redirect, no OPTIONS *), which never
-	// waits for a body (TestServeCLIHTTPRefusalHoldsNothing).
-	hs := newHTTPServer(interceptor.BearerAuth(token, mux)) // serve's: headers bounded, idle connections closed
-	hs.DisableGeneralOptionsHandler = true
+	hs := mcpHTTPServer(srv, interceptor.HTTPOptions{Token: token})
 	fmt.Fprintf(stderr, "wasmhooks mcp: serving streamable HTTP at http://%s/mcp\n", ln.Addr())
 	go func() {
 		<-ctx.Done()
@@ -136,6 +130,23 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitRefused
 	}
 	return exitOK
+}
+
+// mcpHTTPServer is the http.Server of `wasmhooks mcp --http`: srv's
+// streamable HTTP transport at /mcp with opts' bounds, serve's bounds on
+// headers and idle connections (newHTTPServer). The token and the body's
+// bound apply before routing, so a client without the token gets no answer
+// but the 401 (no 404, no redirect, no OPTIONS *), which never waits for
+// a body (TestServeCLIHTTPRefusalHoldsNothing), and a holder's body to any
+// path is bounded in time (TestMCPHTTPBodyTimeout).
+func mcpHTTPServer(srv *mcp.Server, opts interceptor.HTTPOptions) *http.Server {
+	inner := opts
+	inner.Token = "" // checked before routing
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", interceptor.HTTPHandler(srv, inner))
+	hs := newHTTPServer(interceptor.BoundBodies(opts.BodyTimeout, interceptor.BearerAuth(opts.Token, mux)))
+	hs.DisableGeneralOptionsHandler = true
+	return hs
 }
 
 // listenMCP listens at addr for `wasmhooks mcp --http` and returns the
