@@ -37,10 +37,11 @@ Over HTTP every request must carry Authorization: Bearer TOKEN, the token
 read from --token-file (a file only its owner can read; trimmed) or else
 from $WASMHOOKS_MCP_TOKEN (--token-file wins when both are given; the
 variable set but blank is refused); it must be at least 32 bytes. A request
-without it, at any path, is answered 401 and reaches no session. Without a
-token, --http serves only a loopback address, with a warning: any local
-process can run calls; another address is refused unless --insecure-no-auth
-says that anyone who reaches it may.
+without it, or with two Authorization headers, at any path, is answered 401
+and reaches no session. A request's body has 2 minutes to arrive, or its
+connection is closed. Without a token, --http serves only a loopback
+address, with a warning: any local process can run calls; another address
+is refused unless --insecure-no-auth says that anyone who reaches it may.
 `
 
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
