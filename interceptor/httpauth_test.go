@@ -168,22 +168,30 @@ func TestServeCLIHTTPToken(t *testing.T) {
 		HTTPClient: &http.Client{Transport: bearer{"Bearer " + token}}}))
 }
 
+// sendRaw sends request (raw HTTP/1.1) to addr on a new connection, closed
+// when the test ends, and returns it with a read deadline of 10 s: a server
+// that holds the connection fails the test rather than hang it.
+func sendRaw(t *testing.T, addr, request string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
 // refusedRaw sends request (raw HTTP/1.1, a body declared and never sent)
 // to addr and returns the response's status, and whether the server then
 // closed the connection. A server still waiting for the body answers
 // nothing: the read deadline only turns that hang into a failure.
 func refusedRaw(t *testing.T, addr, request string) (status int, closed bool) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, request); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
+	br := bufio.NewReader(sendRaw(t, addr, request))
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("no response (the server waits for the body): %v", err)

@@ -20,17 +20,8 @@ import (
 // fails once it has done so for 10 s.
 func closedAfterBody(t *testing.T, addr, request string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, request); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var got strings.Builder
-	if _, err := io.Copy(&got, c); err != nil {
+	if _, err := io.Copy(&got, sendRaw(t, addr, request)); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			t.Fatalf("the connection is still open 10 s after its body stopped (answer so far %q)", got.String())
@@ -90,41 +81,26 @@ func TestHTTPBodyTimeout(t *testing.T) {
 		}
 	})
 	t.Run("an event stream outlasts the bound", func(t *testing.T) {
-		req, err := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-		if err != nil {
-			t.Fatal(err)
+		status, session := initializeHTTPAuth(t, hs.URL, "Bearer "+token)
+		if status != http.StatusOK || session == "" {
+			t.Fatalf("initialize: status %d, session %q", status, session)
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		session := resp.Header.Get("Mcp-Session-Id")
-		if resp.StatusCode != http.StatusOK || session == "" {
-			t.Fatalf("initialize: status %d, session %q", resp.StatusCode, session)
-		}
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+token+
-			"\r\nAccept: text/event-stream\r\nMcp-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: "+session+"\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c := sendRaw(t, addr, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+token+
+			"\r\nAccept: text/event-stream\r\nMcp-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: "+session+"\r\n\r\n")
 		br := bufio.NewReader(c)
 		stream, err := http.ReadResponse(br, nil)
 		if err != nil || stream.StatusCode != http.StatusOK {
 			t.Fatalf("GET: %v, %v; want the session's event stream", stream, err)
 		}
+		events := bufio.NewReader(stream.Body)
+		for line := "-"; line != "\n"; { // the SDK's first event (": ok")
+			if line, err = events.ReadString('\n'); err != nil {
+				t.Fatalf("the event stream's first event: %v", err)
+			}
+		}
 		time.Sleep(5 * bound) // the stream lives past the bound
 		_ = c.SetReadDeadline(time.Now().Add(bound))
-		if _, err := stream.Body.Read(make([]byte, 1)); err != nil { // an event, or nothing yet
+		if _, err := events.Peek(1); err != nil { // another event, or nothing yet
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() {
 				t.Fatalf("the event stream ended: %v", err)
