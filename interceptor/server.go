@@ -237,9 +237,8 @@ type HTTPOptions struct {
 // HTTPHandler serves the server over MCP's streamable HTTP transport (the
 // SDK's, its request bodies bounded at mcp.DefaultMaxRequestBodyBytes and
 // in time at opts.BodyTimeout), to the holders of opts.Token if set, with
-// opts' bounds on sessions. A
-// request that starts a session (a POST without Mcp-Session-Id) when
-// MaxSessions are open is refused; sessions
+// opts' bounds on sessions. A request that starts a session (a POST
+// without Mcp-Session-Id) when MaxSessions are open is refused; sessions
 // opened by requests in flight together may pass it by their number.
 func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	if opts.MaxSessions <= 0 {
@@ -272,8 +271,8 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 // what is left after the answer). Requests without a body (an event
 // stream's GET) are not bounded, nor is a handler once it has read its
 // body: the bound is the connection's read deadline, lifted at the body's
-// end (bodydeadline.Set), not a server-wide ReadTimeout, which would cut
-// event streams and long calls. Nested, the innermost bound holds. A
+// end (bodydeadline.Set), set by the handler because the http.Server (and
+// its ReadTimeout) is the embedder's. Nested, the innermost bound holds. A
 // command that routes several paths wraps its whole mux in it, as in
 // BearerAuth.
 func BoundBodies(d time.Duration, next http.Handler) http.Handler {

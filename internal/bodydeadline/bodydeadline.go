@@ -1,9 +1,9 @@
-// Package bodydeadline bounds the time an HTTP request's body takes to
-// arrive, for servers that cannot set http.Server.ReadTimeout: that bounds
-// the whole request, so it would also cut the long answers (event streams,
-// long polls, long calls) a connection carries after its body. It serves
-// `wasmhooks serve` (package server) and `wasmhooks mcp --http` (package
-// interceptor).
+// Package bodydeadline bounds, from a handler, the time an HTTP request's
+// body takes to arrive: the one place that knows when the connection's read
+// deadline may be set for it. It serves `wasmhooks serve` (package server)
+// and `wasmhooks mcp --http` (package interceptor, whose HTTPHandler an
+// embedder mounts on its own http.Server, with its own ReadTimeout or
+// none).
 package bodydeadline
 
 import (
