@@ -29,11 +29,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestHTTPBearerToken: with HTTPOptions.Token, a request without the token
 // (no header, another scheme, an empty or a wrong token, the token's
-// prefix) is 401 with a problem document and a Bearer challenge, and
-// changes nothing: an initialize opens no session, a tools/call on an open
+// prefix, two Authorization headers whatever they hold) is 401 with a
+// problem document and a Bearer challenge, and changes nothing: an initialize opens no session, a tools/call on an open
 // session runs no chain (no audit record). The right token, its scheme in
 // any case and any spaces after it, is served (several spaces were
-// refused). Without the check every request was served.
+// refused). Without the check every request was served; without the
+// count of headers, the token followed by a second header was (only the
+// first was read).
 func TestHTTPBearerToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef-mcp"
 	sink := audit.NewMemorySink()
@@ -73,19 +75,24 @@ func TestHTTPBearerToken(t *testing.T) {
 	const callChain = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + ToolChain + `","arguments":{"event":"tools/call","phase":"request","context":{"sessionId":"s"},"payload":{"name":"fetch","arguments":{"note":"x"}}}}}`
 	for _, tt := range []struct {
 		name, auth string // auth "" sends no Authorization header
+		also       string // a second Authorization header, if not ""
 		ok         bool
 	}{
-		{"no header", "", false},
-		{"wrong scheme", "Basic " + token, false},
-		{"scheme only", "Bearer", false},
-		{"empty token", "Bearer ", false},
-		{"wrong token", "Bearer " + strings.ToUpper(token), false},
-		{"token's prefix", "Bearer " + token[:len(token)-1], false},
-		{"token and more", "Bearer " + token + "x", false},
-		{"right token", "Bearer " + token, true},
-		{"scheme in lower case", "bearer " + token, true},
-		{"spaces after the scheme", "Bearer   " + token, true}, // 1*SP, RFC 9110 section 11.4
-		{"tab after the scheme", "Bearer\t" + token, false},
+		{"no header", "", "", false},
+		{"wrong scheme", "Basic " + token, "", false},
+		{"scheme only", "Bearer", "", false},
+		{"empty token", "Bearer ", "", false},
+		{"wrong token", "Bearer " + strings.ToUpper(token), "", false},
+		{"token's prefix", "Bearer " + token[:len(token)-1], "", false},
+		{"token and more", "Bearer " + token + "x", "", false},
+		{"right token", "Bearer " + token, "", true},
+		{"scheme in lower case", "bearer " + token, "", true},
+		{"spaces after the scheme", "Bearer   " + token, "", true}, // 1*SP, RFC 9110 section 11.4
+		{"tab after the scheme", "Bearer\t" + token, "", false},
+		{"right token twice", "Bearer " + token, "Bearer " + token, false},
+		{"right token then a wrong one", "Bearer " + token, "Bearer x", false},
+		{"right token then another scheme", "Bearer " + token, "Basic eDp5", false},
+		{"wrong token then the right one", "Bearer x", "Bearer " + token, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			post := func(body, session string) *http.Response {
@@ -102,6 +109,9 @@ func TestHTTPBearerToken(t *testing.T) {
 				}
 				if tt.auth != "" {
 					req.Header.Set("Authorization", tt.auth)
+				}
+				if tt.also != "" {
+					req.Header.Add("Authorization", tt.also)
 				}
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
@@ -158,22 +168,30 @@ func TestServeCLIHTTPToken(t *testing.T) {
 		HTTPClient: &http.Client{Transport: bearer{"Bearer " + token}}}))
 }
 
+// sendRaw sends request (raw HTTP/1.1) to addr on a new connection, closed
+// when the test ends, and returns it with a read deadline of 10 s: a server
+// that holds the connection fails the test rather than hang it.
+func sendRaw(t *testing.T, addr, request string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
 // refusedRaw sends request (raw HTTP/1.1, a body declared and never sent)
 // to addr and returns the response's status, and whether the server then
 // closed the connection. A server still waiting for the body answers
 // nothing: the read deadline only turns that hang into a failure.
 func refusedRaw(t *testing.T, addr, request string) (status int, closed bool) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, request); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
+	br := bufio.NewReader(sendRaw(t, addr, request))
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("no response (the server waits for the body): %v", err)
@@ -181,6 +199,15 @@ func refusedRaw(t *testing.T, addr, request string) (status int, closed bool) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_, err = br.ReadByte()
 	return resp.StatusCode, err == io.EOF
+}
+
+// wantRefused sends request as refusedRaw does and fails the test unless
+// it is answered 401 and its connection closed.
+func wantRefused(t *testing.T, addr, request string) {
+	t.Helper()
+	if status, closed := refusedRaw(t, addr, request); status != http.StatusUnauthorized || !closed {
+		t.Errorf("status %d, connection closed %v; want 401 and closed", status, closed)
+	}
 }
 
 // unsentBodies are requests without the token that declare a body and
@@ -193,45 +220,56 @@ var unsentBodies = []struct{ name, head string }{
 	{"OPTIONS with a length", "OPTIONS %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"},
 }
 
-// TestHTTPRefusalHoldsNothing: a request without the token that declares a
-// body and never sends it is answered 401 at once and its connection
-// closed, so a client without the token holds no connection or goroutine.
-// Without the fix the 401 waited for the body first (net/http discards up
+// twoTokens is a request carrying the token twice (two Authorization
+// headers), which declares a body and never sends it.
+func twoTokens(token, path string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", path, token, token)
+}
+
+// TestHTTPRefusalHoldsNothing: a request without the token (or with two
+// Authorization headers) that declares a body and never sends it is
+// answered 401 at once and its connection closed, so a client without the
+// token holds no connection or goroutine. Without the fix the 401 waited for the body first (net/http discards up
 // to 256 KiB of an unread body, with no deadline): each such connection was
 // held for ever, and their number is not bounded.
 func TestHTTPRefusalHoldsNothing(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef-raw"
 	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-	hs := serveHTTP(t, s, HTTPOptions{Token: "0123456789abcdef0123456789abcdef-raw"})
+	hs := serveHTTP(t, s, HTTPOptions{Token: token})
+	requests := map[string]string{"the token twice": twoTokens(token, "/mcp")}
 	for _, tt := range unsentBodies {
-		t.Run(tt.name, func(t *testing.T) {
-			status, closed := refusedRaw(t, hs.Listener.Addr().String(), fmt.Sprintf(tt.head, "/mcp"))
-			if status != http.StatusUnauthorized || !closed {
-				t.Errorf("status %d, connection closed %v; want 401 and closed", status, closed)
-			}
+		requests[tt.name] = fmt.Sprintf(tt.head, "/mcp")
+	}
+	for name, request := range requests {
+		t.Run(name, func(t *testing.T) {
+			wantRefused(t, hs.Listener.Addr().String(), request)
 		})
 	}
 }
 
 // TestServeCLIHTTPRefusalHoldsNothing: the command answers a request
-// without the token 401 at any path (another, /mcp/, //mcp, and the
-// server-wide OPTIONS *), at once and closing the connection, even when it
-// declares a body it never sends. Without authentication before routing,
+// without the token (or with two Authorization headers) 401 at any path
+// (another, /mcp/, //mcp, and the server-wide OPTIONS *), at once and
+// closing the connection, even when it declares a body it never sends. Without authentication before routing,
 // the mux's 404 and 301 and net/http's OPTIONS * answered without the
 // token, after waiting for the body with no deadline: a connection held
 // for ever by a client without the token.
 func TestServeCLIHTTPRefusalHoldsNothing(t *testing.T) {
-	endpoint := startCLIHTTP(t, []string{"WASMHOOKS_MCP_TOKEN=fedcba9876543210fedcba9876543210-raw"})
+	const token = "fedcba9876543210fedcba9876543210-raw"
+	endpoint := startCLIHTTP(t, []string{"WASMHOOKS_MCP_TOKEN=" + token})
 	addr := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/mcp")
+	for _, path := range []string{"/mcp", "/other"} {
+		t.Run(path+" the token twice", func(t *testing.T) {
+			wantRefused(t, addr, twoTokens(token, path))
+		})
+	}
 	for _, path := range []string{"/mcp", "/other", "/mcp/", "//mcp", "/%6Dcp", "*"} {
 		for _, tt := range unsentBodies {
 			if path == "*" && !strings.HasPrefix(tt.name, "OPTIONS") {
 				continue
 			}
 			t.Run(path+" "+tt.name, func(t *testing.T) {
-				status, closed := refusedRaw(t, addr, fmt.Sprintf(tt.head, path))
-				if status != http.StatusUnauthorized || !closed {
-					t.Errorf("status %d, connection closed %v; want 401 and closed", status, closed)
-				}
+				wantRefused(t, addr, fmt.Sprintf(tt.head, path))
 			})
 		}
 	}

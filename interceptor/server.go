@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhooks/wasmhooks/internal/bodydeadline"
 )
 
 // The SEP's methods as the official Go SDK serves them. The SDK dispatches
@@ -202,6 +204,13 @@ const (
 	// DefaultHTTPSessionIdle is how long a session may go without a
 	// request before it is closed, when HTTPOptions.SessionIdle is zero.
 	DefaultHTTPSessionIdle = 30 * time.Minute
+	// DefaultHTTPBodyTimeout bounds the time a request's body takes to
+	// arrive, from the request's start, when HTTPOptions.BodyTimeout is
+	// zero (2 min, as `wasmhooks serve`'s): a body that stops coming is
+	// given up and its connection closed. Without it a client (a holder of
+	// the token) held a connection and its goroutine for ever by declaring
+	// a body and never sending it.
+	DefaultHTTPBodyTimeout = 2 * time.Minute
 )
 
 // HTTPOptions authenticates HTTPHandler's requests and bounds its sessions.
@@ -220,13 +229,16 @@ type HTTPOptions struct {
 	// SessionIdle closes a session that sent no request for that long.
 	// Zero means DefaultHTTPSessionIdle.
 	SessionIdle time.Duration
+	// BodyTimeout bounds the time a request's body takes to arrive (see
+	// BoundBodies). Zero means DefaultHTTPBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // HTTPHandler serves the server over MCP's streamable HTTP transport (the
-// SDK's, its request bodies bounded at mcp.DefaultMaxRequestBodyBytes),
-// to the holders of opts.Token if set, with opts' bounds on sessions. A
-// request that starts a session (a POST without Mcp-Session-Id) when
-// MaxSessions are open is refused; sessions
+// SDK's, its request bodies bounded at mcp.DefaultMaxRequestBodyBytes and
+// in time at opts.BodyTimeout), to the holders of opts.Token if set, with
+// opts' bounds on sessions. A request that starts a session (a POST
+// without Mcp-Session-Id) when MaxSessions are open is refused; sessions
 // opened by requests in flight together may pass it by their number.
 func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	if opts.MaxSessions <= 0 {
@@ -236,7 +248,7 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 		opts.SessionIdle = DefaultHTTPSessionIdle
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionIdle})
-	return BearerAuth(opts.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return BoundBodies(opts.BodyTimeout, BearerAuth(opts.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			n := 0
 			for range s.Sessions() {
@@ -249,5 +261,26 @@ func HTTPHandler(s *mcp.Server, opts HTTPOptions) http.Handler {
 			}
 		}
 		h.ServeHTTP(w, r)
-	}))
+	})))
+}
+
+// BoundBodies is next with each request's body given d from the request's
+// start to arrive (zero or less: DefaultHTTPBodyTimeout). A read of the
+// body past it fails (the SDK answers 400) and the connection is closed;
+// so is one whose unread body had not all arrived by then (net/http reads
+// what is left after the answer). Requests without a body (an event
+// stream's GET) are not bounded, nor is a handler once it has read its
+// body: the bound is the connection's read deadline, lifted at the body's
+// end (bodydeadline.Set), set by the handler because the http.Server (and
+// its ReadTimeout) is the embedder's. Nested, the innermost bound holds. A
+// command that routes several paths wraps its whole mux in it, as in
+// BearerAuth.
+func BoundBodies(d time.Duration, next http.Handler) http.Handler {
+	if d <= 0 {
+		d = DefaultHTTPBodyTimeout
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bodydeadline.Set(w, r, time.Now().Add(d))
+		next.ServeHTTP(w, r)
+	})
 }

@@ -317,6 +317,13 @@ func TestServeStdioManySessions(t *testing.T) {
 // returns the status and the session it opened.
 func initializeHTTP(t *testing.T, endpoint string) (status int, session string) {
 	t.Helper()
+	return initializeHTTPAuth(t, endpoint, "")
+}
+
+// initializeHTTPAuth is initializeHTTP with auth as the Authorization
+// header, if not "".
+func initializeHTTPAuth(t *testing.T, endpoint, auth string) (status int, session string) {
+	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
 	if err != nil {
@@ -324,6 +331,9 @@ func initializeHTTP(t *testing.T, endpoint string) (status int, session string) 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

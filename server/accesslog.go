@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wasmhooks/wasmhooks/internal/bodydeadline"
 )
 
 // observability is what the server adds around every request: a server span
@@ -89,9 +91,7 @@ func noteKey(r *http.Request, p *Principal) {
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if r.ContentLength != 0 { // a body, sized or chunked: BodyTimeout (readBody lifts it once read)
-			_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.opts.BodyTimeout))
-		}
+		bodydeadline.Set(w, r, start.Add(s.opts.BodyTimeout)) // a body, sized or chunked: BodyTimeout
 		id := r.Header.Get(RequestIDHeader)
 		if !validRequestID(id) {
 			id = newRequestID()

@@ -37,10 +37,11 @@ Over HTTP every request must carry Authorization: Bearer TOKEN, the token
 read from --token-file (a file only its owner can read; trimmed) or else
 from $WASMHOOKS_MCP_TOKEN (--token-file wins when both are given; the
 variable set but blank is refused); it must be at least 32 bytes. A request
-without it, at any path, is answered 401 and reaches no session. Without a
-token, --http serves only a loopback address, with a warning: any local
-process can run calls; another address is refused unless --insecure-no-auth
-says that anyone who reaches it may.
+without it, or with two Authorization headers, at any path, is answered 401
+and reaches no session. A request's body has 2 minutes to arrive, or its
+connection is closed. Without a token, --http serves only a loopback
+address, with a warning: any local process can run calls; another address
+is refused unless --insecure-no-auth says that anyone who reaches it may.
 `
 
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -117,13 +118,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		return exitOK
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", interceptor.HTTPHandler(srv, interceptor.HTTPOptions{}))
-	// The token is checked before routing, so a client without it gets no
-	// answer but the 401 (no 404, no redirect, no OPTIONS *), which never
-	// waits for a body (TestServeCLIHTTPRefusalHoldsNothing).
-	hs := newHTTPServer(interceptor.BearerAuth(token, mux)) // serve's: headers bounded, idle connections closed
-	hs.DisableGeneralOptionsHandler = true
+	hs := mcpHTTPServer(srv, interceptor.HTTPOptions{Token: token})
 	fmt.Fprintf(stderr, "wasmhooks mcp: serving streamable HTTP at http://%s/mcp\n", ln.Addr())
 	go func() {
 		<-ctx.Done()
@@ -136,6 +131,23 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return exitRefused
 	}
 	return exitOK
+}
+
+// mcpHTTPServer is the http.Server of `wasmhooks mcp --http`: srv's
+// streamable HTTP transport at /mcp with opts' bounds, serve's bounds on
+// headers and idle connections (newHTTPServer). The token and the body's
+// bound apply before routing, so a client without the token gets no answer
+// but the 401 (no 404, no redirect, no OPTIONS *), which never waits for
+// a body (TestServeCLIHTTPRefusalHoldsNothing), and a holder's body to any
+// path is bounded in time (TestMCPHTTPBodyTimeout).
+func mcpHTTPServer(srv *mcp.Server, opts interceptor.HTTPOptions) *http.Server {
+	inner := opts
+	inner.Token = "" // checked before routing
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", interceptor.HTTPHandler(srv, inner))
+	hs := newHTTPServer(interceptor.BoundBodies(opts.BodyTimeout, interceptor.BearerAuth(opts.Token, mux)))
+	hs.DisableGeneralOptionsHandler = true
+	return hs
 }
 
 // listenMCP listens at addr for `wasmhooks mcp --http` and returns the

@@ -3,10 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmhooks/wasmhooks/interceptor"
 )
 
 // The MCP server itself is tested end to end, over stdio with this command,
@@ -96,6 +104,40 @@ func TestMCPHTTPAuth(t *testing.T) {
 			}
 			if got := strings.Contains(stderr.String(), "warning"); got != (tt.warn != "") || !strings.Contains(stderr.String(), tt.warn) {
 				t.Errorf("stderr %q, want warning %q", stderr.String(), tt.warn)
+			}
+		})
+	}
+}
+
+// TestMCPHTTPBodyTimeout: `mcp --http`'s server gives a token holder's
+// body HTTPOptions.BodyTimeout to arrive at any path, not only /mcp's
+// handler: a body that stops coming has its connection closed. Without the
+// bound before routing, the mux's 404 (another path) and OPTIONS * waited
+// for the rest of the body with no deadline (net/http reads an unread body
+// after the answer), a connection held for ever.
+func TestMCPHTTPBodyTimeout(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef-cmd"
+	hs := mcpHTTPServer(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil),
+		interceptor.HTTPOptions{Token: token, BodyTimeout: 200 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	for _, target := range []string{"POST /mcp", "POST /other", "GET /mcp/", "OPTIONS *"} {
+		t.Run(target, func(t *testing.T) {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, _ = io.WriteString(c, target+" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+token+
+				"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{")
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // only ends a connection held
+			var ne net.Error
+			if _, err := io.Copy(io.Discard, c); errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the connection is still open 10 s after its body stopped")
 			}
 		})
 	}
