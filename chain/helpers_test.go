@@ -158,6 +158,18 @@ func names(trace []Step) []string {
 	return out
 }
 
+// failures lists the trace's failures as binding: failure, for a message
+// that says why a run went another way than expected.
+func failures(trace []Step) []string {
+	var out []string
+	for _, s := range trace {
+		if s.Failure != nil {
+			out = append(out, s.Binding+": "+s.Failure.Error())
+		}
+	}
+	return out
+}
+
 // equal reports whether a and b hold the same strings in the same order.
 func equal(a, b []string) bool { return slices.Equal(a, b) }
 

@@ -49,7 +49,7 @@ func TestReloadSoak(t *testing.T) {
 	run := func(tenant string) error {
 		out, err := e.c.Run(ctx, Input{Tenant: tenant, Point: outbound, Context: map[string]any{"outgoing": "x"}})
 		if err == nil && (out.Verdict != Allow || len(out.Trace) != 2) {
-			err = fmt.Errorf("run: %s through %v", out.Verdict, names(out.Trace))
+			err = fmt.Errorf("run: %s through %v (failures %q)", out.Verdict, names(out.Trace), failures(out.Trace))
 		}
 		return err
 	}

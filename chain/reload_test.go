@@ -104,7 +104,7 @@ func TestReloadHammer(t *testing.T) {
 				}
 				tag := digest[out.Config]
 				if out.Context["outgoing"] != "x+"+tag || len(out.Trace) != 2 || out.Trace[0].Binding != "stamp-"+tag || out.Trace[1].Binding != "guard-"+tag {
-					errs <- fmt.Errorf("run on configuration %s saw %v through %v", tag, out.Context, names(out.Trace))
+					errs <- fmt.Errorf("run on configuration %s saw %v through %v (failures %q)", tag, out.Context, names(out.Trace), failures(out.Trace))
 				}
 			}
 		}(w)

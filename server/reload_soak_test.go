@@ -107,7 +107,7 @@ func serveSoak(t *testing.T, nodes []*platform, rts []*runtime.Runtime, conns in
 	run := func(node int, outgoing, want string) error {
 		out, err := runners[node].Run(ctx, a.id, "message.outbound", map[string]any{"outgoing": outgoing}, "")
 		if err == nil && out.Verdict != want {
-			err = fmt.Errorf("run on node %d: %s by %s, want %s", node, out.Verdict, out.Binding, want)
+			err = fmt.Errorf("run on node %d: %s by %s (%s), want %s", node, out.Verdict, out.Binding, out.Reason, want)
 		}
 		return err
 	}
