@@ -119,7 +119,10 @@ type Stream struct {
 	in      Input
 	primary string
 	n       int // runs so far
-	held    string
+	// held is the text held back, appended to in place: a Write that
+	// made it anew would copy all of it, a reply sent a byte a chunk
+	// costing work quadratic in what is held.
+	held    []byte
 	partial string // an incomplete UTF-8 sequence ending the last chunk
 	offset  int    // characters released so far
 	// next is the held bytes the next run waits for, after a run that
@@ -198,19 +201,19 @@ func (s *Stream) Write(chunk string) (string, error) {
 	if len(s.held)+len(chunk)+len(s.partial) > MaxStreamHeld {
 		return "", s.stop(fmt.Errorf("%w: more than %d bytes held back", ErrStreamTooLarge, MaxStreamHeld))
 	}
-	s.held += chunk
+	s.held = append(s.held, chunk...)
 	l, bound, err := s.c.lookahead(s.in.Point)
 	if err != nil {
 		return "", s.stop(err)
 	}
 	if !bound {
 		// No hook to wait for.
-		return s.release(s.held, ""), nil
+		return s.release(string(s.held), ""), nil
 	}
-	if len(s.held) < s.next || utf8.RuneCountInString(s.held) <= l {
+	if len(s.held) < s.next || utf8.RuneCount(s.held) <= l {
 		return "", nil // nothing could be released yet
 	}
-	window := s.held
+	window := string(s.held)
 	out, err := s.run(window, false)
 	if err != nil {
 		return "", err
@@ -257,7 +260,7 @@ func (s *Stream) Close() (string, *StreamOutcome, error) {
 		return "", nil, fmt.Errorf("%w: %w", ErrStreamStopped, s.err)
 	}
 	s.closed = true
-	s.held += s.partial
+	s.held = append(s.held, s.partial...)
 	s.partial = ""
 	_, bound, err := s.c.lookahead(s.in.Point)
 	if err != nil {
@@ -265,9 +268,9 @@ func (s *Stream) Close() (string, *StreamOutcome, error) {
 		return "", nil, err
 	}
 	if !bound {
-		return s.release(s.held, ""), s.outcome(), nil
+		return s.release(string(s.held), ""), s.outcome(), nil
 	}
-	out, err := s.run(s.held, true)
+	out, err := s.run(string(s.held), true)
 	if err != nil {
 		return "", nil, err
 	}
@@ -310,7 +313,7 @@ func (s *Stream) run(window string, final bool) (*Outcome, error) {
 // stop stops the stream with err and returns it.
 func (s *Stream) stop(err error) error {
 	s.err = err
-	s.held = ""
+	s.held = nil
 	var st *StreamStopped
 	if errors.As(err, &st) {
 		o := st.Outcome
@@ -325,7 +328,7 @@ func (s *Stream) release(text, held string) string {
 		s.text.WriteString(text)
 		s.offset += utf8.RuneCountInString(text)
 	}
-	s.held = held
+	s.held = append(s.held[:0], held...)
 	return text
 }
 

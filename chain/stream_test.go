@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -450,4 +451,38 @@ func TestStreamCutPoint(t *testing.T) {
 func primaryOf(point string) string {
 	p, _ := abi.LookupPoint(point)
 	return p.Primary
+}
+
+// TestStreamByteChunksCostLinear: a reply sent a byte a chunk while the hooks
+// agree to nothing (or fail) is held, and each Write must not copy all that
+// is held: the bytes allocated stay linear in the reply (quadratic when
+// every Write made the held text anew: 2 GiB for these 64 KiB).
+func TestStreamByteChunksCostLinear(t *testing.T) {
+	for _, b := range []Binding{
+		{Name: "tail", Phase: Transformer, Lookahead: 16},
+		{Name: "broken", Phase: Transformer, Fail: FailOpen, Lookahead: 16},
+	} {
+		t.Run(b.Name, func(t *testing.T) {
+			e, _ := streamEnv(t, b)
+			s, err := e.c.Stream(context.Background(), Input{Tenant: "acme", Point: "llm.output.stream"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 64 << 10
+			var before, after goruntime.MemStats
+			goruntime.ReadMemStats(&before)
+			for i := 0; i < n; i++ {
+				if _, err := s.Write("a"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			goruntime.ReadMemStats(&after)
+			if got := after.TotalAlloc - before.TotalAlloc; got > 256*n {
+				t.Fatalf("%d bytes allocated writing %d one-byte chunks (%d a byte), want linear", got, n, got/n)
+			}
+			if r, _, err := s.Close(); err != nil || len(r) < n {
+				t.Fatalf("Close released %d bytes, %v", len(r), err)
+			}
+		})
+	}
 }
