@@ -29,6 +29,17 @@ const MaxLookahead = 64 << 10
 // A Write that would hold more stops the stream with ErrStreamTooLarge.
 const MaxStreamHeld = 1 << 20
 
+// MaxStreamText bounds StreamOutcome.Text: a stream keeps at most that many
+// bytes of what it released (each piece went to the caller from Write or
+// Close already) and past them sets TextTruncated, so a reply that never
+// ends holds no more than this and MaxStreamHeld.
+const MaxStreamText = 4 << 20
+
+// MaxStreamNotifications bounds StreamOutcome.Notifications: a stream keeps
+// the first ones and counts the rest in NotificationsDropped (a hook may
+// notify once per window, and a reply has as many windows as chunks).
+const MaxStreamNotifications = 1024
+
 // Errors of a Stream.
 var (
 	// ErrStreamStopped is returned by Write after a guard blocked or asked
@@ -68,15 +79,21 @@ type StreamOutcome struct {
 	By          string `json:"by,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 	UserMessage string `json:"user_message,omitempty"`
-	// Text is everything the stream released, in order.
-	Text string `json:"text"`
+	// Text is everything the stream released, in order: its first
+	// MaxStreamText bytes (cut on a character boundary), TextTruncated
+	// set when there was more.
+	Text          string `json:"text"`
+	TextTruncated bool   `json:"text_truncated,omitempty"`
 	// Modified reports whether a hook rewrote any of it.
 	Modified bool `json:"modified"`
 	// Runs counts the chain runs over the stream's windows.
 	Runs int `json:"runs"`
 	// Notifications gathers the notifies of every run, in order (a hook
-	// that notifies on a phrase may notify once per window that holds it).
-	Notifications []Notification `json:"notifications,omitempty"`
+	// that notifies on a phrase may notify once per window that holds
+	// it): the first MaxStreamNotifications, NotificationsDropped
+	// counting the others.
+	Notifications        []Notification `json:"notifications,omitempty"`
+	NotificationsDropped int            `json:"notifications_dropped,omitempty"`
 	// Last is the last run's outcome (nil when none ran): the one that
 	// stopped the stream, or that of the final window.
 	Last *Outcome `json:"last,omitempty"`
@@ -306,7 +323,9 @@ func (s *Stream) run(window string, final bool) (*Outcome, error) {
 	s.out.Runs = s.n
 	s.out.Last = out
 	s.out.Modified = s.out.Modified || out.Modified
-	s.out.Notifications = append(s.out.Notifications, out.Notifications...)
+	keep := min(len(out.Notifications), MaxStreamNotifications-len(s.out.Notifications))
+	s.out.Notifications = append(s.out.Notifications, out.Notifications[:keep]...)
+	s.out.NotificationsDropped += len(out.Notifications) - keep
 	return out, nil
 }
 
@@ -325,7 +344,14 @@ func (s *Stream) stop(err error) error {
 // release releases text and holds held.
 func (s *Stream) release(text, held string) string {
 	if text != "" {
-		s.text.WriteString(text)
+		kept := text
+		if room := MaxStreamText - s.text.Len(); len(kept) > room {
+			for room > 0 && !utf8.RuneStart(kept[room]) {
+				room--
+			}
+			kept, s.out.TextTruncated = kept[:room], true
+		}
+		s.text.WriteString(kept)
 		s.offset += utf8.RuneCountInString(text)
 	}
 	s.held = append(s.held[:0], held...)

@@ -23,6 +23,7 @@ import (
 //	footer*  (transformer) appends " --bot" to the final window only
 //	tail*    (transformer) appends "!" to every window (not local)
 //	broken*  (transformer) fails
+//	notify*  (guard) notifies on every window
 //
 // seen records every text a hook received, for the checks that no hook got
 // half a character.
@@ -64,6 +65,8 @@ func (h *streamHooks) invoke(_ context.Context, _ *runtime.Module, req runtime.R
 		}
 	case strings.HasPrefix(name, "tail"):
 		return modify(text + "!")
+	case strings.HasPrefix(name, "notify"):
+		return &runtime.Result{Decision: &abi.Decision{Action: abi.ActionNotify, Reason: "seen"}}, nil
 	case strings.HasPrefix(name, "broken"):
 		f := &abi.Failure{Code: abi.FailTrap, Message: "boom"}
 		return &runtime.Result{Failure: f}, f
@@ -484,5 +487,39 @@ func TestStreamByteChunksCostLinear(t *testing.T) {
 				t.Fatalf("Close released %d bytes, %v", len(r), err)
 			}
 		})
+	}
+}
+
+// TestStreamOutcomeBounded: a stream that never ends keeps a bounded
+// outcome: at most MaxStreamText bytes of the text it released (every piece
+// went to the caller already) and MaxStreamNotifications notifications, the
+// rest counted. Both grew with the reply, a notification per run.
+func TestStreamOutcomeBounded(t *testing.T) {
+	e, _ := streamEnv(t, Binding{Name: "notify", Phase: Guard, Lookahead: 4})
+	s, err := e.c.Stream(context.Background(), Input{Tenant: "acme", Point: "llm.output.stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := strings.Repeat("word ", 1<<10)
+	released := 0
+	runs := 0
+	for released <= MaxStreamText+len(chunk) || runs <= MaxStreamNotifications {
+		r, err := s.Write(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released += len(r)
+		runs++
+	}
+	r, out, err := s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	released += len(r)
+	if len(out.Text) > MaxStreamText || !out.TextTruncated || !strings.HasPrefix(chunk+chunk, out.Text[:len(chunk)]) {
+		t.Errorf("outcome text %d bytes (truncated %t) of %d released; want at most %d", len(out.Text), out.TextTruncated, released, MaxStreamText)
+	}
+	if len(out.Notifications) != MaxStreamNotifications || out.NotificationsDropped != out.Runs-MaxStreamNotifications {
+		t.Errorf("%d notifications kept, %d dropped, of %d runs", len(out.Notifications), out.NotificationsDropped, out.Runs)
 	}
 }
