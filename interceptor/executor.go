@@ -62,6 +62,26 @@ type discard struct{}
 
 func (discard) Append(context.Context, *audit.Record) error { return nil }
 
+// noApprovals is the approval store of the interceptor chains: it keeps
+// nothing. A validator whose hook asks fails validation ("approval
+// required"), and MCP has no way to resolve an approval, so one kept would
+// hold its run, payload included, for as long as the server runs.
+type noApprovals struct{}
+
+func (noApprovals) Put(context.Context, *chain.Approval) error { return nil }
+func (noApprovals) Get(_ context.Context, id string) (*chain.Approval, error) {
+	return nil, fmt.Errorf("%w: %s", chain.ErrUnknownApproval, id)
+}
+func (n noApprovals) Take(ctx context.Context, id string) (*chain.Approval, error) {
+	return n.Get(ctx, id)
+}
+func (noApprovals) Release(context.Context, string, *chain.Approval) error { return nil }
+func (n noApprovals) Done(ctx context.Context, id string) error {
+	_, err := n.Get(ctx, id)
+	return err
+}
+func (noApprovals) Due(context.Context, time.Time) ([]string, error) { return nil, nil }
+
 // Executor runs interceptors: the SEP's list, invoke and chain execution
 // over wasmhooks chains. It is safe for concurrent use.
 type Executor struct {
@@ -163,6 +183,7 @@ func (x *Executor) chainFor(ctx context.Context, phase string, list []*Descripto
 	cc.Breaker = x.opts.Breaker
 	c, err := chain.New(ctx, cc, chain.Options{
 		Runtime: x.opts.Runtime, HostCaller: x.opts.HostCaller, Audit: x.opts.Audit, Logger: x.opts.Logger,
+		Approvals: noApprovals{},
 	})
 	if err != nil {
 		return nil, err

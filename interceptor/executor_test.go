@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhooks/wasmhooks/chain"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -254,5 +256,31 @@ func TestGuardStateFitsTheStore(t *testing.T) {
 		Payload: map[string]any{"name": "fetch", "arguments": map[string]any{"b": newest}}})
 	if e != nil || r.Status != StatusValidationFailed {
 		t.Fatalf("relay of the newest secret: %v %s, want validation_failed", e, r.Status)
+	}
+}
+
+// TestAskKeepsNoApproval: a validator that asks (a wasmhooks hook may) fails
+// validation, and nothing is kept for a human to resolve: MCP has no way to
+// resolve it, so each ask kept its run (and payload, up to the 4 MiB of a
+// request) in the chain's memory for as long as the server ran.
+func TestAskKeepsNoApproval(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "asker", Type: TypeValidation, Events: []string{"*"}, Module: "behaviors", Settings: map[string]any{"behavior": "ask-all"}})
+	ctx := context.Background()
+	res, e := x.Chain(ctx, ChainParams{Event: "tools/call", Phase: PhaseRequest, Payload: map[string]any{"name": "t"}})
+	if e != nil || res.Status != StatusValidationFailed || res.AbortedAt == nil || !strings.HasPrefix(res.AbortedAt.Reason, "approval required") {
+		t.Fatalf("Chain = %+v, %v", res, e)
+	}
+	list := []*Descriptor{x.byName["asker"]}
+	in, _ := x.input("tools/call", PhaseRequest, map[string]any{"name": "t"}, nil)
+	out, err := x.run(ctx, PhaseRequest, list, false, in)
+	if err != nil || out.Approval == nil {
+		t.Fatalf("run = %+v, %v", out, err)
+	}
+	c, err := x.chainFor(ctx, PhaseRequest, list, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resolve(ctx, out.Approval.ID, chain.Resolution{Decision: chain.Approve}); !errors.Is(err, chain.ErrUnknownApproval) {
+		t.Fatalf("the ask's approval was kept: Resolve = %v", err)
 	}
 }
