@@ -320,7 +320,7 @@ func (x *Executor) Invoke(ctx context.Context, p InvokeParams) (*Result, *Error)
 		if ctx.Err() != nil && p.Timeout > 0 {
 			code, msg = -32000, "Interceptor execution timeout"
 		}
-		return nil, &Error{Code: code, Message: msg, Data: map[string]any{"interceptor": d.Name, "reason": err.Error(), "phase": p.Phase}}
+		return nil, &Error{Code: code, Message: msg, Data: map[string]any{"interceptor": d.Name, "reason": x.reason(err), "phase": p.Phase}}
 	}
 	if len(out.Trace) != 1 {
 		return nil, &Error{Code: CodeInternalError, Message: "Interceptor execution failed", Data: map[string]any{"interceptor": d.Name}}
@@ -336,6 +336,34 @@ func (x *Executor) Invoke(ctx context.Context, p InvokeParams) (*Result, *Error)
 		r.Payload = payloadOf(p.Phase, out.Context)
 	}
 	return &r, nil
+}
+
+// reason is the stable code a chain's error is answered with; the error
+// itself is logged. Its text is not the client's to see: it may name a host
+// path (the audit file's), and the SEP keeps detailed errors to the logs.
+func (x *Executor) reason(err error) string {
+	code := string(runtime.Code(err))
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = string(abi.FailTimeout)
+	case errors.Is(err, context.Canceled):
+		code = "cancelled"
+	case errors.Is(err, chain.ErrAudit):
+		code = "audit"
+	case errors.Is(err, chain.ErrClosed):
+		code = string(abi.FailRuntimeClosed)
+	case errors.Is(err, chain.ErrInvalidInput):
+		code = "invalid_input"
+	}
+	x.log().Warn("interceptor: a chain failed", "reason", code, "err", err)
+	return code
+}
+
+func (x *Executor) log() *slog.Logger {
+	if x.opts.Logger != nil {
+		return x.opts.Logger
+	}
+	return slog.Default()
 }
 
 // result is the wire result of one step of d's binding. In a chain result
@@ -429,7 +457,7 @@ func (x *Executor) Chain(ctx context.Context, p ChainParams) (*ChainResult, *Err
 				res.AbortedAt = &Aborted{Reason: "chain timeout exceeded", Type: "timeout"}
 				break
 			}
-			return nil, &Error{Code: CodeInternalError, Message: "Interceptor chain failed", Data: map[string]any{"reason": err.Error()}}
+			return nil, &Error{Code: CodeInternalError, Message: "Interceptor chain failed", Data: map[string]any{"reason": x.reason(err)}}
 		}
 		byBinding := map[string]*Descriptor{}
 		for _, d := range stage {
