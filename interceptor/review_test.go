@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,19 +13,6 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/chain/audit"
 )
-
-// inMemoryClient serves x to a client of the official SDK over in-memory
-// transports, both closed when the test ends.
-func inMemoryClient(t *testing.T, x *Executor) *mcp.ClientSession {
-	t.Helper()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := NewServer(x, "test").Connect(context.Background(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ss.Close() })
-	return connect(t, ct)
-}
 
 // brokenAudit fails every append with the error of a file sink, which names
 // the file.
@@ -60,5 +48,44 @@ func TestChainErrorIsAStableCode(t *testing.T) {
 		if json.Unmarshal(werr.Data, &data) != nil || data.Reason != "audit" || strings.Contains(werr.Message+string(werr.Data), "/var/lib") {
 			t.Errorf("%s: error %q, data %s; want reason \"audit\" and no path", tool, werr.Message, werr.Data)
 		}
+	}
+}
+
+// TestReplayChecksEveryExpectation: the replay refuses a fixture whose
+// expectation it would not check (a field it does not know) or whose
+// values disagree with their canonical forms (a fixture edited in one
+// place), rather than pass it; the unedited fixture passes.
+func TestReplayChecksEveryExpectation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds wasm modules")
+	}
+	dir := filepath.Join(conformanceDir(), "protocol")
+	for _, tc := range []struct {
+		name, file string
+		edit       func(expect map[string]any)
+		ok         bool
+	}{
+		{"list as generated", "list-all.json", func(map[string]any) {}, true},
+		{"chain as generated", "chain-fail-open.json", func(map[string]any) {}, true},
+		{"an unknown expectation", "chain-fail-open.json", func(e map[string]any) { e["finalPayloadSchema"] = map[string]any{} }, false},
+		{"a result its canonical form is not", "list-all.json", func(e map[string]any) { e["result"] = map[string]any{"interceptors": []any{}} }, false},
+		{"a final payload its canonical form is not", "chain-fail-open.json", func(e map[string]any) { e["finalPayload"] = map[string]any{} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := readFixture(t, filepath.Join(dir, tc.file))
+			var st map[string]any
+			if err := json.Unmarshal(f.Steps[0], &st); err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(st["expect"].(map[string]any))
+			raw, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Steps[0] = raw
+			if why := replay(t, f); (why == "") != tc.ok {
+				t.Fatalf("replay: %q, want it to pass: %t", why, tc.ok)
+			}
+		})
 	}
 }
