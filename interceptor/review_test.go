@@ -89,3 +89,48 @@ func TestReplayChecksEveryExpectation(t *testing.T) {
 		})
 	}
 }
+
+// TestArgumentsReadAsHooksRead: the arguments of a call are read as strictly
+// as a hook reads its input (abi.ParseJSON: depth, numbers, duplicate keys),
+// and what a hook could not read is refused -32602 before any hook runs.
+// They were read leniently: a payload holding an integer past 2^53, 1e400 or
+// nesting past what a hook reads made every hook fail, so a fail-open
+// validator that blocks the call let it through; and of duplicate keys the
+// hooks saw the last, where the MCP server the gateway forwards the request
+// to may read the first.
+func TestArgumentsReadAsHooksRead(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "note", Type: TypeValidation, Events: []string{"*"}, FailOpen: true, Module: "behaviors", Settings: map[string]any{"behavior": "require-note"}})
+	cs := inMemoryClient(t, x)
+	nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, tc := range []struct {
+		name, arguments string
+		status          string // "" for a refusal: -32602, or the SDK's (1e400)
+	}{
+		{"no note", `{}`, StatusValidationFailed},
+		{"no note, nested as deep as a hook reads", `{"a":` + nested(60) + `}`, StatusValidationFailed},
+		{"no note, an integer past 2^53", `{"id":9007199254740993}`, ""},
+		{"no note, a number past float64", `{"x":1e400}`, ""},
+		{"no note, nested deeper than a hook reads", `{"a":` + nested(61) + `}`, ""},
+		{"an empty note, then a note", `{"note":"","note":"hi"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := json.RawMessage(`{"event":"tools/call","phase":"request","payload":{"name":"x","arguments":` + tc.arguments + `}}`)
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolChain, Arguments: args})
+			var werr *jsonrpc.Error
+			switch {
+			case tc.status == "" && err == nil && res.IsError:
+			case tc.status == "" && (!errors.As(err, &werr) || werr.Code != CodeInvalidParams):
+				t.Fatalf("%v %+v, want JSON-RPC error %d", err, res, CodeInvalidParams)
+			case tc.status == "":
+			case err != nil || res.IsError:
+				t.Fatalf("%v %+v", err, res)
+			default:
+				var cr ChainResult
+				b, _ := json.Marshal(res.StructuredContent)
+				if json.Unmarshal(b, &cr) != nil || cr.Status != tc.status {
+					t.Fatalf("status %q, want %q: %s", cr.Status, tc.status, b)
+				}
+			}
+		})
+	}
+}
