@@ -113,24 +113,26 @@ func TestArgumentsReadAsHooksRead(t *testing.T) {
 		{"no note, nested deeper than a hook reads", `{"a":` + nested(61) + `}`, ""},
 		{"an empty note, then a note", `{"note":"","note":"hi"}`, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := json.RawMessage(`{"event":"tools/call","phase":"request","payload":{"name":"x","arguments":` + tc.arguments + `}}`)
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolChain, Arguments: args})
-			var werr *jsonrpc.Error
-			switch {
-			case tc.status == "" && err == nil && res.IsError:
-			case tc.status == "" && (!errors.As(err, &werr) || werr.Code != CodeInvalidParams):
-				t.Fatalf("%v %+v, want JSON-RPC error %d", err, res, CodeInvalidParams)
-			case tc.status == "":
-			case err != nil || res.IsError:
-				t.Fatalf("%v %+v", err, res)
-			default:
-				var cr ChainResult
-				b, _ := json.Marshal(res.StructuredContent)
-				if json.Unmarshal(b, &cr) != nil || cr.Status != tc.status {
-					t.Fatalf("status %q, want %q: %s", cr.Status, tc.status, b)
+		for _, phase := range []string{PhaseRequest, PhaseResponse} {
+			t.Run(phase+"/"+tc.name, func(t *testing.T) {
+				args := json.RawMessage(`{"event":"tools/call","phase":"` + phase + `","payload":{"name":"x","arguments":` + tc.arguments + `}}`)
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolChain, Arguments: args})
+				var werr *jsonrpc.Error
+				switch {
+				case tc.status == "" && err == nil && res.IsError:
+				case tc.status == "" && (!errors.As(err, &werr) || werr.Code != CodeInvalidParams):
+					t.Fatalf("%v %+v, want JSON-RPC error %d", err, res, CodeInvalidParams)
+				case tc.status == "":
+				case err != nil || res.IsError:
+					t.Fatalf("%v %+v", err, res)
+				default:
+					var cr ChainResult
+					b, _ := json.Marshal(res.StructuredContent)
+					if json.Unmarshal(b, &cr) != nil || cr.Status != tc.status {
+						t.Fatalf("status %q, want %q: %s", cr.Status, tc.status, b)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
