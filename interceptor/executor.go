@@ -159,6 +159,9 @@ func (x *Executor) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// newChain builds a chain: chain.New, which a test replaces.
+var newChain = chain.New
+
 // chainFor returns the chain of the interceptors list in phase, in that
 // order, building it on first use.
 func (x *Executor) chainFor(ctx context.Context, phase string, list []*Descriptor, active bool) (*chain.Chain, error) {
@@ -168,25 +171,40 @@ func (x *Executor) chainFor(ctx context.Context, phase string, list []*Descripto
 	}
 	key := fmt.Sprintf("%s|%t|%s", phase, active, strings.Join(names, "\x00"))
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
+	c, ok := x.chains[key]
+	closed := x.closed
+	x.mu.Unlock()
+	if closed {
 		return nil, chain.ErrClosed
 	}
-	if c, ok := x.chains[key]; ok {
+	if ok {
 		return c, nil
 	}
+	// Built without the lock, which every call takes to find its chain:
+	// a build takes milliseconds. Calls that miss together may each
+	// build one (at most MaxCallsInFlight); the first stored is kept.
 	cc := chain.Config{Modules: map[string][]byte{}}
 	for _, d := range list {
 		cc.Modules[d.Module] = x.cfg.Modules[d.Module]
 		cc.Bindings = append(cc.Bindings, Binding(d, phase, active))
 	}
 	cc.Breaker = x.opts.Breaker
-	c, err := chain.New(ctx, cc, chain.Options{
+	c, err := newChain(ctx, cc, chain.Options{
 		Runtime: x.opts.Runtime, HostCaller: x.opts.HostCaller, Audit: x.opts.Audit, Logger: x.opts.Logger,
 		Approvals: noApprovals{},
 	})
 	if err != nil {
 		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		_ = c.Close(ctx)
+		return nil, chain.ErrClosed
+	}
+	if other, ok := x.chains[key]; ok {
+		_ = c.Close(ctx)
+		return other, nil
 	}
 	if len(x.chains) >= MaxChains {
 		for k, old := range x.chains {
