@@ -125,6 +125,10 @@ type StreamOutcome struct {
 //     then waits until it has grown by half (so hooks that never agree cost
 //     work linear in the reply, not quadratic).
 //
+// A chunk may end inside a character, whose rest comes with the next; bytes
+// that are not UTF-8 are held, sent and released as U+FFFD, the text the
+// hooks see.
+//
 // Close runs the chain once more over what is held, with "final" true, and
 // releases all it leaves. Released text is never sent to a hook again, so no
 // hook can change it. When the released text equals what the hooks make of
@@ -215,6 +219,10 @@ func (s *Stream) Write(chunk string) (string, error) {
 		// one (a byte-level tokenizer's), whose rest comes next.
 		chunk, s.partial = chunk[:cut], chunk[cut:]
 	}
+	// Bytes that are not UTF-8 reach the hooks as U+FFFD; so they are
+	// held and released, or the text released would not be the text the
+	// hooks passed.
+	chunk = strings.ToValidUTF8(chunk, string(utf8.RuneError))
 	if len(s.held)+len(chunk)+len(s.partial) > MaxStreamHeld {
 		return "", s.stop(fmt.Errorf("%w: more than %d bytes held back", ErrStreamTooLarge, MaxStreamHeld))
 	}
@@ -277,7 +285,7 @@ func (s *Stream) Close() (string, *StreamOutcome, error) {
 		return "", nil, fmt.Errorf("%w: %w", ErrStreamStopped, s.err)
 	}
 	s.closed = true
-	s.held = append(s.held, s.partial...)
+	s.held = append(s.held, strings.ToValidUTF8(s.partial, string(utf8.RuneError))...)
 	s.partial = ""
 	_, bound, err := s.c.lookahead(s.in.Point)
 	if err != nil {

@@ -523,3 +523,29 @@ func TestStreamOutcomeBounded(t *testing.T) {
 		t.Errorf("%d notifications kept, %d dropped, of %d runs", len(out.Notifications), out.NotificationsDropped, out.Runs)
 	}
 }
+
+// TestStreamReleasesWhatHooksSaw: bytes that are not UTF-8 reach the hooks
+// as U+FFFD (the text they are sent), and so are they released: the stream
+// released the raw bytes, so "forb\xffidden" passed a guard of "forbidden"
+// that a reader dropping the byte then read.
+func TestStreamReleasesWhatHooksSaw(t *testing.T) {
+	e, h := streamEnv(t, Binding{Name: "ban", Phase: Guard, Lookahead: 4})
+	for _, chunks := range [][]string{
+		{"all is fine, forb\xffidden words here and more"},
+		{"all is fine, forb\xe6", "idden words here and more"}, // a lead byte, then no continuation
+		{"all is fine, words here and more\xe6"},               // the reply ends inside a character
+	} {
+		got, _, err := streamAll(t, e.c, "llm.output.stream", chunks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("%q: released %q, which no hook saw", chunks, got)
+		}
+		for _, s := range h.seen {
+			if !utf8.ValidString(s) {
+				t.Fatalf("a hook got %q", s)
+			}
+		}
+	}
+}
