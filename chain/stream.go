@@ -29,6 +29,17 @@ const MaxLookahead = 64 << 10
 // A Write that would hold more stops the stream with ErrStreamTooLarge.
 const MaxStreamHeld = 1 << 20
 
+// MaxStreamText bounds StreamOutcome.Text: a stream keeps at most that many
+// bytes of what it released (each piece went to the caller from Write or
+// Close already) and past them sets TextTruncated, so a reply that never
+// ends holds no more than this and MaxStreamHeld.
+const MaxStreamText = 4 << 20
+
+// MaxStreamNotifications bounds StreamOutcome.Notifications: a stream keeps
+// the first ones and counts the rest in NotificationsDropped (a hook may
+// notify once per window, and a reply has as many windows as chunks).
+const MaxStreamNotifications = 1024
+
 // Errors of a Stream.
 var (
 	// ErrStreamStopped is returned by Write after a guard blocked or asked
@@ -68,15 +79,21 @@ type StreamOutcome struct {
 	By          string `json:"by,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 	UserMessage string `json:"user_message,omitempty"`
-	// Text is everything the stream released, in order.
-	Text string `json:"text"`
+	// Text is everything the stream released, in order: its first
+	// MaxStreamText bytes (cut on a character boundary), TextTruncated
+	// set when there was more.
+	Text          string `json:"text"`
+	TextTruncated bool   `json:"text_truncated,omitempty"`
 	// Modified reports whether a hook rewrote any of it.
 	Modified bool `json:"modified"`
 	// Runs counts the chain runs over the stream's windows.
 	Runs int `json:"runs"`
 	// Notifications gathers the notifies of every run, in order (a hook
-	// that notifies on a phrase may notify once per window that holds it).
-	Notifications []Notification `json:"notifications,omitempty"`
+	// that notifies on a phrase may notify once per window that holds
+	// it): the first MaxStreamNotifications, NotificationsDropped
+	// counting the others.
+	Notifications        []Notification `json:"notifications,omitempty"`
+	NotificationsDropped int            `json:"notifications_dropped,omitempty"`
 	// Last is the last run's outcome (nil when none ran): the one that
 	// stopped the stream, or that of the final window.
 	Last *Outcome `json:"last,omitempty"`
@@ -108,6 +125,10 @@ type StreamOutcome struct {
 //     then waits until it has grown by half (so hooks that never agree cost
 //     work linear in the reply, not quadratic).
 //
+// A chunk may end inside a character, whose rest comes with the next; bytes
+// that are not UTF-8 are held, sent and released as U+FFFD, the text the
+// hooks see.
+//
 // Close runs the chain once more over what is held, with "final" true, and
 // releases all it leaves. Released text is never sent to a hook again, so no
 // hook can change it. When the released text equals what the hooks make of
@@ -119,7 +140,10 @@ type Stream struct {
 	in      Input
 	primary string
 	n       int // runs so far
-	held    string
+	// held is the text held back, appended to in place: a Write that
+	// made it anew would copy all of it, a reply sent a byte a chunk
+	// costing work quadratic in what is held.
+	held    []byte
 	partial string // an incomplete UTF-8 sequence ending the last chunk
 	offset  int    // characters released so far
 	// next is the held bytes the next run waits for, after a run that
@@ -195,22 +219,26 @@ func (s *Stream) Write(chunk string) (string, error) {
 		// one (a byte-level tokenizer's), whose rest comes next.
 		chunk, s.partial = chunk[:cut], chunk[cut:]
 	}
+	// Bytes that are not UTF-8 reach the hooks as U+FFFD; so they are
+	// held and released, or the text released would not be the text the
+	// hooks passed.
+	chunk = strings.ToValidUTF8(chunk, string(utf8.RuneError))
 	if len(s.held)+len(chunk)+len(s.partial) > MaxStreamHeld {
 		return "", s.stop(fmt.Errorf("%w: more than %d bytes held back", ErrStreamTooLarge, MaxStreamHeld))
 	}
-	s.held += chunk
+	s.held = append(s.held, chunk...)
 	l, bound, err := s.c.lookahead(s.in.Point)
 	if err != nil {
 		return "", s.stop(err)
 	}
 	if !bound {
 		// No hook to wait for.
-		return s.release(s.held, ""), nil
+		return s.release(string(s.held), ""), nil
 	}
-	if len(s.held) < s.next || utf8.RuneCountInString(s.held) <= l {
+	if len(s.held) < s.next || utf8.RuneCount(s.held) <= l {
 		return "", nil // nothing could be released yet
 	}
-	window := s.held
+	window := string(s.held)
 	out, err := s.run(window, false)
 	if err != nil {
 		return "", err
@@ -257,7 +285,7 @@ func (s *Stream) Close() (string, *StreamOutcome, error) {
 		return "", nil, fmt.Errorf("%w: %w", ErrStreamStopped, s.err)
 	}
 	s.closed = true
-	s.held += s.partial
+	s.held = append(s.held, strings.ToValidUTF8(s.partial, string(utf8.RuneError))...)
 	s.partial = ""
 	_, bound, err := s.c.lookahead(s.in.Point)
 	if err != nil {
@@ -265,9 +293,9 @@ func (s *Stream) Close() (string, *StreamOutcome, error) {
 		return "", nil, err
 	}
 	if !bound {
-		return s.release(s.held, ""), s.outcome(), nil
+		return s.release(string(s.held), ""), s.outcome(), nil
 	}
-	out, err := s.run(s.held, true)
+	out, err := s.run(string(s.held), true)
 	if err != nil {
 		return "", nil, err
 	}
@@ -303,14 +331,16 @@ func (s *Stream) run(window string, final bool) (*Outcome, error) {
 	s.out.Runs = s.n
 	s.out.Last = out
 	s.out.Modified = s.out.Modified || out.Modified
-	s.out.Notifications = append(s.out.Notifications, out.Notifications...)
+	keep := min(len(out.Notifications), MaxStreamNotifications-len(s.out.Notifications))
+	s.out.Notifications = append(s.out.Notifications, out.Notifications[:keep]...)
+	s.out.NotificationsDropped += len(out.Notifications) - keep
 	return out, nil
 }
 
 // stop stops the stream with err and returns it.
 func (s *Stream) stop(err error) error {
 	s.err = err
-	s.held = ""
+	s.held = nil
 	var st *StreamStopped
 	if errors.As(err, &st) {
 		o := st.Outcome
@@ -322,10 +352,17 @@ func (s *Stream) stop(err error) error {
 // release releases text and holds held.
 func (s *Stream) release(text, held string) string {
 	if text != "" {
-		s.text.WriteString(text)
+		kept := text
+		if room := MaxStreamText - s.text.Len(); len(kept) > room {
+			for room > 0 && !utf8.RuneStart(kept[room]) {
+				room--
+			}
+			kept, s.out.TextTruncated = kept[:room], true
+		}
+		s.text.WriteString(kept)
 		s.offset += utf8.RuneCountInString(text)
 	}
-	s.held = held
+	s.held = append(s.held[:0], held...)
 	return text
 }
 

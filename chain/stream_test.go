@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -22,6 +23,7 @@ import (
 //	footer*  (transformer) appends " --bot" to the final window only
 //	tail*    (transformer) appends "!" to every window (not local)
 //	broken*  (transformer) fails
+//	notify*  (guard) notifies on every window
 //
 // seen records every text a hook received, for the checks that no hook got
 // half a character.
@@ -63,6 +65,8 @@ func (h *streamHooks) invoke(_ context.Context, _ *runtime.Module, req runtime.R
 		}
 	case strings.HasPrefix(name, "tail"):
 		return modify(text + "!")
+	case strings.HasPrefix(name, "notify"):
+		return &runtime.Result{Decision: &abi.Decision{Action: abi.ActionNotify, Reason: "seen"}}, nil
 	case strings.HasPrefix(name, "broken"):
 		f := &abi.Failure{Code: abi.FailTrap, Message: "boom"}
 		return &runtime.Result{Failure: f}, f
@@ -450,4 +454,98 @@ func TestStreamCutPoint(t *testing.T) {
 func primaryOf(point string) string {
 	p, _ := abi.LookupPoint(point)
 	return p.Primary
+}
+
+// TestStreamByteChunksCostLinear: a reply sent a byte a chunk while the hooks
+// agree to nothing (or fail) is held, and each Write must not copy all that
+// is held: the bytes allocated stay linear in the reply (quadratic when
+// every Write made the held text anew: 2 GiB for these 64 KiB).
+func TestStreamByteChunksCostLinear(t *testing.T) {
+	for _, b := range []Binding{
+		{Name: "tail", Phase: Transformer, Lookahead: 16},
+		{Name: "broken", Phase: Transformer, Fail: FailOpen, Lookahead: 16},
+	} {
+		t.Run(b.Name, func(t *testing.T) {
+			e, _ := streamEnv(t, b)
+			s, err := e.c.Stream(context.Background(), Input{Tenant: "acme", Point: "llm.output.stream"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 64 << 10
+			var before, after goruntime.MemStats
+			goruntime.ReadMemStats(&before)
+			for i := 0; i < n; i++ {
+				if _, err := s.Write("a"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			goruntime.ReadMemStats(&after)
+			if got := after.TotalAlloc - before.TotalAlloc; got > 256*n {
+				t.Fatalf("%d bytes allocated writing %d one-byte chunks (%d a byte), want linear", got, n, got/n)
+			}
+			if r, _, err := s.Close(); err != nil || len(r) < n {
+				t.Fatalf("Close released %d bytes, %v", len(r), err)
+			}
+		})
+	}
+}
+
+// TestStreamOutcomeBounded: a stream that never ends keeps a bounded
+// outcome: at most MaxStreamText bytes of the text it released (every piece
+// went to the caller already) and MaxStreamNotifications notifications, the
+// rest counted. Both grew with the reply, a notification per run.
+func TestStreamOutcomeBounded(t *testing.T) {
+	e, _ := streamEnv(t, Binding{Name: "notify", Phase: Guard, Lookahead: 4})
+	s, err := e.c.Stream(context.Background(), Input{Tenant: "acme", Point: "llm.output.stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := strings.Repeat("word ", 1<<10)
+	released := 0
+	runs := 0
+	for released <= MaxStreamText+len(chunk) || runs <= MaxStreamNotifications {
+		r, err := s.Write(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released += len(r)
+		runs++
+	}
+	r, out, err := s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	released += len(r)
+	if len(out.Text) > MaxStreamText || !out.TextTruncated || !strings.HasPrefix(chunk+chunk, out.Text[:len(chunk)]) {
+		t.Errorf("outcome text %d bytes (truncated %t) of %d released; want at most %d", len(out.Text), out.TextTruncated, released, MaxStreamText)
+	}
+	if len(out.Notifications) != MaxStreamNotifications || out.NotificationsDropped != out.Runs-MaxStreamNotifications {
+		t.Errorf("%d notifications kept, %d dropped, of %d runs", len(out.Notifications), out.NotificationsDropped, out.Runs)
+	}
+}
+
+// TestStreamReleasesWhatHooksSaw: bytes that are not UTF-8 reach the hooks
+// as U+FFFD (the text they are sent), and so are they released: the stream
+// released the raw bytes, so "forb\xffidden" passed a guard of "forbidden"
+// that a reader dropping the byte then read.
+func TestStreamReleasesWhatHooksSaw(t *testing.T) {
+	e, h := streamEnv(t, Binding{Name: "ban", Phase: Guard, Lookahead: 4})
+	for _, chunks := range [][]string{
+		{"all is fine, forb\xffidden words here and more"},
+		{"all is fine, forb\xe6", "idden words here and more"}, // a lead byte, then no continuation
+		{"all is fine, words here and more\xe6"},               // the reply ends inside a character
+	} {
+		got, _, err := streamAll(t, e.c, "llm.output.stream", chunks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("%q: released %q, which no hook saw", chunks, got)
+		}
+		for _, s := range h.seen {
+			if !utf8.ValidString(s) {
+				t.Fatalf("a hook got %q", s)
+			}
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,11 +12,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The adapter of the MCP interceptors conformance suite (ADAPTER.md:
-// createSession, list, invoke, chain) over Executor, and the replay of its
-// fixtures.
+// createSession, list, invoke, chain) over the MCP server, through a client
+// of the official SDK (what the server puts on the wire is what is
+// compared), and the replay of its fixtures.
 
 // conformanceDir is where the fixtures are: $MCP_CONFORMANCE_DIR, else the
 // copy of the suite's protocol fixtures in testdata (a clean clone has no
@@ -29,7 +34,9 @@ func conformanceDir() string {
 
 type fixture struct {
 	ID           string            `json:"id"`
+	Kind         string            `json:"kind"`
 	Requirement  string            `json:"requirement"`
+	Description  string            `json:"description"`
 	Interceptors []fixtureHook     `json:"interceptors"`
 	Steps        []json.RawMessage `json:"steps"`
 	Volatile     []string          `json:"volatile"`
@@ -53,17 +60,34 @@ type step struct {
 	Context *InvocationContext `json:"context"`
 	Params  *InvokeParams      `json:"params"`
 	Expect  struct {
+		// Result is the wire JSON Canonical is the canonical form of,
+		// FinalPayload the payload FinalPayloadCanonical is: each pair
+		// is checked to agree, so that a fixture edited in one place
+		// only fails rather than passes unchecked.
+		Result                any      `json:"result"`
 		Canonical             string   `json:"canonical"`
 		ErrorCode             *int     `json:"errorCode"`
 		Decision              string   `json:"decision"`
+		FinalPayload          any      `json:"finalPayload"`
 		FinalPayloadCanonical *string  `json:"finalPayloadCanonical"`
 		Forbids               []string `json:"forbids"`
 		Requires              []string `json:"requires"`
 	} `json:"expect"`
 }
 
-// session is the adapter's session: a fresh executor and key-value store.
-type session struct{ x *Executor }
+// decodeStrict decodes raw into v, numbers as json.Number, refusing a field
+// v does not have: an expectation the adapter does not know would otherwise
+// pass unchecked.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// session is the adapter's session: a fresh executor and key-value store,
+// served by an MCP server to a client of the official SDK.
+type session struct{ cs *mcp.ClientSession }
 
 // behaviorModule maps a behaviour to its module and settings.
 func behaviorModule(b string) (module string, settings map[string]any, grants []string) {
@@ -99,17 +123,54 @@ func createSession(t *testing.T, hooks []fixtureHook) *session {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close(context.Background()) })
-	return &session{x: x}
+	return &session{cs: inMemoryClient(t, x)}
 }
 
-func (s *session) list(event string) any { return s.x.List(event) }
-
-func (s *session) invoke(p InvokeParams) (ok bool, result any, code int) {
-	r, e := s.x.Invoke(context.Background(), p)
-	if e != nil {
-		return false, nil, e.Code
+// inMemoryClient serves x to a client of the official SDK over in-memory
+// transports, both closed when the test ends.
+func inMemoryClient(t *testing.T, x *Executor) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := NewServer(x, "test").Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return true, r, 0
+	t.Cleanup(func() { _ = ss.Close() })
+	return connect(t, ct)
+}
+
+// call calls tool with args: its structured content as a JSON value, or
+// the JSON-RPC error it answered.
+func (s *session) call(tool string, args any) (any, *jsonrpc.Error, error) {
+	res, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return nil, werr, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if res.IsError {
+		return nil, nil, fmt.Errorf("%s: tool error %+v", tool, res.Content)
+	}
+	v, err := toJSONValue(res.StructuredContent)
+	return v, nil, err
+}
+
+func (s *session) list(event string) (any, error) {
+	v, werr, err := s.call(ToolList, ListParams{Event: event})
+	if werr != nil {
+		return nil, werr
+	}
+	return v, err
+}
+
+func (s *session) invoke(p InvokeParams) (ok bool, result any, code int, err error) {
+	v, werr, err := s.call(ToolInvoke, p)
+	if werr != nil {
+		return false, nil, int(werr.Code), nil
+	}
+	return err == nil, v, 0, err
 }
 
 func (s *session) chain(event, phase string, payload any, sessionID string) (decision string, final any, err error) {
@@ -117,14 +178,31 @@ func (s *session) chain(event, phase string, payload any, sessionID string) (dec
 	if sessionID != "" {
 		ictx = &InvocationContext{SessionID: sessionID}
 	}
-	r, e := s.x.Chain(context.Background(), ChainParams{Event: event, Phase: phase, Payload: payload, Context: ictx})
-	if e != nil {
-		return "", nil, e
+	v, werr, err := s.call(ToolChain, ChainParams{Event: event, Phase: phase, Payload: payload, Context: ictx})
+	if werr != nil {
+		return "", nil, werr
 	}
-	if r.Status != StatusSuccess {
+	if err != nil {
+		return "", nil, err
+	}
+	r, _ := v.(map[string]any)
+	if r["status"] != StatusSuccess {
 		return "deny", nil, nil
 	}
-	return "allow", r.FinalPayload, nil
+	return "allow", r["finalPayload"], nil
+}
+
+// agrees reports why the value v of a fixture disagrees with its canonical
+// form want ("" when it agrees).
+func agrees(v any, want string) string {
+	got, err := canonical(v)
+	if err != nil {
+		return err.Error()
+	}
+	if got != want {
+		return fmt.Sprintf("the fixture's value is %s, its canonical form %s", got, want)
+	}
+	return ""
 }
 
 // replay runs one fixture and returns why it failed ("" when it passed).
@@ -135,10 +213,21 @@ func replay(t *testing.T, f *fixture) string {
 	s := createSession(t, f.Interceptors)
 	for i, raw := range f.Steps {
 		var st step
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&st); err != nil {
+		if err := decodeStrict(raw, &st); err != nil {
 			return fmt.Sprintf("step %d: %v", i, err)
+		}
+		if st.Expect.Result != nil {
+			if why := agrees(st.Expect.Result, st.Expect.Canonical); why != "" {
+				return fmt.Sprintf("step %d: %s", i, why)
+			}
+		}
+		if st.Expect.FinalPayload != nil {
+			if st.Expect.FinalPayloadCanonical == nil {
+				return fmt.Sprintf("step %d: finalPayload without finalPayloadCanonical", i)
+			}
+			if why := agrees(st.Expect.FinalPayload, *st.Expect.FinalPayloadCanonical); why != "" {
+				return fmt.Sprintf("step %d: %s", i, why)
+			}
 		}
 		actualCanon := func(v any) (string, error) {
 			doc, err := toJSONValue(v)
@@ -153,7 +242,11 @@ func replay(t *testing.T, f *fixture) string {
 			if st.Event != nil {
 				ev = *st.Event
 			}
-			got, err := actualCanon(s.list(ev))
+			res, err := s.list(ev)
+			if err != nil {
+				return fmt.Sprintf("step %d (list): %v", i, err)
+			}
+			got, err := actualCanon(res)
 			if err != nil {
 				return fmt.Sprintf("step %d: %v", i, err)
 			}
@@ -161,7 +254,10 @@ func replay(t *testing.T, f *fixture) string {
 				return fmt.Sprintf("step %d (list): got %s\nwant %s", i, got, st.Expect.Canonical)
 			}
 		case "invoke":
-			ok, res, code := s.invoke(*st.Params)
+			ok, res, code, err := s.invoke(*st.Params)
+			if err != nil {
+				return fmt.Sprintf("step %d (invoke): %v", i, err)
+			}
 			if st.Expect.ErrorCode != nil {
 				if ok || code != *st.Expect.ErrorCode {
 					return fmt.Sprintf("step %d (invoke): want error %d, got ok=%t code %d", i, *st.Expect.ErrorCode, ok, code)
@@ -229,7 +325,7 @@ func readFixture(t testing.TB, p string) *fixture {
 		t.Fatal(err)
 	}
 	var f fixture
-	if err := json.Unmarshal(raw, &f); err != nil {
+	if err := decodeStrict(raw, &f); err != nil {
 		t.Fatalf("%s: %v", p, err)
 	}
 	return &f

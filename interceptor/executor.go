@@ -62,6 +62,26 @@ type discard struct{}
 
 func (discard) Append(context.Context, *audit.Record) error { return nil }
 
+// noApprovals is the approval store of the interceptor chains: it keeps
+// nothing. A validator whose hook asks fails validation ("approval
+// required"), and MCP has no way to resolve an approval, so one kept would
+// hold its run, payload included, for as long as the server runs.
+type noApprovals struct{}
+
+func (noApprovals) Put(context.Context, *chain.Approval) error { return nil }
+func (noApprovals) Get(_ context.Context, id string) (*chain.Approval, error) {
+	return nil, fmt.Errorf("%w: %s", chain.ErrUnknownApproval, id)
+}
+func (n noApprovals) Take(ctx context.Context, id string) (*chain.Approval, error) {
+	return n.Get(ctx, id)
+}
+func (noApprovals) Release(context.Context, string, *chain.Approval) error { return nil }
+func (n noApprovals) Done(ctx context.Context, id string) error {
+	_, err := n.Get(ctx, id)
+	return err
+}
+func (noApprovals) Due(context.Context, time.Time) ([]string, error) { return nil, nil }
+
 // Executor runs interceptors: the SEP's list, invoke and chain execution
 // over wasmhooks chains. It is safe for concurrent use.
 type Executor struct {
@@ -139,6 +159,9 @@ func (x *Executor) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// newChain builds a chain: chain.New, which a test replaces.
+var newChain = chain.New
+
 // chainFor returns the chain of the interceptors list in phase, in that
 // order, building it on first use.
 func (x *Executor) chainFor(ctx context.Context, phase string, list []*Descriptor, active bool) (*chain.Chain, error) {
@@ -148,24 +171,40 @@ func (x *Executor) chainFor(ctx context.Context, phase string, list []*Descripto
 	}
 	key := fmt.Sprintf("%s|%t|%s", phase, active, strings.Join(names, "\x00"))
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
+	c, ok := x.chains[key]
+	closed := x.closed
+	x.mu.Unlock()
+	if closed {
 		return nil, chain.ErrClosed
 	}
-	if c, ok := x.chains[key]; ok {
+	if ok {
 		return c, nil
 	}
+	// Built without the lock, which every call takes to find its chain:
+	// a build takes milliseconds. Calls that miss together may each
+	// build one (at most MaxCallsInFlight); the first stored is kept.
 	cc := chain.Config{Modules: map[string][]byte{}}
 	for _, d := range list {
 		cc.Modules[d.Module] = x.cfg.Modules[d.Module]
 		cc.Bindings = append(cc.Bindings, Binding(d, phase, active))
 	}
 	cc.Breaker = x.opts.Breaker
-	c, err := chain.New(ctx, cc, chain.Options{
+	c, err := newChain(ctx, cc, chain.Options{
 		Runtime: x.opts.Runtime, HostCaller: x.opts.HostCaller, Audit: x.opts.Audit, Logger: x.opts.Logger,
+		Approvals: noApprovals{},
 	})
 	if err != nil {
 		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		_ = c.Close(ctx)
+		return nil, chain.ErrClosed
+	}
+	if other, ok := x.chains[key]; ok {
+		_ = c.Close(ctx)
+		return other, nil
 	}
 	if len(x.chains) >= MaxChains {
 		for k, old := range x.chains {
@@ -299,7 +338,7 @@ func (x *Executor) Invoke(ctx context.Context, p InvokeParams) (*Result, *Error)
 		if ctx.Err() != nil && p.Timeout > 0 {
 			code, msg = -32000, "Interceptor execution timeout"
 		}
-		return nil, &Error{Code: code, Message: msg, Data: map[string]any{"interceptor": d.Name, "reason": err.Error(), "phase": p.Phase}}
+		return nil, &Error{Code: code, Message: msg, Data: map[string]any{"interceptor": d.Name, "reason": x.reason(err), "phase": p.Phase}}
 	}
 	if len(out.Trace) != 1 {
 		return nil, &Error{Code: CodeInternalError, Message: "Interceptor execution failed", Data: map[string]any{"interceptor": d.Name}}
@@ -315,6 +354,34 @@ func (x *Executor) Invoke(ctx context.Context, p InvokeParams) (*Result, *Error)
 		r.Payload = payloadOf(p.Phase, out.Context)
 	}
 	return &r, nil
+}
+
+// reason is the stable code a chain's error is answered with; the error
+// itself is logged. Its text is not the client's to see: it may name a host
+// path (the audit file's), and the SEP keeps detailed errors to the logs.
+func (x *Executor) reason(err error) string {
+	code := string(runtime.Code(err))
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = string(abi.FailTimeout)
+	case errors.Is(err, context.Canceled):
+		code = "cancelled"
+	case errors.Is(err, chain.ErrAudit):
+		code = "audit"
+	case errors.Is(err, chain.ErrClosed):
+		code = string(abi.FailRuntimeClosed)
+	case errors.Is(err, chain.ErrInvalidInput):
+		code = "invalid_input"
+	}
+	x.log().Warn("interceptor: a chain failed", "reason", code, "err", err)
+	return code
+}
+
+func (x *Executor) log() *slog.Logger {
+	if x.opts.Logger != nil {
+		return x.opts.Logger
+	}
+	return slog.Default()
 }
 
 // result is the wire result of one step of d's binding. In a chain result
@@ -408,7 +475,7 @@ func (x *Executor) Chain(ctx context.Context, p ChainParams) (*ChainResult, *Err
 				res.AbortedAt = &Aborted{Reason: "chain timeout exceeded", Type: "timeout"}
 				break
 			}
-			return nil, &Error{Code: CodeInternalError, Message: "Interceptor chain failed", Data: map[string]any{"reason": err.Error()}}
+			return nil, &Error{Code: CodeInternalError, Message: "Interceptor chain failed", Data: map[string]any{"reason": x.reason(err)}}
 		}
 		byBinding := map[string]*Descriptor{}
 		for _, d := range stage {

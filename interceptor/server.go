@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/internal/bodydeadline"
 )
 
@@ -137,12 +138,25 @@ func runTool[P, R any](slots callSlots, field func(*P) **InvocationContext, run 
 	}
 }
 
+// maxArgumentsDepth is the nesting a call's arguments may have: a hook reads
+// its invocation document to abi.DefaultMaxJSONDepth, and the payload sits
+// one level deeper there ({"context": {"arguments": P}}) than in the
+// arguments ({"payload": P}).
+const maxArgumentsDepth = abi.DefaultMaxJSONDepth - 1
+
 // decode reads the tool's arguments into p, numbers kept exact
-// (json.Number), as the payload reaches the hooks.
+// (json.Number), as the payload reaches the hooks. The arguments must be
+// JSON a hook reads (abi.ParseJSON, to maxArgumentsDepth): what it could not
+// read would fail every hook, letting the call through every fail-open one,
+// and of duplicate keys the hooks would see the last where the server the
+// call goes to may read the first. Else CodeInvalidParams.
 func decode(req *mcp.CallToolRequest, p any) error {
 	raw := req.Params.Arguments
 	if len(raw) == 0 {
 		return nil
+	}
+	if _, err := abi.ParseJSON(raw, abi.JSONLimits{MaxBytes: len(raw), MaxDepth: maxArgumentsDepth}); err != nil {
+		return &jsonrpc.Error{Code: CodeInvalidParams, Message: fmt.Sprintf("invalid params: %v", err)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

@@ -64,6 +64,7 @@ func runStream(ctx context.Context, env *chainEnv, f *streamFlags, in chain.Inpu
 		Modified bool    `json:"modified"`
 		Runs     int     `json:"runs"`
 		Text     string  `json:"text"`
+		Cut      bool    `json:"text_truncated,omitempty"`
 	}{Chunks: []chunk{}}
 	runes := []rune(text)
 	if (len(runes)+f.chunk-1)/f.chunk > maxStreamChunks {
@@ -86,7 +87,7 @@ func runStream(ctx context.Context, env *chainEnv, f *streamFlags, in chain.Inpu
 		return fail(stdout, exitUsage, streamCode(err), "%v", err)
 	}
 	doc.Final, doc.Verdict, doc.Binding, doc.Reason = r, string(out.Verdict), out.Binding, out.Reason
-	doc.Modified, doc.Runs, doc.Text = out.Modified, out.Runs, out.Text
+	doc.Modified, doc.Runs, doc.Text, doc.Cut = out.Modified, out.Runs, out.Text, out.TextTruncated
 	printJSON(stdout, doc)
 	return exitOK
 }

@@ -51,6 +51,8 @@ func handle(inv *sdk.Invocation) (sdk.Decision, error) {
 		}
 		nobj["arguments"] = nargs
 		return sdk.ModifyPrimary(nobj), nil
+	case "ask-all":
+		return sdk.Ask("needs a human"), nil
 	case "crash":
 		panic("crash: this behaviour always fails")
 	}
