@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,8 +123,8 @@ func FuzzAPI(f *testing.F) {
 			return url.PathEscape(s)
 		})
 		if rt.ID == "approvalResult" || rt.ID == "approvalEvents" {
-			// A long poll waits as long as it is told: wait no more
-			// than now, whatever the query says.
+			// A long poll waits as long as it is told: no more than
+			// now.
 			query = fuzzNoWait(query)
 		}
 		var rd io.Reader
@@ -174,9 +175,16 @@ func FuzzAPI(f *testing.F) {
 	})
 }
 
-// fuzzNoWait is query with its wait parameters set to 0.
+// fuzzNoWait is query with a wait the server would wait for (none, which
+// means the longest, or a positive number of seconds) made 0; any other is
+// left to be refused.
 func fuzzNoWait(query string) string {
 	q, _ := url.ParseQuery(query)
+	w := q.Get("wait")
+	n, err := strconv.ParseFloat(strings.TrimSuffix(w, "s"), 64)
+	if w != "" && (err != nil || !(n > 0)) {
+		return query
+	}
 	q.Set("wait", "0")
 	return q.Encode()
 }
