@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,14 +33,17 @@ var pathParam = regexp.MustCompile(`\{[a-z]+\}`)
 
 // FuzzAPI sends any route of the route table (by its index) a request of
 // the fuzzer's: its path parameters (the segments of params, split at "/"),
-// its query and its body, with the key of any role (admin, the publisher
-// pubco's, the tenant acme's operator and runtime keys), to a platform
-// where pubco has published the policy guest and acme has bound it. The
-// server never fails (no 500, no broken connection: a panic in a handler
-// is either); every refusal is an application/problem+json whose status is
-// the response's and whose code is a stable code; a 2xx answer of a JSON
-// route is JSON; and a refused request (4xx) changes no table of the
-// platform's.
+// its query, its body and its X-Request-Id and traceparent (header), with
+// the key of any role (admin, the publisher pubco's, the tenant acme's
+// operator and runtime keys) or header as its Authorization, to a platform
+// where pubco has published the policy guest, acme has bound it and beta
+// is another tenant. The server never fails (no 500, no broken connection:
+// a panic in a handler is either); every refusal is an
+// application/problem+json whose status is the response's and whose code
+// is a stable code; a 2xx answer of a JSON route is JSON; a refused request
+// (4xx) changes no table of the platform's; a tenant's key succeeds only on
+// its own tenant, a publisher's only on its own modules and keys; and the
+// answer's request id is the client's when well formed, else well formed.
 func FuzzAPI(f *testing.F) {
 	ctx := context.Background()
 	logs := &testutil.SyncBuffer{} // the server's warnings and errors, told with a failure
@@ -47,8 +51,12 @@ func FuzzAPI(f *testing.F) {
 		o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		o.AccessLog = slog.New(slog.DiscardHandler)
+		o.AuthFailLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
 	})
 	a := newTenant(f, p, "acme", false)
+	if err := p.admin.CreateTenant(ctx, "beta", false); err != nil {
+		f.Fatal(err)
+	}
 	v := publishGuest(f, a.pub, "policy", "policy")
 	a.bind(f, chainConfig(client.Pin(v)))
 	approval := a.pending(f, "fuzz-pending", map[string]any{"tool": "shell.exec"})
@@ -105,21 +113,28 @@ func FuzzAPI(f *testing.F) {
 		qs := append([]string{""}, queries[rt.ID]...)
 		for _, b := range bs {
 			for _, q := range qs {
-				f.Add(uint8(i), roleOf[rt.Roles[0]], strings.Join(params, "/"), q, []byte(b))
+				f.Add(uint8(i), roleOf[rt.Roles[0]], strings.Join(params, "/"), q, []byte(b), "")
 			}
 		}
 	}
 
-	f.Fuzz(func(t *testing.T, route, role uint8, params, query string, body []byte) {
+	for _, h := range []string{"req-1.a:b_c-d", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "Bearer", "bearer  " + keys[2], "Basic eA=="} {
+		f.Add(uint8(0), uint8(4), "", "", []byte(`{"id":"t2"}`), h)
+		f.Add(uint8(3), uint8(2), "beta", "", []byte(nil), h)
+	}
+
+	f.Fuzz(func(t *testing.T, route, role uint8, params, query string, body []byte, header string) {
 		rt := routes[int(route)%len(routes)]
 		segs := strings.Split(params, "/")
 		n := 0
-		path := pathParam.ReplaceAllStringFunc(rt.Path, func(string) string {
+		values := map[string]string{} // the path's parameters, as the server reads them
+		path := pathParam.ReplaceAllStringFunc(rt.Path, func(m string) string {
 			s := ""
 			if n < len(segs) {
 				s = segs[n]
 			}
 			n++
+			values[m] = s
 			return url.PathEscape(s)
 		})
 		if rt.ID == "approvalResult" || rt.ID == "approvalEvents" {
@@ -139,7 +154,15 @@ func FuzzAPI(f *testing.F) {
 		if rt.Body != "" {
 			req.Header.Set("Content-Type", rt.Body)
 		}
-		req.Header.Set("Authorization", "Bearer "+keys[int(role)%len(keys)])
+		header = fuzzHeader(header)
+		key := int(role) % (len(keys) + 1)
+		if key < len(keys) {
+			req.Header.Set("Authorization", "Bearer "+keys[key])
+		} else {
+			req.Header.Set("Authorization", header)
+		}
+		req.Header.Set(server.RequestIDHeader, header)
+		req.Header.Set("traceparent", header)
 
 		before := fuzzCounts(t, p)
 		resp, err := p.hs.Client().Do(req)
@@ -153,6 +176,18 @@ func FuzzAPI(f *testing.F) {
 		}
 		what := rt.Method + " " + path + "?" + query + " " + strings.TrimSpace(string(got)) + "\nthe server's log:\n" + fuzzTail(logs.String(), 4<<10)
 		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if id := resp.Header.Get(server.RequestIDHeader); !fuzzRequestID.MatchString(id) || fuzzRequestID.MatchString(header) && id != header {
+			t.Fatalf("request id %q for %q: %s", id, header, what)
+		}
+		if resp.StatusCode/100 == 2 {
+			// Each tenant's (and publisher's) keys reach its own only.
+			switch {
+			case (key == 2 || key == 3) && rt.Scope == server.ScopeTenant && values["{tenant}"] != "acme",
+				key == 1 && rt.Scope == server.ScopePublisher && values["{publisher}"] != "pubco",
+				key == len(keys) && !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(header, k) }) && rt.Scope != server.ScopePublic:
+				t.Fatalf("%d with key %d: %s", resp.StatusCode, key, what)
+			}
+		}
 		switch {
 		case resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusGatewayTimeout:
 			t.Fatalf("%d: %s", resp.StatusCode, what)
@@ -187,6 +222,22 @@ func fuzzNoWait(query string) string {
 	}
 	q.Set("wait", "0")
 	return q.Encode()
+}
+
+// fuzzRequestID is the form of a well-formed request id.
+var fuzzRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// fuzzHeader is h as a header's value can carry it: controls but tab
+// replaced (net/http sends no request holding them), outer blanks
+// trimmed (the server reads none).
+func fuzzHeader(h string) string {
+	h = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, h)
+	return strings.Trim(h, " \t")
 }
 
 // fuzzTail is the last n bytes of s.
