@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/internal/configfile"
+	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
 )
 
@@ -22,18 +23,8 @@ import (
 // what it accepts, every module the policy guest, New builds
 // or refuses with a *ConfigError, never a panic.
 func FuzzParseConfig(f *testing.F) {
-	for _, glob := range []string{"../demo/*chain.json", "../cmd/wasmhooks/testdata/chain.json"} {
-		paths, err := filepath.Glob(glob)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(b)
-		}
+	for _, b := range fuzzSeedFiles(f, "demo/*chain.json", "cmd/wasmhooks/testdata/chain.json") {
+		f.Add(b)
 	}
 	for _, s := range []string{
 		`{}`, `{"bindings":[]}`, `{"modules":{"m":"m.wasm"},"bindings":[{"name":"b","module":"m","point":"message.outbound","phase":"guard"}]}`,
@@ -46,10 +37,7 @@ func FuzzParseConfig(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	guest, err := os.ReadFile("../testdata/guests/policy.wasm")
-	if err != nil {
-		f.Fatal(err)
-	}
+	guest := testutil.ReadFile(f, "testdata/guests/policy.wasm")
 	ctx := context.Background()
 	rt, err := runtime.New(ctx, runtime.Config{})
 	if err != nil {
@@ -83,4 +71,25 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("%s: New: %T %v", data, err, err)
 		}
 	})
+}
+
+// fuzzSeedFiles reads the files matching globs, relative to the
+// repository's root: a fuzzer's seeds.
+func fuzzSeedFiles(tb testing.TB, globs ...string) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for _, g := range globs {
+		paths, err := filepath.Glob(filepath.Join(testutil.Root(tb), g))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -3,8 +3,6 @@ package chain
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,15 +21,7 @@ import (
 // the compiler finds is refused for either, as its maps iterate); refused
 // settings wrap ErrInvalidSettings.
 func FuzzSettingsSchema(f *testing.F) {
-	paths, err := filepath.Glob("../hooks-examples/*/manifest.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range fuzzSeedFiles(f, "hooks-examples/*/manifest.json") {
 		var m struct {
 			Schema json.RawMessage `json:"settings_schema"`
 		}
