@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/server"
 	"github.com/wasmhooks/wasmhooks/server/client"
+	"github.com/wasmhooks/wasmhooks/store/storetest"
 )
 
 // fuzzAPITables are the tables a refused request must leave as they were:
@@ -36,7 +38,7 @@ var pathParam = regexp.MustCompile(`\{[a-z]+\}`)
 // its query, its body and its X-Request-Id and traceparent (header), with
 // the key of any role (admin, the publisher pubco's, the tenant acme's
 // operator and runtime keys) or header as its Authorization, to a platform
-// where pubco has published the policy guest, acme has bound it and beta
+// (on SQLite, or Postgres: serverDBEnv) where pubco has published the policy guest, acme has bound it and beta
 // is another tenant. The server never fails (no 500, no broken connection:
 // a panic in a handler is either); every refusal is an
 // application/problem+json whose status is the response's and whose code
@@ -47,7 +49,11 @@ var pathParam = regexp.MustCompile(`\{[a-z]+\}`)
 func FuzzAPI(f *testing.F) {
 	ctx := context.Background()
 	logs := &testutil.SyncBuffer{} // the server's warnings and errors, told with a failure
-	p := startPlatform(f, openSQLite(f, f.TempDir()), hostKey(), func(o *server.Options) {
+	db := openSQLite(f, f.TempDir())
+	if os.Getenv(serverDBEnv) == "postgres" {
+		db = postgresTarget.OpenAt(f, storetest.PostgresURL(f))
+	}
+	p := startPlatform(f, db, hostKey(), func(o *server.Options) {
 		o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		o.AccessLog = slog.New(slog.DiscardHandler)
