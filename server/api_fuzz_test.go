@@ -82,15 +82,17 @@ func FuzzAPI(f *testing.F) {
 	real := map[string]string{"{tenant}": "acme", "{publisher}": "pubco", "{digest}": v.Digest, "{name}": "policy",
 		"{version}": "1.0.0", "{id}": approval, "{run}": "fuzz-pending", "{keyid}": "nokey", "{key}": "nokey"}
 	bodies := map[string][]string{
-		"createTenant":      {`{"id":"t1"}`, `{"id":"../x"}`, `{"id":`},
-		"createKey":         {`{"role":"operator","tenant":"acme"}`, `{"role":"root"}`},
-		"grantCredit":       {`{"amount":5,"key":"g1"}`, `{"amount":-1,"key":"g2"}`, `{"amount":9223372036854775807,"key":"g3"}`},
-		"adjustCredit":      {`{"amount":-3,"note":"n","key":"a1"}`},
-		"publishVersion":    {`{"name":"p2","version":"1.0.1","digest":"` + v.Digest + `"}`},
-		"addSigningKey":     {`{"public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`, `{"public_key":"!!"}`},
-		"signVersion":       {`{"key_id":"nokey","signature":"AAAA"}`},
-		"bindChain":         {string(chainConfig(client.Pin(v))), string(chainConfig("policy.wasm")), `{"bindings":[{"limits":{"fuel":-1}}]}`},
-		"resolveApproval":   {`{"decision":"deny","reason":"no"}`, `{"decision":"edit","edit":{"tool":"x"}}`, `{"decision":"maybe"}`},
+		"createTenant":    {`{"id":"t1"}`, `{"id":"../x"}`, `{"id":`},
+		"createKey":       {`{"role":"operator","tenant":"acme"}`, `{"role":"root"}`},
+		"grantCredit":     {`{"amount":5,"key":"g1"}`, `{"amount":-1,"key":"g2"}`, `{"amount":9223372036854775807,"key":"g3"}`},
+		"adjustCredit":    {`{"amount":-3,"note":"n","key":"a1"}`},
+		"publishVersion":  {`{"name":"p2","version":"1.0.1","digest":"` + v.Digest + `"}`},
+		"addSigningKey":   {`{"public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`, `{"public_key":"!!"}`},
+		"signVersion":     {`{"key_id":"nokey","signature":"AAAA"}`},
+		"bindChain":       {string(chainConfig(client.Pin(v))), string(chainConfig("policy.wasm")), `{"bindings":[{"limits":{"fuel":-1}}]}`},
+		"resolveApproval": {`{"decision":"deny","reason":"no"}`, `{"decision":"edit","edit":{"tool":"x"}}`, `{"decision":"maybe"}`},
+		"resolveApproval/new": {`{"decision":"approve"}`, `{"decision":"edit","edit":{"arguments":{"cmd":"ls","n":[1.5,null]}},"reason":"safer"}`,
+			`{"decision":"edit","edit":{"arguments":"x"}}`, `{"decision":"edit","edit":{"tool":"rm"}}`, `{"decision":"edit"}`, `{"decision":"deny","edit":{}}`},
 		"run":               {`{"point":"message.outbound","context":{"outgoing":"a SECRET"},"run":"r1"}`, `{"point":"tool.before","context":{"tool":"shell.exec"}}`, `{"point":"nope","context":{}}`, `{"point":"message.outbound","context":{"a":1,"a":2}}`},
 		"uploadModule":      {"not a module", "\x00asm\x01\x00\x00\x00"},
 		"listAudit":         nil,
@@ -124,6 +126,18 @@ func FuzzAPI(f *testing.F) {
 		}
 	}
 
+	// {id} "new" is an approval made for the request: a pending one to
+	// resolve, edit or wait for.
+	for i, rt := range routes {
+		if !strings.Contains(rt.Path, "{id}") {
+			continue
+		}
+		bs := append([]string{""}, bodies[rt.ID+"/new"]...)
+		for _, b := range bs {
+			f.Add(uint8(i), roleOf[rt.Roles[0]], "acme/new", "", []byte(b), "")
+		}
+	}
+	var made int
 	for _, h := range []string{"req-1.a:b_c-d", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "Bearer", "bearer  " + keys[2], "Basic eA=="} {
 		f.Add(uint8(0), uint8(4), "", "", []byte(`{"id":"t2"}`), h)
 		f.Add(uint8(3), uint8(2), "beta", "", []byte(nil), h)
@@ -140,6 +154,10 @@ func FuzzAPI(f *testing.F) {
 				s = segs[n]
 			}
 			n++
+			if m == "{id}" && s == "new" {
+				made++
+				s = a.pending(t, "fuzz-"+strconv.Itoa(made), map[string]any{"tool": "shell.exec"})
+			}
 			values[m] = s
 			return url.PathEscape(s)
 		})
