@@ -19,7 +19,8 @@ type UsageDoc struct {
 	Available int64 `json:"available"`
 	Pending   int64 `json:"pending"`
 	// Granted, Adjusted and Charged sum the ledger's entries of the
-	// tenant (Charged as a positive amount); Charges counts the charges.
+	// tenant (Charged as a positive amount; a sum past the int64 range is
+	// the nearest bound, store.LedgerUsage); Charges counts the charges.
 	Granted  int64 `json:"granted"`
 	Adjusted int64 `json:"adjusted"`
 	Charged  int64 `json:"charged"`
