@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -312,7 +313,10 @@ type Input struct {
 	// Point is the hook point. Required.
 	Point string
 	// Context is the traffic at the point (ABI.md documents each point's
-	// fields). Nil means {}. It is not modified.
+	// fields). Nil means {}. It is not modified. Its strings and keys must be
+	// UTF-8 (strings.ToValidUTF8 makes them so): Run refuses one that is
+	// not, as the platform's JSON does, since its hooks would read U+FFFD
+	// where the bytes it hands back are.
 	Context map[string]any
 	// Run identifies the run in the trace, logs and audit. Empty means a
 	// random id.
@@ -519,6 +523,30 @@ type Shadow struct {
 	Context map[string]any `json:"context,omitempty"`
 }
 
+// lostUTF8 refuses a context holding a string (or a key) that is not
+// UTF-8: its hooks would read U+FFFD where the bytes are, and the caller,
+// given the context back unchanged, would pass on the bytes they did not
+// see (a guard looking for "forbidden" passes "forb\xffidden", which a reader
+// that drops the byte reads as forbidden). The platform server and the MCP
+// server read strict JSON, which refuses such strings already; this is the
+// Go API's door. It looks at the context's encoding, which marks each lost
+// byte (abi.LostUTF8), so a valid context costs a search of its bytes.
+func lostUTF8(d *audit.Digests) error {
+	obj, ok := d.Object()
+	if !ok || !abi.LostUTF8(obj.Bytes()) {
+		return nil
+	}
+	field := ""
+	for i := range obj.NumField() {
+		key, value := obj.Field(i)
+		if abi.LostUTF8(value) || !utf8.ValidString(key) {
+			field = key
+			break
+		}
+	}
+	return fmt.Errorf("%w: field %q holds a string that is not UTF-8 (strings.ToValidUTF8 makes it valid)", ErrInvalidInput, field)
+}
+
 func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -551,6 +579,10 @@ func (c *Chain) Run(ctx context.Context, in Input) (*Outcome, error) {
 	defer s.release(ctx)
 	cur := audit.AcquireDigests() // the input's digests serve its first step too
 	cur.Reset(in.Context)
+	if err := lostUTF8(cur); err != nil {
+		cur.Release()
+		return nil, err
+	}
 	started := c.now()
 	st := &RunState{
 		Run: in.Run, Tenant: in.Tenant, Point: in.Point, Config: s.digest,

@@ -164,7 +164,7 @@ func failures(trace []Step) []string {
 	var out []string
 	for _, s := range trace {
 		if s.Failure != nil {
-			out = append(out, s.Binding+": "+s.Failure.Error())
+			out = append(out, fmt.Sprintf("%s: %v (after %d µs, %d fuel)", s.Binding, s.Failure, s.LatencyUS, s.FuelUsed))
 		}
 	}
 	return out

@@ -52,24 +52,15 @@ func BearerAuth(token string, next http.Handler) http.Handler {
 	})
 }
 
-// bearerAuth answers a request that does not carry token (Authorization:
-// Bearer TOKEN, the scheme's case ignored, RFC 9110 section 11.1) with 401
-// and reports false; the request then reached nothing else. A request
-// with more than one Authorization header is refused whatever they hold:
-// which of them a proxy in front, or a handler behind, would take is not
-// ours to guess (only the first was read, so a client's token followed by
-// anything passed). The tokens are compared as their SHA-256 digests in
-// constant time, so neither the token's bytes nor its length show in the
-// time taken.
+// bearerAuth answers a request that does not carry token (api.BearerToken:
+// one Authorization header, Bearer TOKEN) with 401 and reports false; the
+// request then reached nothing else. The tokens are compared as their
+// SHA-256 digests in constant time, so neither the token's bytes nor its
+// length show in the time taken.
 func bearerAuth(w http.ResponseWriter, r *http.Request, want [sha256.Size]byte) bool {
-	if n := len(r.Header.Values("Authorization")); n > 1 {
-		unauthenticated(w, `Bearer realm="wasmhooks mcp"`, fmt.Sprintf("%d Authorization headers: send one, Authorization: Bearer TOKEN", n))
-		return false
-	}
-	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	got = strings.TrimLeft(got, " ") // 1*SP after the scheme, RFC 9110 section 11.4
-	if !strings.EqualFold(scheme, "Bearer") || got == "" {
-		unauthenticated(w, `Bearer realm="wasmhooks mcp"`, "a bearer token is required: Authorization: Bearer TOKEN")
+	got, refused := api.BearerToken(r.Header)
+	if refused != "" {
+		unauthenticated(w, `Bearer realm="wasmhooks mcp"`, refused)
 		return false
 	}
 	g := sha256.Sum256([]byte(got))

@@ -10,8 +10,9 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/wasmhooks/wasmhooks/server/api"
 )
 
 // A revoked or rotated-away key's hash stays here, so that
@@ -126,22 +127,24 @@ func (s *Server) bootstrap(ctx context.Context, adminKey string) (string, error)
 	return key, err
 }
 
-// authenticate finds the key of the request's Authorization: Bearer header.
-// An address that failed to authenticate too often (failLimiter) is 429
+// authenticate finds the key of the request's Authorization: Bearer header
+// (api.BearerToken: one such header, the scheme's case ignored). An address that failed to authenticate too often (failLimiter) is 429
 // before its key is read.
 func (s *Server) authenticate(r *http.Request) (*Principal, *Problem) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
+	if len(r.Header.Values("Authorization")) == 0 {
 		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "an API key is required: Authorization: Bearer KEY")
 	}
 	addr, at := clientAddr(r), time.Now()
 	if blocked, wait := s.authFails.blocked(addr, at); blocked {
 		return nil, authLimited(wait)
 	}
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || key == "" || len(key) > 256 {
+	key, refused := api.BearerToken(r.Header)
+	if refused == "" && len(key) > 256 {
+		refused = "an API key is at most 256 bytes"
+	}
+	if refused != "" {
 		s.authFails.fail(addr, at)
-		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "an API key is required: Authorization: Bearer KEY")
+		return nil, problem(http.StatusUnauthorized, CodeUnauthenticated, "%s", refused)
 	}
 	hash := hashKey(key)
 	p, ok, gen := s.keys.get(hash, at)
