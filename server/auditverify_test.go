@@ -68,9 +68,7 @@ func TestAuditPerTenantVerify(t *testing.T) {
 	if bytes.Equal(forged, line) {
 		t.Fatalf("record 1 has no verdict to rewrite: %s", line)
 	}
-	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = 1`), forged, []byte("ta")); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = 1`, forged, []byte("ta"))
 	// The verification from the checkpoint the first one kept reads the
 	// chain from record 2 on: the rewrite before it is found by a full one.
 	v, err := ops["ta"].op.VerifyAuditFrom(ctx, "ta", true, nil)
@@ -193,9 +191,7 @@ func (c *auditChain) verify(full bool, given *api.AuditCheckpoint) (*api.AuditVe
 // exec runs a statement on the database, as an attacker who can write it.
 func (c *auditChain) exec(query string, args ...any) {
 	c.t.Helper()
-	if _, err := c.p.db.Exec(q(query), args...); err != nil {
-		c.t.Fatal(err)
-	}
+	c.p.exec(c.t, query, args...)
 }
 
 // cut deletes the records from seq on and, if rewind, puts the chain's head
@@ -429,9 +425,7 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 		t.Fatalf("done_at %v %v", doneAt, err)
 	}
 	// The node died before recording the outcome, long ago.
-	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = 1 WHERE id = $1`), id); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = 1 WHERE id = $1`, id)
 	if _, err := rtk.Result(ctx, "acme", id, 30); !errors.Is(err, client.ErrUnrecorded) {
 		t.Fatalf("the waiting client: %v", err)
 	}
@@ -442,9 +436,7 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 	wantCode(t, err, 409, "approval_resolved")
 	// One being resumed now (done_at recent) is left alone.
 	id2 := a.pending(t, "r2", map[string]any{"tool": "shell.exec"})
-	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = $1 WHERE id = $2`), time.Now().UnixNano(), id2); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE serve_approvals SET done_at = $1 WHERE id = $2`, time.Now().UnixNano(), id2)
 	if res, err := rtk.Result(ctx, "acme", id2, 1); err != nil || res != nil {
 		t.Fatalf("an approval being resumed: %+v %v", res, err)
 	}
@@ -466,9 +458,7 @@ func TestRunReadAnotherTenantsRecord(t *testing.T) {
 	if run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1"); err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "verified" {
 		t.Fatalf("ta's run: %+v %v", run, err)
 	}
-	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = (SELECT line FROM audit_records WHERE chain = $1 AND seq = 0) WHERE chain = $2 AND seq = 0`), []byte("tb"), []byte("ta")); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE audit_records SET line = (SELECT line FROM audit_records WHERE chain = $1 AND seq = 0) WHERE chain = $2 AND seq = 0`, []byte("tb"), []byte("ta"))
 	run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1")
 	if err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "failed" || run.Audit[0].Problem == "" || strings.Contains(run.Audit[0].Problem, "tb") {
 		t.Fatalf("tb's record in ta's chain: %+v %v", run, err)

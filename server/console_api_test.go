@@ -93,9 +93,7 @@ func TestRunRead(t *testing.T) {
 	}
 	setLine := func(seq uint64, line []byte) {
 		t.Helper()
-		if _, err := p.db.Exec(q(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = $3`), line, []byte("acme"), int64(seq)); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, `UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = $3`, line, []byte("acme"), int64(seq))
 	}
 	setLine(rec.Seq, []byte(changed))
 	second := run.Audit[1]
@@ -196,9 +194,7 @@ func TestRunReadIndexed(t *testing.T) {
 		{`UPDATE audit_records SET run = NULL WHERE chain = $1 AND run <> $2`, []any{[]byte("acme"), "r1"}},
 		{`UPDATE audit_records SET run = NULL WHERE chain = $1`, []any{[]byte("beta")}},
 	} {
-		if _, err := p.db.Exec(q(c.query), c.args...); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, c.query, c.args...)
 	}
 	if n := count(`SELECT COUNT(*) FROM audit_records WHERE run IS NULL`); n < 4 {
 		t.Fatalf("%d legacy rows", n)
@@ -260,9 +256,7 @@ func TestHooksAndUsage(t *testing.T) {
 	// A signature stored by a key that no longer verifies it: shown as
 	// not verifying.
 	kid2, _ := addSigned(t, pub, "pubco", "policy")
-	if _, err := p.db.Exec(q(`UPDATE serve_signing_keys SET public_key = $1 WHERE id = $2`), []byte(pk), kid2); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE serve_signing_keys SET public_key = $1 WHERE id = $2`, []byte(pk), kid2)
 	hooks, err = op.Hooks(ctx, "acme")
 	if err != nil || len(hooks) != 1 || !hooks[0].Signed || len(hooks[0].Signatures) != 2 {
 		t.Fatalf("signed: %+v %v", hooks, err)

@@ -59,9 +59,7 @@ func newFirstSlice(t *testing.T) *firstSlice {
 		`DELETE FROM serve_approvals WHERE id = $1`:                                                   f.noIndex,
 		`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = NULL WHERE id = $1`: f.lost,
 	} {
-		if _, err := p.db.Exec(q(stmt), id); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, stmt, id)
 	}
 	sink, err := audit.OpenFile(filepath.Join(f.dir, "audit.jsonl"), audit.FileOptions{Key: f.key})
 	if err != nil {

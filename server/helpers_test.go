@@ -269,6 +269,15 @@ func (p *platform) count(t *testing.T, table string) int {
 	return n
 }
 
+// exec runs a statement written with $1, $2... on p's database (as an
+// attacker, or a node that died, could have written it); an error fails t.
+func (p *platform) exec(t testing.TB, query string, args ...any) {
+	t.Helper()
+	if _, err := p.db.Exec(p.q(query), args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // guestWasm reads the test guest name (policy, scripted) of
 // ../testdata/guests.
 func guestWasm(t testing.TB, name string) []byte {

@@ -681,10 +681,8 @@ func TestRunIDWaitLeavesNoWaiter(t *testing.T) {
 	p := newPlatform(t)
 	a := newAsking(t, p)
 	// Another node holds the claim, and stores its outcome a little later.
-	if _, err := p.db.Exec(q(`INSERT INTO serve_run_claims (tenant, run, owner, lease_until) VALUES ('acme', 'r-other', 'node-other', $1)`),
-		time.Now().Add(time.Hour).UnixNano()); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `INSERT INTO serve_run_claims (tenant, run, owner, lease_until) VALUES ('acme', 'r-other', 'node-other', $1)`,
+		time.Now().Add(time.Hour).UnixNano())
 	stored := make(chan error, 1)
 	go func() {
 		time.Sleep(800 * time.Millisecond)

@@ -167,14 +167,10 @@ func TestUploadsInFlightAcrossNodes(t *testing.T) {
 			}
 			// Another node's live lease, then the same lease expired.
 			p := cl.nodes[1]
-			if _, err := p.db.Exec(p.q(`INSERT INTO serve_leases (name, id, expires) VALUES ('upload:pubco', 'other', $1)`), time.Now().Add(time.Hour).UnixNano()); err != nil {
-				t.Fatal(err)
-			}
+			p.exec(t, `INSERT INTO serve_leases (name, id, expires) VALUES ('upload:pubco', 'other', $1)`, time.Now().Add(time.Hour).UnixNano())
 			_, err = node1.UploadModule(ctx, "pubco", policy)
 			wantCode(t, err, 429, server.CodeRateLimited)
-			if _, err := p.db.Exec(p.q(`UPDATE serve_leases SET expires = $1 WHERE id = 'other'`), time.Now().Add(-time.Second).UnixNano()); err != nil {
-				t.Fatal(err)
-			}
+			p.exec(t, `UPDATE serve_leases SET expires = $1 WHERE id = 'other'`, time.Now().Add(-time.Second).UnixNano())
 			if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
 				t.Fatalf("past a dead node's lease: %v", err)
 			}
@@ -319,9 +315,7 @@ func TestSweepLimits(t *testing.T) {
 				{`INSERT INTO serve_rate_buckets (key_id, tat) VALUES ('full', $1), ('spent', $2), ('held', $1)`, []any{old, live}},
 				{`INSERT INTO serve_leases (name, id, expires) VALUES ('dead', 'a', $1), ('live', 'b', $2), ('held', 'c', $1), ('held', 'd', $1)`, []any{old, live}},
 			} {
-				if _, err := p.db.Exec(p.q(q.sql), q.args...); err != nil {
-					t.Fatal(err)
-				}
+				p.exec(t, q.sql, q.args...)
 			}
 			wantLocks, wantBuckets, wantLeases := 0, []string{"spent"}, []string{"live"}
 			if db == "postgres" {
@@ -397,9 +391,7 @@ func TestSweepAndLeaseStartNoDeadlock(t *testing.T) {
 	p := cl.nodes[0]
 	old := time.Now().Add(-2 * time.Hour).UnixNano()
 	// Inserted in this order, the rows are read in it by the sweep's scan.
-	if _, err := p.db.Exec(`INSERT INTO serve_leases (name, id, expires) VALUES ('n', 'b', $1), ('n', 'a', $1), ('m', 'x', $1)`, old); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `INSERT INTO serve_leases (name, id, expires) VALUES ('n', 'b', $1), ('n', 'a', $1), ('m', 'x', $1)`, old)
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

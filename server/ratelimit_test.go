@@ -119,9 +119,7 @@ func TestRateLimitDatabaseFails(t *testing.T) {
 	if _, err := op.Credit(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.db.Exec(`DROP TABLE serve_rate_buckets`); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `DROP TABLE serve_rate_buckets`)
 	_, err := op.Credit(ctx, "acme")
 	wantCode(t, err, 503, server.CodeUnavailable)
 	var pr *server.Problem
@@ -242,9 +240,7 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 			ahead.Store(int64(interval))
 			if db == "postgres" { // the shared bucket reads the database's clock
 				p := cl.nodes[0]
-				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat - $1 WHERE key_id = $2`), int64(interval), doc.ID); err != nil {
-					t.Fatal(err)
-				}
+				p.exec(t, `UPDATE serve_rate_buckets SET tat = tat - $1 WHERE key_id = $2`, int64(interval), doc.ID)
 			}
 			request(1, 200)
 			request(1, 429)
@@ -275,9 +271,7 @@ func TestRateLimitClockStepsBack(t *testing.T) {
 			}
 			shift := func(d time.Duration) {
 				t.Helper()
-				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat + $1 WHERE key_id = $2`), int64(d), doc.ID); err != nil {
-					t.Fatal(err)
-				}
+				p.exec(t, `UPDATE serve_rate_buckets SET tat = tat + $1 WHERE key_id = $2`, int64(d), doc.ID)
 			}
 			shift(time.Hour) // the clock stepped an hour back
 			_, err := op.Credit(ctx, "acme")

@@ -205,9 +205,7 @@ func TestApprovalEventsUnrecorded(t *testing.T) {
 		t.Helper()
 		// The store resolved it long ago (Done), and the resuming node
 		// died before recording the outcome.
-		if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = 1 WHERE id = $1`), id); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, `UPDATE serve_approvals SET done_at = 1 WHERE id = $1`, id)
 	}
 	// Marked while the stream waits (the expiry pass runs every 100 ms).
 	id := a.pending(t, "r-unrec-1", map[string]any{"tool": "shell.exec"})
