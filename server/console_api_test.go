@@ -19,9 +19,7 @@ import (
 func TestMe(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	for _, c := range []struct {
 		role   server.Role
 		tenant string
@@ -211,9 +209,7 @@ func TestRunReadIndexed(t *testing.T) {
 	_, err := a.op.RunRecord(ctx, "acme", "r")
 	wantCode(t, err, 404, server.CodeNotFound)
 
-	if err := p.admin.CreateTenant(ctx, "empty", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "empty", false)
 	for _, tenant := range []string{"acme", "beta", "empty"} {
 		u, err := p.admin.Usage(ctx, tenant)
 		if err != nil {

@@ -196,6 +196,15 @@ func (p *platform) keyDoc(t testing.TB, role server.Role, tenant string) (*clien
 	return client.New(p.hs.URL, k.Key), k
 }
 
+// createTenant creates the tenant id on p with the admin key, requiring
+// signatures if signed.
+func (p *platform) createTenant(t testing.TB, id string, signed bool) {
+	t.Helper()
+	if err := p.admin.CreateTenant(context.Background(), id, signed); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // tenantKeys is a tenant of a platform with the keys the tests use: the
 // publisher pubco's, and the tenant's operator and runtime keys.
 type tenantKeys struct {
@@ -209,9 +218,7 @@ type tenantKeys struct {
 // and the keys of tenantKeys.
 func newTenant(t testing.TB, p *platform, id string, signed bool) tenantKeys {
 	t.Helper()
-	if err := p.admin.CreateTenant(context.Background(), id, signed); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, id, signed)
 	a := tenantKeys{id: id, pub: p.key(t, server.RolePublisher, "pubco"), op: p.key(t, server.RoleOperator, id), admin: p.admin}
 	a.rt, a.rtDoc = p.keyDoc(t, server.RoleRuntime, id)
 	return a

@@ -94,9 +94,7 @@ func TestTenantIsolation(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
 	for _, id := range []string{"ta", "tb"} {
-		if err := p.admin.CreateTenant(ctx, id, false); err != nil {
-			t.Fatal(err)
-		}
+		p.createTenant(t, id, false)
 	}
 	// B's world: publisher pb's signed version, tb's chain, a pending
 	// approval, credit.

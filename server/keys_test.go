@@ -31,9 +31,7 @@ import (
 func TestKeyLifecycle(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	k, err := p.admin.CreateNamedKey(ctx, server.RoleOperator, "acme", "ci")
 	if err != nil {
 		t.Fatal(err)

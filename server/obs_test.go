@@ -310,9 +310,7 @@ func TestMetrics(t *testing.T) {
 // of its own) serves the same families without a key.
 func TestMetricsAuthorization(t *testing.T) {
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(context.Background(), "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	cases := []struct {
 		name   string
 		key    string

@@ -19,9 +19,7 @@ func TestRateLimit(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatformTweaked(t, func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 5} })
 	admin := p.admin
-	if err := admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	op := p.key(t, server.RoleOperator, "acme")
 	for i := 0; i < 5; i++ {
 		if _, err := op.Credit(ctx, "acme"); err != nil {
@@ -75,9 +73,7 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 					o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: burst}
 					o.RateLimitScope = c.scope
 				})
-				if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
-					t.Fatal(err)
-				}
+				cl.nodes[0].createTenant(t, "acme", false)
 				op := cl.nodes[0].key(t, server.RoleOperator, "acme")
 				var served, limited atomic.Int32
 				var wg sync.WaitGroup
@@ -112,9 +108,7 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 func TestRateLimitDatabaseFails(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatformTweaked(t, func(o *server.Options) { o.RateLimitScope = server.RateLimitCluster })
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	op := p.key(t, server.RoleOperator, "acme")
 	if _, err := op.Credit(ctx, "acme"); err != nil {
 		t.Fatal(err)
@@ -214,9 +208,7 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			ctx := context.Background()
 			cl, ahead := slowRateNodes(t, db)
-			if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
-				t.Fatal(err)
-			}
+			cl.nodes[0].createTenant(t, "acme", false)
 			op, doc := cl.nodes[0].keyDoc(t, server.RoleOperator, "acme")
 			request := func(node, want int) {
 				t.Helper()
@@ -262,9 +254,7 @@ func TestRateLimitClockStepsBack(t *testing.T) {
 			ctx := context.Background()
 			cl, ahead := slowRateNodes(t, db)
 			p := cl.nodes[1]
-			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-				t.Fatal(err)
-			}
+			p.createTenant(t, "acme", false)
 			op, doc := p.keyDoc(t, server.RoleOperator, "acme")
 			if _, err := op.Credit(ctx, "acme"); err != nil {
 				t.Fatal(err)
