@@ -123,23 +123,21 @@ func TestAuditVerifyOneAtATime(t *testing.T) {
 // other node sharing the database, 429 (without the lease each node let
 // one run: two at once).
 func TestAuditVerifyOneAtATimeAcrossNodes(t *testing.T) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			c := twoNodes(t, db, func(*server.Options) {})
-			ta := newTenant(t, c.nodes[0], "ta", false)
-			release := server.HoldVerify(c.nodes[0].srv, "ta")
-			if release == nil {
-				t.Fatal("no verification was running, yet the hold was refused")
-			}
-			_, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta")
-			wantCode(t, err, 429, server.CodeRateLimited)
-			release()
-			if v, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta"); err != nil || !v.Verified {
-				t.Fatalf("after the first ended: %+v %v", v, err)
-			}
-		})
-	}
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		c := twoNodes(t, db, func(*server.Options) {})
+		ta := newTenant(t, c.nodes[0], "ta", false)
+		release := server.HoldVerify(c.nodes[0].srv, "ta")
+		if release == nil {
+			t.Fatal("no verification was running, yet the hold was refused")
+		}
+		_, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta")
+		wantCode(t, err, 429, server.CodeRateLimited)
+		release()
+		if v, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta"); err != nil || !v.Verified {
+			t.Fatalf("after the first ended: %+v %v", v, err)
+		}
+	})
 }
 
 // auditChain is a tenant whose audit chain holds records, as verified once
