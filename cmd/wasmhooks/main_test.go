@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -34,6 +35,29 @@ func runCLI(stdin string, args ...string) (stdout, stderr string, code int) {
 	var out, errOut bytes.Buffer
 	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
 	return out.String(), errOut.String(), code
+}
+
+// runCLIWithin is runCLI with nothing on standard input, failing t if the
+// command has not returned in 30 s (it blocks, or reads without end).
+func runCLIWithin(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.stdout, r.stderr, r.code = runCLI("", args...)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.stdout, r.stderr, r.code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%v did not return", args)
+		return "", "", 0
+	}
 }
 
 func writeTemp(t *testing.T, name, content string) string {
