@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -302,19 +300,13 @@ func TestConsoleServed(t *testing.T) {
 		{"/console/../openapi.json", "application/json", 200}, // cleaned to /openapi.json
 		{"/index.html", "application/problem+json", 404},
 	} {
-		resp, err := http.Get(p.hs.URL + c.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != c.ctype {
-			t.Fatalf("%s: %d %s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		status, body, h := httpGet(t, p.hs.URL+c.path, "", nil)
+		if status != c.status || h.Get("Content-Type") != c.ctype {
+			t.Fatalf("%s: %d %s", c.path, status, h.Get("Content-Type"))
 		}
 		if c.status != 200 || !strings.HasPrefix(c.path, "/") || c.path == "/console/../openapi.json" {
 			continue
 		}
-		h := resp.Header
 		csp := h.Get("Content-Security-Policy")
 		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
 			if !strings.Contains(csp, want) {

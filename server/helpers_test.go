@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -283,6 +285,38 @@ func (p *platform) exec(t testing.TB, query string, args ...any) {
 	if _, err := p.db.Exec(p.q(query), args...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// httpGet is httpDo of a GET without a body.
+func httpGet(t *testing.T, url, key string, header http.Header) (int, []byte, http.Header) {
+	t.Helper()
+	return httpDo(t, "GET", url, key, header, "")
+}
+
+// httpDo sends a request with header, key (if not empty) and a JSON body
+// (if not empty), and returns the response's status, body and headers.
+func httpDo(t *testing.T, method, url, key string, header http.Header, body string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
 }
 
 // guestWasm reads the test guest name (policy, scripted) of

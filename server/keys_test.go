@@ -203,23 +203,17 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"GET", "/v1/nothing", 404, ""},
 		{"DELETE", "/v1/tenants/acme/nothing", 404, ""},
 	} {
-		req, _ := http.NewRequest(tt.method, p.hs.URL+tt.path, nil)
-		req.Header.Set("Authorization", "Bearer "+adminKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		status, body, h := httpDo(t, tt.method, p.hs.URL+tt.path, adminKey, nil, "")
 		var pr server.Problem
-		_ = json.NewDecoder(resp.Body).Decode(&pr)
-		resp.Body.Close()
+		_ = json.Unmarshal(body, &pr)
 		wantCode := server.CodeNotFound
 		if tt.status == 405 {
 			wantCode = server.CodeMethodNotAllowed
 		}
-		if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow || pr.Code != wantCode ||
-			resp.Header.Get("Content-Type") != "application/problem+json" {
-			t.Errorf("%s %s: %d Allow %q %s %q, want %d Allow %q %s", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"),
-				resp.Header.Get("Content-Type"), pr.Code, tt.status, tt.allow, wantCode)
+		if status != tt.status || h.Get("Allow") != tt.allow || pr.Code != wantCode ||
+			h.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s %s: %d Allow %q %s %q, want %d Allow %q %s", tt.method, tt.path, status, h.Get("Allow"),
+				h.Get("Content-Type"), pr.Code, tt.status, tt.allow, wantCode)
 		}
 	}
 }

@@ -175,16 +175,9 @@ func TestLongPollsPerKeyBounded(t *testing.T) {
 // MaxWait; it converted to a negative duration and did not wait at all.
 func TestLongPollHugeWait(t *testing.T) {
 	url, id, _, _, key := pollPlatform(t, time.Second, 0)
-	req, _ := http.NewRequest("GET", url+"/v1/tenants/acme/approvals/"+id+"/result?wait=1e12", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d", resp.StatusCode)
+	if status, _, _ := httpGet(t, url+"/v1/tenants/acme/approvals/"+id+"/result?wait=1e12", key, nil); status != 200 {
+		t.Fatalf("status %d", status)
 	}
 	if d := time.Since(start); d < 500*time.Millisecond {
 		t.Fatalf("wait=1e12 returned after %v; want about MaxWait (1 s)", d)
