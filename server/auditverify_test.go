@@ -57,10 +57,7 @@ func TestAuditPerTenantVerify(t *testing.T) {
 		}
 	}
 	// Rewrite ta's record 1: its verdict.
-	var line []byte
-	if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`), []byte("ta")).Scan(&line); err != nil {
-		t.Fatal(err)
-	}
+	line := queryValue[[]byte](t, p, `SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`, []byte("ta"))
 	forged := bytes.Replace(line, []byte(`"allow"`), []byte(`"block"`), 1)
 	if bytes.Equal(forged, line) {
 		forged = bytes.Replace(line, []byte(`"block"`), []byte(`"allow"`), 1)
@@ -198,10 +195,7 @@ func (c *auditChain) cut(seq int, rewind bool) {
 	c.t.Helper()
 	c.exec(`DELETE FROM audit_records WHERE chain = $1 AND seq >= $2`, []byte(c.tenant), seq)
 	if rewind {
-		var h string
-		if err := c.p.db.QueryRow(q(`SELECT hash FROM audit_records WHERE chain = $1 AND seq = $2`), []byte(c.tenant), seq-1).Scan(&h); err != nil {
-			c.t.Fatal(err)
-		}
+		h := queryValue[string](c.t, c.p, `SELECT hash FROM audit_records WHERE chain = $1 AND seq = $2`, []byte(c.tenant), seq-1)
 		c.exec(`UPDATE audit_chains SET next = $1, head = $2 WHERE chain = $3`, seq, h, []byte(c.tenant))
 	}
 }
@@ -242,9 +236,8 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 
 	t.Run("incremental", func(t *testing.T) {
 		c := newAuditChain(t, p, pin, "inc", reads, 4)
-		var kept int64
-		if err := p.db.QueryRow(q(`SELECT records FROM audit_checkpoints WHERE chain = $1`), []byte("inc")).Scan(&kept); err != nil || kept != 4 {
-			t.Fatalf("the checkpoint kept: %d %v", kept, err)
+		if kept := queryValue[int64](t, p, `SELECT records FROM audit_checkpoints WHERE chain = $1`, []byte("inc")); kept != 4 {
+			t.Fatalf("the checkpoint kept: %d", kept)
 		}
 		c.run(3)
 		// Record 3 (the checkpoint's last) and the three after it.
@@ -313,10 +306,7 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 	})
 	t.Run("rewritten before the checkpoint", func(t *testing.T) {
 		c := newAuditChain(t, p, pin, "rew", reads, 5)
-		var line []byte
-		if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`), []byte("rew")).Scan(&line); err != nil {
-			t.Fatal(err)
-		}
+		line := queryValue[[]byte](t, p, `SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`, []byte("rew"))
 		forged := bytes.Replace(line, []byte(`"continue"`), []byte(`"block"`), 1)
 		if bytes.Equal(forged, line) {
 			t.Fatalf("record 1 has no verdict to rewrite: %s", line)
@@ -334,10 +324,7 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 		// A cut hidden by moving the checkpoint back with the head row:
 		// its MAC does not verify.
 		c.cut(5, true)
-		var h string
-		if err := p.db.QueryRow(q(`SELECT head FROM audit_chains WHERE chain = $1`), []byte("ckpt")).Scan(&h); err != nil {
-			t.Fatal(err)
-		}
+		h := queryValue[string](t, p, `SELECT head FROM audit_chains WHERE chain = $1`, []byte("ckpt"))
 		c.exec(`UPDATE audit_checkpoints SET records = 5, head = $1 WHERE chain = $2`, h, []byte("ckpt"))
 		for _, full := range []bool{false, true} {
 			v, rows := c.verify(full, nil)
@@ -418,9 +405,8 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The resume noted when the store resolved it.
-	var doneAt sql.NullInt64
-	if err := p.db.QueryRow(q(`SELECT done_at FROM serve_approvals WHERE id = $1`), id).Scan(&doneAt); err != nil || !doneAt.Valid {
-		t.Fatalf("done_at %v %v", doneAt, err)
+	if doneAt := queryValue[sql.NullInt64](t, p, `SELECT done_at FROM serve_approvals WHERE id = $1`, id); !doneAt.Valid {
+		t.Fatalf("done_at %v", doneAt)
 	}
 	// The node died before recording the outcome, long ago.
 	p.exec(t, `UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = 1 WHERE id = $1`, id)

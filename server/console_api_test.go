@@ -104,10 +104,7 @@ func TestRunRead(t *testing.T) {
 	if rec2.Seq == 0 {
 		t.Fatal("the resolution's record is the first of the chain")
 	}
-	var before []byte
-	if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = $2`), []byte("acme"), int64(rec2.Seq-1)).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
+	before := queryValue[[]byte](t, p, `SELECT line FROM audit_records WHERE chain = $1 AND seq = $2`, []byte("acme"), int64(rec2.Seq-1))
 	setLine(rec2.Seq-1, []byte(strings.Replace(string(before), `"hash":"`, `"hash":"00`, 1)))
 	run, err = a.op.RunRecord(ctx, "acme", "r_1")
 	if err != nil {
@@ -143,14 +140,6 @@ func TestRunReadIndexed(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.pending(t, "r1.2", map[string]any{"tool": "shell.exec"}) // after r1's records
-	count := func(query string, args ...any) int {
-		t.Helper()
-		var n int
-		if err := p.db.QueryRow(q(query), args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	read := func() []server.RecordDoc {
 		t.Helper()
 		run, err := a.op.RunRecord(ctx, "acme", "r1")
@@ -171,7 +160,7 @@ func TestRunReadIndexed(t *testing.T) {
 		return run.Audit
 	}
 	indexed := read()
-	if n := count(`SELECT COUNT(*) FROM audit_records WHERE chain = $1 AND run = $2`, []byte("acme"), "r1"); len(indexed) < 2 || len(indexed) != n {
+	if n := queryValue[int](t, p, `SELECT COUNT(*) FROM audit_records WHERE chain = $1 AND run = $2`, []byte("acme"), "r1"); len(indexed) < 2 || len(indexed) != n {
 		t.Fatalf("%d records read, %d indexed under r1", len(indexed), n)
 	}
 	// As a database migrated from version 6 holds them: r1's first record,
@@ -192,7 +181,7 @@ func TestRunReadIndexed(t *testing.T) {
 	} {
 		p.exec(t, c.query, c.args...)
 	}
-	if n := count(`SELECT COUNT(*) FROM audit_records WHERE run IS NULL`); n < 4 {
+	if n := queryValue[int](t, p, `SELECT COUNT(*) FROM audit_records WHERE run IS NULL`); n < 4 {
 		t.Fatalf("%d legacy rows", n)
 	}
 	legacy := read()
@@ -213,7 +202,7 @@ func TestRunReadIndexed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := count(`SELECT COUNT(*) FROM audit_records WHERE chain = $1`, []byte(tenant)); u.AuditRecords != int64(n) || (tenant != "empty") != (n > 0) {
+		if n := queryValue[int](t, p, `SELECT COUNT(*) FROM audit_records WHERE chain = $1`, []byte(tenant)); u.AuditRecords != int64(n) || (tenant != "empty") != (n > 0) {
 			t.Fatalf("%s: usage counts %d audit records, the chain holds %d", tenant, u.AuditRecords, n)
 		}
 	}

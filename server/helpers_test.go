@@ -271,11 +271,18 @@ func (a tenantKeys) pending(t testing.TB, run string, ctxDoc map[string]any) str
 // count returns the rows of a server table.
 func (p *platform) count(t *testing.T, table string) int {
 	t.Helper()
-	var n int
-	if err := p.db.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+	return queryValue[int](t, p, `SELECT COUNT(*) FROM `+table)
+}
+
+// queryValue returns the one value of the one row that query (written with
+// $1, $2...) returns on p's database; an error (no row too) fails t.
+func queryValue[T any](t testing.TB, p *platform, query string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := p.db.QueryRow(p.q(query), args...).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return v
 }
 
 // exec runs a statement written with $1, $2... on p's database (as an

@@ -45,10 +45,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := p.admin.Do(ctx, "GET", "/v1/keys", "", nil, &raw); err != nil {
 		t.Fatal(err)
 	}
-	var hash string
-	if err := p.db.QueryRow(`SELECT hash FROM serve_keys WHERE id = '` + k.ID + `'`).Scan(&hash); err != nil {
-		t.Fatal(err)
-	}
+	hash := queryValue[string](t, p, `SELECT hash FROM serve_keys WHERE id = $1`, k.ID)
 	if strings.Contains(string(raw), k.Key) || strings.Contains(string(raw), hash) || strings.Contains(string(raw), adminKey) {
 		t.Fatalf("the key list shows a secret or a hash: %s", raw)
 	}
@@ -404,12 +401,7 @@ func TestLastAdminKeyAcrossNodes(t *testing.T) {
 		wg.Wait()
 		var left []string
 		for _, k := range []*server.KeyDoc{a, b} {
-			var n int
-			// A cluster is on Postgres: $1 as it is.
-			if err := n1.db.QueryRow(`SELECT COUNT(*) FROM serve_keys WHERE id = $1`, k.ID).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n == 1 {
+			if queryValue[int](t, n1, `SELECT COUNT(*) FROM serve_keys WHERE id = $1`, k.ID) == 1 {
 				left = append(left, k.ID)
 			}
 		}

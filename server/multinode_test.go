@@ -431,9 +431,8 @@ func TestNodesSQLiteSharedFile(t *testing.T) {
 	if cr, err := on(op, c.nodes[1]).Credit(ctx, "acme"); err != nil || cr.Available != 99*paidCallCost {
 		t.Fatalf("credit after one paid run: %+v %v", cr, err)
 	}
-	var n int
-	if err := c.nodes[0].db.QueryRow(`SELECT COUNT(*) FROM audit_records WHERE chain = CAST('acme' AS BLOB)`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d audit records of one run id: %v", n, err)
+	if n := queryValue[int](t, c.nodes[0], `SELECT COUNT(*) FROM audit_records WHERE chain = CAST('acme' AS BLOB)`); n != 1 {
+		t.Fatalf("%d audit records of one run id", n)
 	}
 }
 

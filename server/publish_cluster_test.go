@@ -112,10 +112,7 @@ func TestUploadQuotaAcrossNodes(t *testing.T) {
 			_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(scripted, i))
 			return err
 		})
-		var n int
-		if err := cl.nodes[0].db.QueryRow(cl.nodes[0].q(`SELECT COUNT(*) FROM serve_uploads WHERE publisher = $1`), "pubco").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+		n := queryValue[int](t, cl.nodes[0], `SELECT COUNT(*) FROM serve_uploads WHERE publisher = $1`, "pubco")
 		if stored != 1 || n != 2 {
 			t.Fatalf("%d of 2 racing uploads answered 201, %d modules stored; want 1 and 2 (the quota)", stored, n)
 		}
