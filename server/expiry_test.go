@@ -71,17 +71,14 @@ func TestResolvedButIndexedPendingBecomesUnrecorded(t *testing.T) {
 	}
 	p.exec(t, `UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = NULL, expires = $1 WHERE id = $2`,
 		time.Now().Add(-time.Minute).UnixNano(), id)
-	deadline := time.Now().Add(40 * time.Second)
-	for {
+	eventually(t, 40*time.Second, 0, "the unrecorded mark comes twice RunTimeout + 10 s after it is found", func() error {
 		out, err := a.rt.Result(ctx, "acme", id, 5)
 		if errors.Is(err, client.ErrUnrecorded) {
-			return
+			return nil
 		}
 		if err != nil || out != nil {
 			t.Fatalf("%+v %v", out, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("still pending 40 s on (the unrecorded mark comes twice RunTimeout + 10 s after it is found)")
-		}
-	}
+		return errors.New("still pending 40 s on")
+	})
 }

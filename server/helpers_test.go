@@ -480,6 +480,21 @@ func (w *waiting) result(t testing.TB, what string, d time.Duration) waited {
 	}
 }
 
+// eventually calls try, every interval, until it returns nil; if it still
+// returns an error after d, t fails with what and that error.
+func eventually(t testing.TB, d, interval time.Duration, what string, try func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(interval) {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
 // retireKey revokes (how = "revoke") or rotates (how = "rotate") the key
 // id with admin.
 func retireKey(t testing.TB, admin *client.Client, how, id string) {

@@ -469,20 +469,16 @@ func TestUploadsInFlightBounded(t *testing.T) {
 	policy := policyWasm(t)
 	try := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		eventually(t, 10*time.Second, 50*time.Millisecond, "an upload", func() error {
 			status, err := upload(bytes.NewReader(policy))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if status == want {
-				return
+			if status != want {
+				return fmt.Errorf("%d, want %d", status, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d, want %d", status, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	try(http.StatusTooManyRequests) // both slow ones are in
 	// Once they end, uploads pass again.

@@ -120,17 +120,10 @@ func setupPaid(t *testing.T, c *cluster, credit int64) (rtk, op *client.Client) 
 // waitBound waits until tenant's chain answers on node p.
 func waitBound(t *testing.T, rtk *client.Client, p *platform, point string, ctxDoc map[string]any) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, 20*time.Millisecond, "node never ran the binding", func() error {
 		_, err := on(rtk, p).Run(context.Background(), "acme", point, ctxDoc, "")
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node never ran the binding: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestNodesBindingReachesOtherNode: a binding changed on node 1 is in force
@@ -509,15 +502,10 @@ func TestNodesKilledMidRun(t *testing.T) {
 	rtk, _ := setupPaid(t, c, 100000*paidCallCost)
 	base, cmd := startNodeProcess(t, c)
 	child := client.New(base, rtk.Key)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := child.Run(ctx, "acme", "tool.before", map[string]any{"tool": "x"}, ""); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the node process never ran the binding: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, 20*time.Millisecond, "the node process never ran the binding", func() error {
+		_, err := child.Run(ctx, "acme", "tool.before", map[string]any{"tool": "x"}, "")
+		return err
+	})
 
 	const workers, enough = 8, 40
 	var (
@@ -589,8 +577,7 @@ func TestNodesKilledMidRun(t *testing.T) {
 		if _, ok := acked[run]; ok {
 			continue
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		eventually(t, 30*time.Second, 0, "unacknowledged run "+run+" on the other node", func() error {
 			out, err := other.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, run)
 			if err == nil {
 				// DENIED: the dead node's call was charged before it died
@@ -598,13 +585,14 @@ func TestNodesKilledMidRun(t *testing.T) {
 				if s := callStatus(t, out); s != abi.StatusOK && s != abi.StatusDenied {
 					t.Fatalf("run %s: call status %v", run, s)
 				}
-				break
+				return nil
 			}
 			var p *server.Problem
-			if !errors.As(err, &p) || p.Code != server.CodeRunInProgress || time.Now().After(deadline) {
+			if !errors.As(err, &p) || p.Code != server.CodeRunInProgress {
 				t.Fatalf("unacknowledged run %s on the other node: %v", run, err)
 			}
-		}
+			return err
+		})
 	}
 	perRun := auditPerRun(t, c)
 	for run := range acked {

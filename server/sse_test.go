@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -83,15 +84,12 @@ func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
 	}
 	// The wait is given back when the stream ends (the handler returns
 	// just after the client saw the end: allow it a moment).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		o, err := a.rt.Result(context.Background(), "acme", id, 1)
-		if err == nil && o == nil {
-			break
+	eventually(t, 10*time.Second, 20*time.Millisecond, "after the stream", func() error {
+		if o, err := a.rt.Result(context.Background(), "acme", id, 1); err != nil || o != nil {
+			return fmt.Errorf("%+v %v", o, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the stream: %+v %v", o, err)
-		}
-	}
+		return nil
+	})
 }
 
 // TestApprovalEventsExpiry: an approval nobody resolves is decided by its
