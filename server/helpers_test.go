@@ -342,14 +342,24 @@ func policyWasm(t testing.TB) []byte {
 	return guestWasm(t, "policy")
 }
 
+// The bindings of chainConfig, of the module "policy" (the policy guest):
+// noSecrets blocks a message that mentions SECRET, approveShell asks a
+// human for shell.exec.
+const (
+	noSecrets = `{"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
+     "settings": {"when": "SECRET", "decide": {"action": "block", "reason": "mentions a secret"}}}`
+	approveShell = `{"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
+     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}`
+)
+
+// chainConfig is the chain of noSecrets and approveShell, the policy guest
+// pinned to pin.
 func chainConfig(pin string) []byte {
 	return []byte(`{
   "modules": {"policy": "` + pin + `"},
   "bindings": [
-    {"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
-     "settings": {"when": "SECRET", "decide": {"action": "block", "reason": "mentions a secret"}}},
-    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
-     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
+    ` + noSecrets + `,
+    ` + approveShell + `
   ]
 }`)
 }

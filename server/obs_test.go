@@ -92,10 +92,8 @@ func obsChain(policyPin, scriptedPin string) []byte {
   "modules": {"policy": "` + policyPin + `", "scripted": "` + scriptedPin + `"},
   "breaker": {"failures": 2, "backoff": "10m"},
   "bindings": [
-    {"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
-     "settings": {"when": "SECRET", "decide": {"action": "block", "reason": "mentions a secret"}}},
-    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
-     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}},
+    ` + noSecrets + `,
+    ` + approveShell + `,
     {"name": "spend", "module": "scripted", "point": "message.inbound", "phase": "observer", "grants": ["llm.run"],
      "settings": {"script": "` + llmScript() + `"}},
     {"name": "crash", "module": "scripted", "point": "message.inbound", "phase": "guard", "fail": "open", "priority": 5,

@@ -23,8 +23,7 @@ func TestGracefulShutdown(t *testing.T) {
   "bindings": [
     {"name": "slow", "module": "slow", "point": "message.inbound", "phase": "guard", "settings": {"script": "@@L"},
      "limits": {"fuel": 1000000000000}},
-    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
-     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
+    ` + approveShell + `
   ]}`
 	a.bind(t, []byte(cfg))
 
