@@ -105,8 +105,9 @@ func callStatus(t *testing.T, out *client.Outcome) abi.Status {
 	return s
 }
 
-// setupPaid makes tenant acme with credit, binds paidConfig on node 0 and
-// returns the runtime and operator keys.
+// setupPaid makes tenant acme with credit, binds paidConfig on node 0,
+// waits until the other nodes run it (waitBound) and returns the runtime and
+// operator keys.
 func setupPaid(t *testing.T, c *cluster, credit int64) (rtk, op *client.Client) {
 	t.Helper()
 	a := newTenant(t, c.nodes[0], "acme", false)
@@ -114,6 +115,9 @@ func setupPaid(t *testing.T, c *cluster, credit int64) (rtk, op *client.Client) 
 		a.grant(t, credit, "g1")
 	}
 	a.bind(t, paidConfig(client.Pin(publishGuest(t, a.pub, "scripted", "paid"))))
+	for _, n := range c.nodes[1:] {
+		waitBound(t, a.rt, n, "tool.before", map[string]any{"tool": "x"})
+	}
 	return a.rt, a.op
 }
 
@@ -183,7 +187,6 @@ func TestNodesCreditExact(t *testing.T) {
 	c := newCluster(t, 2, func(_ int, o *server.Options) { o.LLMProvider = exactProvider{} })
 	const paid, runs = 100, 200
 	rtk, op := setupPaid(t, c, paid*paidCallCost)
-	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
 	start := make(chan struct{})
 	var (
 		wg       sync.WaitGroup
@@ -331,7 +334,6 @@ func TestNodesRunIDOnce(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2, func(_ int, o *server.Options) { o.LLMProvider = exactProvider{} })
 	rtk, _ := setupPaid(t, c, 1000*paidCallCost)
-	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
 	const ids, each = 20, 2 // each id posted twice to each node, all at once
 	start := make(chan struct{})
 	var (
@@ -397,7 +399,6 @@ func TestNodesSQLiteSharedFile(t *testing.T) {
 	}
 	c := &cluster{key: key, nodes: nodes}
 	rtk, op := setupPaid(t, c, 100*paidCallCost)
-	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
 	var wg sync.WaitGroup
 	outs := make([]*client.Outcome, 4)
 	for k := range outs {
