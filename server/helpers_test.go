@@ -411,6 +411,16 @@ func addSigned(t testing.TB, pub *client.Client, publisher, name string) (string
 	return kid, pk
 }
 
+// newPublicKey returns the public half of a fresh ed25519 key.
+func newPublicKey(t testing.TB) ed25519.PublicKey {
+	t.Helper()
+	k, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // waited is what a client waiting for an approval's outcome received: the
 // outcome or the error, and, from a stream, its events ("name:status").
 type waited struct {

@@ -500,16 +500,9 @@ func TestProposedSigningKeysBounded(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
 	pub := p.key(t, server.RolePublisher, "pubco")
-	newPub := func() ed25519.PublicKey {
-		k, _, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
 	var first ed25519.PublicKey
 	for i := range server.MaxProposedSigningKeys {
-		k := newPub()
+		k := newPublicKey(t)
 		if i == 0 {
 			first = k
 		}
@@ -517,7 +510,7 @@ func TestProposedSigningKeysBounded(t *testing.T) {
 			t.Fatalf("key %d: %v", i, err)
 		}
 	}
-	_, err := pub.RegisterSigningKey(ctx, "pubco", newPub())
+	_, err := pub.RegisterSigningKey(ctx, "pubco", newPublicKey(t))
 	wantCode(t, err, 403, server.CodeQuotaExceeded)
 	if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || len(keys) != server.MaxProposedSigningKeys {
 		t.Fatalf("%d keys, %v", len(keys), err)
@@ -525,7 +518,7 @@ func TestProposedSigningKeysBounded(t *testing.T) {
 	if _, err := pub.RegisterSigningKey(ctx, "pubco", first); err != nil {
 		t.Fatalf("a key registered again: %v", err)
 	}
-	if d, err := p.admin.RegisterSigningKey(ctx, "pubco", newPub()); err != nil || !d.Approved {
+	if d, err := p.admin.RegisterSigningKey(ctx, "pubco", newPublicKey(t)); err != nil || !d.Approved {
 		t.Fatalf("an admin's key: %+v %v", d, err)
 	}
 }

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -248,21 +246,14 @@ func TestProposedSigningKeysAcrossNodes(t *testing.T) {
 		ctx := context.Background()
 		cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
 		pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
-		newPub := func() ed25519.PublicKey {
-			k, _, err := ed25519.GenerateKey(rand.Reader)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return k
-		}
 		for i := range server.MaxProposedSigningKeys - 1 {
-			if _, err := pub.RegisterSigningKey(ctx, "pubco", newPub()); err != nil {
+			if _, err := pub.RegisterSigningKey(ctx, "pubco", newPublicKey(t)); err != nil {
 				t.Fatalf("key %d: %v", i, err)
 			}
 		}
 		raceAt(cl, "signing keys counted")
 		stored := raceTwo(t, func(i int) error {
-			_, err := on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPub())
+			_, err := on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPublicKey(t))
 			return err
 		})
 		if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
