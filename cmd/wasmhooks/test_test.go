@@ -101,7 +101,7 @@ func TestTestCommand(t *testing.T) {
 	if err := os.WriteFile(withManifest, embedded, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code = runCLI("", "test", "--hook", withManifest, "--cache-dir", "", filepath.Join("..", "..", "testdata", "corpus", "block-prompt-injection"))
+	stdout, _, code = runCLI("", "test", "--hook", withManifest, "--cache-dir", "", filepath.Join("..", "..", "testdata", "corpus", "block-prompt-injection"))
 	if code != exitOK {
 		t.Errorf("the corpus with the manifest embedded: exit %d\n%s", code, stdout)
 	}
