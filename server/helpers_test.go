@@ -207,6 +207,14 @@ func (p *platform) createTenant(t testing.TB, id string, signed bool) {
 	}
 }
 
+// newOperator creates the tenant id on p and returns an operator key of
+// it, with the key's document.
+func newOperator(t testing.TB, p *platform, id string) (*client.Client, *server.KeyDoc) {
+	t.Helper()
+	p.createTenant(t, id, false)
+	return p.keyDoc(t, server.RoleOperator, id)
+}
+
 // tenantKeys is a tenant of a platform with the keys the tests use: the
 // publisher pubco's, and the tenant's operator and runtime keys.
 type tenantKeys struct {

@@ -20,8 +20,7 @@ func TestRateLimit(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatformTweaked(t, func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 5} })
 	admin := p.admin
-	p.createTenant(t, "acme", false)
-	op := p.key(t, server.RoleOperator, "acme")
+	op, _ := newOperator(t, p, "acme")
 	for i := 0; i < 5; i++ {
 		if _, err := op.Credit(ctx, "acme"); err != nil {
 			t.Fatalf("request %d: %v", i, err)
@@ -84,8 +83,7 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 					o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: burst}
 					o.RateLimitScope = c.scope
 				})
-				cl.nodes[0].createTenant(t, "acme", false)
-				op := cl.nodes[0].key(t, server.RoleOperator, "acme")
+				op, _ := newOperator(t, cl.nodes[0], "acme")
 				var served, limited atomic.Int32
 				var wg sync.WaitGroup
 				for i := range 4 * burst {
@@ -119,8 +117,7 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 func TestRateLimitDatabaseFails(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatformTweaked(t, func(o *server.Options) { o.RateLimitScope = server.RateLimitCluster })
-	p.createTenant(t, "acme", false)
-	op := p.key(t, server.RoleOperator, "acme")
+	op, _ := newOperator(t, p, "acme")
 	if _, err := op.Credit(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -218,8 +215,7 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 	onBothDatabases(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		cl, ahead := slowRateNodes(t, db)
-		cl.nodes[0].createTenant(t, "acme", false)
-		op, doc := cl.nodes[0].keyDoc(t, server.RoleOperator, "acme")
+		op, doc := newOperator(t, cl.nodes[0], "acme")
 		request := func(node, want int) {
 			t.Helper()
 			_, err := on(op, cl.nodes[node]).Credit(ctx, "acme")
@@ -262,8 +258,7 @@ func TestRateLimitClockStepsBack(t *testing.T) {
 		ctx := context.Background()
 		cl, ahead := slowRateNodes(t, db)
 		p := cl.nodes[1]
-		p.createTenant(t, "acme", false)
-		op, doc := p.keyDoc(t, server.RoleOperator, "acme")
+		op, doc := newOperator(t, p, "acme")
 		if _, err := op.Credit(ctx, "acme"); err != nil {
 			t.Fatal(err)
 		}
