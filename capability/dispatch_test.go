@@ -123,9 +123,7 @@ func TestDispatchCarriesIdentityAndKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			disp := &recordingDispatcher{}
 			usage := &MemoryUsageSink{}
-			reg := NewRegistry()
-			reg.MustRegister(followCap("notify.send", 0))
-			r := mustRunner(t, reg, RunnerOptions{Dispatcher: disp, Usage: usage})
+			r := runnerWith(t, RunnerOptions{Dispatcher: disp, Usage: usage}, followCap("notify.send", 0))
 			call := newCall("notify.send", `{"follow": ["usage.event", "notify.email"]}`)
 			call.Caller.Invocation = tc.invocation
 			call.Caller.Requested = []string{"notify.send"}
@@ -206,9 +204,7 @@ func TestDispatchFailureNeverChangesTheReply(t *testing.T) {
 	// The reply without any dispatcher, for comparison.
 	newWorld := func(opts RunnerOptions) (*Runner, *MemoryLedger) {
 		ledger := fundedLedger(t, 100)
-		reg := NewRegistry()
-		reg.MustRegister(followCap("llm.run", 10, &CreditGate{Ledger: ledger}))
-		return mustRunner(t, reg, opts), ledger
+		return runnerWith(t, opts, followCap("llm.run", 10, &CreditGate{Ledger: ledger})), ledger
 	}
 	const payload = `{"follow": ["usage.event"], "use": 4, "size": 3}`
 	base, _ := newWorld(RunnerOptions{})
@@ -311,9 +307,7 @@ func TestDispatchOnlyForSettledCalls(t *testing.T) {
 			disp := &recordingDispatcher{}
 			f := &failures{}
 			usage := &MemoryUsageSink{}
-			reg := NewRegistry()
-			reg.MustRegister(followCap("svc.do", 5, &CreditGate{Ledger: ledger}))
-			r := mustRunner(t, reg, RunnerOptions{Dispatcher: disp, Dispatch: fastDispatch(f), Usage: usage})
+			r := runnerWith(t, RunnerOptions{Dispatcher: disp, Dispatch: fastDispatch(f), Usage: usage}, followCap("svc.do", 5, &CreditGate{Ledger: ledger}))
 			call := newCall("svc.do", tc.payload)
 			if tc.mutate != nil {
 				tc.mutate(call)
@@ -378,9 +372,7 @@ func TestDispatchDropsAreReported(t *testing.T) {
 			tc.opts.OnFailure = f.on
 			usage := &MemoryUsageSink{}
 			logs := &logBuffer{}
-			reg := NewRegistry()
-			reg.MustRegister(followCap("svc.do", 0))
-			r := mustRunner(t, reg, RunnerOptions{Dispatcher: tc.disp, Dispatch: tc.opts, Usage: usage, Logger: logs.logger()})
+			r := runnerWith(t, RunnerOptions{Dispatcher: tc.disp, Dispatch: tc.opts, Usage: usage, Logger: logs.logger()}, followCap("svc.do", 0))
 			follow, _ := json.Marshal(tc.follow)
 			call := newCall("svc.do", `{"follow": `+string(follow)+`}`)
 			if tc.wantErr == ErrDispatchQueueFull {
@@ -523,10 +515,8 @@ func TestDispatchConcurrent(t *testing.T) {
 		return nil
 	})
 	f := &failures{}
-	reg := NewRegistry()
-	reg.MustRegister(followCap("svc.do", 0))
-	r := mustRunner(t, reg, RunnerOptions{Dispatcher: flaky, Dispatch: DispatchOptions{
-		QueueSize: goroutines * calls * 2, Backoff: time.Microsecond, MaxBackoff: time.Microsecond, MaxAttempts: 10, OnFailure: f.on}})
+	r := runnerWith(t, RunnerOptions{Dispatcher: flaky, Dispatch: DispatchOptions{
+		QueueSize: goroutines * calls * 2, Backoff: time.Microsecond, MaxBackoff: time.Microsecond, MaxAttempts: 10, OnFailure: f.on}}, followCap("svc.do", 0))
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
@@ -563,9 +553,7 @@ func TestDispatchConcurrent(t *testing.T) {
 // goroutine for a drop) is logged, and the reply stands.
 func TestDispatchOnFailurePanicIsContained(t *testing.T) {
 	logs := &logBuffer{}
-	reg := NewRegistry()
-	reg.MustRegister(followCap("svc.do", 0))
-	r := mustRunner(t, reg, RunnerOptions{Logger: logs.logger(), Dispatch: DispatchOptions{OnFailure: func(*DispatchError) { panic("sink bug") }}})
+	r := runnerWith(t, RunnerOptions{Logger: logs.logger(), Dispatch: DispatchOptions{OnFailure: func(*DispatchError) { panic("sink bug") }}}, followCap("svc.do", 0))
 	reply, err := r.Run(context.Background(), newCall("svc.do", `{"follow": ["a"]}`))
 	if err != nil || reply.Status != abi.StatusOK {
 		t.Fatalf("reply %v err %v", reply.Status, err)

@@ -69,9 +69,7 @@ func fundedLedger(t testing.TB, amount int64) *MemoryLedger {
 func creditRunner(t testing.TB, ledger Ledger, opts RunnerOptions) (*Runner, *counter) {
 	t.Helper()
 	execs := &counter{}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("llm.run", 10, execs, &CreditGate{Ledger: ledger}))
-	return mustRunner(t, reg, opts), execs
+	return runnerWith(t, opts, meteredCap("llm.run", 10, execs, &CreditGate{Ledger: ledger})), execs
 }
 
 // admitted runs try from goroutines goroutines at once, each tries times
@@ -207,6 +205,7 @@ func (b *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// mustRunner returns NewRunner(reg, opts); an error fails t.
 func mustRunner(t testing.TB, reg *Registry, opts RunnerOptions) *Runner {
 	t.Helper()
 	r, err := NewRunner(reg, opts)
@@ -214,6 +213,16 @@ func mustRunner(t testing.TB, reg *Registry, opts RunnerOptions) *Runner {
 		t.Fatalf("NewRunner: %v", err)
 	}
 	return r
+}
+
+// runnerWith returns a runner with opts of a registry of caps alone.
+func runnerWith(t testing.TB, opts RunnerOptions, caps ...Capability) *Runner {
+	t.Helper()
+	reg := NewRegistry()
+	for _, c := range caps {
+		reg.MustRegister(c)
+	}
+	return mustRunner(t, reg, opts)
 }
 
 func errorMessage(r abi.Reply) string {

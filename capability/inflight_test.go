@@ -52,10 +52,8 @@ func TestRunnerDuplicateInFlightWaitsAndIsNotRunTwice(t *testing.T) {
 			}
 			execs := &counter{}
 			entered, release := make(chan struct{}, 2), make(chan struct{})
-			reg := NewRegistry()
-			reg.MustRegister(blockingCap(execs, entered, release, &CreditGate{Ledger: ledger}))
 			usage := &MemoryUsageSink{}
-			r := mustRunner(t, reg, RunnerOptions{Usage: usage})
+			r := runnerWith(t, RunnerOptions{Usage: usage}, blockingCap(execs, entered, release, &CreditGate{Ledger: ledger}))
 
 			var wg sync.WaitGroup
 			var first, second abi.Reply
@@ -118,9 +116,7 @@ func TestRunnerDuplicateInFlightWaitsAndIsNotRunTwice(t *testing.T) {
 func TestRunnerDistinctCallsDoNotWait(t *testing.T) {
 	execs := &counter{}
 	entered, release := make(chan struct{}, 3), make(chan struct{})
-	reg := NewRegistry()
-	reg.MustRegister(blockingCap(execs, entered, release))
-	r := mustRunner(t, reg, RunnerOptions{})
+	r := runnerWith(t, RunnerOptions{}, blockingCap(execs, entered, release))
 	calls := []*abi.Call{newCall("slow.run", `{}`), newCall("slow.run", `{}`), newCall("slow.run", `{}`)}
 	calls[1].Seq = 2
 	calls[2].Caller.Tenant = "other"

@@ -339,8 +339,7 @@ func TestRunnerSameValueValidatedAndExecuted(t *testing.T) {
 		mu.Unlock()
 	}
 	gate := gateFunc(func(_ context.Context, req *Request, _ int64) (Hold, error) { note(req.Payload); return nil, nil })
-	reg := NewRegistry()
-	reg.MustRegister(Capability{
+	r := runnerWith(t, RunnerOptions{}, Capability{
 		Name: "same", Description: "records", Schema: `{"type": "object"}`,
 		Gates: []Gate{gate},
 		Cost:  func(p any) int64 { note(p); return 0 },
@@ -349,7 +348,6 @@ func TestRunnerSameValueValidatedAndExecuted(t *testing.T) {
 			return &Result{}, nil
 		},
 	})
-	r := mustRunner(t, reg, RunnerOptions{})
 	if reply := r.HostCall(context.Background(), newCall("same", `{"a": [1, 2]}`)); reply.Status != abi.StatusOK {
 		t.Fatalf("status %v", reply.Status)
 	}
@@ -382,10 +380,8 @@ func TestRunnerConcurrentCreditRace(t *testing.T) {
 	ledger := fundedLedger(t, charge)
 	counting := newCountingLedger(ledger)
 	execs := &counter{}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("llm.run", charge, execs, &CreditGate{Ledger: counting}))
 	usage := &MemoryUsageSink{}
-	r := mustRunner(t, reg, RunnerOptions{Usage: usage})
+	r := runnerWith(t, RunnerOptions{Usage: usage}, meteredCap("llm.run", charge, execs, &CreditGate{Ledger: counting}))
 
 	start := make(chan struct{})
 	replies := make([]abi.Reply, callers)
@@ -624,9 +620,7 @@ func TestRunnerSpendCap(t *testing.T) {
 func TestRunnerSettleFailureWithholdsResult(t *testing.T) {
 	logs := &logBuffer{}
 	ledger := fundedLedger(t, 100)
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("llm.run", 10, &counter{}, &CreditGate{Ledger: failingSettle{ledger}}))
-	r := mustRunner(t, reg, RunnerOptions{Logger: logs.logger()})
+	r := runnerWith(t, RunnerOptions{Logger: logs.logger()}, meteredCap("llm.run", 10, &counter{}, &CreditGate{Ledger: failingSettle{ledger}}))
 	reply, err := r.Run(context.Background(), newCall("llm.run", `{"use": 5}`))
 	if reply.Status != abi.StatusCapabilityFailed || reply.Charged != 0 {
 		t.Fatalf("status %v charged %d", reply.Status, reply.Charged)
@@ -654,11 +648,10 @@ func TestRunnerHoldsReleasedWhenALaterGateRefuses(t *testing.T) {
 	ledger := fundedLedger(t, 100)
 	counting := newCountingLedger(ledger)
 	execs := &counter{}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("a", 10, execs, &CreditGate{Ledger: counting}, denyGate{abi.StatusDenied}))
-	reg.MustRegister(meteredCap("b", 10, execs, &CreditGate{Ledger: counting}, panicGate{}))
-	reg.MustRegister(meteredCap("c", 10, execs, &CreditGate{Ledger: counting}, denyGate{abi.StatusBufferTooSmall}))
-	r := mustRunner(t, reg, RunnerOptions{})
+	r := runnerWith(t, RunnerOptions{},
+		meteredCap("a", 10, execs, &CreditGate{Ledger: counting}, denyGate{abi.StatusDenied}),
+		meteredCap("b", 10, execs, &CreditGate{Ledger: counting}, panicGate{}),
+		meteredCap("c", 10, execs, &CreditGate{Ledger: counting}, denyGate{abi.StatusBufferTooSmall}))
 	for _, tc := range []struct {
 		name string
 		want abi.Status
@@ -683,9 +676,7 @@ func TestRunnerHoldsReleasedWhenALaterGateRefuses(t *testing.T) {
 
 func TestRunnerContextDoneBeforeStart(t *testing.T) {
 	execs := &counter{}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("x", 0, execs))
-	r := mustRunner(t, reg, RunnerOptions{})
+	r := runnerWith(t, RunnerOptions{}, meteredCap("x", 0, execs))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	reply, err := r.Run(ctx, newCall("x", `{}`))
@@ -698,15 +689,13 @@ func TestRunnerContextDoneBeforeStart(t *testing.T) {
 }
 
 func TestRunnerExecuteSeesDeadline(t *testing.T) {
-	reg := NewRegistry()
-	reg.MustRegister(Capability{
+	r := runnerWith(t, RunnerOptions{}, Capability{
 		Name: "slow", Description: "waits for its context", Schema: `{}`,
 		Execute: func(ctx context.Context, _ *Request) (*Result, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		},
 	})
-	r := mustRunner(t, reg, RunnerOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	reply, err := r.Run(ctx, newCall("slow", `{}`))
@@ -719,16 +708,13 @@ func TestRunnerExecuteSeesDeadline(t *testing.T) {
 }
 
 func TestRunnerNilCallAndNilResult(t *testing.T) {
-	reg := NewRegistry()
-	reg.MustRegister(Capability{
+	r := runnerWith(t, RunnerOptions{}, Capability{
 		Name: "nothing", Description: "returns nothing", Schema: `{}`,
 		Execute: func(context.Context, *Request) (*Result, error) { return nil, nil },
-	})
-	reg.MustRegister(Capability{
+	}, Capability{
 		Name: "unencodable", Description: "returns a channel", Schema: `{}`,
 		Execute: func(context.Context, *Request) (*Result, error) { return &Result{Value: make(chan int)}, nil },
 	})
-	r := mustRunner(t, reg, RunnerOptions{})
 	if reply := r.HostCall(context.Background(), nil); reply.Status != abi.StatusUnknownCapability {
 		t.Errorf("nil call: %v", reply.Status)
 	}
@@ -764,10 +750,8 @@ func TestNewRunnerOptions(t *testing.T) {
 }
 
 func TestRunnerDepthOption(t *testing.T) {
-	reg := NewRegistry()
-	reg.MustRegister(Capability{Name: "any", Description: "accepts anything", Schema: `{}`,
+	r := runnerWith(t, RunnerOptions{MaxDepth: 3}, Capability{Name: "any", Description: "accepts anything", Schema: `{}`,
 		Execute: func(context.Context, *Request) (*Result, error) { return &Result{}, nil }})
-	r := mustRunner(t, reg, RunnerOptions{MaxDepth: 3})
 	for _, tc := range []struct {
 		payload string
 		want    abi.Status
@@ -779,8 +763,7 @@ func TestRunnerDepthOption(t *testing.T) {
 }
 
 func TestSchemaFailureMessages(t *testing.T) {
-	reg := NewRegistry()
-	reg.MustRegister(Capability{
+	r := runnerWith(t, RunnerOptions{}, Capability{
 		Name: "shapes", Description: "many rules", Execute: func(context.Context, *Request) (*Result, error) { return &Result{}, nil },
 		Schema: `{"type": "object", "properties": {
 			"email": {"type": "string", "format": "email"},
@@ -791,7 +774,6 @@ func TestSchemaFailureMessages(t *testing.T) {
 			"nested": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 10}}}},
 			"required": ["must"]}`,
 	})
-	r := mustRunner(t, reg, RunnerOptions{})
 	tests := []struct {
 		payload string
 		want    string
@@ -871,9 +853,7 @@ func (failingSink) Record(context.Context, UsageRecord) error { return errors.Ne
 
 func TestRunnerUsageSinkFailureIsLogged(t *testing.T) {
 	logs := &logBuffer{}
-	reg := NewRegistry()
-	reg.MustRegister(meteredCap("x", 0, &counter{}))
-	r := mustRunner(t, reg, RunnerOptions{Logger: logs.logger(), Usage: failingSink{}})
+	r := runnerWith(t, RunnerOptions{Logger: logs.logger(), Usage: failingSink{}}, meteredCap("x", 0, &counter{}))
 	if reply := r.HostCall(context.Background(), newCall("x", `{}`)); reply.Status != abi.StatusOK {
 		t.Fatalf("status %v", reply.Status)
 	}

@@ -57,10 +57,7 @@ func TestAuditPerTenantVerify(t *testing.T) {
 		}
 	}
 	// Rewrite ta's record 1: its verdict.
-	var line []byte
-	if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`), []byte("ta")).Scan(&line); err != nil {
-		t.Fatal(err)
-	}
+	line := queryValue[[]byte](t, p, `SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`, []byte("ta"))
 	forged := bytes.Replace(line, []byte(`"allow"`), []byte(`"block"`), 1)
 	if bytes.Equal(forged, line) {
 		forged = bytes.Replace(line, []byte(`"block"`), []byte(`"allow"`), 1)
@@ -68,9 +65,7 @@ func TestAuditPerTenantVerify(t *testing.T) {
 	if bytes.Equal(forged, line) {
 		t.Fatalf("record 1 has no verdict to rewrite: %s", line)
 	}
-	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = 1`), forged, []byte("ta")); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = 1`, forged, []byte("ta"))
 	// The verification from the checkpoint the first one kept reads the
 	// chain from record 2 on: the rewrite before it is found by a full one.
 	v, err := ops["ta"].op.VerifyAuditFrom(ctx, "ta", true, nil)
@@ -125,23 +120,21 @@ func TestAuditVerifyOneAtATime(t *testing.T) {
 // other node sharing the database, 429 (without the lease each node let
 // one run: two at once).
 func TestAuditVerifyOneAtATimeAcrossNodes(t *testing.T) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			c := twoNodes(t, db, func(*server.Options) {})
-			ta := newTenant(t, c.nodes[0], "ta", false)
-			release := server.HoldVerify(c.nodes[0].srv, "ta")
-			if release == nil {
-				t.Fatal("no verification was running, yet the hold was refused")
-			}
-			_, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta")
-			wantCode(t, err, 429, server.CodeRateLimited)
-			release()
-			if v, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta"); err != nil || !v.Verified {
-				t.Fatalf("after the first ended: %+v %v", v, err)
-			}
-		})
-	}
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		c := twoNodes(t, db, func(*server.Options) {})
+		ta := newTenant(t, c.nodes[0], "ta", false)
+		release := server.HoldVerify(c.nodes[0].srv, "ta")
+		if release == nil {
+			t.Fatal("no verification was running, yet the hold was refused")
+		}
+		_, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta")
+		wantCode(t, err, 429, server.CodeRateLimited)
+		release()
+		if v, err := on(ta.op, c.nodes[1]).VerifyAudit(ctx, "ta"); err != nil || !v.Verified {
+			t.Fatalf("after the first ended: %+v %v", v, err)
+		}
+	})
 }
 
 // auditChain is a tenant whose audit chain holds records, as verified once
@@ -193,9 +186,7 @@ func (c *auditChain) verify(full bool, given *api.AuditCheckpoint) (*api.AuditVe
 // exec runs a statement on the database, as an attacker who can write it.
 func (c *auditChain) exec(query string, args ...any) {
 	c.t.Helper()
-	if _, err := c.p.db.Exec(q(query), args...); err != nil {
-		c.t.Fatal(err)
-	}
+	c.p.exec(c.t, query, args...)
 }
 
 // cut deletes the records from seq on and, if rewind, puts the chain's head
@@ -204,10 +195,7 @@ func (c *auditChain) cut(seq int, rewind bool) {
 	c.t.Helper()
 	c.exec(`DELETE FROM audit_records WHERE chain = $1 AND seq >= $2`, []byte(c.tenant), seq)
 	if rewind {
-		var h string
-		if err := c.p.db.QueryRow(q(`SELECT hash FROM audit_records WHERE chain = $1 AND seq = $2`), []byte(c.tenant), seq-1).Scan(&h); err != nil {
-			c.t.Fatal(err)
-		}
+		h := queryValue[string](c.t, c.p, `SELECT hash FROM audit_records WHERE chain = $1 AND seq = $2`, []byte(c.tenant), seq-1)
 		c.exec(`UPDATE audit_chains SET next = $1, head = $2 WHERE chain = $3`, seq, h, []byte(c.tenant))
 	}
 }
@@ -248,9 +236,8 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 
 	t.Run("incremental", func(t *testing.T) {
 		c := newAuditChain(t, p, pin, "inc", reads, 4)
-		var kept int64
-		if err := p.db.QueryRow(q(`SELECT records FROM audit_checkpoints WHERE chain = $1`), []byte("inc")).Scan(&kept); err != nil || kept != 4 {
-			t.Fatalf("the checkpoint kept: %d %v", kept, err)
+		if kept := queryValue[int64](t, p, `SELECT records FROM audit_checkpoints WHERE chain = $1`, []byte("inc")); kept != 4 {
+			t.Fatalf("the checkpoint kept: %d", kept)
 		}
 		c.run(3)
 		// Record 3 (the checkpoint's last) and the three after it.
@@ -319,10 +306,7 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 	})
 	t.Run("rewritten before the checkpoint", func(t *testing.T) {
 		c := newAuditChain(t, p, pin, "rew", reads, 5)
-		var line []byte
-		if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`), []byte("rew")).Scan(&line); err != nil {
-			t.Fatal(err)
-		}
+		line := queryValue[[]byte](t, p, `SELECT line FROM audit_records WHERE chain = $1 AND seq = 1`, []byte("rew"))
 		forged := bytes.Replace(line, []byte(`"continue"`), []byte(`"block"`), 1)
 		if bytes.Equal(forged, line) {
 			t.Fatalf("record 1 has no verdict to rewrite: %s", line)
@@ -340,10 +324,7 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 		// A cut hidden by moving the checkpoint back with the head row:
 		// its MAC does not verify.
 		c.cut(5, true)
-		var h string
-		if err := p.db.QueryRow(q(`SELECT head FROM audit_chains WHERE chain = $1`), []byte("ckpt")).Scan(&h); err != nil {
-			t.Fatal(err)
-		}
+		h := queryValue[string](t, p, `SELECT head FROM audit_chains WHERE chain = $1`, []byte("ckpt"))
 		c.exec(`UPDATE audit_checkpoints SET records = 5, head = $1 WHERE chain = $2`, h, []byte("ckpt"))
 		for _, full := range []bool{false, true} {
 			v, rows := c.verify(full, nil)
@@ -424,14 +405,11 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The resume noted when the store resolved it.
-	var doneAt sql.NullInt64
-	if err := p.db.QueryRow(q(`SELECT done_at FROM serve_approvals WHERE id = $1`), id).Scan(&doneAt); err != nil || !doneAt.Valid {
-		t.Fatalf("done_at %v %v", doneAt, err)
+	if doneAt := queryValue[sql.NullInt64](t, p, `SELECT done_at FROM serve_approvals WHERE id = $1`, id); !doneAt.Valid {
+		t.Fatalf("done_at %v", doneAt)
 	}
 	// The node died before recording the outcome, long ago.
-	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = 1 WHERE id = $1`), id); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = 1 WHERE id = $1`, id)
 	if _, err := rtk.Result(ctx, "acme", id, 30); !errors.Is(err, client.ErrUnrecorded) {
 		t.Fatalf("the waiting client: %v", err)
 	}
@@ -442,9 +420,7 @@ func TestApprovalOutcomeUnrecorded(t *testing.T) {
 	wantCode(t, err, 409, "approval_resolved")
 	// One being resumed now (done_at recent) is left alone.
 	id2 := a.pending(t, "r2", map[string]any{"tool": "shell.exec"})
-	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = $1 WHERE id = $2`), time.Now().UnixNano(), id2); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE serve_approvals SET done_at = $1 WHERE id = $2`, time.Now().UnixNano(), id2)
 	if res, err := rtk.Result(ctx, "acme", id2, 1); err != nil || res != nil {
 		t.Fatalf("an approval being resumed: %+v %v", res, err)
 	}
@@ -466,9 +442,7 @@ func TestRunReadAnotherTenantsRecord(t *testing.T) {
 	if run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1"); err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "verified" {
 		t.Fatalf("ta's run: %+v %v", run, err)
 	}
-	if _, err := p.db.Exec(q(`UPDATE audit_records SET line = (SELECT line FROM audit_records WHERE chain = $1 AND seq = 0) WHERE chain = $2 AND seq = 0`), []byte("tb"), []byte("ta")); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE audit_records SET line = (SELECT line FROM audit_records WHERE chain = $1 AND seq = 0) WHERE chain = $2 AND seq = 0`, []byte("tb"), []byte("ta"))
 	run, err := ops["ta"].op.RunRecord(ctx, "ta", "r_1")
 	if err != nil || len(run.Audit) != 1 || run.Audit[0].Verified != "failed" || run.Audit[0].Problem == "" || strings.Contains(run.Audit[0].Problem, "tb") {
 		t.Fatalf("tb's record in ta's chain: %+v %v", run, err)

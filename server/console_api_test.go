@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -19,9 +17,7 @@ import (
 func TestMe(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	for _, c := range []struct {
 		role   server.Role
 		tenant string
@@ -93,9 +89,7 @@ func TestRunRead(t *testing.T) {
 	}
 	setLine := func(seq uint64, line []byte) {
 		t.Helper()
-		if _, err := p.db.Exec(q(`UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = $3`), line, []byte("acme"), int64(seq)); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, `UPDATE audit_records SET line = $1 WHERE chain = $2 AND seq = $3`, line, []byte("acme"), int64(seq))
 	}
 	setLine(rec.Seq, []byte(changed))
 	second := run.Audit[1]
@@ -110,10 +104,7 @@ func TestRunRead(t *testing.T) {
 	if rec2.Seq == 0 {
 		t.Fatal("the resolution's record is the first of the chain")
 	}
-	var before []byte
-	if err := p.db.QueryRow(q(`SELECT line FROM audit_records WHERE chain = $1 AND seq = $2`), []byte("acme"), int64(rec2.Seq-1)).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
+	before := queryValue[[]byte](t, p, `SELECT line FROM audit_records WHERE chain = $1 AND seq = $2`, []byte("acme"), int64(rec2.Seq-1))
 	setLine(rec2.Seq-1, []byte(strings.Replace(string(before), `"hash":"`, `"hash":"00`, 1)))
 	run, err = a.op.RunRecord(ctx, "acme", "r_1")
 	if err != nil {
@@ -149,14 +140,6 @@ func TestRunReadIndexed(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.pending(t, "r1.2", map[string]any{"tool": "shell.exec"}) // after r1's records
-	count := func(query string, args ...any) int {
-		t.Helper()
-		var n int
-		if err := p.db.QueryRow(q(query), args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	read := func() []server.RecordDoc {
 		t.Helper()
 		run, err := a.op.RunRecord(ctx, "acme", "r1")
@@ -177,7 +160,7 @@ func TestRunReadIndexed(t *testing.T) {
 		return run.Audit
 	}
 	indexed := read()
-	if n := count(`SELECT COUNT(*) FROM audit_records WHERE chain = $1 AND run = $2`, []byte("acme"), "r1"); len(indexed) < 2 || len(indexed) != n {
+	if n := queryValue[int](t, p, `SELECT COUNT(*) FROM audit_records WHERE chain = $1 AND run = $2`, []byte("acme"), "r1"); len(indexed) < 2 || len(indexed) != n {
 		t.Fatalf("%d records read, %d indexed under r1", len(indexed), n)
 	}
 	// As a database migrated from version 6 holds them: r1's first record,
@@ -196,11 +179,9 @@ func TestRunReadIndexed(t *testing.T) {
 		{`UPDATE audit_records SET run = NULL WHERE chain = $1 AND run <> $2`, []any{[]byte("acme"), "r1"}},
 		{`UPDATE audit_records SET run = NULL WHERE chain = $1`, []any{[]byte("beta")}},
 	} {
-		if _, err := p.db.Exec(q(c.query), c.args...); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, c.query, c.args...)
 	}
-	if n := count(`SELECT COUNT(*) FROM audit_records WHERE run IS NULL`); n < 4 {
+	if n := queryValue[int](t, p, `SELECT COUNT(*) FROM audit_records WHERE run IS NULL`); n < 4 {
 		t.Fatalf("%d legacy rows", n)
 	}
 	legacy := read()
@@ -215,15 +196,13 @@ func TestRunReadIndexed(t *testing.T) {
 	_, err := a.op.RunRecord(ctx, "acme", "r")
 	wantCode(t, err, 404, server.CodeNotFound)
 
-	if err := p.admin.CreateTenant(ctx, "empty", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "empty", false)
 	for _, tenant := range []string{"acme", "beta", "empty"} {
 		u, err := p.admin.Usage(ctx, tenant)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := count(`SELECT COUNT(*) FROM audit_records WHERE chain = $1`, []byte(tenant)); u.AuditRecords != int64(n) || (tenant != "empty") != (n > 0) {
+		if n := queryValue[int](t, p, `SELECT COUNT(*) FROM audit_records WHERE chain = $1`, []byte(tenant)); u.AuditRecords != int64(n) || (tenant != "empty") != (n > 0) {
 			t.Fatalf("%s: usage counts %d audit records, the chain holds %d", tenant, u.AuditRecords, n)
 		}
 	}
@@ -260,9 +239,7 @@ func TestHooksAndUsage(t *testing.T) {
 	// A signature stored by a key that no longer verifies it: shown as
 	// not verifying.
 	kid2, _ := addSigned(t, pub, "pubco", "policy")
-	if _, err := p.db.Exec(q(`UPDATE serve_signing_keys SET public_key = $1 WHERE id = $2`), []byte(pk), kid2); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `UPDATE serve_signing_keys SET public_key = $1 WHERE id = $2`, []byte(pk), kid2)
 	hooks, err = op.Hooks(ctx, "acme")
 	if err != nil || len(hooks) != 1 || !hooks[0].Signed || len(hooks[0].Signatures) != 2 {
 		t.Fatalf("signed: %+v %v", hooks, err)
@@ -312,19 +289,13 @@ func TestConsoleServed(t *testing.T) {
 		{"/console/../openapi.json", "application/json", 200}, // cleaned to /openapi.json
 		{"/index.html", "application/problem+json", 404},
 	} {
-		resp, err := http.Get(p.hs.URL + c.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != c.ctype {
-			t.Fatalf("%s: %d %s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		status, body, h := httpGet(t, p.hs.URL+c.path, "", nil)
+		if status != c.status || h.Get("Content-Type") != c.ctype {
+			t.Fatalf("%s: %d %s", c.path, status, h.Get("Content-Type"))
 		}
 		if c.status != 200 || !strings.HasPrefix(c.path, "/") || c.path == "/console/../openapi.json" {
 			continue
 		}
-		h := resp.Header
 		csp := h.Get("Content-Security-Policy")
 		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
 			if !strings.Contains(csp, want) {

@@ -353,9 +353,7 @@ func TestConsoleRoles(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
 	for _, id := range []string{"acme", "globex"} {
-		if err := p.admin.CreateTenant(ctx, id, id == "globex"); err != nil {
-			t.Fatal(err)
-		}
+		p.createTenant(t, id, id == "globex")
 	}
 	if _, err := p.admin.GrantCredit(ctx, "globex", 1234, "g"); err != nil {
 		t.Fatal(err)

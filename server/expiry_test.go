@@ -42,10 +42,8 @@ func TestExpiryNotBlockedByStuckApprovals(t *testing.T) {
 	past := time.Now().Add(-time.Hour).UnixNano()
 	for i := range 150 {
 		// No placeholders: the same text on SQLite and Postgres.
-		if _, err := p.db.Exec(fmt.Sprintf(`INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES ('stuck%03d', 'evil', 'r', 'pending', '{}', %d, 'x')`,
-			i, past+int64(i))); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, fmt.Sprintf(`INSERT INTO serve_approvals (id, tenant, run, status, view, expires, created) VALUES ('stuck%03d', 'evil', 'r', 'pending', '{}', %d, 'x')`,
+			i, past+int64(i)))
 	}
 	rtk := newBound(t, p, expiringChainConfig).rt
 	out, err := rtk.Run(ctx, "acme", "tool.before", map[string]any{"tool": "shell.exec"}, "r-exp")
@@ -71,21 +69,16 @@ func TestResolvedButIndexedPendingBecomesUnrecorded(t *testing.T) {
 	if _, err := a.op.Resolve(ctx, "acme", id, "approve", nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.db.Exec(q(`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = NULL, expires = $1 WHERE id = $2`),
-		time.Now().Add(-time.Minute).UnixNano(), id); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(40 * time.Second)
-	for {
+	p.exec(t, `UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = NULL, expires = $1 WHERE id = $2`,
+		time.Now().Add(-time.Minute).UnixNano(), id)
+	eventually(t, 40*time.Second, 0, "the unrecorded mark comes twice RunTimeout + 10 s after it is found", func() error {
 		out, err := a.rt.Result(ctx, "acme", id, 5)
 		if errors.Is(err, client.ErrUnrecorded) {
-			return
+			return nil
 		}
 		if err != nil || out != nil {
 			t.Fatalf("%+v %v", out, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("still pending 40 s on (the unrecorded mark comes twice RunTimeout + 10 s after it is found)")
-		}
-	}
+		return errors.New("still pending 40 s on")
+	})
 }

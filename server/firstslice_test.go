@@ -59,9 +59,7 @@ func newFirstSlice(t *testing.T) *firstSlice {
 		`DELETE FROM serve_approvals WHERE id = $1`:                                                   f.noIndex,
 		`UPDATE serve_approvals SET status = 'pending', outcome = NULL, done_at = NULL WHERE id = $1`: f.lost,
 	} {
-		if _, err := p.db.Exec(q(stmt), id); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, stmt, id)
 	}
 	sink, err := audit.OpenFile(filepath.Join(f.dir, "audit.jsonl"), audit.FileOptions{Key: f.key})
 	if err != nil {
@@ -139,9 +137,8 @@ func TestFirstSliceApprovalsImported(t *testing.T) {
 	}
 	// The one whose outcome the old server never indexed is noted resolved,
 	// to become unrecorded (markUnrecorded), not imported.
-	var doneAt sql.NullInt64
-	if err := p.db.QueryRow(q(`SELECT done_at FROM serve_approvals WHERE id = $1`), f.lost).Scan(&doneAt); err != nil || !doneAt.Valid {
-		t.Fatalf("the lost outcome's approval: done_at %v %v", doneAt, err)
+	if doneAt := queryValue[sql.NullInt64](t, p, `SELECT done_at FROM serve_approvals WHERE id = $1`, f.lost); !doneAt.Valid {
+		t.Fatalf("the lost outcome's approval: done_at %v", doneAt)
 	}
 	if n := p.count(t, "approvals"); n != 2 {
 		t.Fatalf("the store holds %d approvals, want 2", n)

@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -196,6 +198,23 @@ func (p *platform) keyDoc(t testing.TB, role server.Role, tenant string) (*clien
 	return client.New(p.hs.URL, k.Key), k
 }
 
+// createTenant creates the tenant id on p with the admin key, requiring
+// signatures if signed.
+func (p *platform) createTenant(t testing.TB, id string, signed bool) {
+	t.Helper()
+	if err := p.admin.CreateTenant(context.Background(), id, signed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newOperator creates the tenant id on p and returns an operator key of
+// it, with the key's document.
+func newOperator(t testing.TB, p *platform, id string) (*client.Client, *server.KeyDoc) {
+	t.Helper()
+	p.createTenant(t, id, false)
+	return p.keyDoc(t, server.RoleOperator, id)
+}
+
 // tenantKeys is a tenant of a platform with the keys the tests use: the
 // publisher pubco's, and the tenant's operator and runtime keys.
 type tenantKeys struct {
@@ -209,9 +228,7 @@ type tenantKeys struct {
 // and the keys of tenantKeys.
 func newTenant(t testing.TB, p *platform, id string, signed bool) tenantKeys {
 	t.Helper()
-	if err := p.admin.CreateTenant(context.Background(), id, signed); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, id, signed)
 	a := tenantKeys{id: id, pub: p.key(t, server.RolePublisher, "pubco"), op: p.key(t, server.RoleOperator, id), admin: p.admin}
 	a.rt, a.rtDoc = p.keyDoc(t, server.RoleRuntime, id)
 	return a
@@ -262,11 +279,59 @@ func (a tenantKeys) pending(t testing.TB, run string, ctxDoc map[string]any) str
 // count returns the rows of a server table.
 func (p *platform) count(t *testing.T, table string) int {
 	t.Helper()
-	var n int
-	if err := p.db.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+	return queryValue[int](t, p, `SELECT COUNT(*) FROM `+table)
+}
+
+// queryValue returns the one value of the one row that query (written with
+// $1, $2...) returns on p's database; an error (no row too) fails t.
+func queryValue[T any](t testing.TB, p *platform, query string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := p.db.QueryRow(p.q(query), args...).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return v
+}
+
+// exec runs a statement written with $1, $2... on p's database (as an
+// attacker, or a node that died, could have written it); an error fails t.
+func (p *platform) exec(t testing.TB, query string, args ...any) {
+	t.Helper()
+	if _, err := p.db.Exec(p.q(query), args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// httpGet is httpDo of a GET without a body.
+func httpGet(t *testing.T, url, key string, header http.Header) (int, []byte, http.Header) {
+	t.Helper()
+	return httpDo(t, "GET", url, key, header, "")
+}
+
+// httpDo sends a request with header, key (if not empty) and a JSON body
+// (if not empty), and returns the response's status, body and headers.
+func httpDo(t *testing.T, method, url, key string, header http.Header, body string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
 }
 
 // guestWasm reads the test guest name (policy, scripted) of
@@ -285,14 +350,24 @@ func policyWasm(t testing.TB) []byte {
 	return guestWasm(t, "policy")
 }
 
+// The bindings of chainConfig, of the module "policy" (the policy guest):
+// noSecrets blocks a message that mentions SECRET, approveShell asks a
+// human for shell.exec.
+const (
+	noSecrets = `{"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
+     "settings": {"when": "SECRET", "decide": {"action": "block", "reason": "mentions a secret"}}}`
+	approveShell = `{"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
+     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}`
+)
+
+// chainConfig is the chain of noSecrets and approveShell, the policy guest
+// pinned to pin.
 func chainConfig(pin string) []byte {
 	return []byte(`{
   "modules": {"policy": "` + pin + `"},
   "bindings": [
-    {"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
-     "settings": {"when": "SECRET", "decide": {"action": "block", "reason": "mentions a secret"}}},
-    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
-     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
+    ` + noSecrets + `,
+    ` + approveShell + `
   ]
 }`)
 }
@@ -342,6 +417,16 @@ func addSigned(t testing.TB, pub *client.Client, publisher, name string) (string
 		t.Fatal(err)
 	}
 	return kid, pk
+}
+
+// newPublicKey returns the public half of a fresh ed25519 key.
+func newPublicKey(t testing.TB) ed25519.PublicKey {
+	t.Helper()
+	k, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // waited is what a client waiting for an approval's outcome received: the
@@ -420,6 +505,21 @@ func (w *waiting) result(t testing.TB, what string, d time.Duration) waited {
 	case <-time.After(d):
 		t.Fatalf("%s: got nothing in %v", what, d)
 		return waited{}
+	}
+}
+
+// eventually calls try, every interval, until it returns nil; if it still
+// returns an error after d, t fails with what and that error.
+func eventually(t testing.TB, d, interval time.Duration, what string, try func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(interval) {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -32,12 +31,7 @@ type openAPIDoc struct {
 // registered route is in it (and nothing else).
 func TestOpenAPIServed(t *testing.T) {
 	p := newPlatform(t)
-	resp, err := http.Get(p.hs.URL + "/openapi.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, served, _ := httpGet(t, p.hs.URL+"/openapi.json", "", nil)
 	file, err := os.ReadFile("openapi.json")
 	if err != nil {
 		t.Fatal(err)
@@ -94,9 +88,7 @@ func TestTenantIsolation(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
 	for _, id := range []string{"ta", "tb"} {
-		if err := p.admin.CreateTenant(ctx, id, false); err != nil {
-			t.Fatal(err)
-		}
+		p.createTenant(t, id, false)
 	}
 	// B's world: publisher pb's signed version, tb's chain, a pending
 	// approval, credit.
@@ -169,15 +161,11 @@ func TestTenantIsolation(t *testing.T) {
 		"key": keyB.ID, "keyid": kid, "run": "b-run"}
 	bodies := map[string][]byte{"WASM": wasm, "CHAIN": cfgB}
 	paramRE := regexp.MustCompile(`\{([a-z]+)\}`)
-	resp, err := http.Get(p.hs.URL + "/openapi.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, spec, _ := httpGet(t, p.hs.URL+"/openapi.json", "", nil)
 	var doc openAPIDoc
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+	if err := json.Unmarshal(spec, &doc); err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
 	ops := 0
 	for path, methods := range doc.Paths {
 		for method, op := range methods {

@@ -16,9 +16,7 @@ func TestNodesRevokedKeyCachedElsewhere(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2, func(_ int, o *server.Options) { o.KeyCacheTTL = time.Hour })
 	n1, n2 := c.nodes[0], c.nodes[1]
-	if err := n1.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	n1.createTenant(t, "acme", false)
 	for _, retire := range []string{"revoke", "rotate"} {
 		k, err := n1.admin.CreateKey(ctx, server.RoleOperator, "acme")
 		if err != nil {

@@ -31,9 +31,7 @@ import (
 func TestKeyLifecycle(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	k, err := p.admin.CreateNamedKey(ctx, server.RoleOperator, "acme", "ci")
 	if err != nil {
 		t.Fatal(err)
@@ -47,10 +45,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := p.admin.Do(ctx, "GET", "/v1/keys", "", nil, &raw); err != nil {
 		t.Fatal(err)
 	}
-	var hash string
-	if err := p.db.QueryRow(`SELECT hash FROM serve_keys WHERE id = '` + k.ID + `'`).Scan(&hash); err != nil {
-		t.Fatal(err)
-	}
+	hash := queryValue[string](t, p, `SELECT hash FROM serve_keys WHERE id = $1`, k.ID)
 	if strings.Contains(string(raw), k.Key) || strings.Contains(string(raw), hash) || strings.Contains(string(raw), adminKey) {
 		t.Fatalf("the key list shows a secret or a hash: %s", raw)
 	}
@@ -205,23 +200,17 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"GET", "/v1/nothing", 404, ""},
 		{"DELETE", "/v1/tenants/acme/nothing", 404, ""},
 	} {
-		req, _ := http.NewRequest(tt.method, p.hs.URL+tt.path, nil)
-		req.Header.Set("Authorization", "Bearer "+adminKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		status, body, h := httpDo(t, tt.method, p.hs.URL+tt.path, adminKey, nil, "")
 		var pr server.Problem
-		_ = json.NewDecoder(resp.Body).Decode(&pr)
-		resp.Body.Close()
+		_ = json.Unmarshal(body, &pr)
 		wantCode := server.CodeNotFound
 		if tt.status == 405 {
 			wantCode = server.CodeMethodNotAllowed
 		}
-		if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow || pr.Code != wantCode ||
-			resp.Header.Get("Content-Type") != "application/problem+json" {
-			t.Errorf("%s %s: %d Allow %q %s %q, want %d Allow %q %s", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"),
-				resp.Header.Get("Content-Type"), pr.Code, tt.status, tt.allow, wantCode)
+		if status != tt.status || h.Get("Allow") != tt.allow || pr.Code != wantCode ||
+			h.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s %s: %d Allow %q %s %q, want %d Allow %q %s", tt.method, tt.path, status, h.Get("Allow"),
+				h.Get("Content-Type"), pr.Code, tt.status, tt.allow, wantCode)
 		}
 	}
 }
@@ -412,12 +401,7 @@ func TestLastAdminKeyAcrossNodes(t *testing.T) {
 		wg.Wait()
 		var left []string
 		for _, k := range []*server.KeyDoc{a, b} {
-			var n int
-			// A cluster is on Postgres: $1 as it is.
-			if err := n1.db.QueryRow(`SELECT COUNT(*) FROM serve_keys WHERE id = $1`, k.ID).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n == 1 {
+			if queryValue[int](t, n1, `SELECT COUNT(*) FROM serve_keys WHERE id = $1`, k.ID) == 1 {
 				left = append(left, k.ID)
 			}
 		}
@@ -485,20 +469,16 @@ func TestUploadsInFlightBounded(t *testing.T) {
 	policy := policyWasm(t)
 	try := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		eventually(t, 10*time.Second, 50*time.Millisecond, "an upload", func() error {
 			status, err := upload(bytes.NewReader(policy))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if status == want {
-				return
+			if status != want {
+				return fmt.Errorf("%d, want %d", status, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d, want %d", status, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	try(http.StatusTooManyRequests) // both slow ones are in
 	// Once they end, uploads pass again.
@@ -520,16 +500,9 @@ func TestProposedSigningKeysBounded(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatform(t)
 	pub := p.key(t, server.RolePublisher, "pubco")
-	newPub := func() ed25519.PublicKey {
-		k, _, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
 	var first ed25519.PublicKey
 	for i := range server.MaxProposedSigningKeys {
-		k := newPub()
+		k := newPublicKey(t)
 		if i == 0 {
 			first = k
 		}
@@ -537,7 +510,7 @@ func TestProposedSigningKeysBounded(t *testing.T) {
 			t.Fatalf("key %d: %v", i, err)
 		}
 	}
-	_, err := pub.RegisterSigningKey(ctx, "pubco", newPub())
+	_, err := pub.RegisterSigningKey(ctx, "pubco", newPublicKey(t))
 	wantCode(t, err, 403, server.CodeQuotaExceeded)
 	if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || len(keys) != server.MaxProposedSigningKeys {
 		t.Fatalf("%d keys, %v", len(keys), err)
@@ -545,7 +518,7 @@ func TestProposedSigningKeysBounded(t *testing.T) {
 	if _, err := pub.RegisterSigningKey(ctx, "pubco", first); err != nil {
 		t.Fatalf("a key registered again: %v", err)
 	}
-	if d, err := p.admin.RegisterSigningKey(ctx, "pubco", newPub()); err != nil || !d.Approved {
+	if d, err := p.admin.RegisterSigningKey(ctx, "pubco", newPublicKey(t)); err != nil || !d.Approved {
 		t.Fatalf("an admin's key: %+v %v", d, err)
 	}
 }

@@ -173,17 +173,10 @@ func TestLoad(t *testing.T) {
 	// Every node runs the chain (the others learn of the bind from the
 	// database) before the clock starts.
 	for _, n := range nodes {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		eventually(t, 5*time.Second, 50*time.Millisecond, "node "+n.url+" never ran the tenant's chain", func() error {
 			_, err := lc.post(n.url, 0)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s never ran the tenant's chain: %v", n.url, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err
+		})
 	}
 
 	var urls []string

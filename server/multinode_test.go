@@ -105,8 +105,9 @@ func callStatus(t *testing.T, out *client.Outcome) abi.Status {
 	return s
 }
 
-// setupPaid makes tenant acme with credit, binds paidConfig on node 0 and
-// returns the runtime and operator keys.
+// setupPaid makes tenant acme with credit, binds paidConfig on node 0,
+// waits until the other nodes run it (waitBound) and returns the runtime and
+// operator keys.
 func setupPaid(t *testing.T, c *cluster, credit int64) (rtk, op *client.Client) {
 	t.Helper()
 	a := newTenant(t, c.nodes[0], "acme", false)
@@ -114,23 +115,19 @@ func setupPaid(t *testing.T, c *cluster, credit int64) (rtk, op *client.Client) 
 		a.grant(t, credit, "g1")
 	}
 	a.bind(t, paidConfig(client.Pin(publishGuest(t, a.pub, "scripted", "paid"))))
+	for _, n := range c.nodes[1:] {
+		waitBound(t, a.rt, n, "tool.before", map[string]any{"tool": "x"})
+	}
 	return a.rt, a.op
 }
 
 // waitBound waits until tenant's chain answers on node p.
 func waitBound(t *testing.T, rtk *client.Client, p *platform, point string, ctxDoc map[string]any) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, 20*time.Millisecond, "node never ran the binding", func() error {
 		_, err := on(rtk, p).Run(context.Background(), "acme", point, ctxDoc, "")
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node never ran the binding: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestNodesBindingReachesOtherNode: a binding changed on node 1 is in force
@@ -190,7 +187,6 @@ func TestNodesCreditExact(t *testing.T) {
 	c := newCluster(t, 2, func(_ int, o *server.Options) { o.LLMProvider = exactProvider{} })
 	const paid, runs = 100, 200
 	rtk, op := setupPaid(t, c, paid*paidCallCost)
-	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
 	start := make(chan struct{})
 	var (
 		wg       sync.WaitGroup
@@ -338,7 +334,6 @@ func TestNodesRunIDOnce(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 2, func(_ int, o *server.Options) { o.LLMProvider = exactProvider{} })
 	rtk, _ := setupPaid(t, c, 1000*paidCallCost)
-	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
 	const ids, each = 20, 2 // each id posted twice to each node, all at once
 	start := make(chan struct{})
 	var (
@@ -404,7 +399,6 @@ func TestNodesSQLiteSharedFile(t *testing.T) {
 	}
 	c := &cluster{key: key, nodes: nodes}
 	rtk, op := setupPaid(t, c, 100*paidCallCost)
-	waitBound(t, rtk, c.nodes[1], "tool.before", map[string]any{"tool": "x"})
 	var wg sync.WaitGroup
 	outs := make([]*client.Outcome, 4)
 	for k := range outs {
@@ -431,9 +425,8 @@ func TestNodesSQLiteSharedFile(t *testing.T) {
 	if cr, err := on(op, c.nodes[1]).Credit(ctx, "acme"); err != nil || cr.Available != 99*paidCallCost {
 		t.Fatalf("credit after one paid run: %+v %v", cr, err)
 	}
-	var n int
-	if err := c.nodes[0].db.QueryRow(`SELECT COUNT(*) FROM audit_records WHERE chain = CAST('acme' AS BLOB)`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d audit records of one run id: %v", n, err)
+	if n := queryValue[int](t, c.nodes[0], `SELECT COUNT(*) FROM audit_records WHERE chain = CAST('acme' AS BLOB)`); n != 1 {
+		t.Fatalf("%d audit records of one run id", n)
 	}
 }
 
@@ -510,15 +503,10 @@ func TestNodesKilledMidRun(t *testing.T) {
 	rtk, _ := setupPaid(t, c, 100000*paidCallCost)
 	base, cmd := startNodeProcess(t, c)
 	child := client.New(base, rtk.Key)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := child.Run(ctx, "acme", "tool.before", map[string]any{"tool": "x"}, ""); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the node process never ran the binding: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, 20*time.Millisecond, "the node process never ran the binding", func() error {
+		_, err := child.Run(ctx, "acme", "tool.before", map[string]any{"tool": "x"}, "")
+		return err
+	})
 
 	const workers, enough = 8, 40
 	var (
@@ -590,8 +578,7 @@ func TestNodesKilledMidRun(t *testing.T) {
 		if _, ok := acked[run]; ok {
 			continue
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		eventually(t, 30*time.Second, 0, "unacknowledged run "+run+" on the other node", func() error {
 			out, err := other.Run(ctx, "acme", "message.inbound", map[string]any{"incoming": "hi"}, run)
 			if err == nil {
 				// DENIED: the dead node's call was charged before it died
@@ -599,13 +586,14 @@ func TestNodesKilledMidRun(t *testing.T) {
 				if s := callStatus(t, out); s != abi.StatusOK && s != abi.StatusDenied {
 					t.Fatalf("run %s: call status %v", run, s)
 				}
-				break
+				return nil
 			}
 			var p *server.Problem
-			if !errors.As(err, &p) || p.Code != server.CodeRunInProgress || time.Now().After(deadline) {
+			if !errors.As(err, &p) || p.Code != server.CodeRunInProgress {
 				t.Fatalf("unacknowledged run %s on the other node: %v", run, err)
 			}
-		}
+			return err
+		})
 	}
 	perRun := auditPerRun(t, c)
 	for run := range acked {
@@ -681,10 +669,8 @@ func TestRunIDWaitLeavesNoWaiter(t *testing.T) {
 	p := newPlatform(t)
 	a := newAsking(t, p)
 	// Another node holds the claim, and stores its outcome a little later.
-	if _, err := p.db.Exec(q(`INSERT INTO serve_run_claims (tenant, run, owner, lease_until) VALUES ('acme', 'r-other', 'node-other', $1)`),
-		time.Now().Add(time.Hour).UnixNano()); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `INSERT INTO serve_run_claims (tenant, run, owner, lease_until) VALUES ('acme', 'r-other', 'node-other', $1)`,
+		time.Now().Add(time.Hour).UnixNano())
 	stored := make(chan error, 1)
 	go func() {
 		time.Sleep(800 * time.Millisecond)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -42,37 +41,6 @@ func scrape(t *testing.T, base, key string) map[string]*dto.MetricFamily {
 		t.Fatalf("parsing /metrics: %v\n%s", err, body)
 	}
 	return fams
-}
-
-func httpGet(t *testing.T, url, key string, header http.Header) (int, []byte, http.Header) {
-	t.Helper()
-	return httpDo(t, "GET", url, key, header, "")
-}
-
-// httpDo sends a request with header, key (if not empty) and a JSON body
-// (if not empty), and returns the response's status, body and headers.
-func httpDo(t *testing.T, method, url, key string, header http.Header, body string) (int, []byte, http.Header) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header
 }
 
 // sample returns the value of the family's series whose labels include
@@ -124,10 +92,8 @@ func obsChain(policyPin, scriptedPin string) []byte {
   "modules": {"policy": "` + policyPin + `", "scripted": "` + scriptedPin + `"},
   "breaker": {"failures": 2, "backoff": "10m"},
   "bindings": [
-    {"name": "no-secrets", "module": "policy", "point": "message.outbound", "phase": "guard",
-     "settings": {"when": "SECRET", "decide": {"action": "block", "reason": "mentions a secret"}}},
-    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
-     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}},
+    ` + noSecrets + `,
+    ` + approveShell + `,
     {"name": "spend", "module": "scripted", "point": "message.inbound", "phase": "observer", "grants": ["llm.run"],
      "settings": {"script": "` + llmScript() + `"}},
     {"name": "crash", "module": "scripted", "point": "message.inbound", "phase": "guard", "fail": "open", "priority": 5,
@@ -310,9 +276,7 @@ func TestMetrics(t *testing.T) {
 // of its own) serves the same families without a key.
 func TestMetricsAuthorization(t *testing.T) {
 	p := newPlatform(t)
-	if err := p.admin.CreateTenant(context.Background(), "acme", false); err != nil {
-		t.Fatal(err)
-	}
+	p.createTenant(t, "acme", false)
 	cases := []struct {
 		name   string
 		key    string

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -94,34 +92,29 @@ func variant(wasm []byte, i int) []byte {
 // row, and the second upload waits for the first's commit, then sees the
 // quota spent.
 func TestUploadQuotaAcrossNodes(t *testing.T) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) {
-				o.UploadQuota = server.UploadQuota{MaxModules: 2, MaxInFlight: -1}
-				// In memory: a shared bucket is a write, which on SQLite would
-				// wait for the upload holding the write lock in its hook.
-				o.RateLimitScope = server.RateLimitNode
-			})
-			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
-			if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
-				t.Fatal(err)
-			}
-			raceAt(cl, "upload checked")
-			scripted := guestWasm(t, "scripted")
-			stored := raceTwo(t, func(i int) error {
-				_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(scripted, i))
-				return err
-			})
-			var n int
-			if err := cl.nodes[0].db.QueryRow(cl.nodes[0].q(`SELECT COUNT(*) FROM serve_uploads WHERE publisher = $1`), "pubco").Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if stored != 1 || n != 2 {
-				t.Fatalf("%d of 2 racing uploads answered 201, %d modules stored; want 1 and 2 (the quota)", stored, n)
-			}
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		cl := twoNodes(t, db, func(o *server.Options) {
+			o.UploadQuota = server.UploadQuota{MaxModules: 2, MaxInFlight: -1}
+			// In memory: a shared bucket is a write, which on SQLite would
+			// wait for the upload holding the write lock in its hook.
+			o.RateLimitScope = server.RateLimitNode
 		})
-	}
+		pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+		if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
+			t.Fatal(err)
+		}
+		raceAt(cl, "upload checked")
+		scripted := guestWasm(t, "scripted")
+		stored := raceTwo(t, func(i int) error {
+			_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(scripted, i))
+			return err
+		})
+		n := queryValue[int](t, cl.nodes[0], `SELECT COUNT(*) FROM serve_uploads WHERE publisher = $1`, "pubco")
+		if stored != 1 || n != 2 {
+			t.Fatalf("%d of 2 racing uploads answered 201, %d modules stored; want 1 and 2 (the quota)", stored, n)
+		}
+	})
 }
 
 // TestUploadsInFlightAcrossNodes: a publisher's uploads in flight are
@@ -131,58 +124,52 @@ func TestUploadQuotaAcrossNodes(t *testing.T) {
 // lease whose node died (its expiry past) counts no more; a live one of
 // another node (written here) does.
 func TestUploadsInFlightAcrossNodes(t *testing.T) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) { o.UploadQuota = server.UploadQuota{MaxInFlight: 1} })
-			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
-			inFlight, ended := make(chan struct{}), make(chan struct{})
-			server.SetHook(cl.nodes[0].srv, func(point string) {
-				switch point {
-				case "upload in flight":
-					close(inFlight)
-				case "upload ended":
-					close(ended)
-				}
-			})
-			// Node 0's upload: headers saying 1 MiB, 64 KiB of it sent.
-			conn, err := net.Dial("tcp", cl.nodes[0].hs.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			fmt.Fprintf(conn, "POST /v1/publishers/pubco/modules HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n", pub.Key, 1<<20)
-			if _, err := conn.Write(make([]byte, 64<<10)); err != nil {
-				t.Fatal(err)
-			}
-			<-inFlight
-			node1 := on(pub, cl.nodes[1])
-			policy := policyWasm(t)
-			_, err = node1.UploadModule(ctx, "pubco", policy)
-			wantCode(t, err, 429, server.CodeRateLimited)
-			conn.Close()
-			<-ended
-			if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
-				t.Fatalf("once node 0's upload ended: %v", err)
-			}
-			// Another node's live lease, then the same lease expired.
-			p := cl.nodes[1]
-			if _, err := p.db.Exec(p.q(`INSERT INTO serve_leases (name, id, expires) VALUES ('upload:pubco', 'other', $1)`), time.Now().Add(time.Hour).UnixNano()); err != nil {
-				t.Fatal(err)
-			}
-			_, err = node1.UploadModule(ctx, "pubco", policy)
-			wantCode(t, err, 429, server.CodeRateLimited)
-			if _, err := p.db.Exec(p.q(`UPDATE serve_leases SET expires = $1 WHERE id = 'other'`), time.Now().Add(-time.Second).UnixNano()); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
-				t.Fatalf("past a dead node's lease: %v", err)
-			}
-			if n := p.count(t, "serve_leases"); n != 0 {
-				t.Fatalf("%d leases left", n)
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		cl := twoNodes(t, db, func(o *server.Options) { o.UploadQuota = server.UploadQuota{MaxInFlight: 1} })
+		pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+		inFlight, ended := make(chan struct{}), make(chan struct{})
+		server.SetHook(cl.nodes[0].srv, func(point string) {
+			switch point {
+			case "upload in flight":
+				close(inFlight)
+			case "upload ended":
+				close(ended)
 			}
 		})
-	}
+		// Node 0's upload: headers saying 1 MiB, 64 KiB of it sent.
+		conn, err := net.Dial("tcp", cl.nodes[0].hs.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /v1/publishers/pubco/modules HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n", pub.Key, 1<<20)
+		if _, err := conn.Write(make([]byte, 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+		<-inFlight
+		node1 := on(pub, cl.nodes[1])
+		policy := policyWasm(t)
+		_, err = node1.UploadModule(ctx, "pubco", policy)
+		wantCode(t, err, 429, server.CodeRateLimited)
+		conn.Close()
+		<-ended
+		if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
+			t.Fatalf("once node 0's upload ended: %v", err)
+		}
+		// Another node's live lease, then the same lease expired.
+		p := cl.nodes[1]
+		p.exec(t, `INSERT INTO serve_leases (name, id, expires) VALUES ('upload:pubco', 'other', $1)`, time.Now().Add(time.Hour).UnixNano())
+		_, err = node1.UploadModule(ctx, "pubco", policy)
+		wantCode(t, err, 429, server.CodeRateLimited)
+		p.exec(t, `UPDATE serve_leases SET expires = $1 WHERE id = 'other'`, time.Now().Add(-time.Second).UnixNano())
+		if _, err := node1.UploadModule(ctx, "pubco", policy); err != nil {
+			t.Fatalf("past a dead node's lease: %v", err)
+		}
+		if n := p.count(t, "serve_leases"); n != 0 {
+			t.Fatalf("%d leases left", n)
+		}
+	})
 }
 
 // TestUploadsInFlightRaceAcrossNodes: with one upload in flight allowed,
@@ -193,60 +180,58 @@ func TestUploadsInFlightAcrossNodes(t *testing.T) {
 // or waits: without the lock row both counted none on Postgres, and both
 // passed.
 func TestUploadsInFlightRaceAcrossNodes(t *testing.T) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) {
-				o.UploadQuota = server.UploadQuota{MaxInFlight: 1}
-				o.RateLimitScope = server.RateLimitNode
-			})
-			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
-			// The upload that passes stays in flight (its hook) until the
-			// other has its answer; a second one in flight (both passed)
-			// lets both go.
-			race := raceHooks("lease counted")
-			release := make(chan struct{})
-			var inFlight atomic.Int32
-			var releaseOnce sync.Once
-			for i, n := range cl.nodes {
-				server.SetHook(n.srv, func(point string) {
-					race[i](point)
-					if point == "upload in flight" {
-						if inFlight.Add(1) == 2 {
-							releaseOnce.Do(func() { close(release) })
-						}
-						<-release
-					}
-				})
-			}
-			policy := policyWasm(t)
-			answers := make(chan error, 2)
-			for i := range 2 {
-				go func() {
-					_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(policy, i))
-					answers <- err
-				}()
-			}
-			errs := []error{<-answers}
-			releaseOnce.Do(func() { close(release) })
-			errs = append(errs, <-answers)
-			stored, limited := 0, 0
-			for i, err := range errs {
-				var p *server.Problem
-				switch {
-				case err == nil:
-					stored++
-				case errors.As(err, &p) && p.Status == 429 && p.Code == server.CodeRateLimited:
-					limited++
-				default:
-					t.Errorf("answer %d: %v", i, err)
-				}
-			}
-			if stored != 1 || limited != 1 {
-				t.Fatalf("%d of 2 uploads racing for the one slot answered 201, %d 429; want 1 and 1", stored, limited)
-			}
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		cl := twoNodes(t, db, func(o *server.Options) {
+			o.UploadQuota = server.UploadQuota{MaxInFlight: 1}
+			o.RateLimitScope = server.RateLimitNode
 		})
-	}
+		pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+		// The upload that passes stays in flight (its hook) until the
+		// other has its answer; a second one in flight (both passed)
+		// lets both go.
+		race := raceHooks("lease counted")
+		release := make(chan struct{})
+		var inFlight atomic.Int32
+		var releaseOnce sync.Once
+		for i, n := range cl.nodes {
+			server.SetHook(n.srv, func(point string) {
+				race[i](point)
+				if point == "upload in flight" {
+					if inFlight.Add(1) == 2 {
+						releaseOnce.Do(func() { close(release) })
+					}
+					<-release
+				}
+			})
+		}
+		policy := policyWasm(t)
+		answers := make(chan error, 2)
+		for i := range 2 {
+			go func() {
+				_, err := on(pub, cl.nodes[i]).UploadModule(ctx, "pubco", variant(policy, i))
+				answers <- err
+			}()
+		}
+		errs := []error{<-answers}
+		releaseOnce.Do(func() { close(release) })
+		errs = append(errs, <-answers)
+		stored, limited := 0, 0
+		for i, err := range errs {
+			var p *server.Problem
+			switch {
+			case err == nil:
+				stored++
+			case errors.As(err, &p) && p.Status == 429 && p.Code == server.CodeRateLimited:
+				limited++
+			default:
+				t.Errorf("answer %d: %v", i, err)
+			}
+		}
+		if stored != 1 || limited != 1 {
+			t.Fatalf("%d of 2 uploads racing for the one slot answered 201, %d 429; want 1 and 1", stored, limited)
+		}
+	})
 }
 
 // TestProposedSigningKeysAcrossNodes: a publisher with one proposed
@@ -257,33 +242,24 @@ func TestUploadsInFlightRaceAcrossNodes(t *testing.T) {
 // and the insert held the publisher's lock row; on SQLite the transaction
 // was exclusive already.
 func TestProposedSigningKeysAcrossNodes(t *testing.T) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
-			pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
-			newPub := func() ed25519.PublicKey {
-				k, _, err := ed25519.GenerateKey(rand.Reader)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return k
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
+		pub := cl.nodes[0].key(t, server.RolePublisher, "pubco")
+		for i := range server.MaxProposedSigningKeys - 1 {
+			if _, err := pub.RegisterSigningKey(ctx, "pubco", newPublicKey(t)); err != nil {
+				t.Fatalf("key %d: %v", i, err)
 			}
-			for i := range server.MaxProposedSigningKeys - 1 {
-				if _, err := pub.RegisterSigningKey(ctx, "pubco", newPub()); err != nil {
-					t.Fatalf("key %d: %v", i, err)
-				}
-			}
-			raceAt(cl, "signing keys counted")
-			stored := raceTwo(t, func(i int) error {
-				_, err := on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPub())
-				return err
-			})
-			if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
-				t.Fatalf("%d of 2 racing proposals answered 201, %d keys stored (%v); want 1 and %d", stored, len(keys), err, server.MaxProposedSigningKeys)
-			}
+		}
+		raceAt(cl, "signing keys counted")
+		stored := raceTwo(t, func(i int) error {
+			_, err := on(pub, cl.nodes[i]).RegisterSigningKey(ctx, "pubco", newPublicKey(t))
+			return err
 		})
-	}
+		if keys, err := pub.SigningKeys(ctx, "pubco"); err != nil || stored != 1 || len(keys) != server.MaxProposedSigningKeys {
+			t.Fatalf("%d of 2 racing proposals answered 201, %d keys stored (%v); want 1 and %d", stored, len(keys), err, server.MaxProposedSigningKeys)
+		}
+	})
 }
 
 // TestSweepLimits: the sweep deletes the shared limits' rows that hold
@@ -298,87 +274,83 @@ func TestProposedSigningKeysAcrossNodes(t *testing.T) {
 // had deleted, which a lease start deleting its name's expired leases in
 // another order could wait for: a deadlock, and a 503).
 func TestSweepLimits(t *testing.T) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
-			p := cl.nodes[0]
-			pub := p.key(t, server.RolePublisher, "pubco")
-			if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		cl := twoNodes(t, db, func(o *server.Options) { o.RateLimitScope = server.RateLimitNode })
+		p := cl.nodes[0]
+		pub := p.key(t, server.RolePublisher, "pubco")
+		if _, err := pub.UploadModule(ctx, "pubco", policyWasm(t)); err != nil {
+			t.Fatal(err)
+		}
+		if n := p.count(t, "serve_locks"); n == 0 {
+			t.Fatal("an upload took no lock row")
+		}
+		now := time.Now()
+		old, live := now.Add(-2*time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`INSERT INTO serve_rate_buckets (key_id, tat) VALUES ('full', $1), ('spent', $2), ('held', $1)`, []any{old, live}},
+			{`INSERT INTO serve_leases (name, id, expires) VALUES ('dead', 'a', $1), ('live', 'b', $2), ('held', 'c', $1), ('held', 'd', $1)`, []any{old, live}},
+		} {
+			p.exec(t, q.sql, q.args...)
+		}
+		wantLocks, wantBuckets, wantLeases := 0, []string{"spent"}, []string{"live"}
+		if db == "postgres" {
+			tx, err := p.db.Begin()
+			if err != nil {
 				t.Fatal(err)
 			}
-			if n := p.count(t, "serve_locks"); n == 0 {
-				t.Fatal("an upload took no lock row")
-			}
-			now := time.Now()
-			old, live := now.Add(-2*time.Hour).UnixNano(), now.Add(time.Minute).UnixNano()
-			for _, q := range []struct {
-				sql  string
-				args []any
-			}{
-				{`INSERT INTO serve_rate_buckets (key_id, tat) VALUES ('full', $1), ('spent', $2), ('held', $1)`, []any{old, live}},
-				{`INSERT INTO serve_leases (name, id, expires) VALUES ('dead', 'a', $1), ('live', 'b', $2), ('held', 'c', $1), ('held', 'd', $1)`, []any{old, live}},
-			} {
-				if _, err := p.db.Exec(p.q(q.sql), q.args...); err != nil {
+			defer tx.Rollback()
+			for _, db := range []interface {
+				Exec(string, ...any) (sql.Result, error)
+			}{p.db, tx} { // as lockName takes a row that exists
+				if _, err := db.Exec(`INSERT INTO serve_locks (name) VALUES ('held') ON CONFLICT (name) DO UPDATE SET name = excluded.name`); err != nil {
 					t.Fatal(err)
 				}
 			}
-			wantLocks, wantBuckets, wantLeases := 0, []string{"spent"}, []string{"live"}
-			if db == "postgres" {
-				tx, err := p.db.Begin()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tx.Rollback()
-				for _, db := range []interface {
-					Exec(string, ...any) (sql.Result, error)
-				}{p.db, tx} { // as lockName takes a row that exists
-					if _, err := db.Exec(`INSERT INTO serve_locks (name) VALUES ('held') ON CONFLICT (name) DO UPDATE SET name = excluded.name`); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if _, err := tx.Exec(`UPDATE serve_rate_buckets SET tat = tat WHERE key_id = 'held'`); err != nil { // as a take does
-					t.Fatal(err)
-				}
-				if _, err := tx.Exec(`DELETE FROM serve_leases WHERE name = 'held' AND expires < $1`, now.UnixNano()); err != nil { // as a lease start does
-					t.Fatal(err)
-				}
-				wantLocks, wantBuckets, wantLeases = 1, []string{"held", "spent"}, []string{"held", "held", "live"}
+			if _, err := tx.Exec(`UPDATE serve_rate_buckets SET tat = tat WHERE key_id = 'held'`); err != nil { // as a take does
+				t.Fatal(err)
 			}
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			server.SweepLimits(sctx, cl.nodes[1].srv)
-			for _, c := range []struct {
-				table, key string
-				want       []string
-			}{
-				{"serve_rate_buckets", "key_id", wantBuckets},
-				{"serve_leases", "name", wantLeases},
-			} {
-				var got []string
-				rows, err := p.db.Query(`SELECT ` + c.key + ` FROM ` + c.table + ` ORDER BY ` + c.key)
-				if err != nil {
+			if _, err := tx.Exec(`DELETE FROM serve_leases WHERE name = 'held' AND expires < $1`, now.UnixNano()); err != nil { // as a lease start does
+				t.Fatal(err)
+			}
+			wantLocks, wantBuckets, wantLeases = 1, []string{"held", "spent"}, []string{"held", "held", "live"}
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		server.SweepLimits(sctx, cl.nodes[1].srv)
+		for _, c := range []struct {
+			table, key string
+			want       []string
+		}{
+			{"serve_rate_buckets", "key_id", wantBuckets},
+			{"serve_leases", "name", wantLeases},
+		} {
+			var got []string
+			rows, err := p.db.Query(`SELECT ` + c.key + ` FROM ` + c.table + ` ORDER BY ` + c.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var k string
+				if err := rows.Scan(&k); err != nil {
 					t.Fatal(err)
 				}
-				for rows.Next() {
-					var k string
-					if err := rows.Scan(&k); err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, k)
-				}
-				if err := rows.Err(); err != nil {
-					t.Fatal(err)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(c.want) {
-					t.Errorf("%s after the sweep: %v, want %v", c.table, got, c.want)
-				}
+				got = append(got, k)
 			}
-			if n := p.count(t, "serve_locks"); n != wantLocks {
-				t.Errorf("%d lock rows after the sweep, want %d (those held)", n, wantLocks)
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("%s after the sweep: %v, want %v", c.table, got, c.want)
+			}
+		}
+		if n := p.count(t, "serve_locks"); n != wantLocks {
+			t.Errorf("%d lock rows after the sweep, want %d (those held)", n, wantLocks)
+		}
+	})
 }
 
 // TestSweepAndLeaseStartNoDeadlock: on Postgres, a lease start deleting
@@ -397,9 +369,7 @@ func TestSweepAndLeaseStartNoDeadlock(t *testing.T) {
 	p := cl.nodes[0]
 	old := time.Now().Add(-2 * time.Hour).UnixNano()
 	// Inserted in this order, the rows are read in it by the sweep's scan.
-	if _, err := p.db.Exec(`INSERT INTO serve_leases (name, id, expires) VALUES ('n', 'b', $1), ('n', 'a', $1), ('m', 'x', $1)`, old); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `INSERT INTO serve_leases (name, id, expires) VALUES ('n', 'b', $1), ('n', 'a', $1), ('m', 'x', $1)`, old)
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

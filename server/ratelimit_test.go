@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -19,10 +20,7 @@ func TestRateLimit(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatformTweaked(t, func(o *server.Options) { o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: 5} })
 	admin := p.admin
-	if err := admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	op := p.key(t, server.RoleOperator, "acme")
+	op, _ := newOperator(t, p, "acme")
 	for i := 0; i < 5; i++ {
 		if _, err := op.Credit(ctx, "acme"); err != nil {
 			t.Fatalf("request %d: %v", i, err)
@@ -33,6 +31,16 @@ func TestRateLimit(t *testing.T) {
 	// The admin key used 2 of its 5 so far: still served.
 	if _, err := admin.Credit(ctx, "acme"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// onBothDatabases runs test as a subtest per database nodes can share,
+// named by it: "sqlite" (one SQLite file) and "postgres" (skipped without
+// WASMHOOKS_TEST_POSTGRES), as twoNodes takes them.
+func onBothDatabases(t *testing.T, test func(t *testing.T, db string)) {
+	t.Helper()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) { test(t, db) })
 	}
 }
 
@@ -60,7 +68,7 @@ func twoNodes(t *testing.T, db string, tweak func(*server.Options)) *cluster {
 // 2*Burst).
 func TestRateLimitAcrossNodes(t *testing.T) {
 	const burst = 6
-	for _, db := range []string{"sqlite", "postgres"} {
+	onBothDatabases(t, func(t *testing.T, db string) {
 		byDefault := 2 * burst // SQLite: node
 		if db == "postgres" {
 			byDefault = burst
@@ -69,16 +77,13 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 			scope server.RateLimitScope
 			want  int
 		}{{"", byDefault}, {server.RateLimitCluster, burst}, {server.RateLimitNode, 2 * burst}} {
-			t.Run(db+"/"+string(c.scope), func(t *testing.T) {
+			t.Run(cmp.Or(string(c.scope), "default"), func(t *testing.T) {
 				ctx := context.Background()
 				cl := twoNodes(t, db, func(o *server.Options) {
 					o.RateLimit = server.RateLimit{PerSecond: 0.001, Burst: burst}
 					o.RateLimitScope = c.scope
 				})
-				if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
-					t.Fatal(err)
-				}
-				op := cl.nodes[0].key(t, server.RoleOperator, "acme")
+				op, _ := newOperator(t, cl.nodes[0], "acme")
 				var served, limited atomic.Int32
 				var wg sync.WaitGroup
 				for i := range 4 * burst {
@@ -103,7 +108,7 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 }
 
 // TestRateLimitDatabaseFails: when the shared bucket cannot be read the
@@ -112,16 +117,11 @@ func TestRateLimitAcrossNodes(t *testing.T) {
 func TestRateLimitDatabaseFails(t *testing.T) {
 	ctx := context.Background()
 	p := newPlatformTweaked(t, func(o *server.Options) { o.RateLimitScope = server.RateLimitCluster })
-	if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-		t.Fatal(err)
-	}
-	op := p.key(t, server.RoleOperator, "acme")
+	op, _ := newOperator(t, p, "acme")
 	if _, err := op.Credit(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.db.Exec(`DROP TABLE serve_rate_buckets`); err != nil {
-		t.Fatal(err)
-	}
+	p.exec(t, `DROP TABLE serve_rate_buckets`)
 	_, err := op.Credit(ctx, "acme")
 	wantCode(t, err, 503, server.CodeUnavailable)
 	var pr *server.Problem
@@ -212,44 +212,37 @@ func slowRateNodes(t *testing.T, db string) (cl *cluster, ahead *atomic.Int64) {
 // request, then refuses again.
 func TestRateLimitFloodInMemory(t *testing.T) {
 	const interval = slowInterval
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			cl, ahead := slowRateNodes(t, db)
-			if err := cl.nodes[0].admin.CreateTenant(ctx, "acme", false); err != nil {
-				t.Fatal(err)
-			}
-			op, doc := cl.nodes[0].keyDoc(t, server.RoleOperator, "acme")
-			request := func(node, want int) {
-				t.Helper()
-				_, err := on(op, cl.nodes[node]).Credit(ctx, "acme")
-				if want == 200 {
-					if err != nil {
-						t.Fatalf("on node %d: %v", node, err)
-					}
-					return
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		cl, ahead := slowRateNodes(t, db)
+		op, doc := newOperator(t, cl.nodes[0], "acme")
+		request := func(node, want int) {
+			t.Helper()
+			_, err := on(op, cl.nodes[node]).Credit(ctx, "acme")
+			if want == 200 {
+				if err != nil {
+					t.Fatalf("on node %d: %v", node, err)
 				}
-				wantCode(t, err, want, server.CodeRateLimited)
+				return
 			}
-			request(0, 200)
-			request(0, 200)
-			for range 3 {
-				request(1, 429)
-			}
-			if n := server.SharedTakes(cl.nodes[1].srv); n != 1 {
-				t.Fatalf("node 1 ran the shared bucket's statement %d times for 3 requests refused, want 1", n)
-			}
-			ahead.Store(int64(interval))
-			if db == "postgres" { // the shared bucket reads the database's clock
-				p := cl.nodes[0]
-				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat - $1 WHERE key_id = $2`), int64(interval), doc.ID); err != nil {
-					t.Fatal(err)
-				}
-			}
-			request(1, 200)
+			wantCode(t, err, want, server.CodeRateLimited)
+		}
+		request(0, 200)
+		request(0, 200)
+		for range 3 {
 			request(1, 429)
-		})
-	}
+		}
+		if n := server.SharedTakes(cl.nodes[1].srv); n != 1 {
+			t.Fatalf("node 1 ran the shared bucket's statement %d times for 3 requests refused, want 1", n)
+		}
+		ahead.Store(int64(interval))
+		if db == "postgres" { // the shared bucket reads the database's clock
+			p := cl.nodes[0]
+			p.exec(t, `UPDATE serve_rate_buckets SET tat = tat - $1 WHERE key_id = $2`, int64(interval), doc.ID)
+		}
+		request(1, 200)
+		request(1, 429)
+	})
 }
 
 // TestRateLimitClockStepsBack: a key's shared bucket whose tat is an hour
@@ -261,41 +254,34 @@ func TestRateLimitFloodInMemory(t *testing.T) {
 // (Retry-After 3600).
 func TestRateLimitClockStepsBack(t *testing.T) {
 	const interval = slowInterval
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			ctx := context.Background()
-			cl, ahead := slowRateNodes(t, db)
-			p := cl.nodes[1]
-			if err := p.admin.CreateTenant(ctx, "acme", false); err != nil {
-				t.Fatal(err)
-			}
-			op, doc := p.keyDoc(t, server.RoleOperator, "acme")
-			if _, err := op.Credit(ctx, "acme"); err != nil {
-				t.Fatal(err)
-			}
-			shift := func(d time.Duration) {
-				t.Helper()
-				if _, err := p.db.Exec(p.q(`UPDATE serve_rate_buckets SET tat = tat + $1 WHERE key_id = $2`), int64(d), doc.ID); err != nil {
-					t.Fatal(err)
-				}
-			}
-			shift(time.Hour) // the clock stepped an hour back
-			_, err := op.Credit(ctx, "acme")
-			wantCode(t, err, 429, server.CodeRateLimited)
-			if pr := (*server.Problem)(nil); errors.As(err, &pr) && pr.RetryAfter > int(interval/time.Second) {
-				t.Fatalf("Retry-After %d s after the clock stepped an hour back, want at most one interval (%s)", pr.RetryAfter, interval)
-			}
-			ahead.Store(int64(interval))
-			if db == "postgres" { // the shared bucket reads the database's clock
-				shift(-interval)
-			}
-			if _, err := op.Credit(ctx, "acme"); err != nil {
-				t.Fatalf("one interval after the refusal: %v", err)
-			}
-			_, err = op.Credit(ctx, "acme")
-			wantCode(t, err, 429, server.CodeRateLimited)
-		})
-	}
+	onBothDatabases(t, func(t *testing.T, db string) {
+		ctx := context.Background()
+		cl, ahead := slowRateNodes(t, db)
+		p := cl.nodes[1]
+		op, doc := newOperator(t, p, "acme")
+		if _, err := op.Credit(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		shift := func(d time.Duration) {
+			t.Helper()
+			p.exec(t, `UPDATE serve_rate_buckets SET tat = tat + $1 WHERE key_id = $2`, int64(d), doc.ID)
+		}
+		shift(time.Hour) // the clock stepped an hour back
+		_, err := op.Credit(ctx, "acme")
+		wantCode(t, err, 429, server.CodeRateLimited)
+		if pr := (*server.Problem)(nil); errors.As(err, &pr) && pr.RetryAfter > int(interval/time.Second) {
+			t.Fatalf("Retry-After %d s after the clock stepped an hour back, want at most one interval (%s)", pr.RetryAfter, interval)
+		}
+		ahead.Store(int64(interval))
+		if db == "postgres" { // the shared bucket reads the database's clock
+			shift(-interval)
+		}
+		if _, err := op.Credit(ctx, "acme"); err != nil {
+			t.Fatalf("one interval after the refusal: %v", err)
+		}
+		_, err = op.Credit(ctx, "acme")
+		wantCode(t, err, 429, server.CodeRateLimited)
+	})
 }
 
 // TestNewRefusesBadRateLimit: New refuses a RateLimitScope it does not

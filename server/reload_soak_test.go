@@ -32,32 +32,30 @@ import (
 // modules, their pools and warm instances. WASMHOOKS_SOAK=1h (make soak)
 // runs it for an hour; BENCHMARKS.md has its figures.
 func TestServeReloadSoak(t *testing.T) {
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		t.Run(dialect, func(t *testing.T) {
-			var rts []*runtime.Runtime
-			tweak := func(o *server.Options) {
-				// A small compile cache, which the warm-up batch fills.
-				rt, err := runtime.New(context.Background(), runtime.Config{CacheModules: 8})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { rt.Close(context.Background()) })
-				rts = append(rts, rt)
-				o.Runtime, o.Logger = rt, slog.New(slog.NewTextHandler(io.Discard, nil))
-				o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
-				o.UploadQuota.MaxModules = 1 << 30
+	onBothDatabases(t, func(t *testing.T, dialect string) {
+		var rts []*runtime.Runtime
+		tweak := func(o *server.Options) {
+			// A small compile cache, which the warm-up batch fills.
+			rt, err := runtime.New(context.Background(), runtime.Config{CacheModules: 8})
+			if err != nil {
+				t.Fatal(err)
 			}
-			var nodes []*platform
-			conns := int64(1) // the connections the database pools keep
-			if dialect == "postgres" {
-				nodes = newCluster(t, 2, func(_ int, o *server.Options) { tweak(o) }).nodes
-				conns = 2 * postgres.MaxConns
-			} else {
-				nodes = []*platform{startPlatform(t, openSQLite(t, t.TempDir()), hostKey(), tweak)}
-			}
-			serveSoak(t, nodes, rts, conns)
-		})
-	}
+			t.Cleanup(func() { rt.Close(context.Background()) })
+			rts = append(rts, rt)
+			o.Runtime, o.Logger = rt, slog.New(slog.NewTextHandler(io.Discard, nil))
+			o.RateLimit = server.RateLimit{PerSecond: 1e6, Burst: 1e6}
+			o.UploadQuota.MaxModules = 1 << 30
+		}
+		var nodes []*platform
+		conns := int64(1) // the connections the database pools keep
+		if dialect == "postgres" {
+			nodes = newCluster(t, 2, func(_ int, o *server.Options) { tweak(o) }).nodes
+			conns = 2 * postgres.MaxConns
+		} else {
+			nodes = []*platform{startPlatform(t, openSQLite(t, t.TempDir()), hostKey(), tweak)}
+		}
+		serveSoak(t, nodes, rts, conns)
+	})
 }
 
 // serveSoak is TestServeReloadSoak on nodes, whose runtimes are rts and

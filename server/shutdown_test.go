@@ -23,8 +23,7 @@ func TestGracefulShutdown(t *testing.T) {
   "bindings": [
     {"name": "slow", "module": "slow", "point": "message.inbound", "phase": "guard", "settings": {"script": "@@L"},
      "limits": {"fuel": 1000000000000}},
-    {"name": "approve-shell", "module": "policy", "point": "tool.before", "phase": "guard",
-     "settings": {"when": "shell.exec", "decide": {"action": "ask", "reason": "shell needs a human"}}}
+    ` + approveShell + `
   ]}`
 	a.bind(t, []byte(cfg))
 
@@ -49,13 +48,8 @@ func TestGracefulShutdown(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // both requests in flight (correct without it too)
 
 	p.srv.Drain()
-	resp, err := http.Get(base + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("readyz while draining: %d", resp.StatusCode)
+	if status, _, _ := httpGet(t, base+"/readyz", "", nil); status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while draining: %d", status)
 	}
 	if g := poll.result(t, "the long poll on Drain", 10*time.Second); g.err != nil {
 		t.Fatal(g.err)
@@ -79,13 +73,8 @@ func TestGracefulShutdown(t *testing.T) {
 func TestHealth(t *testing.T) {
 	p := newPlatform(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get(p.hs.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: %d", path, resp.StatusCode)
+		if status, _, _ := httpGet(t, p.hs.URL+path, "", nil); status != 200 {
+			t.Fatalf("%s: %d", path, status)
 		}
 	}
 }

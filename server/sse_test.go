@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -83,15 +84,12 @@ func TestApprovalEventsHeartbeatAndEnd(t *testing.T) {
 	}
 	// The wait is given back when the stream ends (the handler returns
 	// just after the client saw the end: allow it a moment).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		o, err := a.rt.Result(context.Background(), "acme", id, 1)
-		if err == nil && o == nil {
-			break
+	eventually(t, 10*time.Second, 20*time.Millisecond, "after the stream", func() error {
+		if o, err := a.rt.Result(context.Background(), "acme", id, 1); err != nil || o != nil {
+			return fmt.Errorf("%+v %v", o, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the stream: %+v %v", o, err)
-		}
-	}
+		return nil
+	})
 }
 
 // TestApprovalEventsExpiry: an approval nobody resolves is decided by its
@@ -175,16 +173,9 @@ func TestLongPollsPerKeyBounded(t *testing.T) {
 // MaxWait; it converted to a negative duration and did not wait at all.
 func TestLongPollHugeWait(t *testing.T) {
 	url, id, _, _, key := pollPlatform(t, time.Second, 0)
-	req, _ := http.NewRequest("GET", url+"/v1/tenants/acme/approvals/"+id+"/result?wait=1e12", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d", resp.StatusCode)
+	if status, _, _ := httpGet(t, url+"/v1/tenants/acme/approvals/"+id+"/result?wait=1e12", key, nil); status != 200 {
+		t.Fatalf("status %d", status)
 	}
 	if d := time.Since(start); d < 500*time.Millisecond {
 		t.Fatalf("wait=1e12 returned after %v; want about MaxWait (1 s)", d)
@@ -205,9 +196,7 @@ func TestApprovalEventsUnrecorded(t *testing.T) {
 		t.Helper()
 		// The store resolved it long ago (Done), and the resuming node
 		// died before recording the outcome.
-		if _, err := p.db.Exec(q(`UPDATE serve_approvals SET done_at = 1 WHERE id = $1`), id); err != nil {
-			t.Fatal(err)
-		}
+		p.exec(t, `UPDATE serve_approvals SET done_at = 1 WHERE id = $1`, id)
 	}
 	// Marked while the stream waits (the expiry pass runs every 100 ms).
 	id := a.pending(t, "r-unrec-1", map[string]any{"tool": "shell.exec"})

@@ -17,15 +17,9 @@ import (
 func strand(t *testing.T, p *platform, a tenantKeys, run string) (id, view string) {
 	t.Helper()
 	id = a.pending(t, run, map[string]any{"tool": "shell.exec", "arguments": map[string]any{"command": "ls"}})
-	if err := p.db.QueryRow(p.q(`SELECT view FROM serve_approvals WHERE id = $1`), id).Scan(&view); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.db.Exec(p.q(`DELETE FROM serve_approvals WHERE id = $1`), id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.db.Exec(p.q(`DELETE FROM serve_runs WHERE tenant = 'acme' AND run = $1`), run); err != nil {
-		t.Fatal(err)
-	}
+	view = queryValue[string](t, p, `SELECT view FROM serve_approvals WHERE id = $1`, id)
+	p.exec(t, `DELETE FROM serve_approvals WHERE id = $1`, id)
+	p.exec(t, `DELETE FROM serve_runs WHERE tenant = 'acme' AND run = $1`, run)
 	return id, view
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -53,9 +52,8 @@ func TestChain(t *testing.T) {
 
 	exec := func(t *testing.T, stdin string, args ...string) ([]byte, int) {
 		t.Helper()
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr)
-		out := bytes.ReplaceAll(stdout.Bytes(), []byte(root), []byte("ROOT"))
+		stdout, _, code := runCLI(stdin, args...)
+		out := bytes.ReplaceAll([]byte(stdout), []byte(root), []byte("ROOT"))
 		out = bytes.ReplaceAll(out, []byte(dir), []byte("TMP"))
 		return normaliseChain(out), code
 	}
@@ -145,13 +143,12 @@ func TestChainShortCircuitBrief(t *testing.T) {
 		{"chain-legacy-wire", `{"incoming":"hello"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), []string{"chain", "--cache-dir=", "--config", config, "--module-dir", guests,
-				"--brief", "--point", "message.inbound", "--input", "-"}, strings.NewReader(tt.input), &stdout, &stderr)
+			stdout, stderr, code := runCLI(tt.input, "chain", "--cache-dir=", "--config", config, "--module-dir", guests,
+				"--brief", "--point", "message.inbound", "--input", "-")
 			if code != exitOK {
-				t.Fatalf("exit %d\n%s%s", code, stdout.Bytes(), stderr.Bytes())
+				t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 			}
-			golden(t, tt.name, normaliseChain(stdout.Bytes()))
+			golden(t, tt.name, normaliseChain([]byte(stdout)))
 		})
 	}
 }

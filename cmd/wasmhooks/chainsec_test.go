@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -42,9 +41,8 @@ func newChainSecEnv(t *testing.T) *chainSecEnv {
 
 func (e *chainSecEnv) exec(t *testing.T, stdin string, args ...string) ([]byte, int) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr)
-	return stdout.Bytes(), code
+	stdout, _, code := runCLI(stdin, args...)
+	return []byte(stdout), code
 }
 
 func (e *chainSecEnv) pending(t *testing.T) string {

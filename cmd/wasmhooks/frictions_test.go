@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,10 +14,8 @@ import (
 // invalid_module (the manifest is fine), naming the file; `chain resolve
 // --edit` with bad JSON names --edit alone.
 func TestFrictionMessages(t *testing.T) {
-	ctx := context.Background()
-	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"version"}, nil, &stdout, &stderr); code != exitOK || stdout.String() == "wasmhooks dev\n" || !strings.HasPrefix(stdout.String(), "wasmhooks ") {
-		t.Errorf("version: exit %d, %q", code, stdout.String())
+	if stdout, _, code := runCLI("", "version"); code != exitOK || stdout == "wasmhooks dev\n" || !strings.HasPrefix(stdout, "wasmhooks ") {
+		t.Errorf("version: exit %d, %q", code, stdout)
 	}
 
 	dir := t.TempDir()
@@ -31,16 +27,14 @@ func TestFrictionMessages(t *testing.T) {
 	if err := os.WriteFile(man, []byte(`{"name":"x","version":"1.0.0","points":["message.inbound"]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout.Reset()
-	code := run(ctx, []string{"manifest", "embed", "--manifest", man, "--out", filepath.Join(dir, "out.wasm"), notWasm}, nil, &stdout, &stderr)
-	if code != exitRefused || !strings.Contains(stdout.String(), `"invalid_module"`) || !strings.Contains(stdout.String(), "hook.txt") {
-		t.Errorf("manifest embed of a text file: exit %d\n%s", code, stdout.String())
+	stdout, _, code := runCLI("", "manifest", "embed", "--manifest", man, "--out", filepath.Join(dir, "out.wasm"), notWasm)
+	if code != exitRefused || !strings.Contains(stdout, `"invalid_module"`) || !strings.Contains(stdout, "hook.txt") {
+		t.Errorf("manifest embed of a text file: exit %d\n%s", code, stdout)
 	}
 
-	stdout.Reset()
-	code = run(ctx, []string{"chain", "resolve", "--config", filepath.Join(dir, "none.json"), "--id", "x", "--decision", "edit", "--edit", "{bad"}, nil, &stdout, &stderr)
-	if code != exitUsage || !strings.Contains(stdout.String(), "--edit: invalid JSON") || strings.Contains(stdout.String(), "--settings") {
-		t.Errorf("resolve --edit '{bad': exit %d\n%s", code, stdout.String())
+	stdout, _, code = runCLI("", "chain", "resolve", "--config", filepath.Join(dir, "none.json"), "--id", "x", "--decision", "edit", "--edit", "{bad")
+	if code != exitUsage || !strings.Contains(stdout, "--edit: invalid JSON") || strings.Contains(stdout, "--settings") {
+		t.Errorf("resolve --edit '{bad': exit %d\n%s", code, stdout)
 	}
 }
 

@@ -3,14 +3,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 )
@@ -59,17 +56,9 @@ func TestCLIInputsRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			done := make(chan int, 1)
-			go func() { done <- run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr) }()
-			var code int
-			select {
-			case code = <-done:
-			case <-time.After(30 * time.Second): // it blocks, or reads without end
-				t.Fatalf("%v did not return", tt.args)
-			}
-			if code != tt.exit || !strings.Contains(stdout.String()+stderr.String(), tt.say) {
-				t.Errorf("exit %d, want %d saying %q\nstdout: %s\nstderr: %s", code, tt.exit, tt.say, stdout.String(), stderr.String())
+			stdout, stderr, code := runCLIWithin(t, tt.args...)
+			if code != tt.exit || !strings.Contains(stdout+stderr, tt.say) {
+				t.Errorf("exit %d, want %d saying %q\nstdout: %s\nstderr: %s", code, tt.exit, tt.say, stdout, stderr)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -25,6 +26,38 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	got = durationRE.ReplaceAll(got, []byte(`"duration_ms": 0`))
 	testutil.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
+}
+
+// runCLI runs the command line with args, stdin as its standard input, as
+// main does, and returns what it printed on stdout and stderr and its exit
+// code.
+func runCLI(stdin string, args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// runCLIWithin is runCLI with nothing on standard input, failing t if the
+// command has not returned in 30 s (it blocks, or reads without end).
+func runCLIWithin(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.stdout, r.stderr, r.code = runCLI("", args...)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.stdout, r.stderr, r.code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%v did not return", args)
+		return "", "", 0
+	}
 }
 
 func writeTemp(t *testing.T, name, content string) string {
@@ -70,16 +103,15 @@ func TestRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
 			args := tt.args
 			if args[0] == "run" { // no disk cache in tests
 				args = append([]string{"run", "--cache-dir="}, args[1:]...)
 			}
-			code := run(context.Background(), args, strings.NewReader(tt.stdin), &stdout, &stderr)
+			stdout, stderr, code := runCLI(tt.stdin, args...)
 			if code != tt.exit {
-				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.exit, stdout.String(), stderr.String())
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.exit, stdout, stderr)
 			}
-			out := bytes.ReplaceAll(stdout.Bytes(), []byte(root), []byte("ROOT"))
+			out := bytes.ReplaceAll([]byte(stdout), []byte(root), []byte("ROOT"))
 			out = bytes.ReplaceAll(out, []byte(filepath.Dir(garbage)), []byte("TMP"))
 			if tt.name == "timeout" {
 				// How far a runaway loop gets before its deadline depends
@@ -131,12 +163,10 @@ func TestRunRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			args := append([]string{"run", "--cache-dir="}, tt.args...)
-			code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
-			if code != tt.exit || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) {
+			stdout, stderr, code := runCLI("", append([]string{"run", "--cache-dir="}, tt.args...)...)
+			if code != tt.exit || !strings.Contains(stdout, tt.stdout) || !strings.Contains(stderr, tt.stderr) {
 				t.Errorf("exit %d, want %d with %q in stdout and %q in stderr\nstdout: %s\nstderr: %s",
-					code, tt.exit, tt.stdout, tt.stderr, stdout.String(), stderr.String())
+					code, tt.exit, tt.stdout, tt.stderr, stdout, stderr)
 			}
 		})
 	}
@@ -174,10 +204,9 @@ func TestHelpExitsZero(t *testing.T) {
 		{[]string{"chain", "resolve", "--help"}, "-decision"},
 		{[]string{"chain", "verify", "--help"}, "-checkpoint"},
 	} {
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr)
-		if code != exitOK || !strings.Contains(stdout.String(), tt.flag) || !strings.Contains(stdout.String(), "usage:") {
-			t.Errorf("%v: exit %d, want 0 with the usage and %s on stdout\nstdout: %s\nstderr: %s", tt.args, code, tt.flag, stdout.String(), stderr.String())
+		stdout, stderr, code := runCLI("", tt.args...)
+		if code != exitOK || !strings.Contains(stdout, tt.flag) || !strings.Contains(stdout, "usage:") {
+			t.Errorf("%v: exit %d, want 0 with the usage and %s on stdout\nstdout: %s\nstderr: %s", tt.args, code, tt.flag, stdout, stderr)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -64,7 +62,6 @@ func TestNew(t *testing.T) {
 	if b, err := exec.Command("go", "build", "-o", cli, ".").CombinedOutput(); err != nil {
 		t.Fatalf("building the CLI: %v\n%s", err, b)
 	}
-	ctx := context.Background()
 	for _, lang := range []string{"go", "c", "rust", "assemblyscript"} {
 		t.Run(lang, func(t *testing.T) {
 			if m := newToolchain(lang); m != "" {
@@ -74,9 +71,8 @@ func TestNew(t *testing.T) {
 				t.Skipf("toolchain for %s missing: %s (under CI=true this fails)", lang, m)
 			}
 			hook := filepath.Join(dir, "my-"+lang+"-hook")
-			var stdout, stderr bytes.Buffer
-			if code := run(ctx, []string{"new", "--lang", lang, hook}, nil, &stdout, &stderr); code != exitOK {
-				t.Fatalf("new: exit %d\n%s%s", code, stdout.String(), stderr.String())
+			if stdout, stderr, code := runCLI("", "new", "--lang", lang, hook); code != exitOK {
+				t.Fatalf("new: exit %d\n%s%s", code, stdout, stderr)
 			}
 			if lang == "c" {
 				// the optional regex header compiles in the new folder: every
@@ -133,16 +129,14 @@ func TestNew(t *testing.T) {
 			if err := os.WriteFile(input, []byte(`{"incoming":"a banana split"}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			stdout.Reset()
-			stderr.Reset()
-			code := run(ctx, []string{"run", "--hook", filepath.Join(hook, "hook.wasm"), "--point", "message.inbound",
-				"--input", input, "--settings", `{"word":"banana"}`, "--cache-dir", ""}, nil, &stdout, &stderr)
+			stdout, stderr, code := runCLI("", "run", "--hook", filepath.Join(hook, "hook.wasm"), "--point", "message.inbound",
+				"--input", input, "--settings", `{"word":"banana"}`, "--cache-dir", "")
 			var out runOutput
-			if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || code != exitOK {
-				t.Fatalf("run: exit %d, %v\n%s%s", code, err, stdout.String(), stderr.String())
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != exitOK {
+				t.Fatalf("run: exit %d, %v\n%s%s", code, err, stdout, stderr)
 			}
 			if out.Decision == nil || out.Decision.Action != "block" || out.Report.Failure != nil {
-				t.Errorf("run: %s", stdout.String())
+				t.Errorf("run: %s", stdout)
 			}
 		})
 	}
@@ -200,9 +194,8 @@ func TestNewRefuses(t *testing.T) {
 		{"--lang", "go", dir},
 		{"--lang", "go"},
 	} {
-		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), append([]string{"new"}, args...), nil, &stdout, &stderr); code != exitUsage {
-			t.Errorf("new %v: exit %d, want %d\n%s%s", args, code, exitUsage, stdout.String(), stderr.String())
+		if stdout, stderr, code := runCLI("", append([]string{"new"}, args...)...); code != exitUsage {
+			t.Errorf("new %v: exit %d, want %d\n%s%s", args, code, exitUsage, stdout, stderr)
 		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {

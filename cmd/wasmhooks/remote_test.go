@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -53,9 +52,7 @@ func (p *platformCLI) do(key, stdin string, wantExit int, args ...string) string
 func (p *platformCLI) run(key, stdin string, args ...string) (string, string, int) {
 	p.t.Setenv(envServer, p.url)
 	p.t.Setenv(envAPIKey, key)
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr)
-	return stdout.String(), stderr.String(), code
+	return runCLI(stdin, args...)
 }
 
 // newKey runs admin key create and returns the key (remembered as a secret
@@ -236,14 +233,13 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	done := make(chan res, 1)
 	go func() {
-		var stdout, stderr bytes.Buffer
 		// The environment is the test's: WASMHOOKS_SERVER set above; the
 		// runtime key from a file, so that the main goroutine's Setenv
 		// does not race it.
 		kf := filepath.Join(dir, "runtime.key")
-		code := run(context.Background(), []string{"call", "--api-key-file", kf, "--tenant", "acme", "--point", "tool.before",
-			"--input", "-", "--run", "run-2", "--wait", "60"}, strings.NewReader(`{"tool":"shell.exec"}`), &stdout, &stderr)
-		done <- res{stdout.String() + stderr.String(), code}
+		stdout, stderr, code := runCLI(`{"tool":"shell.exec"}`, "call", "--api-key-file", kf, "--tenant", "acme", "--point", "tool.before",
+			"--input", "-", "--run", "run-2", "--wait", "60")
+		done <- res{stdout + stderr, code}
 	}()
 	var id string
 	for deadline := time.Now().Add(20 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -384,20 +380,18 @@ func TestCLIVerbHelp(t *testing.T) {
 		{"signing-key", "register", "--help"}, {"signing-key", "approve", "--help"},
 		{"admin", "tenant", "create", "--help"}, {"admin", "key", "rotate", "--help"}, {"admin", "credit", "grant", "--help"}, {"admin", "credit", "adjust", "--help"},
 	} {
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+		stdout, stderr, code := runCLI("", args...)
 		want := "-api-key-file"
 		if args[0] == "keygen" {
 			want = "-out"
 		}
-		if code != exitOK || !strings.Contains(stdout.String(), "usage:") || !strings.Contains(stdout.String(), want) {
-			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout.String(), stderr.String())
+		if code != exitOK || !strings.Contains(stdout, "usage:") || !strings.Contains(stdout, want) {
+			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout, stderr)
 		}
 	}
 	for _, args := range [][]string{{"admin", "--help"}, {"admin", "key", "--help"}, {"signing-key", "--help"}} {
-		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "usage:") {
-			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout.String(), stderr.String())
+		if stdout, stderr, code := runCLI("", args...); code != exitOK || !strings.Contains(stdout, "usage:") {
+			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout, stderr)
 		}
 	}
 }

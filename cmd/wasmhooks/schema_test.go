@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
 	"github.com/wasmhooks/wasmhooks/runtime"
@@ -70,16 +67,8 @@ func TestSettingsSchemaOneVerdict(t *testing.T) {
 	dir := t.TempDir()
 	exec := func(t *testing.T, args ...string) (int, string) {
 		t.Helper()
-		var stdout, stderr bytes.Buffer
-		done := make(chan int, 1)
-		go func() { done <- run(context.Background(), args, strings.NewReader(""), &stdout, &stderr) }()
-		select {
-		case code := <-done:
-			return code, stdout.String() + stderr.String()
-		case <-time.After(30 * time.Second): // coarse: a refused schema is refused in milliseconds
-			t.Fatalf("%s did not return", args[0])
-			return 0, ""
-		}
+		stdout, stderr, code := runCLIWithin(t, args...) // a refused schema is refused in milliseconds
+		return code, stdout + stderr
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

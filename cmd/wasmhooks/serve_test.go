@@ -97,11 +97,11 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// serveOnce starts `wasmhooks serve` on dir, checks /healthz, stops it
-// (as SIGINT would) and returns its stderr.
-func serveOnce(t *testing.T, dir string) string {
+// serveOnce starts `wasmhooks serve` on dir (with args), checks /healthz,
+// stops it (as SIGINT would) and returns its stderr.
+func serveOnce(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	s := startServe(t, "--data", dir)
+	s := startServe(t, append(args, "--data", dir)...)
 	if status, _ := httpGet(t, "http://"+s.addr+"/healthz"); status != 200 {
 		t.Fatalf("healthz: %d", status)
 	}
@@ -202,11 +202,5 @@ func TestServeRateLimitScope(t *testing.T) {
 		t.Fatalf("stderr: %s", stderr.String())
 	}
 	t.Setenv("WASMHOOKS_ADMIN_KEY", "")
-	s := startServe(t, "--rate-limit-scope", "node", "--data", dir)
-	if status, _ := httpGet(t, "http://"+s.addr+"/healthz"); status != 200 {
-		t.Fatalf("healthz: %d", status)
-	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("exit %d: %s", code, s.stdout.String())
-	}
+	serveOnce(t, dir, "--rate-limit-scope", "node")
 }

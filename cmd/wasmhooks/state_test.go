@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/wasmhooks/wasmhooks/internal/testutil"
@@ -28,9 +27,8 @@ func TestStateSurvivesBetweenCommands(t *testing.T) {
 		"--state", state, "--key", filepath.Join(dir, "host.key")}
 	exec := func(t *testing.T, stdin string, args ...string) ([]byte, int) {
 		t.Helper()
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr)
-		return stdout.Bytes(), code
+		stdout, _, code := runCLI(stdin, args...)
+		return []byte(stdout), code
 	}
 	out, code := exec(t, `{"tool":"shell.exec","arguments":{"command":"ls"}}`, append(append([]string{"chain"}, base...), "--point", "tool.before", "--input", "-")...)
 	var paused struct {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -33,11 +31,10 @@ func TestChainStream(t *testing.T) {
 	}
 	exec := func(t *testing.T, input string, args ...string) (doc, string, int) {
 		t.Helper()
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), append(append([]string(nil), base...), append(args, "--input", "-")...), strings.NewReader(input), &stdout, &stderr)
+		stdout, _, code := runCLI(input, append(append([]string(nil), base...), append(args, "--input", "-")...)...)
 		var d doc
-		_ = json.Unmarshal(stdout.Bytes(), &d)
-		return d, stdout.String(), code
+		_ = json.Unmarshal([]byte(stdout), &d)
+		return d, stdout, code
 	}
 	clean := `{"model":"m","response":"` + strings.Repeat("nothing to see here, ", 6) + `the end."}`
 	d, out, code := exec(t, clean, "--chunk", "7")
@@ -64,9 +61,7 @@ func TestChainStream(t *testing.T) {
 	if _, out, code := exec(t, clean, "--chunk", "0"); code != exitUsage || !strings.Contains(out, "--chunk") {
 		t.Fatalf("--chunk 0: exit %d: %s", code, out)
 	}
-	var stdout, stderr bytes.Buffer
-	args := []string{"chain", "--cache-dir=", "--config", config, "--module-dir", guests, "--point", "llm.after", "--stream", "--input", "-"}
-	if code := run(context.Background(), args, strings.NewReader(clean), &stdout, &stderr); code != exitUsage || !strings.Contains(stdout.String(), "streaming point") {
-		t.Fatalf("llm.after: exit %d: %s", code, stdout.String())
+	if stdout, _, code := runCLI(clean, "chain", "--cache-dir=", "--config", config, "--module-dir", guests, "--point", "llm.after", "--stream", "--input", "-"); code != exitUsage || !strings.Contains(stdout, "streaming point") {
+		t.Fatalf("llm.after: exit %d: %s", code, stdout)
 	}
 }

@@ -17,19 +17,7 @@ import (
 func TestCPUInfiniteLoop(t *testing.T) {
 	w := newWorld(t)
 	t.Run("fuel", func(t *testing.T) {
-		var msgs []string
-		for i := 0; i < 2; i++ {
-			within(t, 10*time.Second, "an infinite loop with 500k fuel", func() {
-				res, f := w.faultOnWarmInstance(t, "acme", runtime.Limits{Timeout: time.Minute, Fuel: 500_000}, opLoop, abi.FailFuelExhausted)
-				if res.FuelUsed != 500_000 {
-					t.Errorf("fuel used %d, want the whole budget", res.FuelUsed)
-				}
-				msgs = append(msgs, f.Message)
-			})
-		}
-		if msgs[0] != msgs[1] {
-			t.Errorf("not deterministic: %q then %q", msgs[0], msgs[1])
-		}
+		w.exhaustsFuel(t, 10*time.Second, "an infinite loop with 500k fuel", runtime.Limits{Timeout: time.Minute, Fuel: 500_000}, opLoop)
 	})
 	t.Run("deadline", func(t *testing.T) {
 		const timeout = 150 * time.Millisecond
@@ -40,6 +28,26 @@ func TestCPUInfiniteLoop(t *testing.T) {
 			}
 		})
 	})
+}
+
+// exhaustsFuel runs script for acme on a warm instance twice, each within
+// d: each must fail fuel_exhausted having used the whole of lim.Fuel, and
+// both with the same message (fuel is deterministic).
+func (w *world) exhaustsFuel(t *testing.T, d time.Duration, what string, lim runtime.Limits, script string) {
+	t.Helper()
+	var msgs []string
+	for range 2 {
+		within(t, d, what, func() {
+			res, f := w.faultOnWarmInstance(t, "acme", lim, script, abi.FailFuelExhausted)
+			if res.FuelUsed != lim.Fuel {
+				t.Errorf("fuel used %d, want the whole budget", res.FuelUsed)
+			}
+			msgs = append(msgs, f.Message)
+		})
+	}
+	if msgs[0] != msgs[1] {
+		t.Errorf("not deterministic: %q then %q", msgs[0], msgs[1])
+	}
 }
 
 // Threat: a hook whose initialisation never returns: _initialize (run by the
@@ -170,19 +178,7 @@ func TestCPUBurnThenBillableCall(t *testing.T) {
 func TestCPULoopFreeCallTree(t *testing.T) {
 	w := newWorld(t)
 	lim := runtime.Limits{Timeout: 30 * time.Second, Fuel: 1_000_000}
-	var msgs []string
-	for i := 0; i < 2; i++ {
-		within(t, 5*time.Second, "a loop-free call tree", func() {
-			res, f := w.faultOnWarmInstance(t, "acme", lim, opTree(0), abi.FailFuelExhausted)
-			if res.FuelUsed != 1_000_000 {
-				t.Errorf("fuel used %d, want the whole budget", res.FuelUsed)
-			}
-			msgs = append(msgs, f.Message)
-		})
-	}
-	if msgs[0] != msgs[1] {
-		t.Errorf("not deterministic: %q then %q", msgs[0], msgs[1])
-	}
+	w.exhaustsFuel(t, 5*time.Second, "a loop-free call tree", lim, opTree(0))
 	// A small tree within the budget completes.
 	if _, err := w.run(t, "acme", lim, opTree(30)); err != nil {
 		t.Errorf("a tree of 2^11 calls: %v", err)

@@ -353,6 +353,19 @@ func (w *world) run(t *testing.T, tenant string, lim runtime.Limits, script stri
 		Context: map[string]any{"outgoing": "@@" + script}})
 }
 
+// runWithin is run for acme that fails t if it errs, and reports (within)
+// if it takes longer than d.
+func (w *world) runWithin(t *testing.T, d time.Duration, what string, lim runtime.Limits, script string) *runtime.Result {
+	t.Helper()
+	var res *runtime.Result
+	var err error
+	within(t, d, what, func() { res, err = w.run(t, "acme", lim, script) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // invoke runs one invocation with every capability granted, and records who
 // it ran for and what its report says was charged. A failed invocation must
 // carry no decision, must not be reused and must not leak a host stack trace.

@@ -151,13 +151,8 @@ func TestLogFlood(t *testing.T) {
 	w := newWorld(t)
 	const chunk, times = 64 << 10, 160 // 10 MiB
 	script := opFill(0x60000, chunk, 'x') + opFill(0x60000+chunk-1, 1, '\n') + opPrint(1, 0x60000, chunk, times)
-	var res *runtime.Result
-	var err error
 	before := totalAlloc()
-	within(t, 5*time.Second, "printing 10 MiB", func() { res, err = w.run(t, "acme", runtime.Limits{}, script) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := w.runWithin(t, 5*time.Second, "printing 10 MiB", runtime.Limits{}, script)
 	kept := 0
 	for _, l := range res.Logs {
 		kept += len(l.Text) + 1
@@ -172,7 +167,7 @@ func TestLogFlood(t *testing.T) {
 	// Empty lines cost a LogLine each: bounded by the cap too.
 	lines := opFill(0x60000, chunk, '\n') + opPrint(2, 0x60000, chunk, times)
 	before = totalAlloc()
-	res, err = w.run(t, "acme", runtime.Limits{}, lines)
+	res, err := w.run(t, "acme", runtime.Limits{}, lines)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,14 +65,7 @@ func TestPayloadsRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := acmeWorld(t, 1_000_000)
-			var res *runtime.Result
-			var err error
-			within(t, 3*time.Second, "refusing the payload", func() {
-				res, err = w.run(t, "acme", runtime.Limits{}, opHostCall("llm.run", tt.payload, 4096))
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := w.runWithin(t, 3*time.Second, "refusing the payload", runtime.Limits{}, opHostCall("llm.run", tt.payload, 4096))
 			got := calls(t, res)[0]
 			if got.status != abi.StatusInvalidRequest {
 				t.Fatalf("status %v (%s), want INVALID_REQUEST", got.status, got.body)
@@ -105,14 +98,9 @@ func TestPayloadTenMegabyteString(t *testing.T) {
 
 	t.Run("default limits", func(t *testing.T) {
 		w := acmeWorld(t, 1_000_000)
-		var res *runtime.Result
-		var err error
 		prep(t, w, runtime.Limits{})
 		before := totalAlloc()
-		within(t, 3*time.Second, "refusing 10 MB", func() { res, err = w.run(t, "acme", runtime.Limits{}, script) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := w.runWithin(t, 3*time.Second, "refusing 10 MB", runtime.Limits{}, script)
 		if got := calls(t, res)[0]; got.status != abi.StatusRequestTooLarge {
 			t.Fatalf("status %v, want REQUEST_TOO_LARGE", got.status)
 		}
@@ -127,16 +115,11 @@ func TestPayloadTenMegabyteString(t *testing.T) {
 	t.Run("limits raised by the operator", func(t *testing.T) {
 		w := newWorld(t, func(o *options) { o.runner.MaxPayloadBytes = 16 << 20 })
 		w.fund(t, "acme", 1_000_000)
-		var res *runtime.Result
-		var err error
 		// The runner parses 10 MB under -race: give the invocation the
 		// time the test gives it.
 		lim := runtime.Limits{MaxRequestBytes: 16 << 20, MaxHostCallBytes: 32 << 20, Timeout: 10 * time.Second}
 		prep(t, w, lim)
-		within(t, 10*time.Second, "parsing and refusing 10 MB", func() { res, err = w.run(t, "acme", lim, script) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := w.runWithin(t, 10*time.Second, "parsing and refusing 10 MB", lim, script)
 		if got := calls(t, res)[0]; got.status != abi.StatusInvalidRequest || !strings.Contains(got.body, "/prompt") {
 			t.Fatalf("status %v (%s), want INVALID_REQUEST at /prompt", got.status, got.body)
 		}
