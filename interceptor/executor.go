@@ -305,12 +305,17 @@ func withTimeout(ctx context.Context, ms int64) (context.Context, context.Cancel
 
 // enter starts a request: it makes the chain's input, locks the request's
 // session and bounds ctx by its timeout (ms, none when not positive). done
-// ends both.
+// ends both. A request whose ctx ends while it waits for the session's
+// previous call (its client went) gives up, and runs nothing.
 func (x *Executor) enter(ctx context.Context, event, phase string, payload any, c *InvocationContext, timeout int64) (in chain.Input, _ context.Context, done func(), e *Error) {
 	if in, e = x.input(event, phase, payload, c); e != nil {
 		return in, nil, nil, e
 	}
-	unlock := x.sessions.Lock(sessionOf(c))
+	unlock, err := x.sessions.LockContext(ctx, sessionOf(c))
+	if err != nil {
+		return in, nil, nil, &Error{Code: CodeInternalError, Message: "Interceptor execution cancelled while it waited for the session's previous call",
+			Data: map[string]any{"reason": x.reason(err)}}
+	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	return in, ctx, func() { cancel(); unlock() }, nil
 }

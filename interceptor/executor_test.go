@@ -310,3 +310,32 @@ func TestChainBuiltWithoutTheLock(t *testing.T) {
 		t.Fatal("a chain was built holding the executor's lock")
 	}
 }
+
+// TestWaitForSessionGivesUp: a call waiting for its session's previous call
+// gives up when its client goes (its context ends), with a stable reason and
+// without running; it waited for ever, to run once the previous call ended.
+func TestWaitForSessionGivesUp(t *testing.T) {
+	x := newExecutor(t, Descriptor{Name: "guard", Type: TypeValidation, Events: []string{"*"}, Module: "cross-boundary-guard", Grants: []string{"kv.get", "kv.set"}})
+	ictx := &InvocationContext{SessionID: "busy"}
+	unlock := x.sessions.Lock(sessionOf(ictx)) // the session's previous call, still running
+	defer unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	type answer struct {
+		r *ChainResult
+		e *Error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		r, e := x.Chain(ctx, ChainParams{Event: "tools/call", Phase: PhaseRequest, Context: ictx, Payload: map[string]any{"name": "read_file"}})
+		got <- answer{r, e}
+	}()
+	cancel()
+	select {
+	case a := <-got:
+		if a.r != nil || a.e == nil || a.e.Data["reason"] != "cancelled" {
+			t.Fatalf("result %+v, error %+v: want an error with reason cancelled", a.r, a.e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call still waits for the session after its client went")
+	}
+}
