@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmhooks/wasmhooks/abi"
 	"github.com/wasmhooks/wasmhooks/internal/benchmode"
+	"github.com/wasmhooks/wasmhooks/runtime/internal/wasmbin"
 )
 
 // Defaults for Limits. See SECURITY.md for what each limit defends against.
@@ -58,8 +59,9 @@ const (
 	// MaxStackBytesLimit is the largest stack budget (1 GiB).
 	MaxStackBytesLimit = 1 << 30
 
-	// DefaultMaxModuleBytes bounds the size of a module (32 MiB).
-	DefaultMaxModuleBytes = 32 << 20
+	// DefaultMaxModuleBytes bounds the size of a module (32 MiB): the
+	// module reader's default, which says why.
+	DefaultMaxModuleBytes = wasmbin.DefaultMaxModuleBytes
 	// DefaultMaxMemoryPages is the runtime-wide ceiling of Limits.MemoryPages
 	// (4096 pages, 256 MiB).
 	DefaultMaxMemoryPages = 4096

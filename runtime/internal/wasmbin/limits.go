@@ -16,7 +16,7 @@ import "cmp"
 // with 3,885 functions and 68,116 data segments.
 type Limits struct {
 	// MaxModuleBytes is the largest module accepted, in bytes.
-	// Default DefaultMaxModuleBytes (16 MiB).
+	// Default DefaultMaxModuleBytes (32 MiB).
 	MaxModuleBytes uint64
 	// MaxCodeBytes is the largest code section accepted, in bytes: the input
 	// of the compiler, whose time and memory grow with it.
@@ -102,12 +102,15 @@ type Limits struct {
 
 // Default limits. See the Limits fields for what each bounds and why.
 const (
-	// DefaultMaxModuleBytes is 16 MiB: about 5 times a typical Go hook
-	// (3.3 MB) and more than twice one that links net/http (6.7 MB).
-	DefaultMaxModuleBytes = 16 << 20
-	// DefaultMaxCodeBytes is 16 MiB, so that by default only the module size
-	// binds; it stays in force if MaxModuleBytes is raised. Go's code section
-	// is about 60% of the module, Rust's and C's more.
+	// DefaultMaxModuleBytes is 32 MiB, the runtime's default too
+	// (runtime.DefaultMaxModuleBytes is this constant): about 10 times a
+	// typical Go hook (3.3 MB) and nearly 5 times one that links net/http
+	// (6.7 MB).
+	DefaultMaxModuleBytes = 32 << 20
+	// DefaultMaxCodeBytes is 16 MiB: the compiler's input, bounded apart
+	// from the module's size, which leaves room beside it for data and
+	// custom sections; it stays in force if MaxModuleBytes is raised. Go's
+	// code section is about 60% of the module, Rust's and C's more.
 	DefaultMaxCodeBytes = 16 << 20
 	// DefaultMaxFunctionBodyBytes is 1 MiB. The largest body in the Go
 	// hooks above is under 64 KiB; the JS API allows 7,654,321 bytes.

@@ -548,7 +548,7 @@ func TestDefaultLimits(t *testing.T) {
 			t.Errorf("DefaultLimits().%s is zero", v.Type().Field(i).Name)
 		}
 	}
-	if d.MaxModuleBytes != 16<<20 || d.MaxMemories != 1 || d.MaxLocals != 50_000 || d.MaxDataSegments != 100_000 || d.AllowSIMD {
+	if d.MaxModuleBytes != 32<<20 || d.MaxMemories != 1 || d.MaxLocals != 50_000 || d.MaxDataSegments != 100_000 || d.AllowSIMD {
 		t.Errorf("DefaultLimits() = %+v", d)
 	}
 	// An explicit value is kept.
