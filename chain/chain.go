@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -530,20 +532,30 @@ type Shadow struct {
 // that drops the byte reads as forbidden). The platform server and the MCP
 // server read strict JSON, which refuses such strings already; this is the
 // Go API's door. It looks at the context's encoding, which marks each lost
-// byte (abi.LostUTF8), so a valid context costs a search of its bytes.
+// byte (abi.LostUTF8), so a valid context costs a search of its bytes. A
+// context that has no such encoding (Marshal's bytes are not strict JSON,
+// as when a json.RawMessage holds bytes that are not UTF-8, which Marshal
+// passes on as they are) is looked at field by field.
 func lostUTF8(d *audit.Digests) error {
 	obj, ok := d.Object()
-	if !ok || !abi.LostUTF8(obj.Bytes()) {
+	if ok && !abi.LostUTF8(obj.Bytes()) {
 		return nil
 	}
-	field := ""
-	for i := range obj.NumField() {
-		key, value := obj.Field(i)
-		if abi.LostUTF8(value) || !utf8.ValidString(key) {
-			field = key
-			break
+	m := d.Map()
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		enc, err := abi.Marshal(m[key])
+		if !utf8.ValidString(key) || err == nil && (abi.LostUTF8(enc) || !utf8.Valid(enc)) {
+			return invalidUTF8(key)
 		}
 	}
+	if ok {
+		return invalidUTF8("")
+	}
+	return nil
+}
+
+// invalidUTF8 is lostUTF8's refusal of field.
+func invalidUTF8(field string) error {
 	return fmt.Errorf("%w: field %q holds a string that is not UTF-8 (strings.ToValidUTF8 makes it valid)", ErrInvalidInput, field)
 }
 

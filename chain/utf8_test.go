@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,9 @@ import (
 // its hooks would read U+FFFD where the caller, given the context back,
 // passes on the bytes. U+FFFD itself, and the escape's six characters as
 // text, are valid and run.
+// text is a string AppendJSON leaves to Marshal.
+type text string
+
 func TestRunRefusesInvalidUTF8(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -22,6 +26,8 @@ func TestRunRefusesInvalidUTF8(t *testing.T) {
 		{"a byte in a value", map[string]any{"channel": "x", "outgoing": "forb\xffidden"}, "outgoing"},
 		{"a surrogate's bytes, deep", map[string]any{"outgoing": "ok", "thread": map[string]any{"to": []any{"a", "\xed\xa0\x80"}}}, "thread"},
 		{"a byte in a key", map[string]any{"outgoing": "ok", "k\xff": 1}, "k\xff"},
+		{"a byte in raw JSON", map[string]any{"outgoing": json.RawMessage("\"forb\xffidden\"")}, "outgoing"},
+		{"a byte in a value Marshal encodes", map[string]any{"outgoing": []text{"forb\xffidden"}}, "outgoing"},
 		{"U+FFFD itself", map[string]any{"outgoing": "forb\ufffdidden"}, ""},
 		{"the escape as text", map[string]any{"outgoing": `forb\ufffdidden`}, ""},
 	} {
