@@ -25,6 +25,26 @@ import (
 // threads), which a loaded machine disturbs less. Audit records are hashed into a sink that keeps
 // none; spans go to the no-op provider.
 func BenchmarkChainSteps(b *testing.B) {
+	benchSteps(b, func() audit.Sink { return &audittest.LinkingSink{} })
+}
+
+// BenchmarkChainStepsUnrecorded is BenchmarkChainSteps with a sink that
+// takes each audit record without encoding or hashing it (the chain still
+// fills the Record): the difference is what a step's record costs, written
+// as JSON and hashed (BENCHMARKS.md, "Issue 11, ninth pass").
+func BenchmarkChainStepsUnrecorded(b *testing.B) {
+	benchSteps(b, func() audit.Sink { return unrecordedSink{} })
+}
+
+// unrecordedSink takes records and keeps, encodes and hashes none.
+type unrecordedSink struct{}
+
+func (unrecordedSink) Append(_ context.Context, r *audit.Record) error {
+	r.Hash = "unrecorded"
+	return nil
+}
+
+func benchSteps(b *testing.B, sink func() audit.Sink) {
 	wasm := testutil.WAT(b, testutil.EmptyHookWAT)
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 23)
 	for _, n := range []int{1, 3, 10} {
@@ -35,7 +55,7 @@ func BenchmarkChainSteps(b *testing.B) {
 				cfg.Bindings = append(cfg.Bindings, Binding{Name: fmt.Sprintf("g%d", i), Module: "empty", Point: outbound, Phase: Guard,
 					Settings: map[string]any{"mode": "strict", "threshold": 3}})
 			}
-			c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Audit: &audittest.LinkingSink{}, Logger: quiet(),
+			c, err := New(context.Background(), cfg, Options{Runtime: testRuntime(t), Audit: sink(), Logger: quiet(),
 				TracerProvider: noop.NewTracerProvider()})
 			if err != nil {
 				b.Fatal(err)
