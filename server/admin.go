@@ -206,7 +206,7 @@ func (s *Server) writeCredit(w http.ResponseWriter, r *http.Request, tenant stri
 // ?tenant= narrows it to one tenant's (or publisher's) keys.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ *Principal) {
 	q, args := `SELECT id, role, tenant, name, created FROM serve_keys`, []any{}
-	if t := r.URL.Query().Get("tenant"); !storable(t) {
+	if t := r.URL.Query().Get("tenant"); !store.Storable(t) {
 		s.writeList(w, "keys", []KeyInfo{}, nil) // no tenant's name
 		return
 	} else if t != "" {

@@ -4,7 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/wasmhooks/wasmhooks/store"
 )
 
 // Scope says whose objects a route touches, and so which keys reach them.
@@ -169,7 +170,9 @@ func (s *Server) guard(rt Route) http.Handler {
 			writeProblem(w, problem(http.StatusForbidden, CodeForbidden, "a %s key may not %s", p.Role, rt.Summary))
 			return
 		}
-		if !inScope(rt, r, p) || !storable(r.URL.Path) {
+		// A path whose parameters are not text a store can hold names
+		// nothing (Postgres refuses it: a 500 where SQLite found no row).
+		if !inScope(rt, r, p) || !store.Storable(r.URL.Path) {
 			writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "not found"))
 			return
 		}
@@ -182,14 +185,6 @@ func (s *Server) guard(rt Route) http.Handler {
 		}
 		rt.h(w, r, p)
 	})
-}
-
-// storable reports whether s, a request's path (whose parameters name
-// objects) or query value, is text a database can hold: UTF-8 without NUL
-// bytes, which Postgres refuses in a query's text parameters (a 500 where
-// SQLite found no row). Nothing is named otherwise.
-func storable(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 func inScope(rt Route, r *http.Request, p *Principal) bool {

@@ -492,10 +492,17 @@ func (l *Ledger) Grant(ctx context.Context, account string, amount int64, key st
 	return l.entry(ctx, "ledger grant", account, entryGrant, amount, key, "")
 }
 
-// ErrInvalidNote means an adjustment's note holds a NUL byte or is not
-// UTF-8: notes are kept as text, which Postgres refuses such bytes in, so
-// every store refuses them alike, before anything is written.
+// ErrInvalidNote means an adjustment's note is not Storable text: notes are
+// kept as text, so every store refuses such a note alike, before anything
+// is written.
 var ErrInvalidNote = errors.New("store: invalid adjustment note")
+
+// Storable reports whether s is text every store can hold in a text column
+// or parameter: UTF-8 without NUL bytes, which Postgres refuses (SQLite
+// keeps them).
+func Storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
 
 // Adjust adds delta (either sign, not zero) to account as an adjustment entry
 // with a note saying why (UTF-8 without NUL bytes, else ErrInvalidNote). A
@@ -505,7 +512,7 @@ func (l *Ledger) Adjust(ctx context.Context, account string, delta int64, key, n
 	if delta == 0 {
 		return fmt.Errorf("%w: adjustment of 0", capability.ErrInvalidAmount)
 	}
-	if strings.IndexByte(note, 0) >= 0 || !utf8.ValidString(note) {
+	if !Storable(note) {
 		return fmt.Errorf("%w: it holds a NUL byte or is not UTF-8", ErrInvalidNote)
 	}
 	return l.entry(ctx, "ledger adjust", account, entryAdjust, delta, key, note)
